@@ -1,0 +1,257 @@
+"""Typed configuration: dataclasses loaded from YAML, `--set a.b=c` overrides, values type-checked."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from guitarformer.errors import GuitarformerError
+
+REPO_CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+DEFAULT_CONFIG = "decoder-small"
+
+
+@dataclass
+class DataConfig:
+    dataset: str | None = None  # prepared dataset folder; None = the built-in corpus
+    tokenizer: str = "REMI"  # REMI | TSD | MIDILike | Structured
+    num_velocities: int = 16
+    use_tempos: bool = True
+    use_time_signatures: bool = True
+    bpe_vocab_size: int = 0  # 0 = no BPE; >0 trains miditok BPE to this vocabulary size
+    transpose: int = 0  # on-the-fly augmentation: random shift in [-transpose, +transpose] semitones
+    corpus_limit: int = 0  # built-in corpus: keep the first N tunes (0 = all); for quick tests
+
+
+@dataclass
+class ModelConfig:
+    kind: str = "decoder"  # decoder | encoder_decoder
+    vocab_size: int = 0  # 0 = taken from the dataset's tokenizer
+    block_size: int = 512  # decoder context / encoder-decoder target length T
+    src_block_size: int = 256  # encoder-decoder source length S
+    n_layer: int = 6
+    n_enc_layer: int = 0  # 0 = same as n_layer
+    n_head: int = 6
+    n_embd: int = 192
+    dropout: float = 0.1
+    bias: bool = False
+    pos: str = "learned"  # learned | sinusoidal | rope
+    ffn: str = "gelu"  # gelu | swiglu
+    ffn_mult: float = 4.0
+    tie_weights: bool = True
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 32
+    grad_accum: int = 1
+    max_steps: int = 3000
+    max_minutes: float = 0.0  # wall-clock cap (0 = none); the schedule still follows max_steps
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    eval_interval: int = 250
+    eval_iters: int = 20
+    log_interval: int = 10
+    sample_interval: int = 0  # 0 = no riff in TensorBoard during training (one is still logged at the end)
+    patience: int = 0  # early stopping: evaluations without improvement (0 = off)
+    seed: int = 1337
+    device: str = "auto"  # auto | cpu | cuda | mps
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    compile: bool = False
+    num_threads: int = 0  # torch CPU threads (0 = torch's default)
+
+
+@dataclass
+class SampleConfig:
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 0.95
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+    name: str = DEFAULT_CONFIG
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Convert a YAML/CLI value to the declared field type, or raise a clear error."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "~")):
+            return None
+        return _coerce(value, args[0], where)
+    try:
+        if tp is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on"):
+                return True
+            if isinstance(value, str) and value.lower() in ("false", "no", "0", "off"):
+                return False
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+            raise ValueError
+        if tp is int:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if isinstance(value, str):
+                f = float(value)  # accepts "1e3"
+                if not f.is_integer():
+                    raise ValueError
+                return int(f)
+            if isinstance(value, int):
+                return value
+            raise ValueError
+        if tp is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)  # PyYAML reads "3e-4" as a string: float() takes it
+        if tp is str:
+            if isinstance(value, (dict, list)):
+                raise ValueError
+            return str(value)
+    except (TypeError, ValueError):
+        tname = getattr(tp, "__name__", str(tp))
+        raise GuitarformerError(
+            f"config value {where}={value!r} is not a valid {tname}",
+            f"give {where} a {tname} value",
+        ) from None
+    return value
+
+
+def _section_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _apply(cfg: Config, section: str, key: str, value: Any) -> None:
+    if section not in ("data", "model", "train", "sample"):
+        raise GuitarformerError(
+            f"unknown config section {section!r}", "use one of data, model, train, sample"
+        )
+    obj = getattr(cfg, section)
+    hints = _section_types(type(obj))
+    if key not in hints:
+        valid = ", ".join(sorted(hints))
+        raise GuitarformerError(
+            f"unknown config key {section}.{key}", f"valid keys in {section}: {valid}"
+        )
+    setattr(obj, key, _coerce(value, hints[key], f"{section}.{key}"))
+
+
+def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
+    cfg = base if base is not None else Config()
+    for section, values in (d or {}).items():
+        if section == "name":
+            cfg.name = str(values)
+            continue
+        if not isinstance(values, dict):
+            raise GuitarformerError(
+                f"config section {section!r} must be a mapping, got {type(values).__name__}",
+                "write it as `section:` followed by indented `key: value` lines",
+            )
+        for k, v in values.items():
+            _apply(cfg, section, k, v)
+    validate(cfg)
+    return cfg
+
+
+def resolve_config_path(name_or_path: str) -> Path:
+    """A path to a YAML file, or a config name looked up in ./configs and the project's configs/."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    stem = name_or_path[:-5] if name_or_path.endswith(".yaml") else name_or_path
+    for d in (Path.cwd() / "configs", REPO_CONFIG_DIR):
+        cand = d / f"{stem}.yaml"
+        if cand.is_file():
+            return cand
+    raise GuitarformerError(
+        f"config {name_or_path!r} not found",
+        "pass a YAML file path or a name from configs/ (tiny, decoder-small, encdec-small, ...)",
+    )
+
+
+def load_config(name_or_path: str | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a named or file config (None: the default, falling back to dataclass defaults)."""
+    cfg = Config()
+    path: Path | None
+    try:
+        path = resolve_config_path(name_or_path or DEFAULT_CONFIG)
+    except GuitarformerError:
+        if name_or_path is not None:
+            raise
+        path = None  # installed without the configs/ folder: dataclass defaults are decoder-small
+    if path is not None:
+        try:
+            d = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise GuitarformerError(f"config {path} is not valid YAML: {e}", "fix the YAML syntax") from None
+        if not isinstance(d, dict):
+            raise GuitarformerError(f"config {path} must be a mapping", "see configs/tiny.yaml")
+        cfg = from_dict(d, cfg)
+        cfg.name = d.get("name", path.stem)
+    apply_overrides(cfg, overrides or [])
+    return cfg
+
+
+def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
+    """Apply `section.key=value` strings (values parsed as YAML scalars, then type-checked)."""
+    for item in overrides:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise GuitarformerError(
+                f"bad override {item!r}", "write overrides as --set section.key=value, e.g. --set train.lr=3e-4"
+            )
+        key, raw = item.split("=", 1)
+        section, k = key.strip().split(".", 1)
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        _apply(cfg, section, k, value)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    m, t = cfg.model, cfg.train
+    checks = [
+        (m.kind in ("decoder", "encoder_decoder"), "model.kind must be decoder or encoder_decoder"),
+        (m.pos in ("learned", "sinusoidal", "rope"), "model.pos must be learned, sinusoidal or rope"),
+        (m.ffn in ("gelu", "swiglu"), "model.ffn must be gelu or swiglu"),
+        (m.n_embd % max(m.n_head, 1) == 0 and m.n_head > 0, "model.n_embd must be divisible by model.n_head"),
+        (m.block_size > 0 and m.n_layer > 0, "model.block_size and model.n_layer must be positive"),
+        (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
+        (t.batch_size > 0 and t.grad_accum > 0, "train.batch_size and train.grad_accum must be positive"),
+        (t.lr > 0, "train.lr must be positive"),
+        (t.device in ("auto", "cpu", "cuda", "mps") or t.device.startswith("cuda:"), "train.device must be auto, cpu, cuda or mps"),
+        (t.dtype in ("auto", "float32", "bfloat16", "float16"), "train.dtype must be auto, float32, bfloat16 or float16"),
+        (cfg.data.tokenizer in ("REMI", "TSD", "MIDILike", "Structured"), "data.tokenizer must be REMI, TSD, MIDILike or Structured"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise GuitarformerError("invalid config: " + msg, "fix the value in the YAML file or with --set")
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,1 @@
+"""Data in: readers, the built-in corpus, tokenization, prepared datasets and training windows."""
