@@ -1,0 +1,346 @@
+"""Read guitar parts from MIDI, Guitar Pro 3-5, ASCII tab, MusicXML and ABC files; write them back as MIDI.
+
+Every reader returns a list of GuitarScore (one per guitar part). A file that is readable but not
+usable (no guitar part, a format we cannot read) raises SkipFile(reason); corrupt data raises an
+ordinary exception whose message names the file and the problem, so `prepare` can record it.
+
+Conventions shared by the readers:
+- Time is in ticks. GP and music21 sources are written at TPQ=480; MIDI keeps its own TPQ.
+- Each GuitarScore holds one track plus the song's tempos and time signatures (a 120 BPM, 4/4
+  default is written when the source has none, which is what MIDI assumes anyway).
+- Notes are sorted by (time, pitch); `frets`, where the source knows it, follows that order.
+- Repeats are not expanded: a score plays straight through once, as written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+import symusic
+
+from guitarformer.data.score import GUITAR_PROGRAM, STANDARD_TUNING, GuitarScore
+from guitarformer.errors import SkipFile
+
+FORMATS: dict[str, str] = {
+    ".mid": "midi",
+    ".midi": "midi",
+    ".gp3": "gp",
+    ".gp4": "gp",
+    ".gp5": "gp",
+    ".gpx": "gp6+",
+    ".gp": "gp6+",
+    ".txt": "ascii_tab",
+    ".tab": "ascii_tab",
+    ".musicxml": "musicxml",
+    ".xml": "musicxml",
+    ".mxl": "musicxml",
+    ".abc": "abc",
+}
+
+TPQ = 480  # ticks per quarter for everything we build ourselves (GP, music21)
+GUITAR_PROGRAMS = range(24, 32)  # General MIDI guitars, 0-based
+BASS_PROGRAMS = range(32, 40)
+BASS_TUNING: tuple[int, ...] = (28, 33, 38, 43)  # E1 A1 D2 G2
+DEFAULT_VELOCITY = 80
+GP6_MESSAGE = "Guitar Pro 6+ (.gpx/.gp) is not supported by PyGuitarPro; export as GP5 or MIDI"
+_TRACK_CHOICES = ("guitar", "all")
+
+
+def detect_format(path: str | os.PathLike) -> str | None:
+    """Format name for a path from its suffix (case-insensitive), or None if we do not read it."""
+    return FORMATS.get(Path(path).suffix.lower())
+
+
+def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: bool = False) -> list[GuitarScore]:
+    """Read every guitar part of a file.
+
+    tracks="guitar" keeps guitar parts only (plus bass when include_bass); tracks="all" keeps every
+    pitched (non-drum) part. Raises SkipFile for a usable-but-not-guitar or unsupported file.
+    """
+    if tracks not in _TRACK_CHOICES:
+        raise ValueError(f"tracks must be one of {_TRACK_CHOICES}, not {tracks!r}")
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt is None:
+        raise SkipFile(f"unsupported file type {path.suffix!r}; readable: {', '.join(sorted(FORMATS))}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if fmt == "gp6+":
+        raise SkipFile(GP6_MESSAGE)
+    if fmt == "ascii_tab":
+        from guitarformer.data.ascii_tab import read_ascii_tab  # lazy: written alongside this module
+
+        return read_ascii_tab(path)
+    reader = {"midi": _read_midi, "gp": _read_gp, "musicxml": _read_music21, "abc": _read_music21}[fmt]
+    return reader(path, tracks=tracks, include_bass=include_bass)
+
+
+def write_midi(gs_or_list: GuitarScore | Iterable[GuitarScore], path: str | os.PathLike, program: int | None = None) -> Path:
+    """Write one or several guitar parts as one MIDI file (one track each); returns the path.
+
+    Tempos and time signatures come from the first part. `program` overrides every track's program.
+    """
+    parts = [gs_or_list] if isinstance(gs_or_list, GuitarScore) else list(gs_or_list)
+    if not parts:
+        raise ValueError("write_midi: nothing to write (empty list of parts)")
+    tpq = parts[0].score.ticks_per_quarter
+    out = symusic.Score(tpq)
+    _copy_timing(parts[0].score, out)
+    for gs in parts:
+        score = gs.score if gs.score.ticks_per_quarter == tpq else gs.score.resample(tpq, min_dur=1)
+        for track in score.tracks:
+            track = track.copy()
+            if program is not None:
+                track.program = program
+            out.tracks.append(track)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out.dump_midi(str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# shared helpers
+
+
+def _copy_timing(src: symusic.Score, dst: symusic.Score) -> None:
+    """Copy tempos and time signatures (src and dst share a TPQ), with MIDI's defaults if absent."""
+    dst.tempos.extend(src.tempos.copy() if len(src.tempos) else [symusic.Tempo(0, 120.0)])
+    if len(src.time_signatures):
+        dst.time_signatures.extend(src.time_signatures.copy())
+    else:
+        dst.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+
+
+def _new_score(tpq: int, tempos: list[tuple[int, float]], time_signatures: list[tuple[int, int, int]]) -> symusic.Score:
+    score = symusic.Score(tpq)
+    for time, qpm in tempos or [(0, 120.0)]:
+        score.tempos.append(symusic.Tempo(time, float(qpm)))
+    for time, num, den in time_signatures or [(0, 4, 4)]:
+        score.time_signatures.append(symusic.TimeSignature(time, num, den))
+    return score
+
+
+def _part_name(path: Path, track_name: str, n_parts: int) -> str:
+    track_name = track_name.strip()
+    return f"{path.stem} [{track_name}]" if track_name and n_parts > 1 else path.stem
+
+
+def _no_guitar(n_tracks: int) -> SkipFile:
+    return SkipFile(
+        f"no guitar track (programs 24-31) among {n_tracks} tracks; use --tracks all to keep every track"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# MIDI (symusic)
+
+
+def _read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
+    try:
+        src = symusic.Score(str(path))
+    except Exception as e:  # symusic raises RuntimeError/ValueError with terse messages
+        raise ValueError(f"{path.name}: not a readable MIDI file ({e})") from e
+    pitched = [t for t in src.tracks if not t.is_drum and len(t.notes)]
+    if tracks == "all":
+        keep = pitched
+    else:
+        keep = [
+            t for t in pitched
+            if t.program in GUITAR_PROGRAMS or (include_bass and t.program in BASS_PROGRAMS)
+        ]
+        # A riff file with one instrument is a guitar part whatever program it carries
+        # (exported riffs often sit on program 0), unless it is a bass we were told to leave out.
+        if not keep and len(pitched) == 1 and (include_bass or pitched[0].program not in BASS_PROGRAMS):
+            keep = pitched
+    if not keep:
+        raise _no_guitar(len(src.tracks))
+
+    parts = []
+    for track in keep:
+        score = symusic.Score(src.ticks_per_quarter)
+        _copy_timing(src, score)
+        track = track.copy()
+        is_bass = track.program in BASS_PROGRAMS
+        original_program = track.program
+        if tracks == "guitar" and not is_bass and track.program not in GUITAR_PROGRAMS:
+            track.program = GUITAR_PROGRAM  # the single-track riff kept above
+        track.notes.sort(key=lambda n: (n.time, n.pitch))
+        score.tracks.append(track)
+        parts.append(GuitarScore(
+            score=score,
+            tuning=BASS_TUNING if is_bass else STANDARD_TUNING,
+            name=_part_name(path, track.name, len(keep)),
+            source_format="midi",
+            extra={"path": str(path), "track_name": track.name, "program": original_program},
+        ))
+    return parts
+
+
+# ---------------------------------------------------------------------------------------------
+# Guitar Pro 3/4/5 (PyGuitarPro)
+
+
+def _read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
+    raise SkipFile("Guitar Pro 3-5 reader not written yet")
+
+
+# ---------------------------------------------------------------------------------------------
+# MusicXML / ABC (music21)
+
+
+def _read_music21(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
+    import music21  # heavy; only when a MusicXML/ABC file is read
+
+    if path.suffix.lower() in (".xml", ".musicxml"):
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        if b"<GPIF" in head:
+            raise SkipFile("Guitar Pro 6+ internal XML (GPIF) is not MusicXML; export as GP5, MusicXML or MIDI")
+        if b"score-partwise" not in head and b"score-timewise" not in head:
+            raise SkipFile("XML file is not MusicXML (no score-partwise/score-timewise root)")
+    fmt = "abc" if path.suffix.lower() == ".abc" else "musicxml"
+    try:
+        parsed = music21.converter.parse(str(path), format=fmt)
+    except Exception as e:
+        raise ValueError(f"{path.name}: music21 could not parse it as {fmt} ({type(e).__name__}: {e})") from e
+    scores = list(parsed.scores) if isinstance(parsed, music21.stream.Opus) else [parsed]
+    parts: list[GuitarScore] = []
+    n_parts = 0
+    for i, sc in enumerate(scores):
+        title = (sc.metadata.title if sc.metadata and sc.metadata.title else "") or ""
+        name = title or (f"{path.stem} #{i + 1}" if len(scores) > 1 else path.stem)
+        try:
+            got = from_music21(sc, name=name, tracks=tracks, include_bass=include_bass, source_format=fmt)
+        except SkipFile:
+            if len(scores) == 1:
+                raise
+            continue  # one non-guitar tune in an opus does not spoil the others
+        n_parts += len(sc.parts)
+        for gs in got:
+            gs.extra["path"] = str(path)
+        parts.extend(got)
+    if not parts:
+        raise _no_guitar(n_parts)
+    return parts
+
+
+def _m21_role(part) -> str:
+    """'guitar', 'bass', 'drums' or 'other' for a music21 Part, from its instrument and name."""
+    from music21 import instrument
+
+    inst = part.getInstrument(returnDefault=False)
+    names = " ".join(
+        str(x or "") for x in (part.partName, getattr(inst, "instrumentName", None), getattr(inst, "partName", None))
+    ).lower()
+    program = getattr(inst, "midiProgram", None)
+    if isinstance(inst, instrument.UnpitchedPercussion) or getattr(inst, "midiChannel", None) == 9:
+        return "drums"
+    if isinstance(inst, (instrument.ElectricBass, instrument.AcousticBass, instrument.FretlessBass)) or "bass" in names:
+        return "bass"
+    if isinstance(inst, instrument.Guitar) or "guitar" in names or "gtr" in names or "guit" in names:
+        return "guitar"
+    if program is not None and program in GUITAR_PROGRAMS:
+        return "guitar"
+    if program is not None and program in BASS_PROGRAMS:
+        return "bass"
+    return "other"
+
+
+def from_music21(
+    m21score,
+    name: str = "",
+    tracks: str = "guitar",
+    include_bass: bool = False,
+    source_format: str = "music21",
+) -> list[GuitarScore]:
+    """Guitar parts of a music21 Score (or a lone Part) as GuitarScores at TPQ=480.
+
+    Picks parts whose instrument is a guitar (or the only part); tracks="all" keeps every pitched
+    part. Pitches are sounding pitches: `toSoundingPitch()` applies the part's transposition when the
+    source encodes written pitch (MusicXML <transpose>). music21's Guitar instrument itself carries
+    no octave transposition, and MusicXML guitar parts normally encode sounding pitch (treble-8vb
+    clef, or TAB staves whose pitch = string tuning + fret), so no extra octave shift is applied.
+    Ties are merged (stripTies), chords become simultaneous notes, grace notes are dropped,
+    repeats are not expanded.
+    """
+    from music21 import harmony, meter, stream, tempo
+
+    if tracks not in _TRACK_CHOICES:
+        raise ValueError(f"tracks must be one of {_TRACK_CHOICES}, not {tracks!r}")
+    all_parts = list(m21score.parts) if hasattr(m21score, "parts") and len(m21score.parts) else [m21score]
+    roles = [_m21_role(p) for p in all_parts]
+    pitched = [(p, r) for p, r in zip(all_parts, roles) if r != "drums"]
+    if tracks == "all":
+        keep = pitched
+    else:
+        keep = [(p, r) for p, r in pitched if r == "guitar" or (include_bass and r == "bass")]
+        if not keep and len(pitched) == 1 and (include_bass or pitched[0][1] != "bass"):
+            keep = pitched
+    if not keep:
+        raise _no_guitar(len(all_parts))
+
+    # Tempo map from the whole score (ABC and many MusicXML files put it in one part only).
+    tempos: list[tuple[int, float]] = []
+    try:
+        for start, _end, mm in m21score.metronomeMarkBoundaries():
+            qpm = mm.getQuarterBPM()
+            if qpm and qpm > 0:
+                tempos.append((round(float(start) * TPQ), float(qpm)))
+    except Exception:  # odd MetronomeMarks (text only) should not lose the notes
+        tempos = []
+    tempos = _dedupe_by_time(tempos) or [(0, 120.0)]
+
+    out = []
+    for part, role in keep:
+        if part.atSoundingPitch is False or part.atSoundingPitch == "unknown":
+            part = part.toSoundingPitch(inPlace=False)
+        flat = part.flatten().stripTies(inPlace=False)
+        time_signatures = _dedupe_by_time([
+            (round(float(ts.offset) * TPQ), int(ts.numerator), int(ts.denominator))
+            for ts in flat.getElementsByClass(meter.TimeSignature)
+        ])
+        raw = []
+        for el in flat.notes:
+            if isinstance(el, harmony.Harmony) or el.duration.isGrace:
+                continue  # chord symbols are annotations, not notes
+            start = round(float(el.offset) * TPQ)
+            dur = max(1, round(float(el.quarterLength) * TPQ))
+            vel = el.volume.velocity if el.volume is not None and el.volume.velocity else DEFAULT_VELOCITY
+            for p in getattr(el, "pitches", ()):
+                if 0 <= p.midi <= 127:
+                    raw.append((start, int(p.midi), dur, int(vel)))
+        if not raw:
+            continue
+        raw.sort()
+        score = _new_score(TPQ, tempos, time_signatures)
+        is_bass = role == "bass"
+        inst = part.getInstrument(returnDefault=False)
+        program = getattr(inst, "midiProgram", None)
+        if tracks == "guitar" and not is_bass and (program is None or program not in GUITAR_PROGRAMS):
+            program = GUITAR_PROGRAM
+        track = symusic.Track(str(part.partName or name or ""), int(program if program is not None else 0), False)
+        for start, pitch, dur, vel in raw:
+            track.notes.append(symusic.Note(start, dur, pitch, vel))
+        score.tracks.append(track)
+        part_label = str(part.partName or "")
+        out.append(GuitarScore(
+            score=score,
+            tuning=BASS_TUNING if is_bass else STANDARD_TUNING,
+            name=f"{name} [{part_label}]" if part_label and len(keep) > 1 else name,
+            source_format=source_format,
+            extra={"part_name": part_label},
+        ))
+    if not out:
+        raise SkipFile(f"guitar part(s) of {name or 'score'} hold no notes")
+    return out
+
+
+def _dedupe_by_time(events: list[tuple]) -> list[tuple]:
+    """Sort events by time and keep the last one at each time."""
+    by_time = {}
+    for ev in sorted(events, key=lambda e: e[0]):
+        by_time[ev[0]] = ev
+    return list(by_time.values())

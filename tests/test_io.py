@@ -1,0 +1,101 @@
+"""io.read_guitar / write_midi on the project's own fixtures (tests/fixtures/io, made by make_fixtures.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import symusic
+
+from guitarformer.data import io
+from guitarformer.data.score import GUITAR_PROGRAM, STANDARD_TUNING, GuitarScore
+from guitarformer.errors import SkipFile
+
+FIX = Path(__file__).parent / "fixtures" / "io"
+RIFF = [(0, 240, 40), (240, 240, 43), (480, 240, 45), (720, 480, 47), (1200, 240, 52), (1200, 240, 55)]
+
+
+def notes(gs: GuitarScore) -> list[tuple[int, int, int]]:
+    return [(n.time, n.duration, n.pitch) for n in gs.track.notes]
+
+
+def test_formats_and_detect():
+    assert io.detect_format("a/B.MID") == "midi"
+    assert io.detect_format("x.gp4") == "gp"
+    assert io.detect_format("x.gpx") == io.detect_format("x.gp") == "gp6+"
+    assert io.detect_format("x.mxl") == io.detect_format("x.xml") == "musicxml"
+    assert io.detect_format("x.tab") == "ascii_tab" and io.detect_format("x.abc") == "abc"
+    assert io.detect_format("x.pdf") is None
+    with pytest.raises(SkipFile, match="unsupported file type"):
+        io.read_guitar(FIX / "make_fixtures.py")
+
+
+def test_midi_keeps_guitar_drops_piano_and_drums():
+    (gs,) = io.read_guitar(FIX / "band.mid")
+    assert gs.source_format == "midi" and len(gs.score.tracks) == 1
+    assert gs.track.program == 29 and notes(gs) == RIFF and gs.frets is None
+    assert gs.tuning == STANDARD_TUNING
+    assert gs.score.tempos[0].qpm == pytest.approx(100, abs=0.01)
+    ts = gs.score.time_signatures[0]
+    assert (ts.numerator, ts.denominator) == (3, 4)
+    everything = io.read_guitar(FIX / "band.mid", tracks="all")
+    assert sorted(g.track.program for g in everything) == [0, 29]
+
+
+def test_single_track_riff_on_piano_program_is_kept_as_guitar():
+    (gs,) = io.read_guitar(FIX / "riff_piano_program.mid")
+    assert notes(gs) == RIFF and gs.track.program == GUITAR_PROGRAM
+    assert gs.extra["program"] == 0
+
+
+def test_drums_only_midi_is_skipped():
+    with pytest.raises(SkipFile, match=r"no guitar track \(programs 24-31\) among 1 tracks"):
+        io.read_guitar(FIX / "drums_only.mid")
+
+
+def test_gpx_is_skipped_with_message():
+    with pytest.raises(SkipFile) as e:
+        io.read_guitar(FIX / "song.gpx")
+    assert str(e.value) == io.GP6_MESSAGE
+
+
+@pytest.mark.parametrize("name", ["corrupt.mid", "corrupt.gp5"])
+def test_corrupt_bytes_raise_not_hang(name):
+    with pytest.raises(Exception) as e:
+        io.read_guitar(FIX / name)
+    assert not isinstance(e.value, SkipFile)
+    assert name in str(e.value)
+
+
+def test_musicxml_guitar_part():
+    (gs,) = io.read_guitar(FIX / "guitar_and_piano.musicxml")
+    assert gs.source_format == "musicxml" and gs.score.ticks_per_quarter == io.TPQ
+    # E2, A2 tied over two beats (merged), then an E major triad; sounding pitch, no octave shift
+    assert notes(gs) == [(0, 480, 40), (480, 960, 45), (1440, 480, 52), (1440, 480, 56), (1440, 480, 59)]
+    assert gs.score.tempos[0].qpm == pytest.approx(90, abs=0.01)
+    assert len(io.read_guitar(FIX / "guitar_and_piano.musicxml", tracks="all")) == 2
+
+
+def test_abc_opus_gives_one_part_per_tune():
+    parts = io.read_guitar(FIX / "three_tunes.abc")
+    assert [p.name for p in parts] == ["First Tune", "Second Tune", "Third Tune"]
+    first = parts[0]
+    assert first.source_format == "abc" and first.score.tempos[0].qpm == pytest.approx(110, abs=0.01)
+    assert (1920, 960, 76) in notes(first)  # e2-e2: tie merged
+    assert sum(1 for n in first.track.notes if n.time == 2880) == 3  # [GBd] chord
+    assert [(t.numerator, t.denominator) for t in parts[2].score.time_signatures] == [(6, 8)]
+    assert parts[1].score.tempos[0].qpm == pytest.approx(120, abs=0.01)  # default tempo
+
+
+def test_write_midi_round_trip(tmp_path):
+    parts = io.read_guitar(FIX / "band.mid") + io.read_guitar(FIX / "three_tunes.abc")[:1]
+    out = io.write_midi(parts, tmp_path / "sub" / "out.mid", program=27)
+    back = symusic.Score(str(out))
+    assert len(back.tracks) == 2 and {t.program for t in back.tracks} == {27}
+    (again,) = io.read_guitar(io.write_midi(parts[0], tmp_path / "one.mid"))
+    assert notes(again) == RIFF
+
+
+def test_bad_tracks_argument():
+    with pytest.raises(ValueError):
+        io.read_guitar(FIX / "band.mid", tracks="guitars")
