@@ -1,0 +1,106 @@
+"""Decoder-only causal Transformer language model (GPT style), with a KV cache for sampling."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from guitarformer import IGNORE_INDEX
+from guitarformer.config import ModelConfig
+from guitarformer.models.layers import (
+    Block,
+    KVCache,
+    RotaryEmbedding,
+    TokenEmbedding,
+    as_model_config,
+    init_gpt2_,
+    make_adamw,
+)
+
+
+class Decoder(nn.Module):
+    """Token + position embedding, n_layer causal pre-norm blocks, final LayerNorm, (tied) LM head."""
+
+    def __init__(self, config: ModelConfig | dict) -> None:
+        super().__init__()
+        cfg = as_model_config(config)
+        if cfg.vocab_size <= 0:
+            raise ValueError("model.vocab_size must be set (> 0) before building the model")
+        self.config = cfg
+        C = cfg.n_embd
+        self.embed = TokenEmbedding(nn.Embedding(cfg.vocab_size, C), cfg.pos, cfg.block_size, cfg.dropout)
+        self.rotary = RotaryEmbedding(C // cfg.n_head, cfg.block_size) if cfg.pos == "rope" else None
+        self.blocks = nn.ModuleList(Block(cfg, causal=True, cross=False) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(C, bias=cfg.bias)
+        self.lm_head = nn.Linear(C, cfg.vocab_size, bias=False)
+        init_gpt2_(self, n_residual=2 * cfg.n_layer)  # two residual branches per block
+        if cfg.tie_weights:
+            self.lm_head.weight = self.embed.wte.weight  # after init: one tensor, embedding's N(0, 0.02)
+
+    def new_cache(
+        self,
+        batch_size: int,
+        max_len: int | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> KVCache:
+        """An empty KV cache for up to max_len positions (default: the whole context)."""
+        cfg = self.config
+        return KVCache(
+            cfg.n_layer,
+            batch_size,
+            cfg.n_head,
+            cfg.n_embd // cfg.n_head,
+            max_len or cfg.block_size,
+            device=device if device is not None else self.lm_head.weight.device,
+            dtype=dtype,
+        )
+
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) -> logits (B, T, V), mean cross-entropy against targets (B, T) or None.
+
+        With a cache, idx holds only the new tokens; their positions start at cache.length and the
+        cache is advanced by T in place.
+        """
+        T = idx.shape[1]
+        start = cache.length if cache is not None else 0
+        x = self.embed(idx, start)  # (B, T, C); raises past block_size
+        rope = self.rotary(start, T) if self.rotary is not None else None
+        for i, block in enumerate(self.blocks):
+            x = block(x, rope=rope, cache=cache, layer=i)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        if cache is not None:
+            cache.advance(T)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+        return logits, loss
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Parameter count. non_embedding drops the lookup-only tables (position embedding, and the token
+        embedding when it is not tied); a tied token embedding stays, as it is also the LM head's matmul."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            if self.config.pos == "learned":
+                n -= self.embed.wpe.weight.numel()
+            if not self.config.tie_weights:
+                n -= self.embed.wte.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int | None = None) -> float:
+        """Training FLOPs per token (forward + backward), PaLM appendix B: 6N + 12 * n_layer * C * T."""
+        cfg = self.config
+        T = seq_len or cfg.block_size
+        return 6.0 * self.num_params(non_embedding=True) + 12.0 * cfg.n_layer * cfg.n_embd * T
+
+    def configure_optimizer(
+        self,
+        weight_decay: float,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.95),
+        device_type: str = "cpu",
+    ) -> torch.optim.AdamW:
+        return make_adamw(self.named_parameters(), weight_decay, lr, betas, device_type)

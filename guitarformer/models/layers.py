@@ -1,0 +1,358 @@
+"""Transformer building blocks shared by the decoder and the encoder-decoder: attention, FFN, positions, KV cache.
+
+Shape legend (used in every shape comment in guitarformer/models/):
+    B   batch size
+    T   target / decoder length (queries of self-attention; in a cached step, the NEW tokens only)
+    S   source / encoder length (keys of cross-attention)
+    L   key length of cached self-attention (cache.length + T)
+    C   model width (n_embd)
+    nh  number of attention heads
+    hs  head size (C // nh)
+    V   vocabulary size
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from guitarformer.config import ModelConfig
+
+RopeTables = tuple[Tensor, Tensor]  # (cos, sin), each (T, hs/2)
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def sinusoidal_table(n_pos: int, dim: int) -> Tensor:
+    """Vaswani et al. sin/cos table (n_pos, dim): even columns sin, odd columns cos."""
+    pos = torch.arange(n_pos, dtype=torch.float32).unsqueeze(1)  # (n_pos, 1)
+    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(n_pos, dim)
+    table[:, 0::2] = torch.sin(pos * inv_freq)
+    table[:, 1::2] = torch.cos(pos * inv_freq[: dim // 2])  # dim odd: one fewer cos column
+    return table
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position tables (RoPE, Su et al.), rotate-half layout as in GPT-NeoX/LLaMA."""
+
+    def __init__(self, head_size: int, max_len: int, base: float = 10000.0) -> None:
+        super().__init__()
+        if head_size % 2:
+            raise ValueError(f"rope needs an even head size, got {head_size}")
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
+        angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)  # (max_len, hs/2)
+        # Non-persistent: derived from the config, so checkpoints stay plain weights.
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, start: int, length: int) -> RopeTables:
+        return self.cos[start : start + length], self.sin[start : start + length]
+
+
+def apply_rope(x: Tensor, rope: RopeTables) -> Tensor:
+    """Rotate (B, nh, T, hs) queries or keys by their position's angles."""
+    cos, sin = (t.to(x.dtype) for t in rope)  # (T, hs/2); cast so autocast/bf16 keeps one dtype
+    x1, x2 = x.chunk(2, dim=-1)  # (B, nh, T, hs/2) each
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class TokenEmbedding(nn.Module):
+    """Token embedding plus absolute positions (learned or sinusoidal; none for rope), then dropout."""
+
+    def __init__(self, wte: nn.Embedding, pos: str, max_len: int, dropout: float) -> None:
+        super().__init__()
+        self.wte = wte  # may be shared (encoder-decoder) and tied to the LM head
+        self.pos = pos
+        self.max_len = max_len
+        n_embd = wte.embedding_dim
+        if pos == "learned":
+            self.wpe = nn.Embedding(max_len, n_embd)
+        elif pos == "sinusoidal":
+            self.register_buffer("table", sinusoidal_table(max_len, n_embd), persistent=False)
+        elif pos != "rope":
+            raise ValueError(f"unknown positional scheme {pos!r}: use learned, sinusoidal or rope")
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, idx: Tensor, start: int = 0) -> Tensor:
+        T = idx.shape[1]
+        if start + T > self.max_len:
+            raise ValueError(f"position {start + T - 1} is past the model's context of {self.max_len} tokens")
+        x = self.wte(idx)  # (B, T, C)
+        if self.pos == "learned":
+            x = x + self.wpe(torch.arange(start, start + T, device=idx.device))
+        elif self.pos == "sinusoidal":
+            x = x + self.table[start : start + T].to(x.dtype)
+        return self.drop(x)
+
+
+# --------------------------------------------------------------------------- KV cache
+
+
+class KVCache:
+    """Per-layer self-attention keys/values for incremental decoding, plus cross-attention K/V of the memory.
+
+    Self-attention K/V live in one preallocated (B, nh, max_len, hs) buffer per layer; `length` counts
+    the positions already written and is advanced by the model once all layers have seen the new tokens.
+    With dtype=None the buffers are allocated on first write in the dtype the layer produced, so the
+    same cache works in fp32, under bf16 autocast and for a bf16 model.
+    """
+
+    def __init__(
+        self,
+        n_layer: int,
+        batch_size: int,
+        n_head: int,
+        head_size: int,
+        max_len: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        self.n_layer, self.batch_size, self.n_head, self.head_size = n_layer, batch_size, n_head, head_size
+        self.max_len = max_len
+        self.device = torch.device(device) if device is not None else None
+        self.dtype = dtype
+        self.length = 0
+        self.k: list[Tensor | None] = [None] * n_layer
+        self.v: list[Tensor | None] = [None] * n_layer
+        self.cross: list[tuple[Tensor, Tensor] | None] = [None] * n_layer  # encoder-decoder only
+
+    def _alloc(self, like: Tensor) -> Tensor:
+        shape = (self.batch_size, self.n_head, self.max_len, self.head_size)
+        return torch.zeros(shape, device=self.device or like.device, dtype=self.dtype or like.dtype)
+
+    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write the new (B, nh, T, hs) k/v at [length, length+T); return all keys/values so far, (B, nh, L, hs)."""
+        T = k.shape[2]
+        end = self.length + T
+        if end > self.max_len:
+            raise ValueError(f"KV cache full: {end} positions > max_len {self.max_len}")
+        if self.k[layer] is None:
+            self.k[layer], self.v[layer] = self._alloc(k), self._alloc(v)
+        ck, cv = self.k[layer], self.v[layer]
+        assert ck is not None and cv is not None
+        ck[:, :, self.length : end] = k
+        cv[:, :, self.length : end] = v
+        return ck[:, :, :end], cv[:, :, :end]
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+    def reset(self) -> None:
+        """Forget everything (buffers are kept and overwritten) so the cache can serve a new prompt."""
+        self.length = 0
+        self.cross = [None] * self.n_layer
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def key_padding_to_attn_mask(key_mask: Tensor | None) -> Tensor | None:
+    """(B, S) bool, True = real token -> (B, 1, 1, S) boolean SDPA mask (True = may attend)."""
+    return None if key_mask is None else key_mask[:, None, None, :]
+
+
+def lower_right_causal_mask(T: int, L: int, device: torch.device) -> Tensor:
+    """(T, L) bool: query i (the i-th of the T newest positions) may see keys 0 .. L-T+i.
+
+    SDPA's is_causal=True aligns the triangle top-left (query i sees keys 0..i), which is wrong when
+    queries are the last T of L positions, as in a cached decoding step.
+    """
+    return torch.ones(T, L, dtype=torch.bool, device=device).tril(diagonal=L - T)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention through SDPA, one fused QKV projection, optional KV cache and rope."""
+
+    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool, causal: bool) -> None:
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.n_head, self.head_size, self.causal, self.dropout = n_head, n_embd // n_head, causal, dropout
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)  # rows: [q; k; v], like nn.MultiheadAttention
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.resid_drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_mask: Tensor | None = None,
+        rope: RopeTables | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+    ) -> Tensor:
+        B, T, C = x.shape
+        # One matmul for q, k and v; the permute is a view, SDPA takes strided inputs.
+        qkv = self.c_attn(x).view(B, T, 3, self.n_head, self.head_size)  # (B, T, 3, nh, hs)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, T, hs)
+        if rope is not None:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # (B, nh, L, hs)
+        L = k.shape[2]
+
+        mask = key_padding_to_attn_mask(key_mask)  # (B, 1, 1, L) or None
+        is_causal = False
+        if self.causal:
+            if T == L and mask is None:
+                is_causal = True  # fast path: square, top-left == lower-right
+            elif T > 1 or mask is not None:  # one new query may see every cached key: no mask needed
+                tri = lower_right_causal_mask(T, L, x.device)  # (T, L)
+                mask = tri if mask is None else mask & tri  # (B, 1, T, L)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
+        )  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.resid_drop(self.c_proj(y))
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention from decoder queries to encoder memory: Q projection plus one fused KV projection."""
+
+    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool) -> None:
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.n_head, self.head_size, self.dropout = n_head, n_embd // n_head, dropout
+        self.q_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.kv_proj = nn.Linear(n_embd, 2 * n_embd, bias=bias)  # rows: [k; v]
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.resid_drop = nn.Dropout(dropout)
+
+    def memory_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        B, S, C = memory.shape
+        kv = self.kv_proj(memory).view(B, S, 2, self.n_head, self.head_size)  # (B, S, 2, nh, hs)
+        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, nh, S, hs)
+        return k, v
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        key_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+    ) -> Tensor:
+        B, T, C = x.shape
+        q = self.q_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        if cache is not None and cache.cross[layer] is not None:
+            k, v = cache.cross[layer]  # memory never changes while decoding: projected once
+        else:
+            if memory is None:
+                raise ValueError("cross-attention needs the encoder memory (or a cache that already holds it)")
+            k, v = self.memory_kv(memory)  # (B, nh, S, hs)
+            if cache is not None:
+                cache.cross[layer] = (k, v)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=key_padding_to_attn_mask(key_mask), dropout_p=self.dropout if self.training else 0.0
+        )  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.resid_drop(self.c_proj(y))
+
+
+# --------------------------------------------------------------------------- FFN and block
+
+
+def swiglu_hidden(n_embd: int, ffn_mult: float) -> int:
+    """SwiGLU has three matrices, so 2/3 of the GELU width keeps the parameter count; round up to 8."""
+    h = int(2 * ffn_mult * n_embd / 3)
+    return 8 * math.ceil(h / 8)
+
+
+class FeedForward(nn.Module):
+    """Position-wise MLP: GELU (tanh approximation, as GPT-2) or SwiGLU (fused gate/up projection)."""
+
+    def __init__(self, n_embd: int, ffn: str, ffn_mult: float, dropout: float, bias: bool) -> None:
+        super().__init__()
+        self.swiglu = ffn == "swiglu"
+        if ffn not in ("gelu", "swiglu"):
+            raise ValueError(f"unknown ffn {ffn!r}: use gelu or swiglu")
+        hidden = swiglu_hidden(n_embd, ffn_mult) if self.swiglu else int(ffn_mult * n_embd)
+        self.c_fc = nn.Linear(n_embd, 2 * hidden if self.swiglu else hidden, bias=bias)
+        self.c_proj = nn.Linear(hidden, n_embd, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.c_fc(x)  # (B, T, hidden) or (B, T, 2*hidden)
+        if self.swiglu:
+            gate, up = h.chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = F.gelu(h, approximate="tanh")
+        return self.drop(self.c_proj(h))
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block: x + SelfAttn(LN x) [+ CrossAttn(LN x, memory)] + FFN(LN x)."""
+
+    def __init__(self, cfg: ModelConfig, causal: bool, cross: bool) -> None:
+        super().__init__()
+        C = cfg.n_embd
+        self.ln_1 = nn.LayerNorm(C, bias=cfg.bias)
+        self.attn = SelfAttention(C, cfg.n_head, cfg.dropout, cfg.bias, causal)
+        self.ln_x = nn.LayerNorm(C, bias=cfg.bias) if cross else None
+        self.cross = CrossAttention(C, cfg.n_head, cfg.dropout, cfg.bias) if cross else None
+        self.ln_2 = nn.LayerNorm(C, bias=cfg.bias)
+        self.mlp = FeedForward(C, cfg.ffn, cfg.ffn_mult, cfg.dropout, cfg.bias)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        rope: RopeTables | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+    ) -> Tensor:
+        x = x + self.attn(self.ln_1(x), key_mask=key_mask, rope=rope, cache=cache, layer=layer)
+        if self.cross is not None:
+            assert self.ln_x is not None
+            x = x + self.cross(self.ln_x(x), memory, key_mask=memory_mask, cache=cache, layer=layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+# --------------------------------------------------------------------------- init and optimizer
+
+
+def init_gpt2_(module: nn.Module, n_residual: int) -> None:
+    """GPT-2 init: N(0, 0.02) weights, zero biases, and residual output projections (c_proj)
+    scaled by 1/sqrt(n_residual) so the residual stream's variance does not grow with depth."""
+    for name, m in module.named_modules():
+        if isinstance(m, nn.Linear):
+            std = 0.02 / math.sqrt(n_residual) if name.endswith("c_proj") else 0.02
+            nn.init.normal_(m.weight, mean=0.0, std=std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+
+def make_adamw(
+    named_params: Iterable[tuple[str, nn.Parameter]],
+    weight_decay: float,
+    lr: float,
+    betas: tuple[float, float],
+    device_type: str,
+) -> torch.optim.AdamW:
+    """AdamW that decays only matrices (linear and embedding weights), never biases or norm gains."""
+    params = [p for _, p in named_params if p.requires_grad]  # named_parameters() already dedups tied weights
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=device_type == "cuda" or None)
+
+
+def as_model_config(cfg: ModelConfig | dict) -> ModelConfig:
+    """Accept a ModelConfig or a plain dict of its fields (missing ones take ModelConfig's defaults)."""
+    if isinstance(cfg, ModelConfig):
+        return cfg
+    if isinstance(cfg, dict):
+        unknown = set(cfg) - set(ModelConfig.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown model config keys: {sorted(unknown)}")
+        return ModelConfig(**cfg)
+    raise TypeError(f"expected a ModelConfig or dict, got {type(cfg).__name__}")
