@@ -99,3 +99,37 @@ def test_write_midi_round_trip(tmp_path):
 def test_bad_tracks_argument():
     with pytest.raises(ValueError):
         io.read_guitar(FIX / "band.mid", tracks="guitars")
+
+
+# drop_d_capo.gp3/.gp4/.gp5 (see make_fixtures.make_gp): drop D (38 45 50 55 59 64), capo 2
+GP_FRETS = [(6, 0), (5, 3), (3, 5), (4, 0), (6, 0), (5, 2), (1, 0), (2, 1)]
+GP_PITCHES = [40, 50, 62, 52, 40, 49, 66, 62]  # open string + capo + fret
+
+
+@pytest.mark.parametrize("suffix", ["gp3", "gp4", "gp5"])
+def test_guitar_pro_round_trip(suffix):
+    (gs,) = io.read_guitar(FIX / f"drop_d_capo.{suffix}")  # bass and drums left out
+    assert gs.source_format == "gp" and gs.score.ticks_per_quarter == 480
+    assert gs.tuning == (38, 45, 50, 55, 59, 64) and gs.capo == 2
+    assert gs.frets == GP_FRETS and len(gs.frets) == len(gs.track.notes)
+    assert [n.pitch for n in gs.track.notes] == GP_PITCHES
+    for (string, fret), n in zip(gs.frets, gs.track.notes):
+        assert n.pitch == gs.tuning[len(gs.tuning) - string] + gs.capo + fret
+    by_time = {(n.time, n.pitch): n for n in gs.track.notes}
+    assert by_time[(480, 50)].duration == 960  # 5/3 tied into the next beat: one note
+    assert by_time[(1920, 52)].duration <= io.DEAD_NOTE_TICKS  # dead note: a short click
+    assert by_time[(1920, 52)].velocity <= io.DEAD_NOTE_VELOCITY
+    assert by_time[(2880, 49)].duration == 960  # let ring: held to the end of the song
+    assert by_time[(3120, 66)].velocity < by_time[(3360, 62)].velocity  # ghost note is softer
+    bends = [(b.time, b.value) for b in gs.track.pitch_bends]
+    assert (1680, 8191) in bends and bends[-1] == (1920, 0)  # full-tone bend on 3/5, then released
+    assert [(t.time, round(t.qpm)) for t in gs.score.tempos] == [(0, 100), (1920, 140)]
+    if suffix != "gp3":  # GP3 has no palm mute
+        assert by_time[(2880, 40)].duration == 120
+
+
+def test_guitar_pro_bass_and_all_tracks():
+    parts = io.read_guitar(FIX / "drop_d_capo.gp5", include_bass=True)
+    assert [p.tuning for p in parts] == [(38, 45, 50, 55, 59, 64), (28, 33, 38, 43)]
+    assert [n.pitch for n in parts[1].track.notes] == [28]
+    assert len(io.read_guitar(FIX / "drop_d_capo.gp5", tracks="all")) == 2  # drums never
