@@ -133,3 +133,64 @@ def test_guitar_pro_bass_and_all_tracks():
     assert [p.tuning for p in parts] == [(38, 45, 50, 55, 59, 64), (28, 33, 38, 43)]
     assert [n.pitch for n in parts[1].track.notes] == [28]
     assert len(io.read_guitar(FIX / "drop_d_capo.gp5", tracks="all")) == 2  # drums never
+
+
+# ---------------------------------------------------------------------------------------------
+# Real files written by others (../shared/data/guitar); skipped where that folder is absent.
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar"
+REAL_GROUPS = {"gp": {".gp3", ".gp4", ".gp5"}, "midi": {".mid", ".midi"}, "musicxml": {".xml", ".musicxml", ".mxl"}}
+
+
+def _outcome(path: Path) -> tuple[str, str]:
+    try:
+        parts = io.read_guitar(path)
+    except SkipFile as e:
+        return "skip", str(e)
+    except Exception as e:  # what prepare records as "failed"
+        return "failed", f"{type(e).__name__}: {e}"
+    assert parts and all(len(p.score.tracks) == 1 and len(p.track.notes) for p in parts), path
+    for p in parts:
+        if p.frets is not None:
+            assert len(p.frets) == len(p.track.notes), path
+    return "ok", ""
+
+
+@pytest.fixture(scope="module")
+def real_outcomes() -> dict[str, list[tuple[Path, str, str]]]:
+    if not (SHARED / "MANIFEST.tsv").is_file():
+        pytest.skip(f"{SHARED} not present (real-file tests need the shared data folder)")
+    by_group: dict[str, list] = {g: [] for g in REAL_GROUPS}
+    by_group["gp6+"] = []
+    for line in (SHARED / "MANIFEST.tsv").read_text().splitlines()[1:]:
+        path = SHARED / line.split("\t")[0]
+        suffix = path.suffix.lower()
+        group = next((g for g, sfx in REAL_GROUPS.items() if suffix in sfx), None)
+        group = "gp6+" if suffix in (".gpx", ".gp") else group
+        if group is not None and path.is_file():
+            by_group[group].append((path, *_outcome(path)))
+    return by_group
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", sorted(REAL_GROUPS))
+def test_real_files_read_ok(real_outcomes, group):
+    """>=95% of the files that do not skip (no guitar part, no notes) read ok; every non-ok says why."""
+    rows = real_outcomes[group]
+    if not rows:
+        pytest.skip(f"no {group} files in {SHARED}")
+    counts = {s: sum(1 for _, st, _ in rows if st == s) for s in ("ok", "skip", "failed")}
+    print(f"\n{group}: {counts} of {len(rows)}; ok share {counts['ok'] / len(rows):.1%}")
+    for path, status, reason in rows:
+        if status != "ok":
+            assert reason.strip(), f"{path}: {status} without a reason"
+            print(f"  {status}: {path.relative_to(SHARED)}: {reason[:120]}")
+    assert counts["ok"] / max(1, counts["ok"] + counts["failed"]) >= 0.95, counts
+
+
+@pytest.mark.slow
+def test_real_gp6_files_skip_with_message(real_outcomes):
+    rows = real_outcomes["gp6+"]
+    if not rows:
+        pytest.skip(f"no .gpx/.gp files in {SHARED}")
+    assert {(status, reason) for _, status, reason in rows} == {("skip", io.GP6_MESSAGE)}

@@ -241,10 +241,7 @@ def _read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
 
     candidates = [t for t in song.tracks if not (t.isPercussionTrack or t.channel.isPercussionChannel)]
     if tracks == "guitar":
-        candidates = [
-            t for t in candidates
-            if len(t.strings) in (6, 7) or (include_bass and len(t.strings) in (4, 5))
-        ]
+        candidates = [t for t in candidates if _gp_role(t) == "guitar" or (include_bass and _gp_role(t) == "bass")]
     parts = []
     for track in candidates:
         gs = _gp_track(track, ticks, ticks(song_end), tempos, time_signatures)
@@ -261,6 +258,14 @@ def _read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
             "use --tracks all to keep every track"
         )
     return parts
+
+
+def _gp_role(track) -> str:
+    """'guitar' (6/7 strings), 'bass' (4/5 strings, or a 6-string bass on a bass program) or 'other'."""
+    n = len(track.strings)
+    if n in (4, 5) or (n == 6 and track.channel.instrument in BASS_PROGRAMS):
+        return "bass"
+    return "guitar" if n in (6, 7) else "other"
 
 
 def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | None:
