@@ -1,0 +1,257 @@
+"""Command line: thin click commands that parse, load the config and call one function (heavy imports are lazy)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from guitarformer.errors import GuitarformerError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class _Group(click.Group):
+    """Turns user errors into one clear line and a non-zero exit; tracebacks only with --debug."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except GuitarformerError as e:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"error: {e.problem}", err=True)
+            if e.fix:
+                click.echo(f"  fix: {e.fix}", err=True)
+            ctx.exit(2)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT)
+@click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
+@click.version_option(package_name="guitarformer")
+@click.pass_context
+def main(ctx, debug):
+    """guitarformer: guitar music generation with Transformers.
+
+    \b
+      guitarformer prepare ~/my-tabs --out data/prepared/mine   # tokenize a folder
+      guitarformer train                                        # built-in corpus, default decoder
+      tensorboard --logdir runs                                 # watch it
+      guitarformer sample --out riff.mid --tab riff.txt         # newest run: MIDI + tab
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def _progress() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+# ---------------------------------------------------------------- prepare / info
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Dataset folder (default: data/prepared/<name>; "
+              "no INPUTS: the built-in corpus in the cache).")
+@click.option("--config", "config_name", default=None, help="Config name or YAML file (its data section is used).")
+@click.option("--tokenizer", type=click.Choice(["REMI", "TSD", "MIDILike", "Structured"]), default=None)
+@click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
+              help="MIDI: keep guitar tracks (programs 24-31) or every non-drum track.")
+@click.option("--include-bass", is_flag=True, help="Keep bass tracks too.")
+@click.option("--workers", type=int, default=0, help="Processes (0 = all cores).")
+@click.option("--set", "overrides", multiple=True, help="Config override, e.g. --set data.num_velocities=8")
+def prepare(inputs, out, config_name, tokenizer, tracks, include_bass, workers, overrides):
+    """Tokenize files and folders (MIDI, GP3/4/5, ASCII tab, MusicXML, ABC) into a dataset folder.
+
+    With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
+    Every input file gets a line in manifest.jsonl saying what happened to it.
+    """
+    from guitarformer.config import load_config
+    from guitarformer.data.prepare import prepare as run_prepare
+    from guitarformer.data.prepare import summary_lines
+
+    cfg = load_config(config_name, list(overrides))
+    if tokenizer:
+        cfg.data.tokenizer = tokenizer
+    if not inputs:
+        from guitarformer.data.corpus import ensure_builtin_dataset
+
+        path = ensure_builtin_dataset(cfg.data, out=out, progress=_progress())
+        from guitarformer.data.prepare import load_meta
+
+        meta = load_meta(path)
+    else:
+        if out is None:
+            first = inputs[0].resolve()
+            out = Path("data/prepared") / (first.stem if first.is_file() else first.name)
+        meta = run_prepare(list(inputs), out, cfg.data, tracks=tracks, include_bass=include_bass, workers=workers,
+                           progress=_progress())
+        path = out
+    for line in summary_lines(meta):
+        click.echo(line)
+    click.echo(f"wrote {path}  (next: guitarformer train --data {path})")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("dataset", type=click.Path(path_type=Path), required=False)
+def info(dataset):
+    """Summarise a prepared dataset (files, tokens, vocab, counts by format and status) or a run directory."""
+    import json
+
+    from guitarformer.data.prepare import load_meta, summary_lines
+
+    if dataset is None:
+        from guitarformer.data.corpus import default_dataset_dir
+
+        cands = sorted(default_dataset_dir().parent.glob("builtin-*"))
+        if not cands:
+            raise GuitarformerError("no dataset given and the built-in corpus is not prepared yet",
+                                    "pass a dataset folder, or run `guitarformer prepare`")
+        dataset = cands[0]
+    if (dataset / "config.yaml").is_file() and not (dataset / "meta.json").is_file():
+        summ = dataset / "summary.json"
+        click.echo((dataset / "config.yaml").read_text())
+        if summ.is_file():
+            click.echo(json.dumps(json.loads(summ.read_text()), indent=2))
+        return
+    for line in summary_lines(load_meta(dataset)):
+        click.echo(line)
+
+
+# ---------------------------------------------------------------- train
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--config", "config_name", default=None, help="Config name (configs/NAME.yaml) or YAML file; "
+              "default decoder-small.")
+@click.option("--model", "model_kind", type=click.Choice(["decoder", "encoder-decoder"]), default=None)
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="Prepared dataset folder (default: the built-in corpus, prepared on first use).")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Default: runs/<timestamp>.")
+@click.option("--max-steps", type=int, default=None)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None)
+@click.option("--resume", type=click.Path(path_type=Path), default=None, help="Continue a run exactly.")
+@click.option("--set", "overrides", multiple=True, help="Config override section.key=value (repeatable).")
+def train(config_name, model_kind, data, run_dir, max_steps, device, resume, overrides):
+    """Train a decoder or encoder-decoder; checkpoints and TensorBoard logs go to the run directory.
+
+    Multi-GPU: torchrun --nproc_per_node=N -m guitarformer train ...
+    """
+    from guitarformer.config import load_config
+    from guitarformer.train import train as run_train
+
+    flags = list(overrides)
+    if model_kind:
+        flags.insert(0, f"model.kind={model_kind.replace('-', '_')}")
+    if data is not None:
+        flags.append(f"data.dataset={data}")
+    if max_steps is not None:
+        flags.append(f"train.max_steps={max_steps}")
+    if device:
+        flags.append(f"train.device={device}")
+    if resume is not None:
+        from guitarformer.config import Config
+
+        run_train(Config(), resume=resume, progress=_progress(), resume_overrides=flags)
+        return
+    if config_name is None and model_kind == "encoder-decoder":
+        config_name = "encdec-small"
+    cfg = load_config(config_name, flags)
+    run_train(cfg, run_dir=run_dir, progress=_progress())
+
+
+# ---------------------------------------------------------------- sample
+
+
+def _numbered(out: Path, i: int, n: int) -> Path:
+    return out if n == 1 else out.with_name(f"{out.stem}_{i:03d}{out.suffix}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="MIDI file to write (riff.mid).")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="Run directory (default: newest under ./runs).")
+@click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
+@click.option("--num-samples", type=click.IntRange(1, 1024), default=1, show_default=True)
+@click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Default: the run's sample.max_new_tokens.")
+@click.option("--bars", type=click.IntRange(1), default=None, help="Stop after this many bars.")
+@click.option("--temperature", type=click.FloatRange(0), default=None)
+@click.option("--top-k", type=click.IntRange(0), default=None)
+@click.option("--top-p", type=click.FloatRange(0, 1), default=None)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--prompt", type=click.Path(path_type=Path), default=None, help="MIDI/GP/tab file to continue.")
+@click.option("--tempo", type=click.FloatRange(20, 400), default=None, help="Tempo (BPM) of the output.")
+@click.option("--tuning", default="standard", show_default=True, help="standard, drop-d, open-g, ... or MIDI numbers "
+              "low to high, e.g. 38,45,50,55,59,64.")
+@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar).")
+@click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
+@click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
+def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
+           tempo, tuning, program, tab_out, gp_out, device):
+    """Generate riffs with a trained model: MIDI (and tab / GP5) files."""
+    from guitarformer.sample import write_riffs
+
+    write_riffs(out=out, run_dir=run_dir, checkpoint=checkpoint, num_samples=num_samples,
+                max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
+                seed=seed, prompt=prompt, tempo=tempo, tuning=tuning, program=program, tab_out=tab_out,
+                gp_out=gp_out, device=device, echo=click.echo)
+
+
+# ---------------------------------------------------------------- eval / tab
+
+
+@main.command("eval", context_settings=CONTEXT)
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="Default: newest run.")
+@click.option("--data", type=click.Path(path_type=Path), default=None, help="Dataset (default: the run's).")
+@click.option("--split", type=click.Choice(["val", "test"]), default="test", show_default=True)
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto")
+def eval_cmd(run_dir, data, split, json_out, device):
+    """Likelihood of a trained model on a dataset split (NLL per token, perplexity, accuracy)."""
+    import json
+
+    from guitarformer.metrics import evaluate_run
+
+    res = evaluate_run(run_dir, data, split, device)
+    for k, v in res.items():
+        click.echo(f"{k:>14}: {v:.4f}" if isinstance(v, float) else f"{k:>14}: {v}")
+    if json_out:
+        json_out.write_text(json.dumps(res, indent=2))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--tuning", default=None, help="Override the tuning (name or MIDI numbers low to high).")
+@click.option("--width", type=int, default=80, show_default=True)
+def tab(file, tuning, width):
+    """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file."""
+    from guitarformer.data.io import read_guitar
+    from guitarformer.sample import parse_tuning
+    from guitarformer.tab import fret, render_ascii_tab
+
+    if not file.is_file():
+        raise GuitarformerError(f"{file} does not exist", "pass a .mid, .gp5, .txt, .musicxml or .abc file")
+    try:
+        parts = read_guitar(file)
+    except GuitarformerError:
+        raise
+    except Exception as e:
+        raise GuitarformerError(f"could not read {file}: {type(e).__name__}: {e}",
+                                "check that the file is a valid MIDI/GP/tab/MusicXML file") from None
+    for gs in parts:
+        if tuning:
+            gs.tuning = parse_tuning(tuning)
+        frets = gs.frets if (gs.frets and not tuning) else fret(list(gs.track.notes), gs.tuning, gs.capo)
+        if gs.name:
+            click.echo(f"# {gs.name}")
+        click.echo(render_ascii_tab(gs, frets, width=width))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING
+
+COLLECTIONS = ("ryansMammoth", "oneills1850")
+CORPUS_VERSION = "fiddle-v1"
+TPQ = 480
+DEFAULT_TEMPO = 120.0
+VELOCITY = 80  # the sources carry no dynamics
+LOW, HIGH = STANDARD_TUNING[0], STANDARD_TUNING[-1] + MAX_FRET - 2  # E2 .. D6 (22-fret guitar)
+# Time signatures the default miditok config can express; others (pickup artefacts like 1/16) are dropped.
+SUPPORTED_TS = {(n, 4) for n in (1, 2, 3, 4, 5, 6)} | {(n, 8) for n in range(3, 13)} | {(2, 2), (3, 2)}
+
+
+def cache_home() -> Path:
+    """Root of guitarformer's cache: $GUITARFORMER_CACHE, else $XDG_CACHE_HOME/guitarformer, else ~/.cache/guitarformer."""
+    env = os.environ.get("GUITARFORMER_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "guitarformer"
+
+
+def corpus_dir() -> Path:
+    return cache_home() / "corpus" / CORPUS_VERSION
+
+
+def default_dataset_dir() -> Path:
+    return cache_home() / "datasets" / "builtin"
+
+
+def source_files() -> list[Path]:
+    """The ABC files of the built-in collections, in a stable order."""
+    from music21 import corpus
+
+    files: list[Path] = []
+    for name in COLLECTIONS:
+        files.extend(sorted(Path(p) for p in corpus.getComposer(name)))
+    return files
+
+
+def _tempo_of(score) -> float:
+    from music21 import tempo
+
+    for mm in score.recurse().getElementsByClass(tempo.MetronomeMark):
+        try:
+            bpm = mm.getQuarterBPM()
+        except Exception:  # music21 raises on marks without a number
+            bpm = None
+        if bpm and 30 <= bpm <= 300:
+            return float(bpm)
+    return DEFAULT_TEMPO
+
+
+def _fit_to_guitar(pitches: list[int]) -> int | None:
+    """Octave shift that puts every pitch in E2..D6, preferring the written octave; None if impossible."""
+    lo, hi = min(pitches), max(pitches)
+    for shift in (0, -12, 12, -24, 24):
+        if LOW <= lo + shift and hi + shift <= HIGH:
+            return shift
+    return None
+
+
+def tune_to_score(m21score):
+    """A music21 tune -> symusic Score with one steel-string guitar track (or None when it has no notes)."""
+    import symusic
+    from music21 import harmony, meter
+
+    flat = m21score.flatten().stripTies()
+    notes = []
+    for el in flat.notes:
+        if isinstance(el, harmony.ChordSymbol):  # chord names above the staff, not played notes
+            continue
+        dur = float(el.quarterLength)
+        if dur <= 0:  # grace notes carry no time of their own
+            continue
+        start = int(round(float(el.offset) * TPQ))
+        length = max(1, int(round(dur * TPQ)))
+        for p in getattr(el, "pitches", ()):
+            notes.append((start, length, int(p.midi)))
+    if not notes:
+        return None, "no notes"
+    shift = _fit_to_guitar([n[2] for n in notes])
+    if shift is None:
+        return None, "range wider than the guitar's"
+
+    score = symusic.Score(TPQ)
+    score.tempos.append(symusic.Tempo(0, _tempo_of(m21score)))
+    last_ts: dict[int, tuple[int, int]] = {}
+    for ts in flat.getElementsByClass(meter.TimeSignature):
+        key = (int(ts.numerator), int(ts.denominator))
+        if key in SUPPORTED_TS:
+            last_ts[int(round(float(ts.offset) * TPQ))] = key
+    if not last_ts:
+        last_ts[0] = (4, 4)
+    first = min(last_ts)
+    if first != 0:  # pickup bars: let the first real signature start at zero
+        last_ts[0] = last_ts.pop(first)
+    prev = None
+    for t in sorted(last_ts):
+        if last_ts[t] != prev:
+            score.time_signatures.append(symusic.TimeSignature(t, *last_ts[t]))
+            prev = last_ts[t]
+    track = symusic.Track(name="Guitar", program=GUITAR_PROGRAM, is_drum=False)
+    for start, length, pitch in sorted(notes):
+        track.notes.append(symusic.Note(start, length, pitch + shift, VELOCITY))
+    score.tracks.append(track)
+    return score, None
+
+
+def _convert_file(args: tuple[str, str]) -> list[dict]:
+    """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune."""
+    src, out_dir = args
+    from music21 import converter, stream
+
+    records: list[dict] = []
+    try:
+        parsed = converter.parse(src, format="abc")
+    except Exception as e:  # a broken book loses its tunes, not the run
+        return [{"source": src, "tune": None, "status": "failed", "reason": f"music21 parse error: {e}"}]
+    tunes = list(parsed.scores) if isinstance(parsed, stream.Opus) else [parsed]
+    for i, tune in enumerate(tunes):
+        rec = {"source": src, "tune": i, "title": (tune.metadata.title if tune.metadata else None)}
+        expanded = True
+        try:
+            full = tune.expandRepeats()
+        except Exception:  # badly formed repeats: keep the tune as written
+            full, expanded = tune, False
+        try:
+            score, reason = tune_to_score(full)
+        except Exception as e:
+            score, reason = None, f"conversion error: {type(e).__name__}: {e}"
+        if score is None:
+            rec.update(status="skipped", reason=reason)
+            records.append(rec)
+            continue
+        name = f"{Path(src).stem}-{i:03d}.mid"
+        score.dump_midi(str(Path(out_dir) / name))
+        rec.update(status="ok", reason=None if expanded else "repeats not expanded", file=name)
+        records.append(rec)
+    return records
+
+
+def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, progress: bool = True) -> Path:
+    """Write the built-in corpus as MIDI files (once); returns the folder. `limit` keeps the first N source files."""
+    out_dir = Path(out_dir) if out_dir else corpus_dir()
+    if limit:
+        out_dir = out_dir.with_name(out_dir.name + f"-first{limit}")
+    done = out_dir / "corpus.json"
+    if done.is_file():
+        return out_dir
+    midi_dir = out_dir / "midi"
+    midi_dir.mkdir(parents=True, exist_ok=True)
+    files = source_files()
+    if limit:
+        files = files[:limit]
+    jobs = [(str(f), str(midi_dir)) for f in files]
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    records: list[dict] = []
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), desc="built-in corpus", unit="file", disable=not progress)
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as ex:
+            for recs in ex.map(_convert_file, jobs, chunksize=4):
+                records.extend(recs)
+                bar.update(1)
+    else:
+        for job in jobs:
+            records.extend(_convert_file(job))
+            bar.update(1)
+    bar.close()
+    counts = Counter(r["status"] for r in records)
+    reasons = Counter(r["reason"] for r in records if r.get("reason"))
+    summary = {
+        "version": CORPUS_VERSION,
+        "collections": list(COLLECTIONS),
+        "source_files": len(files),
+        "tunes": len(records),
+        "counts": dict(counts),
+        "reasons": dict(reasons),
+        "sha256": hashlib.sha256("".join(sorted(r.get("file") or "" for r in records)).encode()).hexdigest(),
+    }
+    with open(out_dir / "tunes.jsonl", "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(done)  # corpus.json last: its presence means the corpus is complete
+    return out_dir
+
+
+def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = True) -> Path:
+    """The built-in corpus prepared with this data config (built and tokenized on first use, then reused)."""
+    from guitarformer.data.prepare import prepare
+    from guitarformer.data.tokenization import tokenizer_params
+
+    key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg)], sort_keys=True, default=str)
+    tag = hashlib.sha256(key.encode()).hexdigest()[:8]
+    limit = data_cfg.corpus_limit
+    name = f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
+    out = Path(out) if out else default_dataset_dir().with_name(name)
+    if (out / "meta.json").is_file():
+        return out
+    src = build_corpus(limit=limit, progress=progress)
+    prepare([src / "midi"], out, data_cfg, progress=progress,
+            sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"])
+    return out

@@ -1,0 +1,323 @@
+"""prepare: files and folders -> a dataset folder (tokenizer.json, meta.json, token arrays, manifest.jsonl)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from guitarformer.config import DataConfig
+from guitarformer.errors import GuitarformerError, SkipFile
+
+SPLITS = ("train", "val", "test")
+DATASET_VERSION = 1
+FILE_TIMEOUT_S = 60  # one pathological file cannot hang a run
+
+_SUFFIX_FORMAT = {
+    ".mid": "midi", ".midi": "midi", ".gp3": "gp", ".gp4": "gp", ".gp5": "gp", ".gpx": "gp6+", ".gp": "gp6+",
+    ".txt": "ascii_tab", ".tab": "ascii_tab", ".musicxml": "musicxml", ".xml": "musicxml", ".mxl": "musicxml",
+    ".abc": "abc",
+}
+
+
+def format_of(path: Path) -> str | None:
+    return _SUFFIX_FORMAT.get(path.suffix.lower())
+
+
+def split_of(sha256: str) -> str:
+    """Deterministic split from the content hash: adding files never moves old ones. val 1/20, test 1/20."""
+    r = int(sha256[:8], 16) % 20
+    return "val" if r == 0 else "test" if r == 1 else "train"
+
+
+def collect_files(inputs: Iterable[str | Path]) -> tuple[list[Path], list[dict]]:
+    """Expand files and folders (recursively). Returns candidate files and manifest lines for what was passed over."""
+    files: list[Path] = []
+    passed: list[dict] = []
+    for inp in inputs:
+        p = Path(inp).expanduser()
+        if not p.exists():
+            raise GuitarformerError(f"input {p} does not exist", "check the path (files or folders of .mid .gp5 .txt .musicxml .abc)")
+        if p.is_file():
+            files.append(p)
+            continue
+        for q in sorted(p.rglob("*")):
+            if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts):
+                if format_of(q) is None:
+                    passed.append(_line(q, None, "unsupported", "skipped", f"unsupported file type {q.suffix or '(none)'}"))
+                else:
+                    files.append(q)
+    seen: set[Path] = set()
+    unique = [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
+    return unique, passed
+
+
+def _line(path: Path, sha: str | None, fmt: str | None, status: str, reason: str | None, **kw: Any) -> dict:
+    d = {"path": str(path), "sha256": sha, "format": fmt, "status": status, "reason": reason,
+         "tracks": 0, "n_tokens": 0, "split": None}
+    d.update(kw)
+    return d
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- worker side
+
+_TOK = None
+_OPTS: dict[str, Any] = {}
+
+
+def _init_worker(tokenizer_json: str, opts: dict[str, Any]) -> None:
+    global _TOK, _OPTS
+    from guitarformer.data.tokenization import load_tokenizer
+
+    _TOK = load_tokenizer(tokenizer_json)
+    _OPTS = opts
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):  # pragma: no cover - fires only on pathological files
+    raise _Timeout()
+
+
+def _process(path_str: str) -> tuple[dict, list[list[int]]]:
+    """Read, tokenize one file. Never raises: failures become a record with a reason."""
+    from guitarformer.data.tokenization import encode
+
+    path = Path(path_str)
+    fmt = format_of(path)
+    rec: dict[str, Any] = {"format": fmt, "status": "ok", "reason": None, "tracks": 0, "n_tokens": 0}
+    timeout = int(_OPTS.get("timeout", FILE_TIMEOUT_S))
+    use_alarm = timeout > 0 and hasattr(signal, "SIGALRM")
+    if use_alarm:
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(timeout)
+    seqs: list[list[int]] = []
+    try:
+        from guitarformer.data.io import read_guitar
+
+        parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
+        for gs in parts:
+            ids = encode(_TOK, gs)
+            if len(ids) > 2:  # BOS + EOS only: an empty part
+                seqs.append(ids)
+        if not seqs:
+            raise SkipFile("no notes in the guitar part(s)")
+        rec["tracks"] = len(seqs)
+        rec["n_tokens"] = sum(len(s) for s in seqs)
+    except SkipFile as e:
+        rec.update(status="skipped", reason=str(e))
+    except _Timeout:
+        rec.update(status="failed", reason=f"timed out after {timeout}s")
+    except MemoryError:
+        rec.update(status="failed", reason="ran out of memory reading the file")
+    except RecursionError:
+        rec.update(status="failed", reason="file structure too deeply nested")
+    except Exception as e:  # corrupt files of every kind: recorded, never fatal
+        msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        rec.update(status="failed", reason=f"{type(e).__name__}: {msg}" if msg else type(e).__name__)
+    finally:
+        if use_alarm:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+    if rec["status"] != "ok":
+        seqs = []
+    return rec, seqs
+
+
+# ---------------------------------------------------------------- driver
+
+
+def _cache_key(sha: str, tok_hash: str, opts: dict) -> str:
+    return hashlib.sha256(f"{sha}|{tok_hash}|{opts.get('tracks')}|{opts.get('include_bass')}".encode()).hexdigest()[:32]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def prepare(
+    inputs: list[str | Path],
+    out: str | Path,
+    data_cfg: DataConfig | None = None,
+    tracks: str = "guitar",
+    include_bass: bool = False,
+    workers: int = 0,
+    progress: bool = True,
+    timeout: int = FILE_TIMEOUT_S,
+    sources: list[str] | None = None,
+) -> dict:
+    """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last)."""
+    from guitarformer.data.tokenization import build_tokenizer, tokenizer_params
+
+    data_cfg = data_cfg or DataConfig()
+    out = Path(out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
+    cache_dir = out / "cache"
+    cache_dir.mkdir(exist_ok=True)
+
+    t0 = time.time()
+    files, lines = collect_files(inputs)
+    tok = build_tokenizer(data_cfg)
+    tok_json = out / "tokenizer.json"
+    tok.save(tok_json)
+    tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg), sort_keys=True, default=str).encode()
+                              + data_cfg.tokenizer.encode()).hexdigest()[:16]
+    opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout}
+
+    # Hash everything first: duplicates are tokenized once and unchanged files come from the cache.
+    by_sha: dict[str, Path] = {}
+    todo: list[tuple[Path, str]] = []
+    per_file: dict[str, dict] = {}
+    for f in files:
+        try:
+            sha = sha256_file(f)
+        except OSError as e:
+            lines.append(_line(f, None, format_of(f), "failed", f"cannot read file: {e.strerror or e}"))
+            continue
+        if sha in by_sha:
+            lines.append(_line(f, sha, format_of(f), "skipped", f"exact duplicate of {by_sha[sha]}"))
+            continue
+        by_sha[sha] = f
+        todo.append((f, sha))
+
+    results: dict[str, tuple[dict, list[list[int]]]] = {}
+    to_run: list[tuple[Path, str]] = []
+    for f, sha in todo:
+        cp = cache_dir / f"{_cache_key(sha, tok_hash, opts)}.json"
+        if cp.is_file():
+            try:
+                c = json.loads(cp.read_text())
+                results[sha] = (c["record"], c["seqs"])
+                continue
+            except (ValueError, KeyError):
+                pass  # a damaged cache entry is just redone
+        to_run.append((f, sha))
+
+    from tqdm import tqdm
+
+    workers = workers or max(1, min(os.cpu_count() or 1, len(to_run)))
+    bar = tqdm(total=len(to_run), desc="prepare", unit="file", disable=not progress or not to_run)
+
+    def _store(f: Path, sha: str, res: tuple[dict, list[list[int]]]) -> None:
+        results[sha] = res
+        cp = cache_dir / f"{_cache_key(sha, tok_hash, opts)}.json"
+        _write_atomic(cp, json.dumps({"record": res[0], "seqs": res[1]}).encode())
+        bar.update(1)
+
+    if to_run:
+        if workers > 1:
+            with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(str(tok_json), opts)) as ex:
+                try:
+                    for (f, sha), res in zip(to_run, ex.map(_process, [str(f) for f, _ in to_run], chunksize=8)):
+                        _store(f, sha, res)
+                except BaseException:
+                    ex.shutdown(wait=False, cancel_futures=True)
+                    raise
+        else:
+            _init_worker(str(tok_json), opts)
+            for f, sha in to_run:
+                _store(f, sha, _process(str(f)))
+    bar.close()
+
+    # Assemble splits in a stable order (by path), then write arrays, manifest and finally meta.json.
+    split_seqs: dict[str, list[list[int]]] = defaultdict(list)
+    for f, sha in todo:
+        rec, seqs = results[sha]
+        split = split_of(sha) if rec["status"] == "ok" else None
+        lines.append(_line(f, sha, rec["format"], rec["status"], rec["reason"], tracks=rec["tracks"],
+                           n_tokens=rec["n_tokens"], split=split))
+        if split:
+            split_seqs[split].extend(seqs)
+    lines.sort(key=lambda d: d["path"])
+
+    counts: dict[str, int] = {}
+    vocab = len(tok)
+    dtype = np.uint16 if vocab < 65536 else np.uint32
+    for split in SPLITS:
+        seqs = split_seqs.get(split, [])
+        flat = np.fromiter((t for s in seqs for t in s), dtype=dtype, count=sum(len(s) for s in seqs))
+        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in seqs], out=offsets[1:])
+        _write_atomic(out / f"{split}.bin", flat.tobytes())
+        with open(out / f"{split}.idx.npy.tmp", "wb") as fh:
+            np.save(fh, offsets)
+        (out / f"{split}.idx.npy.tmp").replace(out / f"{split}.idx.npy")
+        counts[split] = int(flat.size)
+
+    _write_atomic(out / "manifest.jsonl", "".join(json.dumps(d) + "\n" for d in lines).encode())
+    by_format: dict[str, dict[str, int]] = defaultdict(Counter)
+    for d in lines:
+        by_format[d["format"] or "unknown"][d["status"]] += 1
+    status = Counter(d["status"] for d in lines)
+    meta = {
+        "version": DATASET_VERSION,
+        "name": out.name,
+        "files": len(lines),
+        "status": dict(status),
+        "by_format": {k: dict(v) for k, v in sorted(by_format.items())},
+        "sequences": {s: len(split_seqs.get(s, [])) for s in SPLITS},
+        "tokens": counts,
+        "vocab_size": vocab,
+        "dtype": np.dtype(dtype).name,
+        "tokenizer": data_cfg.tokenizer,
+        "data_config": asdict(data_cfg),
+        "tracks": tracks,
+        "include_bass": include_bass,
+        "sources": sources or [str(Path(i)) for i in inputs],
+        "seconds": round(time.time() - t0, 2),
+    }
+    _write_atomic(out / "meta.json", json.dumps(meta, indent=2).encode())
+    return meta
+
+
+def load_meta(dataset: str | Path) -> dict:
+    d = Path(dataset).expanduser()
+    if not d.is_dir():
+        raise GuitarformerError(f"dataset folder {d} does not exist", "run `guitarformer prepare FILES... --out DIR` first")
+    meta = d / "meta.json"
+    if not meta.is_file():
+        raise GuitarformerError(
+            f"dataset {d} is incomplete (no meta.json: prepare did not finish)",
+            f"run `guitarformer prepare ... --out {d}` again; unchanged files are reused",
+        )
+    return json.loads(meta.read_text())
+
+
+def summary_lines(meta: dict) -> list[str]:
+    """A human summary of a dataset (used by `prepare` and `info`)."""
+    st = meta["status"]
+    out = [
+        f"dataset {meta['name']}: {meta['files']} files — ok {st.get('ok', 0)}, skipped {st.get('skipped', 0)}, "
+        f"failed {st.get('failed', 0)}",
+        f"tokens: train {meta['tokens']['train']:,}  val {meta['tokens']['val']:,}  test {meta['tokens']['test']:,}  "
+        f"(sequences {meta['sequences']['train']}/{meta['sequences']['val']}/{meta['sequences']['test']}); "
+        f"vocab {meta['vocab_size']} ({meta['tokenizer']})",
+    ]
+    for fmt, c in meta["by_format"].items():
+        out.append(f"  {fmt:<10} " + "  ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    return out

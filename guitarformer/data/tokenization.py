@@ -1,0 +1,89 @@
+"""miditok tokenizers: build from config, encode a GuitarScore to ids (BOS ... EOS), decode ids leniently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import miditok
+import symusic
+
+if TYPE_CHECKING:
+    from guitarformer.config import DataConfig
+    from guitarformer.data.score import GuitarScore
+
+TOKENIZERS = {
+    "REMI": miditok.REMI,
+    "TSD": miditok.TSD,
+    "MIDILike": miditok.MIDILike,
+    "Structured": miditok.Structured,
+}
+# Guitar range with room for 7-string and drop tunings (B1) and bass when asked (E1), up to fret 24 on high E.
+PITCH_RANGE = (28, 97)
+TIME_SIGNATURES = {2: [2, 3], 4: [1, 2, 3, 4, 5, 6, 7], 8: [3, 5, 6, 7, 9, 12]}
+
+
+def tokenizer_params(cfg: "DataConfig") -> dict[str, Any]:
+    """The miditok TokenizerConfig arguments for a data config (stored in meta.json)."""
+    return dict(
+        pitch_range=PITCH_RANGE,
+        num_velocities=cfg.num_velocities,
+        use_tempos=cfg.use_tempos,
+        use_time_signatures=cfg.use_time_signatures and cfg.tokenizer in ("REMI", "TSD", "MIDILike"),
+        time_signature_range=TIME_SIGNATURES,
+        use_programs=False,
+        special_tokens=["PAD", "BOS", "EOS", "MASK"],
+    )
+
+
+def build_tokenizer(cfg: "DataConfig") -> miditok.MusicTokenizer:
+    return TOKENIZERS[cfg.tokenizer](miditok.TokenizerConfig(**tokenizer_params(cfg)))
+
+
+def load_tokenizer(path: str | Path) -> miditok.MusicTokenizer:
+    """Load tokenizer.json whatever its class (the file records it)."""
+    import json
+
+    data = json.loads(Path(path).read_text())
+    name = data.get("tokenization", "REMI")
+    cls = TOKENIZERS.get(name) or getattr(miditok, name)
+    return cls(params=Path(path))
+
+
+def special_ids(tok: miditok.MusicTokenizer) -> dict[str, int]:
+    return {"pad": tok.pad_token_id, "bos": tok["BOS_None"], "eos": tok["EOS_None"]}
+
+
+def bar_ids(tok: miditok.MusicTokenizer) -> list[int]:
+    """Ids of the tokens that open a bar (REMI/Structured-style Bar, or TimeSig changes for TSD-like)."""
+    ids = list(tok.token_ids_of_type("Bar"))
+    return ids
+
+
+def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_eos: bool = True) -> list[int]:
+    """Token ids of one guitar part, BOS ... EOS (no BPE applied when the tokenizer is untrained)."""
+    score = gs if isinstance(gs, symusic.Score) else gs.score
+    seq = tok.encode(score)
+    if isinstance(seq, list):  # one TokSequence per track; a GuitarScore holds one track
+        seq = seq[0] if seq else None
+    ids = list(seq.ids) if seq is not None else []
+    if bos_eos:
+        sp = special_ids(tok)
+        ids = [sp["bos"], *ids, sp["eos"]]
+    return ids
+
+
+def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo: float | None = None) -> symusic.Score:
+    """Ids -> symusic Score with one track. Special tokens are dropped; miditok skips ill-ordered tokens."""
+    sp = special_ids(tok)
+    drop = {sp["pad"], sp["bos"], sp["eos"], tok["MASK_None"]}
+    clean = [int(i) for i in ids if int(i) not in drop and 0 <= int(i) < len(tok)]
+    score = tok.decode([clean]) if clean else symusic.Score(tok.time_division)
+    if not score.tracks:
+        score.tracks.append(symusic.Track(program=program))
+    for tr in score.tracks:
+        tr.program = program
+        tr.is_drum = False
+    if tempo is not None:
+        score.tempos = [symusic.Tempo(0, float(tempo))]
+    return score
