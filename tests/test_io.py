@@ -194,3 +194,30 @@ def test_real_gp6_files_skip_with_message(real_outcomes):
     if not rows:
         pytest.skip(f"no .gpx/.gp files in {SHARED}")
     assert {(status, reason) for _, status, reason in rows} == {("skip", io.GP6_MESSAGE)}
+
+
+def test_time_limit_gives_up_and_respects_a_callers_timer():
+    import signal
+    import time
+
+    with pytest.raises(TimeoutError, match="gave up"):
+        with io._time_limit(0.2, Path("slow.gp5")):
+            time.sleep(2)
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # disarmed afterwards
+    signal.setitimer(signal.ITIMER_REAL, 30)  # a caller's own per-file limit (prepare) wins
+    try:
+        with io._time_limit(0.05, Path("x.gp5")):
+            time.sleep(0.2)
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def test_from_music21_merges_a_note_two_voices_share():
+    from music21 import note, stream
+
+    part = stream.Part([stream.Measure([stream.Voice([note.Note("E4", quarterLength=2)]),
+                                        stream.Voice([note.Note("E4", quarterLength=1), note.Note("G4")])])])
+    (gs,) = io.from_music21(part, name="two voices")
+    assert notes(gs) == [(0, 960, 64), (480, 480, 67)]
+    assert gs.track.program == GUITAR_PROGRAM and gs.name == "two voices"

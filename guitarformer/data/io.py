@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
@@ -48,6 +47,7 @@ GUITAR_PROGRAMS = range(24, 32)  # General MIDI guitars, 0-based
 BASS_PROGRAMS = range(32, 40)
 BASS_TUNING: tuple[int, ...] = (28, 33, 38, 43)  # E1 A1 D2 G2
 DEFAULT_VELOCITY = 80
+M21_MAX_SECONDS = 120  # music21 is slow on big scores; a stuck parse is reported, not waited on
 GP6_MESSAGE = "Guitar Pro 6+ (.gpx/.gp) is not supported by PyGuitarPro; export as GP5 or MIDI"
 _TRACK_CHOICES = ("guitar", "all")
 
@@ -136,6 +136,33 @@ def _no_guitar(n_tracks: int) -> SkipFile:
     return SkipFile(
         f"no guitar track (programs 24-31) among {n_tracks} tracks; use --tracks all to keep every track"
     )
+
+
+@contextmanager
+def _time_limit(seconds: float, path: Path):
+    """Raise TimeoutError after `seconds` (SIGALRM).
+
+    A no-op off the main thread, without SIGALRM, or when the caller already armed a timer
+    (prepare does, per file): then the caller's limit is the one that counts.
+    """
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"{path.name}: gave up reading after {seconds:g} s (corrupt or pathological file?)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,29 +378,6 @@ def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | 
     )
 
 
-@contextmanager
-def _time_limit(seconds: float, path: Path):
-    """Raise TimeoutError after `seconds` (SIGALRM; a no-op off the main thread or without SIGALRM)."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"{path.name}: gave up reading after {seconds:g} s (corrupt or pathological file?)")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    old_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
-    began = time.monotonic()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if old_timer[0] > 0:  # re-arm a caller's timer for what it had left
-            left = old_timer[0] - (time.monotonic() - began)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3), old_timer[1])
-
-
 # ---------------------------------------------------------------------------------------------
 # MusicXML / ABC (music21)
 
@@ -390,7 +394,10 @@ def _read_music21(path: Path, tracks: str, include_bass: bool) -> list[GuitarSco
             raise SkipFile("XML file is not MusicXML (no score-partwise/score-timewise root)")
     fmt = "abc" if path.suffix.lower() == ".abc" else "musicxml"
     try:
-        parsed = music21.converter.parse(str(path), format=fmt)
+        with _time_limit(M21_MAX_SECONDS, path):
+            parsed = music21.converter.parse(str(path), format=fmt)
+    except TimeoutError:
+        raise
     except Exception as e:
         raise ValueError(f"{path.name}: music21 could not parse it as {fmt} ({type(e).__name__}: {e})") from e
     scores = list(parsed.scores) if isinstance(parsed, music21.stream.Opus) else [parsed]
@@ -450,8 +457,8 @@ def from_music21(
     source encodes written pitch (MusicXML <transpose>). music21's Guitar instrument itself carries
     no octave transposition, and MusicXML guitar parts normally encode sounding pitch (treble-8vb
     clef, or TAB staves whose pitch = string tuning + fret), so no extra octave shift is applied.
-    Ties are merged (stripTies), chords become simultaneous notes, grace notes are dropped,
-    repeats are not expanded.
+    Ties are merged (stripTies), chords become simultaneous notes, a note two voices share is kept
+    once (the longest), grace notes and chord symbols are dropped, repeats are not expanded.
     """
     from music21 import harmony, meter, stream, tempo
 
@@ -501,7 +508,13 @@ def from_music21(
                     raw.append((start, int(p.midi), dur, int(vel)))
         if not raw:
             continue
-        raw.sort()
+        # Two voices sharing a note (common in notation) would be two overlapping MIDI notes of one
+        # pitch; keep the longest.
+        longest: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        for note in raw:
+            if note[:2] not in longest or note[2] > longest[note[:2]][2]:
+                longest[note[:2]] = note
+        raw = sorted(longest.values())
         score = _new_score(TPQ, tempos, time_signatures)
         is_bass = role == "bass"
         inst = part.getInstrument(returnDefault=False)
