@@ -1,0 +1,232 @@
+"""Read plain-text (ASCII) guitar tab into a GuitarScore that keeps the tab's string/fret for every note.
+
+What is understood:
+- staves of 6 or 7 consecutive tab lines ("e|--0--3-|", "E:---", "|---" or no label at all); 4- and
+  5-line staves (bass, mandolin, ukulele) make the file a `SkipFile`, as does text without any staff;
+- tuning from the line labels (pitch class per line; the octave is the one nearest the standard tuning,
+  so "D" on the bottom line is drop D), else from a "tuning ..." / "drop D" / "6=D" text line; "capo N";
+- bar lines, many staves per file (concatenated in time; lyrics, chord names and text between staves
+  are ignored), multi-digit frets;
+- technique marks h p / \\ s ~ are ignored and the fret after them is a new note; the fret after b
+  (bend target) or r (release) is not a new note; x (dead note) and parenthesised frets (ties or
+  ghost notes, depending on the author) are skipped.
+
+Rhythm: tab has none, so onsets come from column positions. Each bar is stretched so the file's median
+bar width is one 4/4 bar (a bar twice as wide lasts two bars' time); without bar lines one column is a
+16th note. A note lasts until the next onset. Tempo is 120 unless the text says "tempo"/"bpm".
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+
+import symusic
+
+from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TUNINGS, GuitarScore
+from guitarformer.errors import SkipFile
+
+TPQ = 480
+_PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
+_LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?)?\s*:?\s*(?=[|\-\[])")
+_TAB_CHARS = set("-|0123456789=*o:")  # "=" sustain and "*"/"o" repeat dots in classtab
+_NOTE_NAME = r"[A-Ga-g](?:#|b)?"
+
+
+def _pitch_class(name: str) -> int:
+    pc = _PC[name[0].upper()]
+    if name[1:] in ("#", "♯"):
+        pc += 1
+    elif name[1:] in ("b", "♭"):
+        pc -= 1
+    return pc % 12
+
+
+def _tuning_from_classes(pcs_low_first: list[int]) -> tuple[int, ...]:
+    """Octave for each open string: the pitch of that class nearest the reference tuning's string."""
+    ref = TUNINGS["seven-string"] if len(pcs_low_first) == 7 else STANDARD_TUNING
+    out = []
+    for pc, r in zip(pcs_low_first, ref):
+        cands = [p for p in range(r - 8, r + 9) if p % 12 == pc]
+        out.append(min(cands, key=lambda p: (abs(p - r), p)))
+    return tuple(out)
+
+
+def _is_tab_line(line: str) -> re.Match | None:
+    m = _LABEL.match(line)
+    if not m:
+        return None
+    body = line[m.end():].rstrip()
+    if body.count("-") < 4:
+        return None
+    share = sum(ch in _TAB_CHARS for ch in body) / len(body)
+    return m if share >= 0.6 else None
+
+
+def _find_staves(lines: list[str]) -> list[tuple[int, list[str | None], list[str]]]:
+    """(first line number, labels, bodies) for every run of consecutive tab lines."""
+    staves, i = [], 0
+    while i < len(lines):
+        m = _is_tab_line(lines[i])
+        if not m:
+            i += 1
+            continue
+        start, labels, bodies = i, [], []
+        while i < len(lines) and (m := _is_tab_line(lines[i])):
+            labels.append(m.group("label"))
+            bodies.append(lines[i][m.end():].rstrip())
+            i += 1
+        staves.append((start, labels, bodies))
+    return staves
+
+
+def _text_tuning(text: str, n: int) -> tuple[int, ...] | None:
+    """Tuning from free text: 'tuning: D A D G B E', 'drop D', '6=D' / '6th string to D'."""
+    m = re.search(rf"tuning[^A-Ga-g\n]*((?:{_NOTE_NAME}[ \t,/-]*){{{n}}})(?![A-Za-z])", text, re.I)
+    if m:
+        pcs = [_pitch_class(x) for x in re.findall(_NOTE_NAME, m.group(1))]
+        fwd, rev = _tuning_from_classes(pcs), _tuning_from_classes(pcs[::-1])
+        base = TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING
+        dist = lambda t: sum(abs(a - b) for a, b in zip(t, base))  # noqa: E731
+        return fwd if dist(fwd) <= dist(rev) else rev
+    tuning = list(TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
+    changed = False
+    if re.search(r"\bdrop(?:ped)?[\s-]*d\b", text, re.I):
+        tuning[0], changed = tuning[0] - 2, True
+    for num, name in re.findall(rf"(?:\(|\b)([1-7])(?:st|nd|rd|th)?\)?\s*(?:string)?\s*(?:=|to|->|in)\s*({_NOTE_NAME})(?![A-Za-z])", text):
+        k = n - int(num)  # string number -> index from the lowest
+        if 0 <= k < n:
+            pc = _pitch_class(name)
+            cands = [p for p in range(tuning[k] - 6, tuning[k] + 6) if p % 12 == pc]
+            if cands:
+                tuning[k], changed = min(cands, key=lambda p: abs(p - [*STANDARD_TUNING, 64][min(k, 5)] if n == 6 else 0)), True
+    return tuple(tuning) if changed else None
+
+
+def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int]]:
+    """Notes (column, fret) and bar-line columns of one tab line body."""
+    notes, bars, i, prev = [], [], 0, ""
+    depth = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "|":
+            bars.append(i)
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch.isdigit():
+            j = i + 1
+            if j < len(body) and body[j].isdigit() and int(body[i : j + 1]) <= MAX_FRET:
+                j += 1
+            if depth == 0 and prev not in ("b", "r", "B", "R"):
+                notes.append((i, int(body[i:j])))
+            prev = "0"
+            i = j
+            continue
+        prev = ch if ch != "-" or prev not in ("b", "r") else prev
+        if ch == "-":
+            prev = "-"
+        i += 1
+    return notes, bars
+
+
+def read_ascii_tab(path) -> list[GuitarScore]:
+    """One GuitarScore (all staves of the file concatenated in time) with frets from the tab.
+
+    Raises SkipFile for bass/mandolin/ukulele tab (4- or 5-line staves), chord sheets and other text
+    without a 6- or 7-line tab staff.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8", errors="replace").replace("\t", "    ")
+    lines = text.splitlines()
+    staves = _find_staves(lines)
+    guitar = [s for s in staves if len(s[1]) in (6, 7)]
+    if not guitar:
+        sizes = sorted({len(s[1]) for s in staves})
+        if any(k in (4, 5) for k in sizes):
+            raise SkipFile(f"{len(staves)} tab staves with {sizes} lines: bass/mandolin/ukulele tab, not six-string guitar")
+        raise SkipFile("no 6- or 7-line tab staff (chord sheet or plain text)")
+    n = statistics.mode(len(s[1]) for s in guitar)
+    guitar = [s for s in guitar if len(s[1]) == n]
+
+    # Tuning: labels of the first fully labelled staff, else the text, else standard.
+    tuning = None
+    for _, labels, _ in guitar:
+        if all(labels):
+            tuning = _tuning_from_classes([_pitch_class(x) for x in labels[::-1]])
+            break
+    if tuning is None:
+        tuning = _text_tuning(text, n) or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
+    m = re.search(r"\bcapo\b\D{0,12}(\d{1,2})", text, re.I)
+    capo = int(m.group(1)) if m and int(m.group(1)) <= 12 else 0
+    m = re.search(r"(?:tempo|bpm|♩\s*=)\D{0,6}(\d{2,3})", text, re.I)
+    qpm = float(m.group(1)) if m and 30 <= int(m.group(1)) <= 300 else 120.0
+
+    # Per staff: notes (col, line index 0 = highest string, fret) and bar columns (from the line
+    # most of the staff agrees on).
+    parsed = []
+    widths = []
+    for _, _, bodies in guitar:
+        notes, bar_sets = [], []
+        for li, body in enumerate(bodies):
+            ns, bs = _parse_line(body)
+            notes += [(c, li, f) for c, f in ns]
+            bar_sets.append(tuple(bs))
+        bars = sorted(set(statistics.mode(bar_sets))) if bar_sets else []
+        width = max(len(b) for b in bodies)
+        cuts = sorted(set([c for c in bars if 0 < c < width - 1]))
+        end = bars[-1] if bars and bars[-1] >= width - 2 else width  # closing bar line (or '||')
+        cuts = [c for c in cuts if c < end]
+        edges = [0] + cuts + [end]
+        note_cols = {c for c, _, _ in notes}
+        segs = []
+        for a, b in zip(edges, edges[1:]):
+            a += a in bars  # content starts after the bar line...
+            a += a not in note_cols and a < b  # ...and after the customary leading dash
+            if b > a:
+                segs.append((a, b))
+        widths += [b - a for a, b in segs if cuts]
+        parsed.append((notes, segs))
+    typical = statistics.median(widths) if widths else None
+
+    events = []  # (tick, string number, fret)
+    t0 = 0
+    for notes, segs in parsed:
+        notes.sort()
+        for a, b in segs:
+            w = b - a
+            if typical:
+                bar_ticks = max(TPQ, round(4 * w / typical) * TPQ)
+                tpc = bar_ticks / w
+            else:
+                tpc, bar_ticks = TPQ / 4, w * TPQ / 4
+            for c, li, f in notes:
+                if a <= c < b:
+                    events.append((t0 + round((c - a) * tpc), li + 1, f))
+            t0 += round(bar_ticks)
+
+    if not events:
+        raise SkipFile("tab staves hold no fret numbers")
+    # One note per string per onset (a stray digit under another one is noise).
+    uniq = {}
+    for t, s, f in events:
+        uniq.setdefault((t, s), f)
+    events = sorted((t, s, f) for (t, s), f in uniq.items())
+    onsets = sorted({t for t, _, _ in events})
+    nxt = {t: u for t, u in zip(onsets, onsets[1:] + [onsets[-1] + TPQ])}
+
+    score = symusic.Score(TPQ)
+    score.tempos.append(symusic.Tempo(0, qpm))
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    track = symusic.Track(path.stem, GUITAR_PROGRAM, False)
+    frets = []
+    for t, s, f in events:
+        pitch = tuning[n - s] + capo + f
+        track.notes.append(symusic.Note(t, max(1, nxt[t] - t), pitch, 80))
+        frets.append((s, f))
+    score.tracks.append(track)
+    name = next((ln.strip() for ln in lines if ln.strip()), path.stem)[:80]
+    return [GuitarScore(score, tuning=tuning, capo=capo, frets=frets, name=name, source_format="ascii_tab",
+                        extra={"path": str(path), "staves": len(guitar)})]

@@ -1,0 +1,180 @@
+"""Fretting (tab.fret) and tab output (ASCII, Guitar Pro 5)."""
+
+from pathlib import Path
+
+import guitarpro
+import pytest
+import symusic
+
+from guitarformer.data.ascii_tab import read_ascii_tab
+from guitarformer.data.score import STANDARD_TUNING, TUNINGS, GuitarScore
+from guitarformer.tab import UNPLAYABLE, fret, fret_lowest, render_ascii_tab, write_ascii_tab, write_gp5
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar"
+C_CHORD = [48, 52, 55, 60, 64]  # C3 E3 G3 C4 E4
+
+
+def _check(notes, frets, tuning=STANDARD_TUNING, capo=0, max_fret=24):
+    n = len(tuning)
+    for (onset, _, pitch), (s, f) in zip(notes, frets):
+        if (s, f) == UNPLAYABLE:
+            continue
+        assert 1 <= s <= n and 0 <= f <= max_fret - capo
+        assert pitch == tuning[n - s] + capo + f
+    by_onset = {}
+    for (onset, _, _), (s, f) in zip(notes, frets):
+        if f >= 0:
+            assert s not in by_onset.setdefault(onset, set()), "two notes on one string"
+            by_onset[onset].add(s)
+
+
+def test_open_c_chord():
+    notes = [(0, 480, p) for p in C_CHORD]
+    frets = fret(notes)
+    assert frets == [(5, 3), (4, 2), (3, 0), (2, 1), (1, 0)]
+
+
+def test_c_major_scale_stays_in_open_position():
+    notes = [(i * 240, 240, p) for i, p in enumerate([48, 50, 52, 53, 55, 57, 59, 60])]
+    frets = fret(notes)
+    _check(notes, frets)
+    assert frets == [(5, 3), (4, 0), (4, 2), (4, 3), (3, 0), (3, 2), (2, 0), (2, 1)]
+
+
+def test_accepts_symusic_notes_and_keeps_input_order():
+    track = symusic.Track("g", 25, False)
+    for p in reversed(C_CHORD):
+        track.notes.append(symusic.Note(0, 480, p, 80))
+    assert fret(track.notes) == fret([(0, 480, p) for p in reversed(C_CHORD)])
+    assert fret(track.notes)[0] == (1, 0)
+
+
+def test_chord_strings_distinct_and_pitches_exact():
+    notes = [(0, 480, p) for p in (40, 47, 52, 56, 59, 64)] + [(480, 480, p) for p in (45, 52, 57, 61, 64)]
+    notes += [(960 + 120 * i, 120, 60 + i) for i in range(24)]
+    frets = fret(notes)
+    _check(notes, frets)
+    assert UNPLAYABLE not in frets
+
+
+def test_drop_d_and_capo():
+    drop = TUNINGS["drop-d"]
+    notes = [(0, 480, 38), (0, 480, 45), (0, 480, 50)]
+    assert fret(notes, drop) == [(6, 0), (5, 0), (4, 0)]
+    _check(notes, fret(notes, drop), drop)
+    capo_notes = [(0, 480, p + 2) for p in C_CHORD]  # C shape with capo 2 sounds as D
+    frets = fret(capo_notes, capo=2)
+    assert frets == [(5, 3), (4, 2), (3, 0), (2, 1), (1, 0)]
+    _check(capo_notes, frets, capo=2)
+    assert fret([(0, 1, 41)], capo=2) == [UNPLAYABLE]  # below the capo
+
+
+def test_unplayable_and_overfull_chords():
+    frets = fret([(0, 480, 30), (480, 480, 100), (960, 480, 60)])
+    assert frets[:2] == [UNPLAYABLE, UNPLAYABLE] and frets[2] != UNPLAYABLE
+    # Seven notes at once on six strings: one is dropped, the others get distinct strings.
+    notes = [(0, 480, p) for p in (40, 45, 50, 55, 59, 64, 69)]
+    frets = fret(notes)
+    assert frets.count(UNPLAYABLE) == 1
+    _check(notes, frets)
+    # Two notes that only fit on the low E string.
+    frets = fret([(0, 480, 40), (0, 480, 41)])
+    assert frets.count(UNPLAYABLE) == 1
+
+
+def test_lowest_fret_baseline():
+    notes = [(0, 480, p) for p in C_CHORD] + [(480, 480, 64)]
+    assert fret_lowest(notes) == [(5, 3), (4, 2), (3, 0), (2, 1), (1, 0), (1, 0)]
+
+
+def test_fast_enough():
+    import time
+
+    notes = [(i * 120, 120, 45 + (i * 7) % 30) for i in range(3000)]
+    t0 = time.perf_counter()
+    fret(notes)
+    assert time.perf_counter() - t0 < 3.0  # thousands of notes per second, with slack for a busy machine
+
+
+def _score(tuning=STANDARD_TUNING, capo=0):
+    s = symusic.Score(480)
+    t = symusic.Track("riff", 25, False)
+    for i, p in enumerate([48, 52, 55, 60, 64, 67, 72, 76]):
+        t.notes.append(symusic.Note(i * 240, 240, p + capo, 80))
+    for p in C_CHORD:
+        t.notes.append(symusic.Note(1920, 960, p + capo, 80))
+    for i, p in enumerate([40, 43, 45, 47, 50, 52]):
+        t.notes.append(symusic.Note(2880 + i * 480, 480, p + capo, 90))
+    s.tracks.append(t)
+    s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    s.tempos.append(symusic.Tempo(0, 100))
+    return GuitarScore(s, tuning=tuning, capo=capo, name="riff")
+
+
+def test_render_shape():
+    text = render_ascii_tab(_score(), width=40)
+    staff = [ln for ln in text.splitlines() if "|" in ln]
+    assert [ln[0] for ln in staff[:6]] == list("eBGDAE")
+    assert all(len(ln) <= 40 for ln in staff)
+    assert len(staff) >= 12  # wrapped into at least two staves
+
+
+@pytest.mark.parametrize("capo", [0, 2])
+def test_render_round_trip(tmp_path, capo):
+    gs = _score(capo=capo)
+    path = tmp_path / "riff.txt"
+    write_ascii_tab(gs, path)
+    (back,) = read_ascii_tab(path)
+    assert back.tuning == gs.tuning and back.capo == capo
+    key = lambda n: (n.time, n.pitch)  # noqa: E731
+    assert [n.pitch for n in sorted(back.track.notes, key=key)] == [n.pitch for n in sorted(gs.track.notes, key=key)]
+    # One tab column per 8th note here, the median bar is one 4/4 bar: onsets come back exactly.
+    assert sorted(n.time for n in back.track.notes) == sorted(n.time for n in gs.track.notes)
+
+
+def test_render_round_trip_drop_d(tmp_path):
+    gs = _score(tuning=TUNINGS["drop-d"])
+    write_ascii_tab(gs, tmp_path / "d.txt")
+    (back,) = read_ascii_tab(tmp_path / "d.txt")
+    assert back.tuning == TUNINGS["drop-d"]
+    assert sorted(n.pitch for n in back.track.notes) == sorted(n.pitch for n in gs.track.notes)
+
+
+@pytest.mark.parametrize("tuning,capo", [(STANDARD_TUNING, 0), (TUNINGS["drop-d"], 3), (TUNINGS["seven-string"], 0)])
+def test_gp5_round_trip(tmp_path, tuning, capo):
+    gs = _score(tuning, capo)
+    frets = fret(gs.track.notes, tuning, capo)
+    path = tmp_path / "riff.gp5"
+    write_gp5(gs, path, frets)
+    song = guitarpro.parse(str(path))
+    (track,) = song.tracks
+    assert track.offset == capo and song.tempo == 100
+    assert sorted(s.value for s in track.strings) == sorted(tuning)
+    got = []
+    for m in track.measures:
+        for beat in m.voices[0].beats:
+            for note in beat.notes:
+                got.append((beat.start - 960, note.string, note.value, note.realValue + capo))
+    want = [(n.time * 2, s, f, n.pitch) for n, (s, f) in zip(gs.track.notes, frets)]  # 480 -> 960 per quarter
+    assert sorted(got) == sorted(want)
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared guitar data not checked out")
+def test_real_gp_files_fret_validly():
+    files = sorted(DATA.rglob("*.gp5"))[:15]
+    checked = 0
+    for f in files:
+        try:
+            song = guitarpro.parse(str(f))
+        except Exception:
+            continue  # the data set holds broken files on purpose
+        for track in song.tracks:
+            if track.isPercussionTrack or len(track.strings) != 6:
+                continue
+            tuning = tuple(s.value for s in sorted(track.strings, key=lambda s: -s.number))
+            notes = [(b.start, b.duration.time, tuning[6 - n.string] + n.value)
+                     for m in track.measures for v in m.voices for b in v.beats for n in b.notes
+                     if n.type == guitarpro.NoteType.normal]
+            _check(notes, fret(notes, tuning), tuning)
+            checked += len(notes)
+    assert checked > 0
