@@ -235,11 +235,13 @@ class _Stop:
 
 
 def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | None = None,
-          progress: bool = True, resume_overrides: list[str] | None = None) -> dict[str, Any]:
+          progress: bool = True, resume_overrides: list[str] | None = None,
+          stop_at: int | None = None) -> dict[str, Any]:
     """Train cfg.model on cfg.data; returns a summary (run_dir, best/last val loss, steps, seconds).
 
     With `resume`, the run's own config is used (cfg is ignored) and `resume_overrides` (`section.key=value`)
-    may change it, e.g. train.max_steps to train longer.
+    may change it, e.g. train.max_steps to train longer. `stop_at` ends the run (with a checkpoint) after
+    that many steps while keeping the schedule of train.max_steps: a pre-emptible job's slice.
     """
     state = None
     if resume is not None:
@@ -433,11 +435,12 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
                 bar.set_postfix(loss=f"{loss_sum:.3f}", val=f"{last_val['loss']:.3f}" if last_val else "-")
 
             over_time = t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes
+            sliced = stop_at is not None and step >= stop_at
             if dist.world > 1:
                 flag = torch.tensor([1.0 if (over_time or stop.signal) else 0.0], device=device)
                 torch.distributed.all_reduce(flag)
                 over_time = over_time or flag.item() > 0
-            if step % t.eval_interval == 0 or step == t.max_steps or over_time or stop.signal:
+            if step % t.eval_interval == 0 or step == t.max_steps or over_time or sliced or stop.signal:
                 if run_eval(step) and step < t.max_steps:
                     stopped_by = f"early stopping (no val improvement in {t.patience} evaluations)"
                     break
@@ -448,6 +451,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
                 break
             if over_time:
                 stopped_by = f"time limit ({t.max_minutes} min)"
+                break
+            if sliced:
+                stopped_by = f"stop_at={stop_at}"
                 break
     bar.close()
 

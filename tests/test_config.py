@@ -1,0 +1,53 @@
+import pytest
+
+from guitarformer.config import Config, apply_overrides, from_dict, load_config
+from guitarformer.errors import GuitarformerError
+
+
+def test_named_configs_load():
+    for name in ("tiny", "decoder-small"):
+        cfg = load_config(name)
+        assert cfg.model.n_embd % cfg.model.n_head == 0
+        assert isinstance(cfg.train.lr, float)
+
+
+def test_yaml_scientific_notation_string_is_a_float(tmp_path):
+    # PyYAML reads 3e-4 (no dot) as a string
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  lr: 3e-4\n  max_steps: 1e3\n")
+    cfg = load_config(str(p))
+    assert cfg.train.lr == pytest.approx(3e-4) and isinstance(cfg.train.lr, float)
+    assert cfg.train.max_steps == 1000 and isinstance(cfg.train.max_steps, int)
+
+
+def test_overrides_are_type_checked():
+    cfg = apply_overrides(Config(), ["train.lr=1e-3", "model.kind=encoder_decoder", "train.compile=true",
+                                     "data.dataset=none"])
+    assert cfg.train.lr == 1e-3 and cfg.model.kind == "encoder_decoder" and cfg.train.compile is True
+    assert cfg.data.dataset is None
+    with pytest.raises(GuitarformerError, match="train.max_steps"):
+        apply_overrides(Config(), ["train.max_steps=abc"])
+    with pytest.raises(GuitarformerError, match="unknown config key model.n_layers"):
+        apply_overrides(Config(), ["model.n_layers=3"])
+    with pytest.raises(GuitarformerError, match="bad override"):
+        apply_overrides(Config(), ["lr=3"])
+    with pytest.raises(GuitarformerError, match="divisible"):
+        apply_overrides(Config(), ["model.n_head=5"])
+
+
+def test_unknown_section_and_bool_strictness():
+    with pytest.raises(GuitarformerError, match="unknown config section"):
+        from_dict({"optim": {"lr": 1}})
+    with pytest.raises(GuitarformerError):
+        from_dict({"train": {"compile": "maybe"}})
+
+
+def test_roundtrip_through_dict():
+    cfg = load_config("tiny")
+    again = from_dict(cfg.to_dict())
+    assert again == cfg
+
+
+def test_missing_config_names_the_fix():
+    with pytest.raises(GuitarformerError, match="not found"):
+        load_config("no-such-config")

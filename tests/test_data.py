@@ -1,0 +1,158 @@
+"""Built-in corpus, tokenization, prepare (manifest, splits, cache, duplicates) and training windows."""
+
+import json
+
+import numpy as np
+import pytest
+import symusic
+import torch
+
+from guitarformer import IGNORE_INDEX
+from guitarformer.config import DataConfig
+from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
+from guitarformer.data.prepare import load_meta, prepare, split_of
+from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, encode, load_tokenizer
+from guitarformer.errors import GuitarformerError
+
+
+def _riff(path, pitches=(52, 55, 57, 59, 62, 64), program=25):
+    s = symusic.Score(480)
+    s.tempos.append(symusic.Tempo(0, 100))
+    s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=program)
+    for bar in range(4):
+        for i, p in enumerate(pitches):
+            tr.notes.append(symusic.Note(bar * 1920 + i * 240, 240, p + bar, 90))
+    s.tracks.append(tr)
+    s.dump_midi(str(path))
+    return path
+
+
+def test_builtin_corpus_is_guitar_midi(tiny_dataset, cache_root):
+    meta = load_meta(tiny_dataset)
+    assert meta["status"]["ok"] >= 6
+    assert meta["vocab_size"] > 100
+    corpus = json.loads(next((cache_root / "corpus").glob("*/corpus.json")).read_text())
+    assert corpus["tunes"] >= 8
+    midis = sorted((cache_root / "corpus").glob("*/midi/*.mid"))
+    s = symusic.Score(str(midis[0]))
+    assert len(s.tracks) == 1 and s.tracks[0].program == 25
+    pitches = [n.pitch for n in s.tracks[0].notes]
+    assert min(pitches) >= 40 and max(pitches) <= 86  # E2 .. D6
+
+
+def test_encode_decode_roundtrip(tmp_path):
+    tok = build_tokenizer(DataConfig())
+    s = symusic.Score(str(_riff(tmp_path / "r.mid")))
+    ids = encode(tok, s)
+    assert ids[0] == tok["BOS_None"] and ids[-1] == tok["EOS_None"]
+    back = decode(tok, ids)
+    assert [n.pitch for n in back.tracks[0].notes] == [n.pitch for n in s.tracks[0].notes]
+    assert back.tracks[0].program == 25
+    # garbage ids decode leniently instead of crashing
+    junk = decode(tok, [5, 5, 5, 9999, -3, ids[3]])
+    assert isinstance(junk, symusic.Score)
+
+
+@pytest.mark.parametrize("name", ["TSD", "MIDILike", "Structured"])
+def test_other_tokenizers(tmp_path, name):
+    tok = build_tokenizer(DataConfig(tokenizer=name))
+    s = symusic.Score(str(_riff(tmp_path / "r.mid")))
+    back = decode(tok, encode(tok, s))
+    assert len(back.tracks[0].notes) == len(s.tracks[0].notes)
+    tok.save(tmp_path / "t.json")
+    assert type(load_tokenizer(tmp_path / "t.json")) is type(tok)
+
+
+def test_prepare_manifest_splits_duplicates_and_cache(tmp_path):
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    for i in range(12):
+        _riff(src / f"r{i}.mid", pitches=(50 + i, 53 + i, 57, 60))
+    (src / "sub" / "copy.mid").write_bytes((src / "r0.mid").read_bytes())
+    (src / "broken.mid").write_bytes(b"MThd\x00\x00\x00\x06garbage")
+    (src / "notes.pdf").write_bytes(b"%PDF")
+    out = tmp_path / "ds"
+    meta = prepare([src], out, workers=2, progress=False)
+    lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert len(lines) == 15  # every file accounted for
+    by = {lines_["path"].split("/")[-1]: lines_ for lines_ in lines}
+    assert by["copy.mid"]["status"] == "skipped" and "duplicate" in by["copy.mid"]["reason"]
+    assert by["broken.mid"]["status"] == "failed" and by["broken.mid"]["reason"]
+    assert by["notes.pdf"]["status"] == "skipped" and "unsupported" in by["notes.pdf"]["reason"]
+    ok = [d for d in lines if d["status"] == "ok"]
+    assert len(ok) == 12 and all(d["split"] == split_of(d["sha256"]) for d in ok)
+    assert sum(d["n_tokens"] for d in ok) == sum(meta["tokens"].values())
+    for k in ("path", "sha256", "format", "status", "reason", "tracks", "n_tokens", "split"):
+        assert k in lines[0]
+    # arrays: sequences are BOS ... EOS
+    tok = load_tokenizer(out / "tokenizer.json")
+    tr = TokenSplit(out, "train")
+    seq = tr.sequence(0)
+    assert seq[0] == tok["BOS_None"] and seq[-1] == tok["EOS_None"]
+    # a re-run reuses cached work and gives identical arrays
+    before = (out / "train.bin").read_bytes()
+    meta2 = prepare([src], out, workers=1, progress=False)
+    assert (out / "train.bin").read_bytes() == before and meta2["tokens"] == meta["tokens"]
+
+
+def test_split_is_stable_when_files_are_added():
+    import hashlib
+
+    shas = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2000)]
+    assert [split_of(s) for s in shas] == [split_of(s) for s in shas]
+    val = sum(split_of(s) == "val" for s in shas) / len(shas)
+    assert 0.03 < val < 0.07
+
+
+def test_incomplete_dataset_is_refused(tmp_path):
+    (tmp_path / "half").mkdir()
+    with pytest.raises(GuitarformerError, match="incomplete"):
+        load_meta(tmp_path / "half")
+    with pytest.raises(GuitarformerError, match="does not exist"):
+        load_meta(tmp_path / "nothing")
+    with pytest.raises(GuitarformerError, match="does not exist"):
+        prepare([tmp_path / "missing"], tmp_path / "o", progress=False)
+
+
+def test_decoder_windows(tiny_dataset):
+    split = TokenSplit(tiny_dataset, "train")
+    w = DecoderWindows(split, 32)
+    g = torch.Generator().manual_seed(0)
+    x, y = w.batch(5, g)
+    assert x.shape == y.shape == (5, 32)
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    batches = list(w.eval_batches(4))
+    n_targets = sum((yb != IGNORE_INDEX).sum().item() for _, yb in batches)
+    assert n_targets == len(split) - 1  # eval covers every next-token prediction once
+
+
+def test_transposition_stays_on_the_neck(tiny_dataset):
+    tok = load_tokenizer(tiny_dataset / "tokenizer.json")
+    sh = PitchShifter(tok, 12)
+    split = TokenSplit(tiny_dataset, "train")
+    g = torch.Generator().manual_seed(1)
+    w = np.asarray(split.tokens[:400], dtype=np.int64)
+    moved = 0
+    for _ in range(20):
+        out = sh(w, g)
+        p = sh.pitch_of[out]
+        p = p[p >= 0]
+        assert p.min() >= 40 and p.max() <= 88
+        assert np.array_equal(out[sh.pitch_of[w] < 0], w[sh.pitch_of[w] < 0])  # only pitches move
+        moved += int(not np.array_equal(out, w))
+    assert moved > 0
+
+
+def test_seq2seq_pairs_split_at_bars(tiny_dataset):
+    tok = load_tokenizer(tiny_dataset / "tokenizer.json")
+    split = TokenSplit(tiny_dataset, "train")
+    bars = bar_ids(tok)
+    pairs = Seq2SeqPairs(split, 24, 40, bars, tok["BOS_None"], tok.pad_token_id)
+    src, mask, tgt, y = pairs.batch(6, torch.Generator().manual_seed(0))
+    assert src.shape == mask.shape == (6, 24) and tgt.shape == y.shape == (6, 40)
+    assert all(int(y[i, 0]) in bars for i in range(6))  # the target starts at a bar line
+    assert (tgt[:, 0] == tok["BOS_None"]).all()
+    valid = y[:, :-1] != IGNORE_INDEX
+    assert torch.equal(tgt[:, 1:][valid], y[:, :-1][valid])  # teacher forcing: shifted by one
+    assert mask.any(1).all()
