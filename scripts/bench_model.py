@@ -1,0 +1,303 @@
+"""Benchmark our Decoder against Hugging Face GPT-2 (training tokens/s, MFU on CUDA) and SDPA against plain attention (peak memory).
+
+    python scripts/bench_model.py                                   # CPU: speed + memory, a few minutes
+    python scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m   # GPU: speed, MFU, memory
+    python scripts/bench_model.py --out docs/BENCH_MODELS.md.part   # also write the markdown report
+
+Both models get the same width, depth, heads, context, vocabulary, batch, loss (cross-entropy computed
+outside the model, so HF's label shift is not timed) and optimizer (torch AdamW, decay on matrices only),
+and are timed in interleaved rounds on the same machine so background load hits both alike.
+Requires `pip install transformers` (GPT-2 is built from a GPT2Config: no weights are downloaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+from guitarformer.models import build_model  # noqa: E402
+from guitarformer.models.layers import make_adamw  # noqa: E402
+
+H100_BF16_PEAK = 989e12  # dense bf16 tensor-core FLOP/s, H100 SXM
+
+PRESETS = {
+    # small enough for a few minutes on 2 shared CPU cores
+    "cpu-small": dict(n_layer=4, n_head=4, n_embd=256, block_size=256, vocab_size=512, batch=8),
+    # GPT-2-small body: 85M non-embedding parameters, context 1024
+    "gpt2-85m": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=512, batch=16),
+}
+
+
+# --------------------------------------------------------------------------- models
+
+
+def ours(p: dict) -> torch.nn.Module:
+    # GPT-2's choices (biases, learned positions, tanh-GELU, tied head) so both models hold the same weights.
+    return build_model(
+        dict(kind="decoder", vocab_size=p["vocab_size"], block_size=p["block_size"], n_layer=p["n_layer"],
+             n_head=p["n_head"], n_embd=p["n_embd"], dropout=0.0, bias=True, pos="learned", ffn="gelu",
+             tie_weights=True)
+    )
+
+
+def hf_gpt2(p: dict, attn: str) -> torch.nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(
+        vocab_size=p["vocab_size"], n_positions=p["block_size"], n_embd=p["n_embd"], n_layer=p["n_layer"],
+        n_head=p["n_head"], bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+    )
+    return GPT2LMHeadModel._from_config(cfg, attn_implementation=attn)
+
+
+def logits_of(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    out = model(x)
+    return out[0] if isinstance(out, tuple) else out.logits
+
+
+# --------------------------------------------------------------------------- speed
+
+
+def speed(args: argparse.Namespace, p: dict) -> dict:
+    dev = torch.device(args.device)
+    amp = args.dtype == "bfloat16"
+    torch.manual_seed(0)
+    B, T, V = p["batch"], p["block_size"], p["vocab_size"]
+    x, y = torch.randint(0, V, (B, T), device=dev), torch.randint(0, V, (B, T), device=dev)
+    contenders: dict[str, torch.nn.Module] = {"guitarformer Decoder": ours(p)}
+    try:
+        contenders["HF GPT2 (sdpa)"] = hf_gpt2(p, "sdpa")
+        if not args.no_eager:
+            contenders["HF GPT2 (eager)"] = hf_gpt2(p, "eager")
+    except ImportError:
+        print("transformers not installed: timing our model alone", file=sys.stderr)
+    params, steps = {}, {}
+    for name, m in contenders.items():
+        m.to(dev).train()
+        params[name] = sum(q.numel() for q in m.parameters())
+        opt = make_adamw(m.named_parameters(), 0.1, 3e-4, (0.9, 0.95), dev.type)
+        fn = torch.compile(m) if args.compile else m
+
+        def step(m=fn, opt=opt) -> None:
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+                logits = logits_of(m, x)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        steps[name] = step
+    for name, step in steps.items():  # warm-up: allocator, kernels, compile
+        for _ in range(args.warmup):
+            step()
+    times: dict[str, list[float]] = {n: [] for n in steps}
+    for _ in range(args.rounds):  # interleaved: each round times every model back to back
+        for name, step in steps.items():
+            sync(dev)
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                step()
+            sync(dev)
+            times[name].append((time.perf_counter() - t0) / args.steps)
+    ref = build_model(dict(kind="decoder", vocab_size=V, block_size=T, n_layer=p["n_layer"], n_head=p["n_head"],
+                           n_embd=p["n_embd"], bias=True))
+    fpt = ref.flops_per_token()
+    rows = {}
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        rows[name] = dict(params=params[name], step_s=med, tok_s=B * T / med, best_tok_s=B * T / min(ts))
+        if dev.type == "cuda":
+            rows[name]["mfu"] = B * T / med * fpt / H100_BF16_PEAK
+    return dict(rows=rows, flops_per_token=fpt, non_embedding_params=ref.num_params())
+
+
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """softmax(Q K^T / sqrt(d)) V with the (B, nh, T, L) score matrix written out: the baseline."""
+    scores = (q @ k.transpose(-2, -1)) * (scale or 1.0 / math.sqrt(q.shape[-1]))  # (B, nh, T, L)
+    if is_causal:
+        T, L = scores.shape[-2:]
+        attn_mask = torch.ones(T, L, dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    att = torch.softmax(scores, dim=-1)
+    if dropout_p:
+        att = F.dropout(att, dropout_p)
+    return att @ v
+
+
+def memory_case(args: argparse.Namespace, p: dict, impl: str, T: int) -> dict:
+    """One forward+backward at context T; peak memory above the state before the step."""
+    dev = torch.device(args.device)
+    if impl == "plain":
+        F.scaled_dot_product_attention = plain_attention  # this process only: every case is a fresh one
+    q = dict(p, block_size=T)
+    model = ours(q).to(dev).train()
+    x = torch.randint(0, q["vocab_size"], (args.mem_batch, T), device=dev)
+    amp = args.dtype == "bfloat16"
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = current_rss()
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+        logits = logits_of(model, x)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
+    loss.backward()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return dict(impl=impl, T=T, peak_mib=(peak - base) / 2**20, total_mib=peak / 2**20)
+
+
+def current_rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory(args: argparse.Namespace, p: dict) -> list[dict]:
+    out = []
+    for T in args.mem_contexts:
+        for impl in ("sdpa", "plain"):
+            if args.device == "cuda":
+                out.append(memory_case(args, p, impl, T))  # max_memory_allocated is per-process exact
+                continue
+            cmd = [sys.executable, __file__, "--_mem-case", impl, str(T), *sys.argv[1:]]
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            out.append(json.loads(res.stdout.strip().splitlines()[-1]))
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine() -> str:
+    if torch.cuda.is_available() and torch.cuda.current_device() is not None:
+        gpu = torch.cuda.get_device_name()
+    else:
+        gpu = "no GPU"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores visible, torch threads {torch.get_num_threads()}; {gpu}; " \
+           f"Python {platform.python_version()}, torch {torch.__version__}"
+
+
+def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] | None) -> str:
+    lines = [
+        f"Command: `python scripts/bench_model.py {' '.join(a for a in sys.argv[1:] if a)}`".replace("  ", " "),
+        f"Date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
+        f"Machine: {machine()}",
+        f"Device/dtype: {args.device} / {args.dtype}{' (autocast)' if args.dtype == 'bfloat16' else ''}"
+        f"{', torch.compile' if args.compile else ''}",
+        f"Config: n_layer={p['n_layer']} n_head={p['n_head']} n_embd={p['n_embd']} context={p['block_size']} "
+        f"vocab={p['vocab_size']} batch={p['batch']}",
+        "",
+    ]
+    if sp:
+        base = sp["rows"]["guitarformer Decoder"]["tok_s"]
+        lines += [
+            f"Training step = forward + backward + AdamW; median of {args.rounds} interleaved rounds x "
+            f"{args.steps} steps (after {args.warmup} warm-up steps). "
+            f"Non-embedding params {sp['non_embedding_params'] / 1e6:.2f}M, "
+            f"{sp['flops_per_token'] / 1e6:.1f} MFLOP/token.",
+            "",
+            "| model | params | ms/step | tokens/s (median) | tokens/s (best round) | ours / this |"
+            + (" MFU |" if args.device == "cuda" else ""),
+            "|---|---|---|---|---|---|" + ("---|" if args.device == "cuda" else ""),
+        ]
+        for name, r in sp["rows"].items():
+            lines.append(
+                f"| {name} | {r['params'] / 1e6:.2f}M | {r['step_s'] * 1e3:.1f} | {r['tok_s']:,.0f} | "
+                f"{r['best_tok_s']:,.0f} | {base / r['tok_s']:.2f}x |"
+                + (f" {r['mfu'] * 100:.1f}% |" if "mfu" in r else "")
+            )
+        lines.append("")
+    if mem:
+        how = "torch.cuda.max_memory_allocated" if args.device == "cuda" else \
+            "ru_maxrss of a fresh subprocess per case, minus its RSS just before the step"
+        lines += [
+            f"Peak memory of one forward+backward of our Decoder (batch {args.mem_batch}), attention through "
+            f"SDPA vs plain softmax(QK^T/sqrt(d))V with the score matrix materialised; measured with {how}.",
+            "",
+            "| context | SDPA (MiB) | plain (MiB) | SDPA / plain |",
+            "|---|---|---|---|",
+        ]
+        for T in args.mem_contexts:
+            s = next(m for m in mem if m["T"] == T and m["impl"] == "sdpa")["peak_mib"]
+            pl = next(m for m in mem if m["T"] == T and m["impl"] == "plain")["peak_mib"]
+            lines.append(f"| {T} | {s:,.0f} | {pl:,.0f} | {s / pl:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--preset", default=None, choices=sorted(PRESETS), help="default: cpu-small on CPU, gpt2-85m on CUDA")
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--what", default="all", choices=["all", "speed", "memory"])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=3, help="steps per model per round")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--no-eager", action="store_true", help="skip HF GPT-2 with eager attention")
+    ap.add_argument("--compile", action="store_true", help="torch.compile both models")
+    ap.add_argument("--mem-contexts", type=int, nargs="+", default=[512, 1024, 2048])
+    ap.add_argument("--mem-batch", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the markdown report here")
+    ap.add_argument("--_mem-case", nargs=2, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    p = dict(PRESETS[args.preset or ("gpt2-85m" if args.device == "cuda" else "cpu-small")])
+    if args.batch:
+        p["batch"] = args.batch
+    if args._mem_case:
+        impl, T = args._mem_case
+        print(json.dumps(memory_case(args, p, impl, int(T))))
+        return
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    sp = speed(args, p) if args.what in ("all", "speed") else None
+    mem = memory(args, p) if args.what in ("all", "memory") else None
+    md = report(args, p, sp, mem)
+    print(md)
+    if args.out:
+        args.out.write_text(md + "\n")
+
+
+if __name__ == "__main__":
+    main()
