@@ -162,6 +162,7 @@ def memory_case(args: argparse.Namespace, p: dict, impl: str, T: int) -> dict:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
+        reset_peak_rss()
         base = current_rss()
     with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
         logits = logits_of(model, x)
@@ -171,8 +172,29 @@ def memory_case(args: argparse.Namespace, p: dict, impl: str, T: int) -> dict:
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        peak = peak_rss()
     return dict(impl=impl, T=T, peak_mib=(peak - base) / 2**20, total_mib=peak / 2**20)
+
+
+def reset_peak_rss() -> None:
+    # A forked child inherits the parent's ru_maxrss, so a big parent (HF models loaded) would mask the
+    # child's own peak. Writing 5 to clear_refs resets this process's VmHWM to its current RSS (Linux >= 4.0).
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss() -> int:
+    """Peak resident set size in bytes: VmHWM (resettable), else ru_maxrss."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
 def current_rss() -> int:
@@ -220,7 +242,7 @@ def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] |
         f"Machine: {machine()}",
         f"Device/dtype: {args.device} / {args.dtype}{' (autocast)' if args.dtype == 'bfloat16' else ''}"
         f"{', torch.compile' if args.compile else ''}",
-        f"Config: n_layer={p['n_layer']} n_head={p['n_head']} n_embd={p['n_embd']} context={p['block_size']} "
+        f"Config (speed; memory uses the contexts below): n_layer={p['n_layer']} n_head={p['n_head']} n_embd={p['n_embd']} context={p['block_size']} "
         f"vocab={p['vocab_size']} batch={p['batch']}",
         "",
     ]
@@ -245,7 +267,8 @@ def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] |
         lines.append("")
     if mem:
         how = "torch.cuda.max_memory_allocated" if args.device == "cuda" else \
-            "ru_maxrss of a fresh subprocess per case, minus its RSS just before the step"
+            "the peak RSS (VmHWM, reset just before the step; ru_maxrss where /proc lacks it) of a fresh " \
+            "subprocess per case, minus its RSS just before the step"
         lines += [
             f"Peak memory of one forward+backward of our Decoder (batch {args.mem_batch}), attention through "
             f"SDPA vs plain softmax(QK^T/sqrt(d))V with the score matrix materialised; measured with {how}.",

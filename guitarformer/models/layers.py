@@ -268,7 +268,7 @@ def swiglu_hidden(n_embd: int, ffn_mult: float) -> int:
 
 
 class FeedForward(nn.Module):
-    """Position-wise MLP: GELU (tanh approximation, as GPT-2) or SwiGLU (fused gate/up projection)."""
+    """Position-wise MLP: GELU or SwiGLU (gate and up projections fused in one matmul)."""
 
     def __init__(self, n_embd: int, ffn: str, ffn_mult: float, dropout: float, bias: bool) -> None:
         super().__init__()
@@ -286,7 +286,7 @@ class FeedForward(nn.Module):
             gate, up = h.chunk(2, dim=-1)
             h = F.silu(gate) * up
         else:
-            h = F.gelu(h, approximate="tanh")
+            h = F.gelu(h)  # exact erf form: on CPU ~1.5x faster fwd+bwd than the tanh approximation
         return self.drop(self.c_proj(h))
 
 
