@@ -210,19 +210,40 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="Default: newest run.")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help="Dataset (default: the run's).")
 @click.option("--split", type=click.Choice(["val", "test"]), default="test", show_default=True)
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@click.option("--reference", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
+              help="Folder of real guitar files for the music metrics (default: the split decoded back).")
+@click.option("--num-samples", type=click.IntRange(2, 4096), default=32, show_default=True)
+@click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Default: the run's sample.max_new_tokens.")
+@click.option("--no-samples", is_flag=True, help="Likelihood only (no sampling, music or playability metrics).")
+@click.option("--order", "ngram_order", type=click.IntRange(1, 8), default=5, show_default=True,
+              help="Order of the Kneser-Ney n-gram baseline.")
+@click.option("--cont-src", type=click.IntRange(1), default=None, help="Continuation source tokens (default: the "
+              "model's src_block_size; a decoder: at most half its context). Use the same value to compare runs.")
+@click.option("--cont-tgt", type=click.IntRange(2), default=None, help="Continuation target tokens (default: "
+              "what the model fits).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write every number here.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto")
-def eval_cmd(run_dir, data, split, json_out, device):
-    """Likelihood of a trained model on a dataset split (NLL per token, perplexity, accuracy)."""
+def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_samples, ngram_order, cont_src,
+             cont_tgt, seed, json_out, device):
+    """Is this model any good? Likelihood vs a Kneser-Ney n-gram, music metrics vs real music, playability.
+
+    Numbers also go to the run's TensorBoard under eval/<split>/. docs/EVAL.md says how to read them.
+    """
     import json
 
-    from guitarformer.metrics import evaluate_run
+    from guitarformer.metrics import evaluate_run, format_table, jsonable, log_tensorboard
 
-    res = evaluate_run(run_dir, data, split, device)
-    for k, v in res.items():
-        click.echo(f"{k:>14}: {v:.4f}" if isinstance(v, float) else f"{k:>14}: {v}")
+    res = evaluate_run(run_dir, data, split, device, reference=reference, num_samples=num_samples,
+                       max_new_tokens=max_new_tokens, samples=not no_samples, ngram_order=ngram_order,
+                       cont_src=cont_src, cont_tgt=cont_tgt, seed=seed,
+                       progress=(lambda s: click.echo(f"eval: {s}", err=True)) if _progress() else None)
+    click.echo(format_table(res))
+    log_tensorboard(Path(res["run"]), res)
     if json_out:
-        json_out.write_text(json.dumps(res, indent=2))
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(jsonable(res), indent=2, allow_nan=False))
+        click.echo(f"wrote {json_out}")
 
 
 @main.command(context_settings=CONTEXT)

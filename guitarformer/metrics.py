@@ -502,6 +502,15 @@ def scalars(res: dict) -> dict[str, float]:
     return out
 
 
+def jsonable(res: Any) -> Any:
+    """The result with NaN/inf as null, so --json writes strict JSON."""
+    if isinstance(res, dict):
+        return {k: jsonable(v) for k, v in res.items()}
+    if isinstance(res, float) and not math.isfinite(res):
+        return None
+    return res
+
+
 def log_tensorboard(run_dir: Path, res: dict) -> None:
     """Scalars under eval/<split>/... in the run's TensorBoard, at the run's step."""
     from torch.utils.tensorboard import SummaryWriter
