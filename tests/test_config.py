@@ -5,7 +5,7 @@ from guitarformer.errors import GuitarformerError
 
 
 def test_named_configs_load():
-    for name in ("tiny", "decoder-small"):
+    for name in ("tiny", "decoder-small", "decoder-base", "encdec-small", "encdec-base"):
         cfg = load_config(name)
         assert cfg.model.n_embd % cfg.model.n_head == 0
         assert isinstance(cfg.train.lr, float)
