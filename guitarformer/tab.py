@@ -28,13 +28,13 @@ class FretCosts:
     position: float = 0.25  # per fret of the hand position (lowest fretted fret): prefer low positions
     open_string: float = 0.0  # added per open string (negative = bonus)
     stretch: float = 1.0  # per fret of span beyond `comfortable_span` within one chord
-    comfortable_span: int = 3
+    comfortable_span: int = 2
     max_span: int = 5  # spans beyond this cost `impossible` (still allowed if nothing else fits)
-    move: float = 1.0  # per fret the hand position shifts between consecutive onsets...
-    move_cap: int = 5  # ...up to this many frets: a long shift costs about what a medium one does
+    move: float = 0.5  # per fret the hand position shifts between consecutive onsets...
+    move_cap: int = 24  # ...up to this many frets: a long shift costs about what a medium one does
     string_jump: float = 0.3  # per string the mean string moves between consecutive onsets
-    cut_sustain: float = 2.0  # re-using a string that still sounds a note of the previous onset
-    high_fret: float = 0.5  # per fret above `high_fret_from` (upper frets are rare in human tabs)
+    cut_sustain: float = 0.0  # re-using a string that still sounds a note of the previous onset
+    high_fret: float = 0.2  # per fret above `high_fret_from` (upper frets are rare in human tabs)
     high_fret_from: int = 12
     impossible: float = 50.0
     dropped: float = 1000.0  # per chord note left without a string

@@ -152,6 +152,20 @@ its notes to distinct strings; the {16} cheapest kept); the path minimises the s
 Weights now: {c}.
 
 Notes that cannot be played (pitch out of range, or a chord note with no string of its own) get (-1, -1).
+
+## Honest status
+
+- The target was 85%; this cost reaches about 72% on the GP parts and 78% on classtab, 6-9 points
+  above the lowest-fret rule on the same notes. Weight tuning (a coordinate random search over the
+  weights above, scored on all GP parts plus every 25th classtab file, so those numbers are
+  in-sample) moved accuracy by only 1-2 points: the remaining errors are choices of *style*, not of
+  weight. Examples: rock parts play power chords on the low strings at frets 5-9 where an open-
+  position shape exists; canon-style melodies stay on strings 2-3 at frets 11-19 for timbre.
+  One fixed cost cannot prefer both; a per-piece position prior or a learned model would.
+- The GP files are mostly format test suites, not a curated corpus: tiny parts, duplicated songs
+  (de-duplicated by content), and some deliberately broken files.
+- classtab's string/fret come from our own ASCII reader (`guitarformer/data/ascii_tab.py`); tabs
+  whose labels or text give a tuning use it, others are taken as standard tuning.
 """)
 
 
