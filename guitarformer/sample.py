@@ -16,84 +16,283 @@ from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, G
 # ---------------------------------------------------------------- constraints
 
 
+NEVER = 1 << 40  # "no end yet": a MIDILike note between NoteOn and NoteOff; also "no bar limit"
+_NO_PITCH = 128  # a dummy pitch column for empty string slots
+
+
 class GuitarConstraint:
-    """Next-token masks from the tokenizer's own grammar plus guitar limits.
+    """Next-token masks from the tokenizer's own grammar, plus the state the grammar cannot see.
 
     Grammar: miditok's `tokens_types_graph` says which token type may follow which, so every
-    tokenization miditok offers is constrained without hand-written rules. Guitar: pitches outside
-    the tuning's range are never allowed, and at most one note per string may start at one position
-    (six strings: six notes). Works on ids; a tokenizer trained with BPE is left unconstrained.
+    tokenization miditok offers starts constrained for free. On top, per row (all (B,) tensors, so a
+    batch of 32 costs about what one row does):
+
+    - time: REMI Positions strictly increase within a bar and stay inside it (the bar length comes from
+      the last TimeSig); TimeSig only right after Bar (REMI) or once, at tick 0 (TSD, MIDILike).
+    - strings: each sounding note holds one of `len(tuning)` string slots until its end (Duration
+      tokens, or NoteOff for MIDILike). A new pitch is allowed only if the sounding notes plus it can
+      still be put on distinct strings within the frets (Hall's condition over contiguous string
+      windows, exact because each pitch's playable strings form an interval), never a pitch that is
+      already sounding, never one outside the tuning. A time step that must be followed by a note
+      (REMI Position, Structured TimeShift) is allowed only where a string is free by then.
+    - MIDILike: NoteOff only for a sounding pitch; EOS only once every note is off; when the token
+      budget runs low, no new NoteOn that could not be closed in time.
+    - bars: with `max_bars`, nothing starts or rings past the end of the last bar, and a row that
+      reaches it can only end (EOS).
+
+    The result: `tokenizer.tokens_errors()` is 0 on what `generate` writes (up to the first EOS), for
+    REMI, TSD, MIDILike and Structured. A tokenizer trained with BPE is left unconstrained.
     """
 
     def __init__(self, tokenizer, tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0,
                  max_fret: int = MAX_FRET, device: torch.device | str = "cpu"):
         V = len(tokenizer)
-        self.V, self.n_strings = V, len(tuning)
+        self.V, self.n_strings, self.device = V, len(tuning), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
-        types = []
-        for i in range(V):
-            tok_str = tokenizer[i] if self.enabled else ""
-            types.append(tok_str.split("_")[0] if isinstance(tok_str, str) else "")
-        graph = getattr(tokenizer, "tokens_types_graph", {})
-        lo, hi = min(tuning) + capo, max(tuning) + max_fret
-        allowed_type = {t: set(graph.get(t, set())) for t in set(types)}
+        self.kind = type(tokenizer).__name__
+        self.bos, self.eos = tokenizer["BOS_None"], tokenizer["EOS_None"]
+        self.notes_here: torch.Tensor | None = None
+        if not self.enabled:
+            return
+        toks = [str(tokenizer[i]) for i in range(V)]
+        types = [t.split("_")[0] for t in toks]
+        vals = [t.split("_", 1)[1] if "_" in t else "" for t in toks]
         type_ids: dict[str, list[int]] = {}
         for i, t in enumerate(types):
             type_ids.setdefault(t, []).append(i)
-        M = torch.zeros(V, V, dtype=torch.bool)
-        for t, nxt in allowed_type.items():
-            cols = [j for nt in nxt for j in type_ids.get(nt.split("_")[0], [])]
-            if cols:
-                rows = torch.tensor(type_ids[t])
-                M[rows.unsqueeze(1), torch.tensor(cols).unsqueeze(0)] = True
-        never = {"PAD", "BOS", "MASK"}
-        self.pitch = torch.zeros(V, dtype=torch.bool)
-        self.resets = torch.zeros(V, dtype=torch.bool)  # tokens that move time on (a new onset)
-        for i in range(V):
-            t = types[i]
-            if t in never:
-                M[:, i] = False
-            if t in ("Pitch", "PitchDrum", "NoteOn"):
-                p = int(tokenizer[i].split("_")[1])
-                self.pitch[i] = True
-                if not lo <= p <= hi:
-                    M[:, i] = False  # unplayable in this tuning
-            if t in ("Position", "Bar", "TimeShift"):
-                self.resets[i] = True
-        self.bos, self.eos = tokenizer["BOS_None"], tokenizer["EOS_None"]
-        # After BOS (or from scratch) a piece may start the way any real sequence starts.
-        first_types = {"Bar", "TimeSig", "Position", "Tempo", "Pitch", "TimeShift", "Program"}
-        M[self.bos] = False
-        for t in first_types:
-            for j in type_ids.get(t, []):
-                M[self.bos, j] = not (self.pitch[j] and not (lo <= int(tokenizer[j].split("_")[1]) <= hi))
-        self.allowed = M.to(device)
-        self.pitch, self.resets = self.pitch.to(device), self.resets.to(device)
-        self.notes_here: torch.Tensor | None = None
 
-    def start(self, ids: torch.Tensor) -> None:
-        """Initialise per-row state from the prompt (B, T)."""
-        B = ids.shape[0]
-        self.notes_here = torch.zeros(B, dtype=torch.long, device=ids.device)
+        # Type graph -> (V, V) matrix: row = last token, column = next token.
+        graph = getattr(tokenizer, "tokens_types_graph", {})
+        M = torch.zeros(V, V, dtype=torch.bool)
+        for t, nxt in graph.items():
+            cols = sorted({j for nt in nxt for j in type_ids.get(nt.split("_")[0], [])})
+            if cols and t in type_ids:
+                M[torch.tensor(type_ids[t]).unsqueeze(1), torch.tensor(cols).unsqueeze(0)] = True
+        for t in ("PAD", "BOS", "MASK", "PitchDrum", "DrumOn", "DrumOff"):  # no drums on a guitar
+            M[:, type_ids.get(t, [])] = False
+        # After BOS a piece starts the way the tokenizer itself starts one (REMI: Bar; TSD: TimeSig ...).
+        M[self.bos] = False
+        M[self.bos, type_ids.get(self._first_type(tokenizer), [])] = True
+        self.allowed = M
+
+        def mark(*names: str) -> torch.Tensor:
+            return torch.tensor([t in names for t in types])
+
+        self.is_pitch = mark("Pitch", "NoteOn")
+        self.is_off, self.is_dur, self.is_vel = mark("NoteOff"), mark("Duration"), mark("Velocity")
+        self.is_bar, self.is_pos, self.is_shift = mark("Bar"), mark("Position"), mark("TimeShift")
+        self.is_timesig, self.is_tempo, self.is_eos = mark("TimeSig"), mark("Tempo"), mark("EOS")
+        self.pitch_val = torch.tensor([int(v) if t in ("Pitch", "NoteOn", "NoteOff") else _NO_PITCH
+                                       for t, v in zip(types, vals)])
+        self.pos_val = torch.tensor([int(v) if t == "Position" else 0 for t, v in zip(types, vals)])
+
+        # Ticks of Duration/TimeShift values for each "ticks per beat" a time signature can select.
+        tpbs = sorted(set(tokenizer._tpb_per_ts.values()))
+        self._tpb_index = {tpb: k for k, tpb in enumerate(tpbs)}
+        ticks = torch.zeros(len(tpbs), V, dtype=torch.long)
+        for k, tpb in enumerate(tpbs):
+            table = tokenizer._tpb_tokens_to_ticks[tpb]
+            for i, (t, v) in enumerate(zip(types, vals)):
+                if t in ("Duration", "TimeShift") and v in table:
+                    ticks[k, i] = table[v]
+        self.ticks = ticks
+        pos_ticks = ticks.masked_fill(ticks <= 0, NEVER)
+        self.min_step = pos_ticks.min(1).values  # (n_tpb,) the shortest non-zero step
+        # Time signatures: ticks per beat (as index), ticks per position (REMI), bar length in ticks.
+        npb = int(getattr(tokenizer.config, "max_num_pos_per_beat", 8) or 8)
+        self.ts_tpb = torch.zeros(V, dtype=torch.long)
+        self.ts_bar = torch.zeros(V, dtype=torch.long)
+        self.ts_tpp = torch.ones(V, dtype=torch.long)
+        for i, (t, v) in enumerate(zip(types, vals)):
+            if t == "TimeSig":
+                num, den = (int(x) for x in v.split("/"))
+                tpb = tokenizer._tpb_per_ts[den]
+                self.ts_tpb[i], self.ts_bar[i], self.ts_tpp[i] = self._tpb_index[tpb], num * tpb, max(tpb // npb, 1)
+        tpb4 = tokenizer._tpb_per_ts.get(4, tokenizer.time_division)
+        self.default = (self._tpb_index.get(tpb4, 0), 4 * tpb4, max(tpb4 // npb, 1))
+
+        # Strings: pitch p fits string s iff open[s] + capo <= p <= open[s] + max_fret. With the open
+        # strings sorted, those s form an interval [a(p), b(p)]; Hall's condition over the n(n+1)/2
+        # contiguous windows [i, j] (notes inside a window <= its size) decides whether the sounding
+        # notes fit on distinct strings.
+        opens = sorted(tuning)
+        n = len(opens)
+        windows = [(i, j) for i in range(n) for j in range(i, n)]
+        W = torch.zeros(_NO_PITCH + 1, len(windows))
+        self.unplayable = torch.ones(_NO_PITCH + 1, dtype=torch.bool)
+        for p in range(_NO_PITCH):
+            fits = [s for s in range(n) if opens[s] + capo <= p <= opens[s] + max_fret]
+            if fits:
+                self.unplayable[p] = False
+                a, b = fits[0], fits[-1]
+                for w, (i, j) in enumerate(windows):
+                    W[p, w] = float(i <= a and b <= j)
+        self.W, self.Wt = W, W.t().contiguous()
+        self.win_size = torch.tensor([j - i + 1 for i, j in windows], dtype=torch.float)
+
+        cols = lambda m: m.nonzero().squeeze(1)  # noqa: E731
+        self.pitch_cols, self.off_cols, self.dur_cols = cols(self.is_pitch), cols(self.is_off), cols(self.is_dur)
+        self.pos_cols, self.shift_cols, self.ts_cols = cols(self.is_pos), cols(self.is_shift), cols(self.is_timesig)
+        self.time_cols = cols(self.is_shift | self.is_tempo | self.is_timesig)
+        self.bar_cols = cols(self.is_bar)
+        for name, value in list(vars(self).items()):
+            if isinstance(value, torch.Tensor):
+                setattr(self, name, value.to(self.device))
+        self.pitch_cols_val = self.pitch_val[self.pitch_cols]
+        self.off_cols_val = self.pitch_val[self.off_cols]
+        self.pos_cols_val = self.pos_val[self.pos_cols]
+        self.dur_ticks = self.ticks[:, self.dur_cols]  # (n_tpb, nD)
+        self.shift_ticks = self.ticks[:, self.shift_cols]  # (n_tpb, nS)
+        # A time step that must be followed by a note needs a free string when it lands.
+        self.step_needs_note = self.kind == "Structured"
+
+    @staticmethod
+    def _first_type(tokenizer) -> str:
+        """The type of the first token the tokenizer writes for a one-note score."""
+        import symusic
+
+        s = symusic.Score(tokenizer.time_division)
+        s.tempos.append(symusic.Tempo(0, 120))
+        s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+        tr = symusic.Track(program=GUITAR_PROGRAM)
+        tr.notes.append(symusic.Note(0, tokenizer.time_division, 64, 100))
+        s.tracks.append(tr)
+        seq = tokenizer.encode(s)
+        seq = seq[0] if isinstance(seq, list) else seq
+        return str(seq.tokens[0]).split("_")[0]
+
+    # ------------------------------------------------------------ state
+
+    def start(self, ids: torch.Tensor, max_bars: int | None = None) -> None:
+        """Initialise per-row state from the prompt (B, T); `max_bars` counts bars after the prompt."""
+        B, dev = ids.shape[0], ids.device
+        self.notes_here = torch.zeros(B, dtype=torch.long, device=dev)  # kept for callers of the old API
+        if not self.enabled:
+            return
+        z = lambda v=0: torch.full((B,), v, dtype=torch.long, device=dev)  # noqa: E731
+        tpb, bar, tpp = self.default
+        self.now, self.bar_start, self.bars, self.pos = z(), z(), z(), z(-1)
+        self.tpb, self.bar_ticks, self.tpp = z(tpb), z(bar), z(tpp)
+        self.started = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.had_ts = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.pending = z(_NO_PITCH)
+        self.slot_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=dev)
+        self.slot_pitch = torch.full((B, self.n_strings), _NO_PITCH, dtype=torch.long, device=dev)
         for t in range(ids.shape[1]):
             self.update(ids[:, t])
+        self.max_bars = max_bars
+        self.bars_at_start = self.bars.clone()
+        # Time-based tokenizers: bars are counted from the prompt's (partial) last bar.
+        self.limit_base = (self.now + self.bar_ticks - 1) // self.bar_ticks * self.bar_ticks
+
+    def _limit(self) -> torch.Tensor:
+        """(B,) the tick where the last allowed bar ends (NEVER without max_bars)."""
+        if self.max_bars is None:
+            return torch.full_like(self.now, NEVER)
+        if self.kind == "REMI":  # bars left after the current one (Bar tokens generated so far)
+            left = self.max_bars - (self.bars - self.bars_at_start) + 1
+            return self.bar_start + self.bar_ticks * left.clamp(min=1)
+        return self.limit_base + self.max_bars * self.bar_ticks  # TimeSig only comes before the first note
 
     def update(self, new: torch.Tensor) -> None:
         """Advance the state with the tokens just chosen (B,)."""
-        assert self.notes_here is not None
-        self.notes_here = torch.where(self.resets[new], torch.zeros_like(self.notes_here),
-                                      self.notes_here + self.pitch[new].long())
+        if not self.enabled:
+            return
+        is_bar, is_ts, is_pos = self.is_bar[new], self.is_timesig[new], self.is_pos[new]
+        # Bars and time signatures (REMI: the first Bar opens bar 0 at tick 0).
+        self.bar_start = torch.where(is_bar & (self.bars > 0), self.bar_start + self.bar_ticks, self.bar_start)
+        self.bars = self.bars + is_bar.long()
+        self.pos = torch.where(is_bar, -1, self.pos)
+        self.had_ts |= is_ts
+        self.tpb = torch.where(is_ts, self.ts_tpb[new], self.tpb)
+        self.bar_ticks = torch.where(is_ts, self.ts_bar[new], self.bar_ticks)
+        self.tpp = torch.where(is_ts, self.ts_tpp[new], self.tpp)
+        # Time: REMI Bar/Position set it, TimeShift moves it on.
+        self.pos = torch.where(is_pos, self.pos_val[new], self.pos)
+        now = torch.where(is_bar, self.bar_start, self.now)
+        now = torch.where(is_pos, self.bar_start + self.pos_val[new] * self.tpp, now)
+        step = self.ticks[self.tpb, new]  # (B,) Duration or TimeShift ticks
+        self.now = now + torch.where(self.is_shift[new], step, 0)
+        # Notes take a string slot: at Duration (end = now + duration) or, for MIDILike, at NoteOn
+        # (end unknown until NoteOff).
+        is_pitch = self.is_pitch[new]
+        self.started |= is_pitch
+        p = self.pitch_val[new]
+        self.pending = torch.where(is_pitch, p, self.pending)
+        opens = self.is_dur[new] | (is_pitch & (self.kind == "MIDILike"))
+        slot = self.slot_end.argmin(1, keepdim=True)  # ended notes have the smallest end
+        end = self.now + step if self.kind != "MIDILike" else torch.full_like(self.now, NEVER)
+        self.slot_end.scatter_(1, slot, torch.where(opens, end, self.slot_end.gather(1, slot).squeeze(1)).unsqueeze(1))
+        self.slot_pitch.scatter_(1, slot, torch.where(opens, self.pending, self.slot_pitch.gather(1, slot).squeeze(1))
+                                 .unsqueeze(1))
+        # NoteOff: the open slot holding that pitch ends now.
+        off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & self.is_off[new].unsqueeze(1)
+        self.slot_end = torch.where(off, self.now.unsqueeze(1), self.slot_end)
+        self.notes_here = (self.slot_end > self.now.unsqueeze(1)).sum(1)
 
-    def mask(self, last: torch.Tensor) -> torch.Tensor:
-        """(B, V) bool: True where the next token is allowed."""
+    # ------------------------------------------------------------ masks
+
+    def mask(self, last: torch.Tensor, remaining: int | None = None) -> torch.Tensor:
+        """(B, V) bool: True where the next token is allowed. `remaining`: tokens left including this one."""
         if not self.enabled:
             return torch.ones(last.shape[0], self.V, dtype=torch.bool, device=last.device)
-        m = self.allowed[last].clone()
-        full = self.notes_here >= self.n_strings
-        if full.any():
-            m[full] &= ~self.pitch
+        m = self.allowed[last]  # (B, V), a fresh tensor (advanced indexing copies)
+        now, limit = self.now, self._limit()
+        sounding = self.slot_end > now.unsqueeze(1)  # (B, n)
+        slot_pitch = self.slot_pitch.masked_fill(~sounding, _NO_PITCH)  # (B, n)
+        # Hall: windows already holding as many notes as strings take no new note whose strings lie inside.
+        count = self.W[slot_pitch].sum(1)  # (B, windows)
+        blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
+        blocked |= self.unplayable
+        blocked.scatter_(1, slot_pitch, True)  # never re-strike a sounding pitch
+        at_end = now + self.min_step[self.tpb] > limit  # (B,) no room for another note before the limit
+        m[:, self.pitch_cols] &= ~(blocked[:, self.pitch_cols_val] | at_end.unsqueeze(1))
+        if self.kind == "MIDILike":
+            open_pitch = self.slot_pitch.masked_fill(self.slot_end != NEVER, _NO_PITCH)
+            active = torch.zeros_like(blocked).scatter_(1, open_pitch, True)
+            active[:, _NO_PITCH] = False
+            m[:, self.off_cols] &= active[:, self.off_cols_val]
+            n_open = (self.slot_end == NEVER).sum(1)  # (B,)
+            m[:, self.eos] &= n_open == 0
+            if remaining is not None:  # close every note in time: NoteOn Velocity TimeShift + n+1 NoteOffs
+                m[:, self.pitch_cols] &= (n_open + 4 <= remaining).unsqueeze(1)
+                m[:, self.time_cols] &= (n_open + 1 <= remaining).unsqueeze(1)
+        # Time signatures: REMI right after a Bar; others before the first note.
+        ts_ok = self.is_bar[last] if self.kind == "REMI" else ~self.started & ~self.had_ts & (self.now == 0)
+        m[:, self.ts_cols] &= ts_ok.unsqueeze(1)
+        if self.kind == "REMI" and self.max_bars is not None:  # a shorter bar must not strand ringing notes
+            left = (self.max_bars - (self.bars - self.bars_at_start) + 1).clamp(min=1)
+            new_limit = self.bar_start.unsqueeze(1) + self.ts_bar[self.ts_cols] * left.unsqueeze(1)  # (B, nTS)
+            m[:, self.ts_cols] &= new_limit >= self.slot_end.max(1, keepdim=True).values
+        if self.pos_cols.numel():  # REMI Position: forward, inside the bar, a string free on arrival
+            pv = self.pos_cols_val.unsqueeze(0)  # (1, nP)
+            t = self.bar_start.unsqueeze(1) + pv * self.tpp.unsqueeze(1)  # (B, nP)
+            ok = (pv > self.pos.unsqueeze(1)) & (pv * self.tpp.unsqueeze(1) < self.bar_ticks.unsqueeze(1))
+            ok &= self._free_at(t) & (t + self.min_step[self.tpb].unsqueeze(1) <= limit.unsqueeze(1))
+            m[:, self.pos_cols] &= ok
+        if self.shift_cols.numel():  # TimeShift: not past the bar limit
+            t = now.unsqueeze(1) + self.shift_ticks[self.tpb]  # (B, nS)
+            ok = t <= limit.unsqueeze(1)
+            ok &= self.started.unsqueeze(1) | (t + self.min_step[self.tpb].unsqueeze(1) <= limit.unsqueeze(1))
+            if self.step_needs_note:
+                ok &= self._free_at(t) & (t + self.min_step[self.tpb].unsqueeze(1) <= limit.unsqueeze(1))
+            m[:, self.shift_cols] &= ok
+        if self.max_bars is not None:  # nothing rings past the last bar
+            m[:, self.dur_cols] &= now.unsqueeze(1) + self.dur_ticks[self.tpb] <= limit.unsqueeze(1)
+            finished = (now >= limit).unsqueeze(1) & ~self.is_vel[last].unsqueeze(1) & ~self.is_pitch[last].unsqueeze(1)
+            keep = self.is_off | self.is_eos | self.is_vel | self.is_dur  # finish notes, then end
+            m &= ~finished | keep
+        # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note.
+        m[:, self.eos] &= self.started
+        if self.kind == "REMI" and self.max_bars is not None:
+            m[:, self.bar_cols] &= (self.started | (self.bars - self.bars_at_start < self.max_bars)).unsqueeze(1)
         m[~m.any(1), self.eos] = True  # a dead end can always finish
         return m
+
+    def _free_at(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits)."""
+        ringing = (self.slot_end.unsqueeze(1) > t.unsqueeze(2)).sum(-1)  # (B, K)
+        return ringing < self.n_strings
 
 
 # ---------------------------------------------------------------- generation
@@ -139,13 +338,15 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
     Decoder: the prompt is the context. Encoder-decoder: pass `src` (B, S); the prompt starts the target
     (usually [BOS]). Rows that reach EOS (or finish `max_bars` bars) are padded with EOS afterwards.
     Past the context length the window slides: the cache is rebuilt from the last half of the context.
+    With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens past the limit
+    (REMI) become EOS either way.
     """
     model.eval()
     device = next(model.parameters()).device
     idx = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
     if idx.dim() == 1:
         idx = idx.unsqueeze(0)
-    B = idx.shape[0]
+    B, T0 = idx.shape
     ctx = model.config.block_size
     is_encdec = src is not None
     memory = None
@@ -153,10 +354,16 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
         src = torch.as_tensor(src, dtype=torch.long, device=device)
         memory = model.encode(src, src_key_mask)
     if constraint is not None:
-        constraint.start(idx)
+        constraint.start(idx, max_bars)
+    # One buffer for the whole output: no per-step concatenation.
+    out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=device)
+    out[:, :T0] = idx
     bar_t = torch.tensor(bar_ids or [], dtype=torch.long, device=device)
+    check_bars = max_bars is not None and bar_t.numel() > 0
     bars_seen = torch.zeros(B, dtype=torch.long, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
+    eos = torch.full((B,), eos_id if eos_id is not None else 0, dtype=torch.long, device=device)
+    sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
 
     def run(tokens: torch.Tensor, cache):
         if is_encdec:
@@ -164,38 +371,39 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
         return model(tokens, cache=cache)[0]
 
     cache = None
-    window = idx[:, -ctx:]
     if use_cache:
         cache = model.new_cache(B, ctx, device=device)
-        logits = run(window, cache)[:, -1]
-    for _ in range(max_new_tokens):
+        logits = run(idx[:, -ctx:], cache)[:, -1]
+    n = T0
+    for step in range(max_new_tokens):
         if not use_cache:
-            logits = run(idx[:, -ctx:], None)[:, -1]
-        allowed = constraint.mask(idx[:, -1]) if constraint is not None else None
+            logits = run(out[:, max(0, n - ctx):n], None)[:, -1]
+        allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
         nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
-        if eos_id is not None:
-            nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
-        if max_bars is not None and bar_t.numel():
-            is_bar = torch.isin(nxt, bar_t) & ~done
-            bars_seen += is_bar.long()
+        if check_bars:
+            bars_seen += torch.isin(nxt, bar_t) & ~done
             over = bars_seen > max_bars
             if eos_id is not None:
-                nxt = torch.where(over, torch.full_like(nxt, eos_id), nxt)
+                nxt = torch.where(over, eos, nxt)
             done |= over
         if eos_id is not None:
+            nxt = torch.where(done, eos, nxt)
             done |= nxt == eos_id
-        idx = torch.cat([idx, nxt.unsqueeze(1)], dim=1)
+        out[:, n] = nxt
+        n += 1
         if constraint is not None:
             constraint.update(nxt)
-        if done.all():
+        if eos_id is not None and (step + 1) % sync_every == 0 and bool(done.all()):
+            break
+        if step + 1 == max_new_tokens:
             break
         if use_cache:
             if cache.length >= ctx:  # context full: slide, rebuild the cache from the last half
                 cache = model.new_cache(B, ctx, device=device)
-                logits = run(idx[:, -(ctx // 2):], cache)[:, -1]
+                logits = run(out[:, n - ctx // 2:n], cache)[:, -1]
             else:
                 logits = run(nxt.unsqueeze(1), cache)[:, -1]
-    return idx
+    return out[:, :n]
 
 
 # ---------------------------------------------------------------- riffs
@@ -375,8 +583,10 @@ def prompt_ids(tokenizer, path: Path) -> list[int]:
 def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, max_new_tokens=None, bars=None,
                 temperature=None, top_k=None, top_p=None, seed: int = 0, prompt=None, tempo=None,
                 tuning: str = "standard", program=None, tab_out=None, gp_out=None, device: str = "auto",
-                echo=print) -> list[Path]:
-    """The `sample` command: load, generate in one batch, write MIDI (+ tab, GP5), report."""
+                echo=print, batch_size: int | None = None, wav_out=None) -> list[Path]:
+    """The `sample` command: load, generate in batches of `batch_size`, write MIDI (+ tab, GP5, WAV), report.
+
+    Batch k (0-based) is seeded with seed + k, so a run is reproducible for a given batch size."""
     from guitarformer.data.io import write_midi
     from guitarformer.errors import GuitarformerError
     from guitarformer.tab import write_ascii_tab, write_gp5
@@ -385,6 +595,7 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
     out = Path(out)
     if out.suffix.lower() not in (".mid", ".midi"):
         raise GuitarformerError(f"--out {out} should be a MIDI file", "give it a .mid extension, e.g. --out riff.mid")
+    synth = find_synth() if wav_out else None  # fail before the slow part
     dev = resolve_device(device)
     model, tokenizer, cfg = load_run(run_dir, checkpoint, str(dev))
     s = cfg.sample
@@ -392,10 +603,14 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
     p_ids = prompt_ids(tokenizer, prompt) if prompt else None
     if p_ids and cfg.model.kind == "decoder":
         p_ids = p_ids[-(cfg.model.block_size // 2):]
-    riffs = generate_riffs(
-        model, tokenizer, cfg, dev, num_samples, seed, max_new_tokens or s.max_new_tokens,
-        s.temperature if temperature is None else temperature, (s.top_k if top_k is None else top_k) or None,
-        s.top_p if top_p is None else top_p, p_ids, bars, tun, tempo, program if program is not None else GUITAR_PROGRAM)
+    bs = max(1, min(batch_size or num_samples, num_samples))
+    riffs: list[Riff] = []
+    for k, first in enumerate(range(0, num_samples, bs)):
+        riffs += generate_riffs(
+            model, tokenizer, cfg, dev, min(bs, num_samples - first), seed + k, max_new_tokens or s.max_new_tokens,
+            s.temperature if temperature is None else temperature, (s.top_k if top_k is None else top_k) or None,
+            s.top_p if top_p is None else top_p, p_ids, bars, tun, tempo,
+            program if program is not None else GUITAR_PROGRAM)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for i, r in enumerate(riffs):
@@ -411,6 +626,10 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
             gp = _numbered(Path(gp_out), i, len(riffs))
             write_gp5(r.gs, gp, r.frets)
             extra.append(str(gp))
+        if wav_out:
+            wp = _numbered(Path(wav_out), i, len(riffs))
+            render_wav(path, wp, synth)
+            extra.append(str(wp))
         notes = list(r.gs.track.notes)
         score = r.gs.score
         n_bars = _count_bars(score)
@@ -419,16 +638,66 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
     return written
 
 
+SOUNDFONT_PLACES = (
+    "/usr/share/sounds/sf2/FluidR3_GM.sf2", "/usr/share/sounds/sf2/default-GM.sf2", "/usr/share/soundfonts/default.sf2",
+    "/usr/share/soundfonts/FluidR3_GM.sf2", "/usr/share/sounds/sf2/TimGM6mb.sf2", "/usr/local/share/soundfonts/default.sf2",
+    "/opt/homebrew/share/soundfonts/default.sf2", "/usr/local/share/fluidsynth/default.sf2",
+)
+
+
+def find_synth() -> tuple[str, str]:
+    """(fluidsynth binary, General MIDI .sf2): $GUITARFORMER_SOUNDFONT first, then the usual places."""
+    import os
+    import shutil
+
+    from guitarformer.errors import GuitarformerError
+
+    exe = shutil.which("fluidsynth")
+    env = os.environ.get("GUITARFORMER_SOUNDFONT")
+    places = [env] if env else []
+    places += list(SOUNDFONT_PLACES) + sorted(str(p) for d in ("/usr/share/sounds/sf2", "/usr/share/soundfonts")
+                                              for p in Path(d).glob("*.sf2"))
+    sf2 = next((p for p in places if p and Path(p).is_file()), None)
+    if exe is None or sf2 is None:
+        missing = "the fluidsynth program" if exe is None else "a General MIDI soundfont (.sf2)"
+        raise GuitarformerError(f"--wav needs {missing}, which was not found",
+                                "install fluidsynth and a GM soundfont (e.g. apt install fluidsynth fluid-soundfont-gm), "
+                                "or set GUITARFORMER_SOUNDFONT=/path/to/font.sf2")
+    if env and sf2 != env:
+        raise GuitarformerError(f"GUITARFORMER_SOUNDFONT={env} is not a file", "point it at a .sf2 soundfont")
+    return exe, sf2
+
+
+def render_wav(midi: Path, wav: Path, synth: tuple[str, str], rate: int = 44100) -> None:
+    """MIDI -> WAV with FluidSynth (no audio device: -n -i, file renderer only)."""
+    import subprocess
+
+    from guitarformer.errors import GuitarformerError
+
+    exe, sf2 = synth
+    wav.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([exe, "-ni", "-F", str(wav), "-r", str(rate), sf2, str(midi)], capture_output=True, text=True)
+    if r.returncode != 0 or not wav.is_file():
+        raise GuitarformerError(f"fluidsynth failed on {midi}: {(r.stderr or r.stdout).strip()[-200:]}",
+                                "check the soundfont with `fluidsynth -ni FONT.sf2 FILE.mid`")
+
+
 def _numbered(p: Path, i: int, n: int) -> Path:
     return p if n == 1 else p.with_name(f"{p.stem}_{i:03d}{p.suffix}")
 
 
 def _count_bars(score) -> int:
+    """Bars up to the score's end, following its time signatures (4/4 before the first)."""
     end = score.end()
-    if end <= 0:
-        return 0
-    num, den = (score.time_signatures[0].numerator, score.time_signatures[0].denominator) if score.time_signatures else (4, 4)
-    return int(np.ceil(end / (score.ticks_per_quarter * 4 * num / den)))
+    sigs = sorted((ts.time, ts.numerator, ts.denominator) for ts in score.time_signatures)
+    tick, bars, num, den = 0, 0, 4, 4
+    while tick < end:
+        for t, a, b in sigs:
+            if t <= tick:
+                num, den = a, b
+        tick += max(1, score.ticks_per_quarter * 4 * num // den)
+        bars += 1
+    return bars
 
 
 def _name(pitch: int) -> str:
