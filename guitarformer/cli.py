@@ -189,18 +189,26 @@ def _numbered(out: Path, i: int, n: int) -> Path:
 @click.option("--tuning", default="standard", show_default=True, help="standard, drop-d, open-g, ... or MIDI numbers "
               "low to high, e.g. 38,45,50,55,59,64.")
 @click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar).")
+@click.option("--batch-size", type=click.IntRange(1, 1024), default=None, help="Riffs generated together "
+              "(default: all of --num-samples at once).")
+@click.option("--wav", "wav_out", type=click.Path(path_type=Path), default=None,
+              help="Also render audio with FluidSynth (soundfont: $GUITARFORMER_SOUNDFONT or a system GM .sf2).")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
-           tempo, tuning, program, tab_out, gp_out, device):
-    """Generate riffs with a trained model: MIDI (and tab / GP5) files."""
+           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, device):
+    """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
+
+    Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
+    the tuning's range, never more notes sounding than strings to play them on.
+    """
     from guitarformer.sample import write_riffs
 
     write_riffs(out=out, run_dir=run_dir, checkpoint=checkpoint, num_samples=num_samples,
                 max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
                 seed=seed, prompt=prompt, tempo=tempo, tuning=tuning, program=program, tab_out=tab_out,
-                gp_out=gp_out, device=device, echo=click.echo)
+                gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out)
 
 
 # ---------------------------------------------------------------- eval / tab
