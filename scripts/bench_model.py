@@ -105,22 +105,34 @@ def speed(args: argparse.Namespace, p: dict) -> dict:
     for name, step in steps.items():  # warm-up: allocator, kernels, compile
         for _ in range(args.warmup):
             step()
-    times: dict[str, list[float]] = {n: [] for n in steps}
-    for _ in range(args.rounds):  # interleaved: each round times every model back to back
-        for name, step in steps.items():
+    # Interleaved rounds, order reversed every other round, so slow drifts in background load hit every
+    # model alike; each round also yields a paired ratio (ours vs each other model, timed seconds apart).
+    # On CPU we also take process CPU time: other users of the cores inflate wall time, not CPU time.
+    names = list(steps)
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
             sync(dev)
-            t0 = time.perf_counter()
+            w0, c0 = time.perf_counter(), time.process_time()
             for _ in range(args.steps):
-                step()
+                steps[name]()
             sync(dev)
-            times[name].append((time.perf_counter() - t0) / args.steps)
+            wall[name].append((time.perf_counter() - w0) / args.steps)
+            cpu[name].append((time.process_time() - c0) / args.steps)
     ref = build_model(dict(kind="decoder", vocab_size=V, block_size=T, n_layer=p["n_layer"], n_head=p["n_head"],
                            n_embd=p["n_embd"], bias=True))
     fpt = ref.flops_per_token()
+    ours_name = names[0]
     rows = {}
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        rows[name] = dict(params=params[name], step_s=med, tok_s=B * T / med, best_tok_s=B * T / min(ts))
+    for name in names:
+        med = statistics.median(wall[name])
+        rows[name] = dict(
+            params=params[name], step_s=med, tok_s=B * T / med, best_tok_s=B * T / min(wall[name]),
+            cpu_tok_s=B * T / statistics.median(cpu[name]),
+            ratio_wall=statistics.median(b / a for a, b in zip(wall[ours_name], wall[name])),
+            ratio_cpu=statistics.median(b / a for a, b in zip(cpu[ours_name], cpu[name])),
+        )
         if dev.type == "cuda":
             rows[name]["mfu"] = B * T / med * fpt / H100_BF16_PEAK
     return dict(rows=rows, flops_per_token=fpt, non_embedding_params=ref.num_params())
@@ -150,9 +162,17 @@ def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sca
 
 def memory_case(args: argparse.Namespace, p: dict, impl: str, T: int) -> dict:
     """One forward+backward at context T; peak memory above the state before the step."""
-    dev = torch.device(args.device)
+    sdpa = F.scaled_dot_product_attention
     if impl == "plain":
-        F.scaled_dot_product_attention = plain_attention  # this process only: every case is a fresh one
+        F.scaled_dot_product_attention = plain_attention  # layers.py calls F.scaled_dot_product_attention
+    try:
+        return _memory_case(args, p, T) | dict(impl=impl)
+    finally:
+        F.scaled_dot_product_attention = sdpa
+
+
+def _memory_case(args: argparse.Namespace, p: dict, T: int) -> dict:
+    dev = torch.device(args.device)
     q = dict(p, block_size=T)
     model = ours(q).to(dev).train()
     x = torch.randint(0, q["vocab_size"], (args.mem_batch, T), device=dev)
@@ -173,7 +193,7 @@ def memory_case(args: argparse.Namespace, p: dict, impl: str, T: int) -> dict:
         peak = torch.cuda.max_memory_allocated()
     else:
         peak = peak_rss()
-    return dict(impl=impl, T=T, peak_mib=(peak - base) / 2**20, total_mib=peak / 2**20)
+    return dict(T=T, peak_mib=(peak - base) / 2**20, total_mib=peak / 2**20)
 
 
 def reset_peak_rss() -> None:
@@ -219,10 +239,7 @@ def memory(args: argparse.Namespace, p: dict) -> list[dict]:
 
 
 def machine() -> str:
-    if torch.cuda.is_available() and torch.cuda.current_device() is not None:
-        gpu = torch.cuda.get_device_name()
-    else:
-        gpu = "no GPU"
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     cpu = platform.processor() or platform.machine()
     try:
         for line in open("/proc/cpuinfo"):
@@ -247,21 +264,23 @@ def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] |
         "",
     ]
     if sp:
-        base = sp["rows"]["guitarformer Decoder"]["tok_s"]
         lines += [
-            f"Training step = forward + backward + AdamW; median of {args.rounds} interleaved rounds x "
+            f"Training step = forward + backward + AdamW; {args.rounds} interleaved rounds x "
             f"{args.steps} steps (after {args.warmup} warm-up steps). "
             f"Non-embedding params {sp['non_embedding_params'] / 1e6:.2f}M, "
             f"{sp['flops_per_token'] / 1e6:.1f} MFLOP/token.",
             "",
-            "| model | params | ms/step | tokens/s (median) | tokens/s (best round) | ours / this |"
-            + (" MFU |" if args.device == "cuda" else ""),
-            "|---|---|---|---|---|---|" + ("---|" if args.device == "cuda" else ""),
+            "Speed-up columns: median over rounds of the paired per-round ratio (this model's step time / ours), "
+            "by wall clock and by process CPU time.",
+            "",
+            "| model | params | ms/step (median) | tokens/s (median) | tokens/s (best round) | tokens/s (CPU time) "
+            "| ours vs this (wall) | ours vs this (CPU time) |" + (" MFU |" if args.device == "cuda" else ""),
+            "|---|---|---|---|---|---|---|---|" + ("---|" if args.device == "cuda" else ""),
         ]
         for name, r in sp["rows"].items():
             lines.append(
                 f"| {name} | {r['params'] / 1e6:.2f}M | {r['step_s'] * 1e3:.1f} | {r['tok_s']:,.0f} | "
-                f"{r['best_tok_s']:,.0f} | {base / r['tok_s']:.2f}x |"
+                f"{r['best_tok_s']:,.0f} | {r['cpu_tok_s']:,.0f} | {r['ratio_wall']:.2f}x | {r['ratio_cpu']:.2f}x |"
                 + (f" {r['mfu'] * 100:.1f}% |" if "mfu" in r else "")
             )
         lines.append("")
@@ -291,8 +310,8 @@ def main() -> None:
     ap.add_argument("--preset", default=None, choices=sorted(PRESETS), help="default: cpu-small on CPU, gpt2-85m on CUDA")
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--what", default="all", choices=["all", "speed", "memory"])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=3, help="steps per model per round")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=1, help="steps per model per round")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-eager", action="store_true", help="skip HF GPT-2 with eager attention")
     ap.add_argument("--compile", action="store_true", help="torch.compile both models")
