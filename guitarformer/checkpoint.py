@@ -26,23 +26,37 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write `state` to path via a temp file + fsync + rename: a crash or a full disk never leaves a torn file."""
+    """Write `state` to path via a temp file + fsync + rename: a crash or a full disk never leaves a torn file.
+
+    A failed write (full disk, no permission, a path under a file) raises GuitarformerError saying whether
+    the previous checkpoint at `path` is intact; the temp file is removed. Temp files left by a writer that
+    was killed (SIGKILL, power loss) are removed by the next save to the same path.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(path)
         with open(tmp, "wb") as f:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        kept = " (the previous checkpoint there is intact)" if path.exists() else ""
+    except (OSError, RuntimeError) as e:  # torch.save turns a failed write (ENOSPC) into RuntimeError
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {_first_line(e)}"
+        kept = ("; the previous checkpoint there is intact" if _loads(path)
+                else "; no earlier checkpoint exists there")
         raise GuitarformerError(
-            f"could not write checkpoint {path}: {e.strerror or e}{kept}",
-            "free disk space or fix the folder's permissions, then resume with --resume",
+            f"could not write checkpoint {path}: {why}{kept}",
+            "free disk space or fix the folder's permissions, then continue with `guitarformer train --resume RUN_DIR`",
         ) from e
+    except BaseException:  # a bug (unpicklable state) or Ctrl-C: never leave the temp file behind
+        tmp.unlink(missing_ok=True)
+        raise
     try:  # make the rename itself durable
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -51,6 +65,40 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+
+
+def _loads(path: Path) -> bool:
+    """Whether a checkpoint file exists at path and is a whole zip (every record's CRC checks out)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return False
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove `.NAME.tmp-PID` files of writers that no longer run (killed mid-save)."""
+    for t in path.parent.glob(f".{path.name}.tmp-*"):
+        try:
+            pid = int(t.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # that writer is alive (another process on this path): leave its file alone
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, another user's
+        t.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -66,12 +114,17 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             "which could run code when loaded",
             "use checkpoints written by guitarformer, or re-save the weights as a plain state dict",
         ) from e
-    except (RuntimeError, EOFError, OSError, ValueError) as e:
+    except Exception as e:  # truncated or garbled files raise anything from KeyError to UnicodeDecodeError
         raise GuitarformerError(
-            f"checkpoint {path} is unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+            f"checkpoint {path} is unreadable or damaged ({type(e).__name__}: {_first_line(e)})",
             "use another checkpoint (ckpt/best.pt or ckpt/last.pt) or retrain",
         ) from e
     if not isinstance(state, dict) or "model" not in state or "config" not in state:
         raise GuitarformerError(f"{path} is not a guitarformer checkpoint (no model/config entries)",
                                 "pass a ckpt/*.pt file from a guitarformer run directory")
+    model, cfg = state["model"], state["config"]
+    if not (isinstance(model, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model.items())
+            and isinstance(cfg, dict)):
+        raise GuitarformerError(f"{path} is not a guitarformer checkpoint (model is not a dict of named tensors "
+                                "or config is not a dict)", "pass a ckpt/*.pt file from a guitarformer run directory")
     return state
