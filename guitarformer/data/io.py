@@ -49,6 +49,10 @@ BASS_TUNING: tuple[int, ...] = (28, 33, 38, 43)  # E1 A1 D2 G2
 DEFAULT_VELOCITY = 80
 M21_MAX_SECONDS = 120  # music21 is slow on big scores; a stuck parse is reported, not waited on
 GP6_MESSAGE = "Guitar Pro 6+ (.gpx/.gp) is not supported by PyGuitarPro; export as GP5 or MIDI"
+# Sanity bounds: a real guitar file is well under a few MB and a few hours long. A 3 KB MIDI whose
+# delta times jump by 2^28 ticks would otherwise tokenize into hundreds of millions of Bar tokens.
+MAX_FILE_BYTES = 64 << 20
+MAX_QUARTERS = 100_000  # about 14 hours at 120 BPM
 _TRACK_CHOICES = ("guitar", "all")
 
 
@@ -73,12 +77,25 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
         raise FileNotFoundError(f"{path}: no such file")
     if fmt == "gp6+":
         raise SkipFile(GP6_MESSAGE)
+    size = path.stat().st_size
+    if size == 0:
+        raise SkipFile("empty file (0 bytes)")
+    if size > MAX_FILE_BYTES:
+        raise SkipFile(f"file too large ({size / 2**20:.0f} MB > {MAX_FILE_BYTES >> 20} MB); "
+                       "split it or convert it to MIDI")
     if fmt == "ascii_tab":
         from guitarformer.data.ascii_tab import read_ascii_tab  # lazy: written alongside this module
 
-        return read_ascii_tab(path)
-    reader = {"midi": _read_midi, "gp": _read_gp, "musicxml": _read_music21, "abc": _read_music21}[fmt]
-    return reader(path, tracks=tracks, include_bass=include_bass)
+        parts = read_ascii_tab(path)
+    else:
+        reader = {"midi": _read_midi, "gp": _read_gp, "musicxml": _read_music21, "abc": _read_music21}[fmt]
+        parts = reader(path, tracks=tracks, include_bass=include_bass)
+    for gs in parts:
+        quarters = gs.score.end() / max(1, gs.score.ticks_per_quarter)
+        if quarters > MAX_QUARTERS:
+            raise ValueError(f"{path.name}: implausible length ({quarters:,.0f} quarter notes > {MAX_QUARTERS:,}); "
+                             "corrupt timing data?")
+    return parts
 
 
 def write_midi(gs_or_list: GuitarScore | Iterable[GuitarScore], path: str | os.PathLike, program: int | None = None) -> Path:

@@ -88,10 +88,46 @@ def _init_worker(tokenizer_json: str, opts: dict[str, Any]) -> None:
 
     _TOK = load_tokenizer(tokenizer_json)
     _OPTS = opts
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:  # a pool worker, not prepare's own process (workers=1)
+        # Ctrl-C reaches the whole process group: let the parent alone stop the pool (no worker tracebacks).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _cap_memory()
 
 
-class _Timeout(Exception):
-    pass
+def _cap_memory() -> None:
+    """Cap a worker's address space so one pathological file raises MemoryError instead of exhausting the machine.
+
+    The cap is the worker's current size plus GUITARFORMER_WORKER_MEM_MB (default 4096; 0 disables it).
+    Only the soft limit is lowered, and only in pool workers.
+    """
+    import resource
+
+    try:
+        extra_mb = int(os.environ.get("GUITARFORMER_WORKER_MEM_MB", "4096"))
+    except ValueError:
+        extra_mb = 4096
+    if extra_mb <= 0 or not hasattr(resource, "RLIMIT_AS"):
+        return
+    try:
+        with open("/proc/self/statm") as f:
+            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return  # no /proc (macOS): leave the limit alone rather than guess
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = current + (extra_mb << 20)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft == resource.RLIM_INFINITY or cap < soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+        except (ValueError, OSError):
+            pass
+
+
+class _Timeout(BaseException):
+    """BaseException, so a reader's own `except Exception` cannot swallow it and keep spinning."""
 
 
 def _alarm(signum, frame):  # pragma: no cover - fires only on pathological files
@@ -100,34 +136,43 @@ def _alarm(signum, frame):  # pragma: no cover - fires only on pathological file
 
 def _process(path_str: str) -> tuple[dict, list[list[int]]]:
     """Read, tokenize one file. Never raises: failures become a record with a reason."""
+    import threading
+
     from guitarformer.data.tokenization import encode
 
     path = Path(path_str)
     fmt = format_of(path)
     rec: dict[str, Any] = {"format": fmt, "status": "ok", "reason": None, "tracks": 0, "n_tokens": 0}
     timeout = int(_OPTS.get("timeout", FILE_TIMEOUT_S))
-    use_alarm = timeout > 0 and hasattr(signal, "SIGALRM")
-    if use_alarm:
-        old = signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(timeout)
+    # SIGALRM can only be handled on the main thread (prepare called from a thread runs without the limit).
+    use_alarm = (timeout > 0 and hasattr(signal, "SIGALRM")
+                 and threading.current_thread() is threading.main_thread())
+    old = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
     seqs: list[list[int]] = []
     try:
-        from guitarformer.data.io import read_guitar
+        try:
+            if use_alarm:
+                signal.alarm(timeout)
+            from guitarformer.data.io import read_guitar
 
-        parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
-        for gs in parts:
-            ids = encode(_TOK, gs)
-            if len(ids) > 2:  # BOS + EOS only: an empty part
-                seqs.append(ids)
-        if not seqs:
-            raise SkipFile("no notes in the guitar part(s)")
-        rec["tracks"] = len(seqs)
-        rec["n_tokens"] = sum(len(s) for s in seqs)
+            parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
+            for gs in parts:
+                ids = encode(_TOK, gs)
+                if len(ids) > 2:  # BOS + EOS only: an empty part
+                    seqs.append(ids)
+            if not seqs:
+                raise SkipFile("no notes in the guitar part(s)")
+            rec["tracks"] = len(seqs)
+            rec["n_tokens"] = sum(len(s) for s in seqs)
+        finally:
+            if use_alarm:  # disarmed before any handler below runs, so a late alarm cannot escape
+                signal.alarm(0)
     except SkipFile as e:
         rec.update(status="skipped", reason=str(e))
     except _Timeout:
         rec.update(status="failed", reason=f"timed out after {timeout}s")
     except MemoryError:
+        seqs = []
         rec.update(status="failed", reason="ran out of memory reading the file")
     except RecursionError:
         rec.update(status="failed", reason="file structure too deeply nested")
@@ -136,7 +181,6 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
         rec.update(status="failed", reason=f"{type(e).__name__}: {msg}" if msg else type(e).__name__)
     finally:
         if use_alarm:
-            signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
     if rec["status"] != "ok":
         seqs = []
@@ -255,6 +299,10 @@ def prepare(
             split_seqs[split].extend(seqs)
     lines.sort(key=lambda d: d["path"])
 
+    if data_cfg.bpe_vocab_size > 0:
+        train_bpe(tok, split_seqs, data_cfg.bpe_vocab_size, data_cfg.bpe_model)
+        tok.save(tok_json)  # the trained tokenizer replaces the base one
+
     counts: dict[str, int] = {}
     vocab = len(tok)
     dtype = np.uint16 if vocab < 65536 else np.uint32
@@ -293,6 +341,31 @@ def prepare(
     }
     _write_atomic(out / "meta.json", json.dumps(meta, indent=2).encode())
     return meta
+
+
+def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, model: str = "BPE") -> None:
+    """Train miditok's BPE/Unigram on the train split (base ids, per bar) and re-encode every split in place."""
+    from miditok import TokSequence
+
+    def body(ids: list[int]) -> TokSequence:
+        return TokSequence(ids=[int(i) for i in ids[1:-1]])  # without BOS/EOS: they stay single tokens
+
+    def as_bytes(ids: list[int]) -> list[str]:
+        seq = body(ids)
+        tok.complete_sequence(seq, complete_bytes=True)
+        return [sub.bytes for sub in seq.split_per_bars() if len(sub) > 0]
+
+    train = split_seqs.get("train", [])
+    if not train:
+        raise GuitarformerError("cannot train BPE: the train split is empty", "prepare more files or set data.bpe_vocab_size=0")
+    corpus = [as_bytes(s) for s in train]
+    tok.train(vocab_size=vocab_size, model=model, iterator=corpus)
+    bos, eos = tok["BOS_None"], tok["EOS_None"]
+    for split, seqs in split_seqs.items():
+        bodies = [body(s) for s in seqs]
+        if bodies:
+            tok.encode_token_ids(bodies)
+        split_seqs[split] = [[bos, *b.ids, eos] for b in bodies]
 
 
 def load_meta(dataset: str | Path) -> dict:
