@@ -275,9 +275,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     run_dir = Path(run_dir) if run_dir else new_run_dir()
     ckpt_dir = run_dir / "ckpt"
     if dist.main:
-        ckpt_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
+        try:
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, run_dir / "config.yaml")
+            shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
+        except OSError as e:  # a run dir under a file, no permission, a full disk: before any training time is spent
+            raise GuitarformerError(f"cannot write the run directory {run_dir}: {e.strerror or e}",
+                                    "pass a writable --run-dir (a folder, not a file), or free disk space") from e
 
     from guitarformer.models import build_model
 
@@ -288,16 +292,22 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     gen = torch.Generator().manual_seed(cfg.train.seed * 1000 + dist.rank)  # data order, separate from dropout
     step, best_val, bad_evals = 0, float("inf"), 0
     if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
-        step, best_val, bad_evals = state["step"], state["best_val"], state.get("bad_evals", 0)
-        rng = state["rng"]
-        gen.set_state(rng["data"][dist.rank] if isinstance(rng["data"], list) else rng["data"])
-        torch.set_rng_state(rng["torch"])
-        if device.type == "cuda" and rng.get("cuda") is not None:
-            torch.cuda.set_rng_state(rng["cuda"])
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            if state.get("scaler"):
+                scaler.load_state_dict(state["scaler"])
+            step, best_val, bad_evals = int(state["step"]), float(state["best_val"]), int(state.get("bad_evals", 0))
+            rng = state["rng"]
+            gen.set_state(rng["data"][dist.rank] if isinstance(rng["data"], list) else rng["data"])
+            torch.set_rng_state(rng["torch"])
+            if device.type == "cuda" and rng.get("cuda") is not None:
+                torch.cuda.set_rng_state(rng["cuda"])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as e:  # a damaged or foreign checkpoint
+            raise GuitarformerError(
+                f"checkpoint {run_dir / 'ckpt' / 'last.pt'} does not match its own config or lacks training state "
+                f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''})",
+                "resume from a checkpoint written by `guitarformer train`, or start a new run") from e
 
     raw = model
     if cfg.train.compile:
