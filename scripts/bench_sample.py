@@ -1,0 +1,105 @@
+"""Generated tokens/s: our KV-cached `generate` vs Hugging Face GPT-2 `generate` vs a recompute-everything loop.
+
+Same dims on every side (decoder-small: 6 layers, C=192, 6 heads, REMI vocabulary), a 512-token prompt
+so the cache matters, sampling at temperature 1 with no top-k/top-p and no constraints for fairness;
+ours is also timed with the guitar constraint on. Prints a Markdown table (docs/BENCH_SAMPLE.md).
+
+    python scripts/bench_sample.py [--threads 1] [--new 256] [--prompt 512] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import symusic
+import torch
+
+
+def remi_prompt(tok, n: int) -> list[int]:
+    """n ids of a real REMI riff (so the constraint's state is a real one)."""
+    from guitarformer.data.tokenization import encode
+
+    s = symusic.Score(480)
+    s.tempos.append(symusic.Tempo(0, 100))
+    s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=25)
+    for i in range(n):
+        tr.notes.append(symusic.Note(i * 240, 240, 40 + (i * 5) % 24, 90))
+    s.tracks.append(tr)
+    return encode(tok, s)[:n]
+
+
+def timed(fn, repeat: int) -> float:
+    fn()  # warm-up (allocator, kernels)
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@torch.no_grad()
+def recompute_loop(model, idx: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:
+    """The naive baseline: the whole sequence through the model for every new token."""
+    for _ in range(n):
+        logits = model(idx)[0][:, -1]
+        nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+        idx = torch.cat([idx, nxt], 1)
+    return idx
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--recompute-new", type=int, default=64, help="fewer steps for the slow baseline")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from guitarformer.config import DataConfig, ModelConfig
+    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.models import build_model
+    from guitarformer.sample import GuitarConstraint, generate
+
+    tok = build_tokenizer(DataConfig())
+    V, ctx = len(tok), 1024
+    torch.manual_seed(0)
+    ours = build_model(ModelConfig(vocab_size=V, block_size=ctx, n_layer=6, n_head=6, n_embd=192, dropout=0.0)).eval()
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=ctx, n_embd=192, n_layer=6, n_head=6, resid_pdrop=0.0,
+                                    embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2)).eval()
+    prompt = remi_prompt(tok, args.prompt)
+    rows = []
+    for B in (int(b) for b in args.batches.split(",")):
+        idx = torch.tensor([prompt] * B)
+        gen = torch.Generator().manual_seed(0)
+        n, nr = args.new, args.recompute_new
+        t_ours = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True), args.repeat)
+        t_cons = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True, GuitarConstraint(tok)), args.repeat)
+        attn = torch.ones_like(idx)
+        t_hf = timed(lambda: hf.generate(idx, attention_mask=attn, max_new_tokens=n, min_new_tokens=n, do_sample=True,
+                                         top_k=0, top_p=1.0, temperature=1.0, use_cache=True, pad_token_id=0),
+                     args.repeat)
+        t_re = timed(lambda: recompute_loop(ours, idx, nr, gen), 1)
+        r = {"B": B, "ours": B * n / t_ours, "cons": B * n / t_cons, "hf": B * n / t_hf, "re": B * nr / t_re}
+        rows.append(r)
+        print(r, flush=True)
+
+    print(f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} thread(s); "
+          f"prompt {args.prompt} tokens, {args.new} new (recompute: {args.recompute_new} new), best of {args.repeat}\n")
+    print("| batch | ours (cache) | ours + constraint | HF GPT-2 generate | recompute loop | ours/HF | ours/recompute |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['B']} | {r['ours']:.0f} | {r['cons']:.0f} | {r['hf']:.0f} | {r['re']:.0f} | "
+              f"{r['ours'] / r['hf']:.2f}x | {r['ours'] / r['re']:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
