@@ -23,7 +23,8 @@ class DataConfig:
     num_velocities: int = 16
     use_tempos: bool = True
     use_time_signatures: bool = True
-    bpe_vocab_size: int = 0  # 0 = no BPE; >0 trains miditok BPE to this vocabulary size
+    bpe_vocab_size: int = 0  # 0 = base vocabulary; >0 trains miditok's BPE/Unigram to this size at prepare time
+    bpe_model: str = "BPE"  # BPE | Unigram
     transpose: int = 0  # on-the-fly augmentation: random shift in [-transpose, +transpose] semitones
     corpus_limit: int = 0  # built-in corpus: keep the first N tunes (0 = all); for quick tests
 
@@ -247,6 +248,9 @@ def validate(cfg: Config) -> None:
         (t.device in ("auto", "cpu", "cuda", "mps") or t.device.startswith("cuda:"), "train.device must be auto, cpu, cuda or mps"),
         (t.dtype in ("auto", "float32", "bfloat16", "float16"), "train.dtype must be auto, float32, bfloat16 or float16"),
         (cfg.data.tokenizer in ("REMI", "TSD", "MIDILike", "Structured"), "data.tokenizer must be REMI, TSD, MIDILike or Structured"),
+        (cfg.data.bpe_model in ("BPE", "Unigram"), "data.bpe_model must be BPE or Unigram"),
+        (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
+         "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
     ]
     for ok, msg in checks:
         if not ok:

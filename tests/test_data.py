@@ -156,3 +156,20 @@ def test_seq2seq_pairs_split_at_bars(tiny_dataset):
     valid = y[:, :-1] != IGNORE_INDEX
     assert torch.equal(tgt[:, 1:][valid], y[:, :-1][valid])  # teacher forcing: shifted by one
     assert mask.any(1).all()
+
+
+def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset):
+    from guitarformer.data.tokenization import decode
+
+    midi = sorted(tiny_dataset.parent.parent.glob("corpus/*/midi"))[0]
+    base = prepare([midi], tmp_path / "base", DataConfig(), workers=1, progress=False)
+    bpe = prepare([midi], tmp_path / "bpe", DataConfig(bpe_vocab_size=500), workers=1, progress=False)
+    assert bpe["vocab_size"] == 500
+    assert sum(bpe["tokens"].values()) < 0.7 * sum(base["tokens"].values())
+    tok = load_tokenizer(tmp_path / "bpe" / "tokenizer.json")
+    assert tok.is_trained
+    a, b = TokenSplit(tmp_path / "base", "train"), TokenSplit(tmp_path / "bpe", "train")
+    base_tok = load_tokenizer(tmp_path / "base" / "tokenizer.json")
+    notes_a = [(n.time, n.pitch) for n in decode(base_tok, a.sequence(0).tolist()).tracks[0].notes]
+    notes_b = [(n.time, n.pitch) for n in decode(tok, b.sequence(0).tolist()).tracks[0].notes]
+    assert notes_a == notes_b and notes_a

@@ -344,28 +344,32 @@ def prepare(
 
 
 def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, model: str = "BPE") -> None:
-    """Train miditok's BPE/Unigram on the train split (base ids, per bar) and re-encode every split in place."""
-    from miditok import TokSequence
+    """Train miditok's BPE/Unigram on the train split and re-encode every split in place.
 
-    def body(ids: list[int]) -> TokSequence:
-        return TokSequence(ids=[int(i) for i in ids[1:-1]])  # without BOS/EOS: they stay single tokens
+    Sequences are cut at bar lines before merging (miditok's default `encode_ids_split="bar"`), so a
+    learned token never spans a bar; BOS/EOS stay single tokens.
+    """
+    from guitarformer.data.tokenization import bar_ids
 
-    def as_bytes(ids: list[int]) -> list[str]:
-        seq = body(ids)
-        tok.complete_sequence(seq, complete_bytes=True)
-        return [sub.bytes for sub in seq.split_per_bars() if len(sub) > 0]
+    bars = set(bar_ids(tok))
+
+    def pieces(ids: list[int]) -> list[str]:
+        out: list[list[int]] = []
+        for i in ids[1:-1]:
+            if i in bars or not out:
+                out.append([])
+            out[-1].append(int(i))
+        return [tok._ids_to_bytes(c, as_one_str=True) for c in out]
 
     train = split_seqs.get("train", [])
     if not train:
         raise GuitarformerError("cannot train BPE: the train split is empty", "prepare more files or set data.bpe_vocab_size=0")
-    corpus = [as_bytes(s) for s in train]
-    tok.train(vocab_size=vocab_size, model=model, iterator=corpus)
+    tok.train(vocab_size=vocab_size, model=model, iterator=[pieces(s) for s in train])
     bos, eos = tok["BOS_None"], tok["EOS_None"]
     for split, seqs in split_seqs.items():
-        bodies = [body(s) for s in seqs]
-        if bodies:
-            tok.encode_token_ids(bodies)
-        split_seqs[split] = [[bos, *b.ids, eos] for b in bodies]
+        if seqs:
+            encoded = tok._model.encode_batch([pieces(s) for s in seqs], is_pretokenized=True)
+            split_seqs[split] = [[bos, *e.ids, eos] for e in encoded]
 
 
 def load_meta(dataset: str | Path) -> dict:
