@@ -61,12 +61,14 @@ def _progress() -> bool:
               "no INPUTS: the built-in corpus in the cache).")
 @click.option("--config", "config_name", default=None, help="Config name or YAML file (its data section is used).")
 @click.option("--tokenizer", type=click.Choice(["REMI", "TSD", "MIDILike", "Structured"]), default=None)
+@click.option("--bpe", "bpe_vocab", type=click.IntRange(0), default=None,
+              help="Train miditok BPE to this vocabulary size (0 = base tokens).")
 @click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
               help="MIDI: keep guitar tracks (programs 24-31) or every non-drum track.")
 @click.option("--include-bass", is_flag=True, help="Keep bass tracks too.")
 @click.option("--workers", type=int, default=0, help="Processes (0 = all cores).")
 @click.option("--set", "overrides", multiple=True, help="Config override, e.g. --set data.num_velocities=8")
-def prepare(inputs, out, config_name, tokenizer, tracks, include_bass, workers, overrides):
+def prepare(inputs, out, config_name, tokenizer, bpe_vocab, tracks, include_bass, workers, overrides):
     """Tokenize files and folders (MIDI, GP3/4/5, ASCII tab, MusicXML, ABC) into a dataset folder.
 
     With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
@@ -79,6 +81,8 @@ def prepare(inputs, out, config_name, tokenizer, tracks, include_bass, workers, 
     cfg = load_config(config_name, list(overrides))
     if tokenizer:
         cfg.data.tokenizer = tokenizer
+    if bpe_vocab is not None:
+        cfg.data.bpe_vocab_size = bpe_vocab
     if not inputs:
         from guitarformer.data.corpus import ensure_builtin_dataset
 
@@ -167,10 +171,6 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
 
 
 # ---------------------------------------------------------------- sample
-
-
-def _numbered(out: Path, i: int, n: int) -> Path:
-    return out if n == 1 else out.with_name(f"{out.stem}_{i:03d}{out.suffix}")
 
 
 @main.command(context_settings=CONTEXT)

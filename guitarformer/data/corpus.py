@@ -204,7 +204,8 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     from guitarformer.data.prepare import prepare
     from guitarformer.data.tokenization import tokenizer_params
 
-    key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg)], sort_keys=True, default=str)
+    key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg), data_cfg.bpe_vocab_size, data_cfg.bpe_model],
+                     sort_keys=True, default=str)
     tag = hashlib.sha256(key.encode()).hexdigest()[:8]
     limit = data_cfg.corpus_limit
     name = f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
