@@ -16,7 +16,7 @@ from torch import nn
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
 from guitarformer.models import Decoder, EncoderDecoder, KVCache, build_model
-from guitarformer.models.layers import CrossAttention, SelfAttention
+from guitarformer.models.layers import CrossAttention, SelfAttention, lower_right_causal_mask
 
 POS = ["learned", "sinusoidal", "rope"]
 KINDS = ["decoder", "encoder_decoder"]
@@ -104,6 +104,12 @@ def test_cross_attention_matches_torch_mha(bias: bool) -> None:
 
 
 # --------------------------------------------------------------------------- causality and cache
+
+
+def test_cached_causal_mask_is_lower_right_aligned() -> None:
+    # 2 new queries after 2 cached keys: the last query sees all 4 keys, the one before it 3.
+    expected = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(lower_right_causal_mask(2, 4, torch.device("cpu")), expected)
 
 
 @pytest.mark.parametrize("kind", KINDS)
