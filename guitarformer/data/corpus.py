@@ -75,7 +75,8 @@ def tune_to_score(m21score):
     import symusic
     from music21 import harmony, meter
 
-    flat = m21score.flatten().stripTies()
+    flat = m21score.flatten()
+    flat.stripTies(inPlace=True)  # the copying default costs as much as expanding the repeats
     notes = []
     for el in flat.notes:
         if isinstance(el, harmony.ChordSymbol):  # chord names above the staff, not played notes
