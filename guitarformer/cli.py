@@ -99,6 +99,10 @@ def prepare(inputs, out, config_name, tokenizer, bpe_vocab, tracks, include_bass
         path = out
     for line in summary_lines(meta):
         click.echo(line)
+    if meta["status"].get("ok", 0) == 0:
+        raise GuitarformerError(f"none of the {meta['files']} input files gave usable guitar music "
+                                f"(reasons in {path / 'manifest.jsonl'})",
+                                "pass MIDI, GP3/4/5, ASCII tab, MusicXML or ABC files with a guitar part")
     click.echo(f"wrote {path}  (next: guitarformer train --data {path})")
 
 
@@ -148,7 +152,6 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
     Multi-GPU: torchrun --nproc_per_node=N -m guitarformer train ...
     """
     from guitarformer.config import load_config
-    from guitarformer.train import train as run_train
 
     flags = list(overrides)
     if model_kind:
@@ -161,13 +164,20 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
         flags.append(f"train.device={device}")
     if resume is not None:
         from guitarformer.config import Config
+        from guitarformer.train import train as run_train
 
-        run_train(Config(), resume=resume, progress=_progress(), resume_overrides=flags)
-        return
-    if config_name is None and model_kind == "encoder-decoder":
-        config_name = "encdec-small"
-    cfg = load_config(config_name, flags)
-    run_train(cfg, run_dir=run_dir, progress=_progress())
+        summary = run_train(Config(), resume=resume, progress=_progress(), resume_overrides=flags)
+    else:
+        if config_name is None and model_kind == "encoder-decoder":
+            config_name = "encdec-small"
+        cfg = load_config(config_name, flags)  # config errors surface before torch is imported
+        from guitarformer.train import train as run_train
+
+        summary = run_train(cfg, run_dir=run_dir, progress=_progress())
+    if summary.get("interrupted"):  # checkpoint saved; a scheduler can tell this from a finished run
+        click.echo(f"interrupted ({summary['stopped_by']}); resume with: guitarformer train --resume {summary['run_dir']}",
+                   err=True)
+        sys.exit(130 if "SIGINT" in summary["stopped_by"] else 143)
 
 
 # ---------------------------------------------------------------- sample

@@ -443,7 +443,11 @@ def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None
         raise GuitarformerError(f"no tokenizer.json beside {ck}", "keep checkpoints inside their run directory (ckpt/..)")
     tokenizer = load_tokenizer(tok_path)
     model = build_model(cfg.model)
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError, TypeError) as e:
+        raise GuitarformerError(f"checkpoint {ck} does not match its own config ({str(e).splitlines()[0][:200]})",
+                                "use the checkpoint with the run directory (config.yaml) it was trained in") from None
     model.to(device).eval()
     return model, tokenizer, cfg
 
@@ -611,7 +615,11 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
             s.temperature if temperature is None else temperature, (s.top_k if top_k is None else top_k) or None,
             s.top_p if top_p is None else top_p, p_ids, bars, tun, tempo,
             program if program is not None else GUITAR_PROGRAM)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GuitarformerError(f"cannot create the folder for {out}: {e.strerror or e}",
+                                "choose an --out path in a writable folder") from None
     written = []
     for i, r in enumerate(riffs):
         path = _numbered(out, i, len(riffs))

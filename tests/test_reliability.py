@@ -459,8 +459,8 @@ def test_signal_saves_a_checkpoint_before_exit(tmp_path, cache_root, rel_dataset
     p.signal_group(sig)
     rc = p.finish(timeout=60)
     out = "".join(p.out)
-    assert rc == 0, p.err
-    assert "Traceback" not in p.err
+    assert rc == 128 + int(sig), p.err  # non-zero: a scheduler can tell an interrupted run from a finished one
+    assert "Traceback" not in p.err and "--resume" in p.err
     assert f"stopped by signal {signal.Signals(sig).name}" in out
     step = load_checkpoint(run / "ckpt" / "last.pt")["step"]
     assert step > 0
@@ -605,7 +605,7 @@ def test_empty_and_junk_datasets(tmp_path, cache_root):
     (junk / "drums.mid").write_bytes((FIXTURES / "io" / "drums_only.mid").read_bytes())
     for name in ("empty", "junk"):
         r = cli("prepare", tmp_path / name, "--out", tmp_path / f"ds_{name}", "--workers", "1")
-        assert r.exit_code == 0, r.output
+        assert_clear_error(r, "gave usable guitar music")  # the manifest is still written, with every reason
         assert "ok 0" in r.stdout
         assert_clear_error(cli("train", "--config", "tiny", "--data", tmp_path / f"ds_{name}"), "no training tokens")
     reasons = {Path(d["path"]).name: d["reason"]

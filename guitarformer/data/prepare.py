@@ -382,7 +382,11 @@ def load_meta(dataset: str | Path) -> dict:
             f"dataset {d} is incomplete (no meta.json: prepare did not finish)",
             f"run `guitarformer prepare ... --out {d}` again; unchanged files are reused",
         )
-    return json.loads(meta.read_text())
+    try:
+        return json.loads(meta.read_text())
+    except (ValueError, OSError) as e:
+        raise GuitarformerError(f"dataset {d} has a damaged meta.json ({e})",
+                                f"run `guitarformer prepare ... --out {d}` again; unchanged files are reused") from None
 
 
 def summary_lines(meta: dict) -> list[str]:
