@@ -16,28 +16,113 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from guitarformer.data.score import MAX_FRET, STANDARD_TUNING
 
 UNPLAYABLE: tuple[int, int] = (-1, -1)
 
+# Every fingering cost is a weight times a feature count, so the weights can be fit on human tabs
+# (scripts/bench_fretting.py --fit). Layout of the weight/feature vector:
+_N_FRET = 25  # per note: fret 0..24 (higher frets share the last bin)
+_N_STRING = 8  # per note: tab string 1..8
+_N_SPAN = 7  # per chord: fretted span 0..5, 6+
+_MOVE_BIN = (0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 8, 8) + (9,) * 12  # |hand shift| 0..24 frets -> bin
+_N_MOVE = 10
+_FRET0 = 0
+_STRING0 = _FRET0 + _N_FRET
+_SPAN0 = _STRING0 + _N_STRING
+_GAP = _SPAN0 + _N_SPAN  # per unused string inside a chord's string range
+_MOVE0 = _GAP + 1
+_MOVE_REST = _MOVE0 + _N_MOVE  # per fret of hand shift (up to 12) when nothing sounds at the onset
+_JUMP = _MOVE_REST + 1  # per string the mean string moves
+_CONTRARY = _JUMP + 1  # single note to single note: string moves against the pitch direction
+_SAME = _CONTRARY + 1  # single note to single note on the same string...
+_SLIDE = _SAME + 1  # ...per fret moved along it
+_CUT = _SLIDE + 1  # per string re-used while its previous note still sounds
+_OPEN5 = _CUT + 1  # per open string while the hand is at fret 5 or above
+_OPEN9 = _OPEN5 + 1  # ...and again at fret 9 or above
+_SP_BIN = (0,) + (1,) * 4 + (2,) * 4 + (3,) * 4 + (4,) * 12  # fret 0..24 -> open, 1-4, 5-8, 9-12, 13+
+_N_SP = 5
+_SP0 = _OPEN9 + 1  # per note, by (tab string, fret bin): which region of the neck a string is played in
+N_FEATURES = _SP0 + _N_STRING * _N_SP
+
+# Fit by an averaged structured perceptron on one half of the shared GP + classtab files (split by file
+# name hash); docs/FRETTING.md gives the held-out accuracy on the other half. Rounded to 3 decimals.
+_FITTED = (
+    # fret 0..24
+    -0.606, -0.583, -0.439, -0.235, 0.285, -0.081, 0.035, 0.38, 0.482, 0.184, 0.625, 1.107, 1.356,
+    1.712, 1.965, 1.989, 2.254, 3.071, 3.961, 4.423, 3.507, 5.89, 2.814, 5.618, 5.884,
+    # tab string 1..8
+    -0.308, -0.368, -0.431, -0.379, -0.055, 0.919, 0.622, 0,
+    # span 0..5, 6+
+    1.484, 1.858, 2.243, 3.365, 5.408, 7.568, -18.127,
+    0.308,  # string gap
+    # hand shift bins 0, 1, 2, 3, 4, 5, 6, 7-8, 9-12, 13+
+    -0.555, -0.479, -0.251, 0.493, 1.307, 1.916, 3.009, 3.807, 5.396, 6.592,
+    0.331,  # shift after a rest
+    0.231,  # string jump
+    1.076,  # contrary
+    -2.141,  # same string
+    1.48,  # slide
+    0.038,  # cut sustain
+    0.387,  # open at 5+
+    0.589,  # open at 9+
+    # tab string 1..8 x fret open, 1-4, 5-8, 9-12, 13+
+    -0.712, -0.446, -0.069, 0.115, 0.804,
+    0.367, -0.305, -0.686, -0.125, 0.381,
+    0.248, -0.129, 0.074, -0.529, -0.095,
+    0.099, -0.23, 0.091, 0.047, -0.385,
+    -0.541, -0.566, -0.291, -0.175, 1.518,
+    -0.066, -0.296, -1.126, -0.436, 2.843,
+    0, 0, 0.225, 0.174, 0.223,
+    0, 0, 0, 0, 0,
+)
+
 
 @dataclass(frozen=True)
 class FretCosts:
-    """Weights of the fingering cost. Defaults tuned on human GP tabs (scripts/bench_fretting.py, docs/FRETTING.md)."""
+    """Weights of the fingering cost (each multiplies a feature count; see `fingering_features`).
 
-    position: float = 0.25  # per fret of the hand position (lowest fretted fret): prefer low positions
-    open_string: float = 0.0  # added per open string (negative = bonus)
-    stretch: float = 1.0  # per fret of span beyond `comfortable_span` within one chord
-    comfortable_span: int = 2
-    max_span: int = 5  # spans beyond this cost `impossible` (still allowed if nothing else fits)
-    move: float = 0.5  # per fret the hand position shifts between consecutive onsets...
-    move_cap: int = 24  # ...up to this many frets: a long shift costs about what a medium one does
-    string_jump: float = 0.3  # per string the mean string moves between consecutive onsets
-    cut_sustain: float = 0.0  # re-using a string that still sounds a note of the previous onset
-    high_fret: float = 0.2  # per fret above `high_fret_from` (upper frets are rare in human tabs)
-    high_fret_from: int = 12
+    Defaults are fit on human tabs (scripts/bench_fretting.py --fit, docs/FRETTING.md)."""
+
+    fret: tuple[float, ...] = _FITTED[_FRET0:_STRING0]  # per note, by fret 0..24
+    string: tuple[float, ...] = _FITTED[_STRING0:_SPAN0]  # per note, by tab string 1..8
+    span: tuple[float, ...] = _FITTED[_SPAN0:_GAP]  # per chord, by span of its fretted notes 0..5, 6+
+    string_gap: float = _FITTED[_GAP]
+    move: tuple[float, ...] = _FITTED[_MOVE0:_MOVE_REST]  # per onset, by hand shift bin (see _MOVE_BIN)
+    move_after_rest: float = _FITTED[_MOVE_REST]
+    string_jump: float = _FITTED[_JUMP]
+    contrary: float = _FITTED[_CONTRARY]
+    same_string: float = _FITTED[_SAME]
+    slide: float = _FITTED[_SLIDE]
+    cut_sustain: float = _FITTED[_CUT]
+    open_at_5: float = _FITTED[_OPEN5]
+    open_at_9: float = _FITTED[_OPEN9]
+    string_region: tuple[float, ...] = _FITTED[_SP0:]  # per note, by (tab string 1..8, fret 0, 1-4, 5-8, 9-12, 13+)
+    max_span: int = 5  # fixed, not fit: spans beyond this cost `impossible` (still allowed if nothing else fits)
     impossible: float = 50.0
     dropped: float = 1000.0  # per chord note left without a string
+
+    def vector(self) -> np.ndarray:
+        """The fitted weights as one vector in `fingering_features` order."""
+        w = [*self.fret, *self.string, *self.span, self.string_gap, *self.move, self.move_after_rest, self.string_jump,
+             self.contrary, self.same_string, self.slide, self.cut_sustain, self.open_at_5, self.open_at_9, *self.string_region]
+        if len(w) != N_FEATURES:
+            raise ValueError(f"FretCosts has {len(w)} weights, expected {N_FEATURES}")
+        return np.asarray(w, dtype=float)
+
+    @classmethod
+    def from_vector(cls, w: Sequence[float], **fixed: Any) -> "FretCosts":
+        w = [float(x) for x in w]
+        if len(w) != N_FEATURES:
+            raise ValueError(f"{len(w)} weights, expected {N_FEATURES}")
+        return cls(
+            fret=tuple(w[_FRET0:_STRING0]), string=tuple(w[_STRING0:_SPAN0]), span=tuple(w[_SPAN0:_GAP]),
+            string_gap=w[_GAP], move=tuple(w[_MOVE0:_MOVE_REST]), move_after_rest=w[_MOVE_REST],
+            string_jump=w[_JUMP], contrary=w[_CONTRARY], same_string=w[_SAME], slide=w[_SLIDE], cut_sustain=w[_CUT],
+            open_at_5=w[_OPEN5], open_at_9=w[_OPEN9], string_region=tuple(w[_SP0:]), **fixed,
+        )
 
 
 DEFAULT_COSTS = FretCosts()
@@ -64,44 +149,47 @@ def _group_onsets(notes: Sequence[tuple[int, int, int]]) -> list[list[int]]:
     return groups
 
 
-class _State:
+def _chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.ndarray) -> tuple[int, int]:
+    """Add one chord's features to `acc`; return (dropped notes, 1 if the span is beyond reach else 0) for the fixed costs."""
+    played = [(s, f) for s, f in assign if s >= 0]
+    fretted = [f for _, f in played if f > 0]
+    for s, f in played:
+        acc[_FRET0 + min(f, _N_FRET - 1)] += 1
+        acc[_STRING0 + min(n_strings - s, _N_STRING) - 1] += 1
+        acc[_SP0 + (min(n_strings - s, _N_STRING) - 1) * _N_SP + _SP_BIN[min(f, 24)]] += 1
+    span = max(fretted) - min(fretted) if fretted else 0
+    if fretted:
+        acc[_SPAN0 + min(span, _N_SPAN - 1)] += 1
+    if len(played) > 1:
+        strings = [s for s, _ in played]
+        acc[_GAP] += max(strings) - min(strings) + 1 - len(played)
+    return len(assign) - len(played), span
+
+
+class _Cand:
     """One fingering of one onset's chord: a string index (0 = lowest) and fret per note, or (-1, -1)."""
 
-    __slots__ = ("assign", "cost", "pos", "mean_string", "strings")
+    __slots__ = ("assign", "cost", "pos", "mean_string", "mask", "opens")
 
     def __init__(self, assign: tuple[tuple[int, int], ...], cost: float):
         self.assign = assign
         self.cost = cost
         fretted = [f for s, f in assign if f > 0]
-        self.pos = min(fretted) if fretted else None  # hand position = index-finger fret
+        self.pos = min(fretted) if fretted else math.nan  # hand position = index-finger fret
         played = [s for s, f in assign if s >= 0]
-        self.mean_string = sum(played) / len(played) if played else None
-        self.strings = frozenset(played)
+        self.mean_string = sum(played) / len(played) if played else math.nan
+        self.mask = sum(1 << s for s in played)
+        self.opens = sum(1 for s, f in assign if f == 0)
 
 
-def _chord_cost(assign: Sequence[tuple[int, int]], c: FretCosts) -> float:
-    fretted = [f for s, f in assign if f > 0]
-    cost = 0.0
-    for s, f in assign:
-        if s < 0:
-            cost += c.dropped
-        elif f == 0:
-            cost += c.open_string
-        elif f > c.high_fret_from:
-            cost += c.high_fret * (f - c.high_fret_from)
-    if fretted:
-        lo, hi = min(fretted), max(fretted)
-        cost += c.position * lo
-        span = hi - lo
-        if span > c.comfortable_span:
-            cost += c.stretch * (span - c.comfortable_span)
-        if span > c.max_span:
-            cost += c.impossible
-    return cost
+def _chord_cost(assign, n_strings: int, w: np.ndarray, c: FretCosts) -> float:
+    acc = np.zeros(N_FEATURES)
+    dropped, span = _chord_features(assign, n_strings, acc)
+    return float(acc @ w) + c.dropped * dropped + (c.impossible if span > c.max_span else 0.0)
 
 
-def _chord_states(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int) -> list[_State]:
-    """The `beam` cheapest assignments of the chord's notes to distinct strings."""
+def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int, extra=None) -> list[_Cand]:
+    """The `beam` cheapest assignments of the chord's notes to distinct strings (plus `extra`, if given)."""
     options = []
     for p in pitches:
         opts = [(s, p - o) for s, o in enumerate(opens) if 0 <= p - o <= max_fret]
@@ -132,21 +220,99 @@ def _chord_states(pitches: Sequence[int], opens: Sequence[int], max_fret: int, c
             options[pitches_kept:] = [[] for _ in options[pitches_kept:]]
         search(0, 0, [], True)
     results.sort(key=lambda r: r[0])
-    return [_State(a, c) for c, a in results[:beam]]
+    kept = results[:beam]
+    if extra is not None and all(a != extra for _, a in kept):
+        kept.append((cost_fn(list(extra)), extra))
+    return [_Cand(a, c) for c, a in kept]
 
 
-def _transition(a: _State, a_hand: int | None, b: _State, sustained: frozenset, c: FretCosts) -> float:
-    cost = 0.0
-    if a_hand is not None and b.pos is not None:
-        cost += c.move * min(abs(a_hand - b.pos), c.move_cap)
-    if a.mean_string is not None and b.mean_string is not None:
-        cost += c.string_jump * abs(a.mean_string - b.mean_string)
-    if sustained:
-        # Strings of `a` whose notes still sound at b's onset: playing on them cuts the note.
-        for k, (s, f) in enumerate(a.assign):
-            if k in sustained and s in b.strings:
-                cost += c.cut_sustain
-    return cost
+def _shift_tables(c: FretCosts) -> tuple[np.ndarray, np.ndarray]:
+    """Cost of a hand shift by 0..24 frets (index 25 = no shift known: free), without and with a rest before it."""
+    move = np.array([c.move[b] for b in _MOVE_BIN] + [0.0])
+    rest = move + c.move_after_rest * np.minimum(np.arange(len(move)), 12)
+    rest[-1] = 0.0
+    return move, rest
+
+
+def _decode(notes_t, tuning, capo, max_fret, costs, gold=None):
+    """Viterbi over onsets. Returns (groups, chosen candidate per group). `gold` (one (string index, fret) per
+    note) is added to each onset's candidates, for fitting."""
+    n_strings = len(tuning)
+    opens = [p + capo for p in tuning]  # index 0 = lowest string
+    fret_room = max_fret - capo
+    groups = _group_onsets(notes_t)
+    w = costs.vector()
+    cache: dict[tuple[int, ...], list[_Cand]] = {}
+    layers: list[list[_Cand]] = []
+    for g in groups:
+        pitches = tuple(notes_t[i][2] for i in g)
+        if gold is not None:
+            layers.append(_chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM,
+                                       tuple(gold[i] for i in g)))
+        else:
+            if pitches not in cache:
+                cache[pitches] = _chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM)
+            layers.append(cache[pitches])
+    if not layers:
+        return groups, []
+
+    move_tab, rest_tab = _shift_tables(costs)
+    popcount = np.array([bin(i).count("1") for i in range(1 << n_strings)])
+
+    def arrays(layer):
+        return (np.array([x.pos for x in layer]), np.array([x.mean_string for x in layer]),
+                np.array([x.cost for x in layer]), np.array([x.opens for x in layer]),
+                np.array([x.mask for x in layer]), np.array([x.assign[0] for x in layer]))
+
+    # Viterbi: best[j] = cheapest total cost ending in candidate j of the current layer. `hand[j]` carries the
+    # last fretted position along that path, so open strings do not make the hand forget where it was.
+    prev = arrays(layers[0])
+    best = prev[2].copy()
+    hand = prev[0]
+    back: list[np.ndarray] = []
+    for t in range(1, len(layers)):
+        prev_g, g = groups[t - 1], groups[t]
+        onset = notes_t[g[0]][0]
+        cur = arrays(layers[t])
+        pos_c, ms_c, cost_c, opens_c, mask_c, first_c = cur
+        ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
+        d = np.abs(hand[:, None] - pos_c[None, :])
+        d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
+        total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
+        if costs.string_jump:
+            jump = np.abs(prev[1][:, None] - ms_c[None, :])
+            total += costs.string_jump * np.nan_to_num(jump)
+        if len(prev_g) == 1 and len(g) == 1:
+            pa, pb = notes_t[prev_g[0]][2], notes_t[g[0]][2]
+            sa, fa = prev[5][:, 0], prev[5][:, 1]
+            sb, fb = first_c[:, 0], first_c[:, 1]
+            ok = (sa >= 0)[:, None] & (sb >= 0)[None, :]
+            ds = sb[None, :] - sa[:, None]
+            same = ok & (ds == 0)
+            total += costs.contrary * (ok & (ds * (pb - pa) < 0))
+            total += same * (costs.same_string + costs.slide * np.abs(fb[None, :] - fa[:, None]))
+        if costs.cut_sustain:
+            sus = [k for k, e in enumerate(ends) if e > onset]
+            if sus:
+                sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in layers[t - 1]])
+                total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
+        if opens_c.any():
+            h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
+            with np.errstate(invalid="ignore"):
+                total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
+        ptr = total.argmin(axis=0)
+        best = total[ptr, np.arange(len(ptr))] + cost_c
+        hand = np.where(np.isnan(pos_c), hand[ptr], pos_c)
+        back.append(ptr)
+        prev = cur
+
+    j = int(best.argmin())
+    chosen = [None] * len(layers)
+    for t in range(len(layers) - 1, -1, -1):
+        chosen[t] = layers[t][j]
+        if t > 0:
+            j = int(back[t - 1][j])
+    return groups, chosen
 
 
 def fret(
@@ -156,54 +322,71 @@ def fret(
     max_fret: int = MAX_FRET,
     costs: FretCosts = DEFAULT_COSTS,
 ) -> list[tuple[int, int]]:
-    """One (string, fret) per note, in input order, minimising hand movement, stretch and position height.
+    """One (string, fret) per note, in input order, minimising the fitted fingering cost (hand shifts, stretch,
+    position height, string choice; see `fingering_features`).
 
     `notes`: (onset_tick, duration_tick, pitch) tuples or objects with .time/.duration/.pitch (symusic notes).
     Notes with the same onset form a chord and get distinct strings. Returns `UNPLAYABLE` (-1, -1) for a
     note that cannot be played (see the module docstring). Frets are relative to the capo.
     """
     notes_t = [_note_tuple(n) for n in notes]
+    groups, chosen = _decode(notes_t, tuning, capo, max_fret, costs)
     n_strings = len(tuning)
-    opens = [p + capo for p in tuning]  # index 0 = lowest string
-    fret_room = max_fret - capo
-    groups = _group_onsets(notes_t)
-    layers: list[list[_State]] = []
-    for g in groups:
-        layers.append(_chord_states([notes_t[i][2] for i in g], opens, fret_room, lambda a: _chord_cost(a, costs), _BEAM))
-
-    # Viterbi: best[j] = cheapest total cost ending in state j of the current layer. `hand[j]` carries the
-    # last fretted position along that path, so open strings do not make the hand forget where it was.
-    best = [s.cost for s in layers[0]] if layers else []
-    hand = [s.pos for s in layers[0]] if layers else []
-    back: list[list[int]] = []
-    for t in range(1, len(layers)):
-        prev_g, onset = groups[t - 1], notes_t[groups[t][0]][0]
-        sustained = frozenset(k for k, i in enumerate(prev_g) if notes_t[i][0] + notes_t[i][1] > onset)
-        new_best, new_hand, ptr = [], [], []
-        prev = layers[t - 1]
-        for b in layers[t]:
-            bc, bj = math.inf, 0
-            for j, a in enumerate(prev):
-                v = best[j] + _transition(a, hand[j], b, sustained, costs)
-                if v < bc:
-                    bc, bj = v, j
-            new_best.append(bc + b.cost)
-            new_hand.append(b.pos if b.pos is not None else hand[bj])
-            ptr.append(bj)
-        best, hand = new_best, new_hand
-        back.append(ptr)
-
     out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes_t)
-    if not layers:
-        return out
-    j = min(range(len(best)), key=best.__getitem__)
-    for t in range(len(layers) - 1, -1, -1):
-        for k, i in enumerate(groups[t]):
-            s, f = layers[t][j].assign[k]
+    for g, cand in zip(groups, chosen):
+        for k, i in enumerate(g):
+            s, f = cand.assign[k]
             out[i] = UNPLAYABLE if s < 0 else (n_strings - s, f)
-        if t > 0:
-            j = back[t - 1][j]
     return out
+
+
+def fingering_features(
+    notes: Iterable[Any], frets: Sequence[tuple[int, int]], tuning: Sequence[int] = STANDARD_TUNING
+) -> np.ndarray:
+    """Feature counts of one fingering (`frets`: (string, fret) per note, as `fret()` returns) such that `fret()`
+    minimises `FretCosts.vector() @ fingering_features(...)` (plus the fixed `dropped`/`impossible` costs).
+    The reference the fast Viterbi is tested against, and what fitting the weights uses."""
+    notes_t = [_note_tuple(n) for n in notes]
+    n_strings = len(tuning)
+    acc = np.zeros(N_FEATURES)
+    hand = None
+    prev = None  # (group, assign, mean string)
+    for g in _group_onsets(notes_t):
+        assign = tuple(UNPLAYABLE if frets[i][0] < 0 else (n_strings - frets[i][0], frets[i][1]) for i in g)
+        _chord_features(assign, n_strings, acc)
+        played = [(s, f) for s, f in assign if s >= 0]
+        fretted = [f for _, f in played if f > 0]
+        pos = min(fretted) if fretted else None
+        ms = sum(s for s, _ in played) / len(played) if played else None
+        onset = notes_t[g[0]][0]
+        if prev is not None:
+            pg, pa, pms = prev
+            ends = [notes_t[i][0] + notes_t[i][1] for i in pg]
+            if hand is not None and pos is not None:
+                d = min(abs(hand - pos), 24)
+                acc[_MOVE0 + _MOVE_BIN[d]] += 1
+                if max(ends) < onset:
+                    acc[_MOVE_REST] += min(d, 12)
+            if pms is not None and ms is not None:
+                acc[_JUMP] += abs(pms - ms)
+            if len(pg) == 1 and len(g) == 1 and pa[0][0] >= 0 and assign[0][0] >= 0:
+                ds = assign[0][0] - pa[0][0]
+                if ds * (notes_t[g[0]][2] - notes_t[pg[0]][2]) < 0:
+                    acc[_CONTRARY] += 1
+                if ds == 0:
+                    acc[_SAME] += 1
+                    acc[_SLIDE] += abs(assign[0][1] - pa[0][1])
+            used = {s for s, _ in played}
+            acc[_CUT] += sum(1 for k, e in enumerate(ends) if e > onset and pa[k][0] >= 0 and pa[k][0] in used)
+            h = pos if pos is not None else hand
+            if h is not None:
+                n_open = sum(1 for _, f in played if f == 0)
+                acc[_OPEN5] += n_open * (h >= 5)
+                acc[_OPEN9] += n_open * (h >= 9)
+        if pos is not None:
+            hand = pos
+        prev = (g, assign, ms)
+    return acc
 
 
 def fret_lowest(
@@ -219,7 +402,7 @@ def fret_lowest(
         return sum(1000 if s < 0 else f for s, f in a)
 
     for g in _group_onsets(notes_t):
-        st = _chord_states([notes_t[i][2] for i in g], opens, max_fret - capo, cost, 1)[0]
+        st = _chord_cands([notes_t[i][2] for i in g], opens, max_fret - capo, cost, 1)[0]
         for k, i in enumerate(g):
             s, f = st.assign[k]
             out[i] = UNPLAYABLE if s < 0 else (n_strings - s, f)

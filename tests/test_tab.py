@@ -178,3 +178,56 @@ def test_real_gp_files_fret_validly():
             _check(notes, fret(notes, tuning), tuning)
             checked += len(notes)
     assert checked > 0
+
+
+def test_costs_vector_round_trip():
+    from guitarformer.tab import DEFAULT_COSTS, N_FEATURES, FretCosts
+
+    w = DEFAULT_COSTS.vector()
+    assert w.shape == (N_FEATURES,)
+    assert FretCosts.from_vector(w) == DEFAULT_COSTS
+    with pytest.raises(ValueError):
+        FretCosts.from_vector(w[:-1])
+
+
+def test_viterbi_finds_the_cheapest_fingering():
+    """Brute force over every fingering of a short line: fret() must return one of minimal cost, where
+    cost = weights @ fingering_features. Pitches above the open high E, so every candidate is fretted and
+    the carried hand position is exactly the previous onset's (the DP is then exact)."""
+    import itertools
+
+    import numpy as np
+
+    from guitarformer.tab import DEFAULT_COSTS, fingering_features
+
+    w = DEFAULT_COSTS.vector()
+    rng = np.random.default_rng(0)
+    opens = STANDARD_TUNING
+    for trial in range(5):
+        pitches = [int(p) for p in rng.integers(65, 80, size=5)]
+        notes = [(i * 240, 240 if trial % 2 else 480, p) for i, p in enumerate(pitches)]  # odd: legato; even: overlapping
+        options = [[(6 - s, p - o) for s, o in enumerate(opens) if 0 <= p - o <= 24] for p in pitches]
+        best = min(float(w @ fingering_features(notes, list(path))) for path in itertools.product(*options))
+        got = fret(notes)
+        _check(notes, got)
+        assert float(w @ fingering_features(notes, got)) == pytest.approx(best)
+
+
+def test_fingering_features_count_what_they_say():
+    from guitarformer.tab import _FRET0, _MOVE0, _SAME, _SLIDE, _STRING0, fingering_features
+
+    notes = [(0, 240, 64 + 5), (240, 240, 64 + 7)]  # A4 then B4, both on the high E string at frets 5, 7
+    f = fingering_features(notes, [(1, 5), (1, 7)])
+    assert f[_FRET0 + 5] == 1 and f[_FRET0 + 7] == 1 and f[_STRING0 + 0] == 2
+    assert f[_MOVE0 + 2] == 1  # hand (lowest fretted fret) moved 5 -> 7
+    assert f[_SAME] == 1 and f[_SLIDE] == 2
+
+
+def test_custom_costs_change_the_choice():
+    from guitarformer.tab import DEFAULT_COSTS, FretCosts
+
+    w = DEFAULT_COSTS.vector().copy()
+    w[:25] = [0.0] + [10.0] * 24  # frets cost a lot: open strings wherever possible
+    assert fret([(0, 480, 59)], costs=FretCosts.from_vector(w)) == [(2, 0)]
+    w[:25] = [50.0] + [0.0] * 24  # open strings cost a lot
+    assert fret([(0, 480, 59)], costs=FretCosts.from_vector(w))[0][1] > 0
