@@ -72,10 +72,22 @@ def resolve_device(pref: str, dist: Dist | None = None) -> torch.device:
     return torch.device(pref)
 
 
+def cpu_has_fast_bf16() -> bool:
+    """True on CPUs with native bf16 matmul (AVX512-BF16 or AMX), where CPU autocast to bf16 pays off."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def resolve_dtype(pref: str, device: torch.device) -> torch.dtype:
+    """auto: bf16 on CUDA (fp16 + grad scaler where bf16 is missing), bf16 on CPUs with native bf16, else fp32."""
     if pref == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device.type == "cpu" and cpu_has_fast_bf16():
+            return torch.bfloat16
         return torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[pref]
 
@@ -182,6 +194,26 @@ def evaluate(model, data: Data, kind: str, device, dtype, batch_size: int, max_b
     model.train(was_training)
     loss = nll / max(count, 1)
     return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "accuracy": correct / max(count, 1), "tokens": count}
+
+
+def compile_or_eager(raw, data: "Data", kind: str, batch_size: int, device, dtype, verbose: bool):
+    """torch.compile(raw), checked on one training step; the eager model where this machine cannot compile
+    (no C++ compiler, an unsupported backend): a slower run beats a failed one."""
+    compiled = torch.compile(raw)
+    probe = data.train.batch(batch_size, torch.Generator().manual_seed(0))  # leaves the data order alone
+    args, kw, y = model_inputs(kind, probe, device)
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # nor the dropout RNG
+            with autocast_ctx(device, dtype):
+                _, loss = compiled(*args, targets=y, **kw)
+            loss.backward()
+        return compiled
+    except Exception as e:  # inductor raises many types; all mean "run eagerly"
+        if verbose:
+            print(f"guitarformer: torch.compile failed here ({type(e).__name__}); training without it", flush=True)
+        return raw
+    finally:
+        raw.zero_grad(set_to_none=True)
 
 
 # ---------------------------------------------------------------- run directory
@@ -311,7 +343,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
 
     raw = model
     if cfg.train.compile:
-        model = torch.compile(model)
+        model = compile_or_eager(raw, data, cfg.model.kind, cfg.train.batch_size, device, dtype, dist.main)
     if dist.world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -384,7 +416,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     def run_eval(s: int) -> bool:
         """Evaluate, log, checkpoint; returns True when early stopping says stop."""
         nonlocal best_val, bad_evals, last_val
-        last_val = evaluate(model, data, kind, device, dtype, B, t.eval_iters)
+        last_val = evaluate(raw, data, kind, device, dtype, B, t.eval_iters)  # eager: no recompiles for eval shapes
         log("val", s, loss=last_val["loss"], ppl=last_val["ppl"], accuracy=last_val["accuracy"])
         improved = last_val["loss"] < best_val
         if improved:
