@@ -327,7 +327,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-@torch.no_grad()
+@torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, generator: torch.Generator | None = None, use_cache: bool = True,
              constraint: GuitarConstraint | None = None, eos_id: int | None = None, max_bars: int | None = None,
