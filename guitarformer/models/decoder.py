@@ -11,15 +11,15 @@ from guitarformer.config import ModelConfig
 from guitarformer.models.layers import (
     Block,
     KVCache,
+    LanguageModel,
     RotaryEmbedding,
     TokenEmbedding,
     as_model_config,
     init_gpt2_,
-    make_adamw,
 )
 
 
-class Decoder(nn.Module):
+class Decoder(LanguageModel):
     """Token + position embedding, n_layer causal pre-norm blocks, final LayerNorm, (tied) LM head."""
 
     def __init__(self, config: ModelConfig | dict) -> None:
@@ -37,25 +37,6 @@ class Decoder(nn.Module):
         init_gpt2_(self, n_residual=2 * cfg.n_layer)  # two residual branches per block
         if cfg.tie_weights:
             self.lm_head.weight = self.embed.wte.weight  # after init: one tensor, embedding's N(0, 0.02)
-
-    def new_cache(
-        self,
-        batch_size: int,
-        max_len: int | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> KVCache:
-        """An empty KV cache for up to max_len positions (default: the whole context)."""
-        cfg = self.config
-        return KVCache(
-            cfg.n_layer,
-            batch_size,
-            cfg.n_head,
-            cfg.n_embd // cfg.n_head,
-            max_len or cfg.block_size,
-            device=device if device is not None else self.lm_head.weight.device,
-            dtype=dtype,
-        )
 
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
@@ -95,12 +76,3 @@ class Decoder(nn.Module):
         cfg = self.config
         T = seq_len or cfg.block_size
         return 6.0 * self.num_params(non_embedding=True) + 12.0 * cfg.n_layer * cfg.n_embd * T
-
-    def configure_optimizer(
-        self,
-        weight_decay: float,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.95),
-        device_type: str = "cpu",
-    ) -> torch.optim.AdamW:
-        return make_adamw(self.named_parameters(), weight_decay, lr, betas, device_type)

@@ -11,15 +11,15 @@ from guitarformer.config import ModelConfig
 from guitarformer.models.layers import (
     Block,
     KVCache,
+    LanguageModel,
     RotaryEmbedding,
     TokenEmbedding,
     as_model_config,
     init_gpt2_,
-    make_adamw,
 )
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(LanguageModel):
     """Bidirectional pre-norm encoder over the source, causal decoder with cross-attention over its memory.
 
     Source and target come from one tokenizer, so one token embedding serves both sides (and the LM head
@@ -95,25 +95,6 @@ class EncoderDecoder(nn.Module):
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
         return logits, loss
 
-    def new_cache(
-        self,
-        batch_size: int,
-        max_len: int | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> KVCache:
-        """An empty cache for up to max_len target positions (default block_size) plus the memory's K/V."""
-        cfg = self.config
-        return KVCache(
-            cfg.n_layer,
-            batch_size,
-            cfg.n_head,
-            cfg.n_embd // cfg.n_head,
-            max_len or cfg.block_size,
-            device=device if device is not None else self.lm_head.weight.device,
-            dtype=dtype,
-        )
-
     # ------------------------------------------------------------------ accounting
 
     def num_params(self, non_embedding: bool = True) -> int:
@@ -137,12 +118,3 @@ class EncoderDecoder(nn.Module):
         matmul = 6.0 * (n_enc * S + n_kv * S + n_dec * T)
         attn = 12.0 * C * (self.n_enc_layer * S * S + cfg.n_layer * (T * T + T * S))
         return (matmul + attn) / T
-
-    def configure_optimizer(
-        self,
-        weight_decay: float,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.95),
-        device_type: str = "cpu",
-    ) -> torch.optim.AdamW:
-        return make_adamw(self.named_parameters(), weight_decay, lr, betas, device_type)

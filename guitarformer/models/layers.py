@@ -361,3 +361,39 @@ def as_model_config(cfg: ModelConfig | dict) -> ModelConfig:
             raise ValueError(f"unknown model config keys: {sorted(unknown)}")
         return ModelConfig(**cfg)
     raise TypeError(f"expected a ModelConfig or dict, got {type(cfg).__name__}")
+
+
+class LanguageModel(nn.Module):
+    """What both model kinds share: `config`, an empty KV cache, and the AdamW set-up."""
+
+    config: ModelConfig
+    lm_head: nn.Linear
+
+    def new_cache(
+        self,
+        batch_size: int,
+        max_len: int | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> KVCache:
+        """An empty KV cache for up to max_len (default block_size) decoder positions; an encoder-decoder
+        also keeps its memory's cross-attention K/V there once the first cached step has computed them."""
+        cfg = self.config
+        return KVCache(
+            cfg.n_layer,
+            batch_size,
+            cfg.n_head,
+            cfg.n_embd // cfg.n_head,
+            max_len or cfg.block_size,
+            device=device if device is not None else self.lm_head.weight.device,
+            dtype=dtype,
+        )
+
+    def configure_optimizer(
+        self,
+        weight_decay: float,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.95),
+        device_type: str = "cpu",
+    ) -> torch.optim.AdamW:
+        return make_adamw(self.named_parameters(), weight_decay, lr, betas, device_type)
