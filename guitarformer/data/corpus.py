@@ -9,11 +9,11 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from guitarformer.data.io import TPQ
 from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
 CORPUS_VERSION = "fiddle-v1"
-TPQ = 480
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
 LOW, HIGH = STANDARD_TUNING[0], STANDARD_TUNING[-1] + MAX_FRET - 2  # E2 .. D6 (22-fret guitar)

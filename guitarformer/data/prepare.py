@@ -16,21 +16,12 @@ from typing import Any, Iterable
 import numpy as np
 
 from guitarformer.config import DataConfig
+from guitarformer.data.io import detect_format
 from guitarformer.errors import GuitarformerError, SkipFile
 
 SPLITS = ("train", "val", "test")
 DATASET_VERSION = 1
 FILE_TIMEOUT_S = 60  # one pathological file cannot hang a run
-
-_SUFFIX_FORMAT = {
-    ".mid": "midi", ".midi": "midi", ".gp3": "gp", ".gp4": "gp", ".gp5": "gp", ".gpx": "gp6+", ".gp": "gp6+",
-    ".txt": "ascii_tab", ".tab": "ascii_tab", ".musicxml": "musicxml", ".xml": "musicxml", ".mxl": "musicxml",
-    ".abc": "abc",
-}
-
-
-def format_of(path: Path) -> str | None:
-    return _SUFFIX_FORMAT.get(path.suffix.lower())
 
 
 def split_of(sha256: str) -> str:
@@ -52,7 +43,7 @@ def collect_files(inputs: Iterable[str | Path]) -> tuple[list[Path], list[dict]]
             continue
         for q in sorted(p.rglob("*")):
             if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts):
-                if format_of(q) is None:
+                if detect_format(q) is None:
                     passed.append(_line(q, None, "unsupported", "skipped", f"unsupported file type {q.suffix or '(none)'}"))
                 else:
                     files.append(q)
@@ -141,7 +132,7 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
     from guitarformer.data.tokenization import encode
 
     path = Path(path_str)
-    fmt = format_of(path)
+    fmt = detect_format(path)
     rec: dict[str, Any] = {"format": fmt, "status": "ok", "reason": None, "tracks": 0, "n_tokens": 0}
     timeout = int(_OPTS.get("timeout", FILE_TIMEOUT_S))
     # SIGALRM can only be handled on the main thread (prepare called from a thread runs without the limit).
@@ -241,10 +232,10 @@ def prepare(
         try:
             sha = sha256_file(f)
         except OSError as e:
-            lines.append(_line(f, None, format_of(f), "failed", f"cannot read file: {e.strerror or e}"))
+            lines.append(_line(f, None, detect_format(f), "failed", f"cannot read file: {e.strerror or e}"))
             continue
         if sha in by_sha:
-            lines.append(_line(f, sha, format_of(f), "skipped", f"exact duplicate of {by_sha[sha]}"))
+            lines.append(_line(f, sha, detect_format(f), "skipped", f"exact duplicate of {by_sha[sha]}"))
             continue
         by_sha[sha] = f
         todo.append((f, sha))

@@ -55,9 +55,8 @@ def special_ids(tok: miditok.MusicTokenizer) -> dict[str, int]:
 
 
 def bar_ids(tok: miditok.MusicTokenizer) -> list[int]:
-    """Ids of the tokens that open a bar (REMI/Structured-style Bar, or TimeSig changes for TSD-like)."""
-    ids = list(tok.token_ids_of_type("Bar"))
-    return ids
+    """Ids of the tokens that open a bar (empty for tokenizations without Bar tokens, e.g. TSD)."""
+    return list(tok.token_ids_of_type("Bar"))
 
 
 def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_eos: bool = True) -> list[int]:
