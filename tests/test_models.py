@@ -157,6 +157,48 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
     torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("pos", POS)
+@pytest.mark.parametrize("ffn,bias", [("gelu", True), ("swiglu", False)])
+def test_fast_decode_step_matches_module_step(kind: str, pos: str, ffn: str, bias: bool) -> None:
+    """DecodeStep (sampling's one-token path) computes what the modules compute, with padded sources too."""
+    from guitarformer.models.fast_decode import DecodeStep
+
+    model = make(kind, pos, ffn=ffn, bias=bias)
+    torch.manual_seed(4)
+    src, tgt = torch.randint(0, V, (3, 12)), torch.randint(0, V, (3, 16))
+    src_mask = torch.ones(3, 12, dtype=torch.bool)
+    src_mask[1, 7:] = False
+    step = DecodeStep(model)
+    with torch.no_grad():
+        full = model(src, tgt, src_key_mask=src_mask)[0] if kind == "encoder_decoder" else model(tgt)[0]
+        cache = model.new_cache(3, 16)
+        if kind == "encoder_decoder":
+            model.decode(tgt[:, :4], model.encode(src, src_mask), src_mask, cache=cache)
+        else:
+            model(tgt[:, :4], cache=cache)
+        outs = [step(tgt[:, t], cache, src_mask if kind == "encoder_decoder" else None) for t in range(4, 16)]
+        assert cache.length == 16
+        with pytest.raises(ValueError, match="context"):
+            step(tgt[:, 0], cache)
+    torch.testing.assert_close(torch.stack(outs, 1), full[:, 4:], atol=1e-5, rtol=1e-5)
+
+
+def test_fast_decode_step_under_bf16_autocast() -> None:
+    from guitarformer.models.fast_decode import DecodeStep
+
+    model = make("decoder", "rope")
+    tgt = torch.randint(0, V, (2, 10))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        c1, c2 = model.new_cache(2, 10), model.new_cache(2, 10)
+        model(tgt[:, :5], cache=c1)
+        model(tgt[:, :5], cache=c2)
+        ref = torch.cat([model(tgt[:, t : t + 1], cache=c1)[0] for t in range(5, 10)], 1)
+        fast = torch.stack([DecodeStep(model)(tgt[:, t], c2) for t in range(5, 10)], 1)
+    assert fast.dtype == ref.dtype
+    torch.testing.assert_close(fast.float(), ref.float(), atol=3e-2, rtol=3e-2)
+
+
 def test_cache_reset_and_overflow() -> None:
     model = make("decoder", "rope")
     idx = torch.randint(0, V, (1, 6))
