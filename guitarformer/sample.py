@@ -355,7 +355,9 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
         src = torch.as_tensor(src, dtype=torch.long, device=device)
         memory = model.encode(src, src_key_mask)
     if constraint is not None:
-        constraint.start(idx, max_bars)
+        # An encoder-decoder's target continues its source in time: the state (time signature, bar count,
+        # notes still ringing on their strings) starts from the source (padding tokens change nothing).
+        constraint.start(torch.cat([src, idx], 1) if is_encdec else idx, max_bars)
     # One buffer for the whole output: no per-step concatenation.
     out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=device)
     out[:, :T0] = idx

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from guitarformer.config import Config, DataConfig, ModelConfig
 from guitarformer.data.score import MAX_FRET, STANDARD_TUNING, TUNINGS
-from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, special_ids
+from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, encode, special_ids
 from guitarformer.models import build_model
 from guitarformer.sample import GuitarConstraint, generate, generate_riffs
 
@@ -148,6 +148,42 @@ def test_same_seed_same_riffs_and_encoder_decoder_encodes_the_prompt(monkeypatch
     assert all(r.ids[0] == tok["BOS_None"] for r in a)  # the target starts fresh
     # the continuation is heard after its source: the prompt's E3 is the first note
     assert a[0].gs.track.notes[0].pitch == 52
+
+
+@pytest.mark.parametrize("name", ["REMI", "TSD"])
+def test_encoder_decoder_constraint_starts_from_the_source(name):
+    """A 3/4 source whose last chord rings into the next bar: the continuation, heard after the source,
+    keeps the source's bar length, never stacks more than six sounding notes, and ends within its bars."""
+    tok = build_tokenizer(DataConfig(tokenizer=name))
+    sp = special_ids(tok)
+    s = symusic.Score(tok.time_division)
+    s.tempos.append(symusic.Tempo(0, 120))
+    s.time_signatures.append(symusic.TimeSignature(0, 3, 4))
+    tr = symusic.Track(program=25)
+    tpq = tok.time_division
+    tr.notes.extend(symusic.Note(t * tpq, tpq, 60 + t, 90) for t in range(5))
+    tr.notes.extend(symusic.Note(5 * tpq, 3 * tpq, p, 90) for p in (40, 47, 52, 55, 59, 64))  # into bar 3
+    s.tracks.append(tr)
+    src_ids = [i for i in encode(tok, s) if i != sp["eos"]]
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(kind="encoder_decoder", vocab_size=len(tok), block_size=96,
+                                    src_block_size=len(src_ids), n_layer=1, n_head=2, n_embd=32)).eval()
+    g = torch.Generator().manual_seed(3)
+    src = torch.tensor([src_ids] * 16)
+    c = GuitarConstraint(tok)
+    out = generate(model, torch.full((16, 1), sp["bos"]), 90, temperature=1.5, generator=g, constraint=c,
+                   eos_id=sp["eos"], max_bars=2, bar_ids=bar_ids(tok), src=src,
+                   src_key_mask=torch.ones_like(src, dtype=torch.bool))
+    c2 = GuitarConstraint(tok)
+    c2.start(torch.tensor([src_ids + [sp["bos"]]]), 2)
+    assert int(c2.bar_ticks[0]) == 3 * tpq and int(c2.notes_here[0]) == 6  # the source's 3/4 and its chord
+    for row in out.tolist():
+        body = src_ids + until_eos(row, sp["eos"])[1:]  # the target's BOS is not part of the music
+        assert n_errors(tok, body) == 0, [tok[i] for i in body]
+        score = decode(tok, body)
+        notes = list(score.tracks[0].notes)
+        assert max_sounding(notes) <= 6
+        assert score.end() <= end_of_bar(score, 4)  # 2 source bars + 2 new ones (REMI may change meter at a Bar)
 
 
 def test_constraint_state_is_cheap_at_batch_32():
