@@ -347,6 +347,45 @@ def test_per_file_timeout_and_memory_cap(tmp_path, cache_root, workers):
         assert lines["hog.mid"]["reason"] == "ran out of memory reading the file", lines["hog.mid"]
 
 
+_CRASH_DRIVER = """
+    import os, signal, sys
+    from pathlib import Path
+    import guitarformer.data.io as gio
+    from guitarformer.data.prepare import prepare
+
+    real = gio.read_guitar
+
+    def reader(path, **kw):
+        name = Path(path).name
+        if name.startswith("segv"):    # a native parser faulting: the worker process dies outright
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if name.startswith("abort"):   # ... or exits under the pool's feet
+            os._exit(3)
+        return real(path, **kw)
+
+    gio.read_guitar = reader
+    prepare([sys.argv[1]], sys.argv[2], workers=2, progress=False)
+"""
+
+
+def test_a_reader_that_kills_its_worker_is_recorded_and_the_rest_prepared(tmp_path, cache_root):
+    """A file that crashes the worker process (segfault, hard exit) breaks the process pool: prepare finds the
+    file, records it as failed with a reason and prepares every other file."""
+    folder = tmp_path / "in"
+    riffs = write_riffs(folder, 12)
+    for name in ("segv.mid", "abort.mid"):
+        (folder / name).write_bytes(riffs[0].read_bytes() + name.encode())  # distinct content: not deduplicated
+    p = python_proc(_CRASH_DRIVER, folder, tmp_path / "ds", cwd=tmp_path, env=_env(cache_root))
+    rc = p.finish(timeout=120)
+    assert rc == 0, p.err
+    lines = {Path(d["path"]).name: d for d in map(json.loads, (tmp_path / "ds" / "manifest.jsonl").read_text().splitlines())}
+    assert len(lines) == 14
+    for name in ("segv.mid", "abort.mid"):
+        assert lines[name]["status"] == "failed" and "crashed" in lines[name]["reason"], lines[name]
+    assert all(d["status"] == "ok" for n, d in lines.items() if n.startswith("riff")), lines
+    assert "Traceback" not in p.err
+
+
 def test_fuzz_sweep_over_shared_files(tmp_path, cache_root, shared_guitar):
     """Real files from ../shared/data/guitar (read in place), mutated in memory into tmp files; bounded to ~60 s."""
     rng = random.Random(2024)
@@ -589,8 +628,15 @@ def test_damaged_checkpoint_is_one_clear_line(tmp_path, cache_root, rel_run, kin
 def test_resume_from_a_checkpoint_that_does_not_match_its_config(tmp_path, cache_root, rel_run):
     state = load_checkpoint(rel_run / "ckpt" / "last.pt")
     state["config"]["model"]["n_embd"] = 48  # weights are 32 wide
-    _fake_run_with(rel_run, tmp_path / "r", state=state)
+    ck = _fake_run_with(rel_run, tmp_path / "r", state=state)
     assert_clear_error(cli("train", "--resume", tmp_path / "r"), "does not match")
+    assert_clear_error(cli("sample", "--checkpoint", ck, "--out", tmp_path / "x.mid"), "does not match")
+
+
+def test_sample_out_under_a_file_is_a_clear_line(tmp_path, cache_root, rel_run):
+    (tmp_path / "afile").write_text("x")
+    assert_clear_error(cli("sample", "--run", rel_run, "--out", tmp_path / "afile" / "x.mid", "--bars", "1"),
+                       "cannot create the folder")
 
 
 # ---------------------------------------------------------------- bad command lines

@@ -8,7 +8,8 @@ import os
 import signal
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
@@ -194,6 +195,51 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+CRASH_REASON = "the reader crashed the process reading this file (a fault in a native parser); skipped"
+
+
+def _pool_pass(items: list[tuple[Path, str]], workers: int, initargs: tuple, store, window: int
+               ) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """Run items through a fresh pool with at most `window` in flight. Returns ([], []) when all are done, or,
+    if a worker process died (the pool is then broken), (the items in flight, the items never submitted)."""
+    queue = list(reversed(items))
+    running: dict[Any, tuple[Path, str]] = {}
+    with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=initargs) as ex:
+        try:
+            while queue or running:
+                while queue and len(running) < window:
+                    item = queue.pop()
+                    running[ex.submit(_process, str(item[0]))] = item
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                broken = False
+                for fut in done:
+                    if isinstance(fut.exception(), BrokenProcessPool):
+                        broken = True
+                        continue
+                    store(*running.pop(fut), fut.result())
+                if broken:
+                    return list(running.values()), list(reversed(queue))
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+    return [], []
+
+
+def _run_pool(items: list[tuple[Path, str]], workers: int, initargs: tuple, store) -> None:
+    """Process files in a pool; a file whose reader kills its worker (segfault, abort) is found and recorded
+    as failed, and every other file still gets processed. After a crash the files that were in flight are
+    re-run one at a time in a one-worker pool, where the one that breaks it again is the culprit."""
+    pending = items
+    while pending:
+        suspects, pending = _pool_pass(pending, workers, initargs, store, window=4 * workers)
+        while suspects:
+            culprit, suspects = _pool_pass(suspects, 1, initargs, store, window=1)
+            for f, sha in culprit:
+                rec = {"format": detect_format(f), "status": "failed", "reason": CRASH_REASON, "tracks": 0,
+                       "n_tokens": 0}
+                store(f, sha, (rec, []))
+
+
 def prepare(
     inputs: list[str | Path],
     out: str | Path,
@@ -266,13 +312,7 @@ def prepare(
 
     if to_run:
         if workers > 1:
-            with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(str(tok_json), opts)) as ex:
-                try:
-                    for (f, sha), res in zip(to_run, ex.map(_process, [str(f) for f, _ in to_run], chunksize=8)):
-                        _store(f, sha, res)
-                except BaseException:
-                    ex.shutdown(wait=False, cancel_futures=True)
-                    raise
+            _run_pool(to_run, workers, (str(tok_json), opts), _store)
         else:
             _init_worker(str(tok_json), opts)
             for f, sha in to_run:
