@@ -76,6 +76,28 @@ def test_musicxml_guitar_part():
     assert len(io.read_guitar(FIX / "guitar_and_piano.musicxml", tracks="all")) == 2
 
 
+def test_musicxml_tab_staff_keeps_string_fret_and_tuning():
+    """String/fret from <technical> (chord notes too); the tuning follows from pitch - fret on each string."""
+    (gs,) = io.read_guitar(FIX / "tab_drop_d.musicxml")
+    assert gs.tuning == (38, 45, 50, 55, 59, 64)  # drop D, as the staff-details say
+    assert notes(gs) == [(0, 480, 38), (480, 480, 45), (960, 480, 50), (960, 480, 57), (960, 480, 62), (1440, 480, 66)]
+    assert gs.frets == [(6, 0), (6, 7), (4, 0), (3, 2), (2, 3), (1, 2)]  # the A2 stays on the 6th string, fret 7
+    (plain,) = io.read_guitar(FIX / "guitar_and_piano.musicxml")
+    assert plain.frets is None and plain.tuning == STANDARD_TUNING  # notation without tab: pitches only
+
+
+def test_real_musicxml_tab_with_capo_and_chords():
+    path = SHARED / "alphatab/packages/alphatab/test-data/musicxml-samples/BrookeWestSample.xml"
+    if not path.is_file():
+        pytest.skip(f"{path} not present (real-file tests need the shared data folder)")
+    (gs,) = io.read_guitar(path)
+    # staff-details: D2 A2 D3 G3 B3 D4 with capo 4; music21 keeps neither, so the capo is folded into the strings
+    assert gs.tuning == tuple(p + 4 for p in (38, 45, 50, 55, 59, 62))
+    assert gs.frets is not None and len(gs.frets) == len(gs.track.notes) == 247
+    n = len(gs.tuning)
+    assert all(note.pitch == gs.tuning[n - s] + f for note, (s, f) in zip(gs.track.notes, gs.frets))
+
+
 def test_abc_opus_gives_one_part_per_tune():
     parts = io.read_guitar(FIX / "three_tunes.abc")
     assert [p.name for p in parts] == ["First Tune", "Second Tune", "Third Tune"]

@@ -17,13 +17,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
 import symusic
 
-from guitarformer.data.score import GUITAR_PROGRAM, STANDARD_TUNING, GuitarScore
+from guitarformer.data.score import GUITAR_PROGRAM, STANDARD_TUNING, TUNINGS, GuitarScore
 from guitarformer.errors import SkipFile
 
 FORMATS: dict[str, str] = {
@@ -520,18 +521,19 @@ def from_music21(
             start = round(float(el.offset) * TPQ)
             dur = max(1, round(float(el.quarterLength) * TPQ))
             vel = el.volume.velocity if el.volume is not None and el.volume.velocity else DEFAULT_VELOCITY
-            for p in getattr(el, "pitches", ()):
-                if 0 <= p.midi <= 127:
-                    raw.append((start, int(p.midi), dur, int(vel)))
+            for midi, sf in _m21_pitches_with_frets(el):
+                if 0 <= midi <= 127:
+                    raw.append((start, midi, dur, int(vel), sf))
         if not raw:
             continue
         # Two voices sharing a note (common in notation) would be two overlapping MIDI notes of one
         # pitch; keep the longest.
-        longest: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        longest: dict[tuple[int, int], tuple] = {}
         for note in raw:
             if note[:2] not in longest or note[2] > longest[note[:2]][2]:
                 longest[note[:2]] = note
-        raw = sorted(longest.values())
+        raw = sorted(longest.values(), key=lambda n: n[:4])
+        tuning, frets = _tab_tuning_and_frets(raw, BASS_TUNING if role == "bass" else STANDARD_TUNING)
         score = _new_score(TPQ, tempos, time_signatures)
         is_bass = role == "bass"
         inst = part.getInstrument(returnDefault=False)
@@ -539,13 +541,14 @@ def from_music21(
         if tracks == "guitar" and not is_bass and (program is None or program not in GUITAR_PROGRAMS):
             program = GUITAR_PROGRAM
         track = symusic.Track(str(part.partName or name or ""), int(program if program is not None else 0), False)
-        for start, pitch, dur, vel in raw:
+        for start, pitch, dur, vel, _sf in raw:
             track.notes.append(symusic.Note(start, dur, pitch, vel))
         score.tracks.append(track)
         part_label = str(part.partName or "")
         out.append(GuitarScore(
             score=score,
-            tuning=BASS_TUNING if is_bass else STANDARD_TUNING,
+            tuning=tuning,
+            frets=frets,
             name=f"{name} [{part_label}]" if part_label and len(keep) > 1 else name,
             source_format=source_format,
             extra={"part_name": part_label},
@@ -553,6 +556,69 @@ def from_music21(
     if not out:
         raise SkipFile(f"guitar part(s) of {name or 'score'} hold no notes")
     return out
+
+
+def _m21_pitches_with_frets(el) -> list[tuple[int, tuple[int, int] | None]]:
+    """(MIDI pitch, (string, fret) or None) for each pitch of a music21 note or chord. MusicXML TAB staves
+    (and tab-aware notation) carry <technical><string>/<fret>, which music21 keeps as articulations."""
+    from music21 import articulations
+
+    def string_fret(n) -> tuple[int, int] | None:
+        st = fr = None
+        for a in getattr(n, "articulations", ()):
+            if isinstance(a, articulations.StringIndication):
+                st = a.number
+            elif isinstance(a, articulations.FretIndication):
+                fr = a.number
+        if isinstance(st, int) and isinstance(fr, int) and st >= 1 and fr >= 0:
+            return st, fr
+        return None
+
+    notes = list(getattr(el, "notes", ()))
+    if not notes:
+        return [(int(p.midi), string_fret(el)) for p in getattr(el, "pitches", ())]
+    own = [string_fret(n) for n in notes]
+    if all(sf is None for sf in own):
+        # music21 gathers a chord's <technical> marks on the chord itself, in note order: pair them up
+        pairs: list[tuple[int, int]] = []
+        st = None
+        for a in getattr(el, "articulations", ()):
+            if isinstance(a, articulations.StringIndication):
+                st = a.number
+            elif isinstance(a, articulations.FretIndication) and isinstance(st, int) and isinstance(a.number, int):
+                pairs.append((st, a.number))
+                st = None
+        if len(pairs) == len(notes) and all(st >= 1 and fr >= 0 for st, fr in pairs):
+            own = list(pairs)
+    return [(int(n.pitch.midi), sf) for n, sf in zip(notes, own)]
+
+
+def _tab_tuning_and_frets(raw: list[tuple], default: tuple[int, ...]
+                          ) -> tuple[tuple[int, ...], list[tuple[int, int]] | None]:
+    """Tuning and per-note (string, fret) from notes that carry them: string s sounds pitch - fret when open.
+    music21 does not keep MusicXML's <staff-tuning>, so each string's open pitch is the most common
+    pitch - fret over its notes (strings never played keep the default). Frets are kept only when every note
+    has one and they agree with that tuning (a capo is folded into the open pitches)."""
+    sfs = [n[4] for n in raw]
+    if not sfs or any(sf is None for sf in sfs):
+        return default, None
+    n_strings = max(len(default), max(sf[0] for sf in sfs))
+    if n_strings == len(default):
+        base = list(default)
+    elif n_strings == 7 and len(default) == 6:
+        base = list(TUNINGS["seven-string"])
+    else:
+        return default, None
+    votes: dict[int, Counter] = {}
+    for (_t, pitch, _d, _v, (st, fr)) in raw:
+        votes.setdefault(st, Counter())[pitch - fr] += 1
+    opens = {s: base[n_strings - s] for s in range(1, n_strings + 1)}  # base: lowest string first; tab: 1 = highest
+    for st, c in votes.items():
+        opens[st] = c.most_common(1)[0][0]
+    tuning = tuple(opens[s] for s in range(n_strings, 0, -1))
+    if any(pitch - fr != opens[st] for (_t, pitch, _d, _v, (st, fr)) in raw) or list(tuning) != sorted(tuning):
+        return default, None  # inconsistent fingering, or strings not ordered low to high: keep the pitches only
+    return tuning, list(sfs)
 
 
 def _dedupe_by_time(events: list[tuple]) -> list[tuple]:
