@@ -146,6 +146,20 @@ class GuitarConstraint:
         self.shift_ticks = self.ticks[:, self.shift_cols]  # (n_tpb, nS)
         # A time step that must be followed by a note needs a free string when it lands.
         self.step_needs_note = self.kind == "Structured"
+        # On CPU, host-side tables let `mask` skip the blocks whose columns the grammar already rules out after
+        # the last token, and let `update` skip tokens that change no state (Velocity, Tempo, ...). Both are exact:
+        # a skipped block would only AND columns that are already False. (On a GPU, asking would sync.)
+        self._host = self.device.type == "cpu"
+        host = self.allowed.cpu()
+
+        def may_follow(cols: torch.Tensor) -> list[bool]:
+            return host[:, cols.cpu()].any(1).tolist() if cols.numel() else [False] * V
+
+        self._may_pitch, self._may_pos = may_follow(self.pitch_cols), may_follow(self.pos_cols)
+        self._may_ts, self._may_shift, self._may_dur = may_follow(self.ts_cols), may_follow(self.shift_cols), \
+            may_follow(self.dur_cols)
+        moves = self.is_bar | self.is_timesig | self.is_pos | self.is_pitch | self.is_off | self.is_dur | self.is_shift
+        self._inert = (~moves).cpu().tolist()
 
     @staticmethod
     def _first_type(tokenizer) -> str:
@@ -199,6 +213,8 @@ class GuitarConstraint:
         """Advance the state with the tokens just chosen (B,)."""
         if not self.enabled:
             return
+        if self._host and all(self._inert[t] for t in new.tolist()):
+            return  # no row's token moves time, opens or closes a note
         is_bar, is_ts, is_pos = self.is_bar[new], self.is_timesig[new], self.is_pos[new]
         # Bars and time signatures (REMI: the first Bar opens bar 0 at tick 0).
         self.bar_start = torch.where(is_bar & (self.bars > 0), self.bar_start + self.bar_ticks, self.bar_start)
@@ -238,19 +254,26 @@ class GuitarConstraint:
         if not self.enabled:
             return torch.ones(last.shape[0], self.V, dtype=torch.bool, device=last.device)
         m = self.allowed[last]  # (B, V), a fresh tensor (advanced indexing copies)
+        lasts = last.tolist() if self._host else None
+
+        def may(table: list[bool]) -> bool:  # may any row's next token be of this kind (always True on a GPU)
+            return lasts is None or any(table[t] for t in lasts)
+
         now, limit = self.now, self._limit()
-        sounding = self.slot_end > now.unsqueeze(1)  # (B, n)
-        slot_pitch = self.slot_pitch.masked_fill(~sounding, _NO_PITCH)  # (B, n)
-        # Hall: windows already holding as many notes as strings take no new note whose strings lie inside.
-        count = self.W[slot_pitch].sum(1)  # (B, windows)
-        blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
-        blocked |= self.unplayable
-        blocked.scatter_(1, slot_pitch, True)  # never re-strike a sounding pitch
-        at_end = now + self.min_step[self.tpb] > limit  # (B,) no room for another note before the limit
-        m[:, self.pitch_cols] &= ~(blocked[:, self.pitch_cols_val] | at_end.unsqueeze(1))
+        if may(self._may_pitch):
+            sounding = self.slot_end > now.unsqueeze(1)  # (B, n)
+            slot_pitch = self.slot_pitch.masked_fill(~sounding, _NO_PITCH)  # (B, n)
+            # Hall: windows already holding as many notes as strings take no new note whose strings lie inside.
+            count = self.W[slot_pitch].sum(1)  # (B, windows)
+            blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
+            blocked |= self.unplayable
+            blocked.scatter_(1, slot_pitch, True)  # never re-strike a sounding pitch
+            at_end = now + self.min_step[self.tpb] > limit  # (B,) no room for another note before the limit
+            m[:, self.pitch_cols] &= ~(blocked[:, self.pitch_cols_val] | at_end.unsqueeze(1))
         if self.kind == "MIDILike":
             open_pitch = self.slot_pitch.masked_fill(self.slot_end != NEVER, _NO_PITCH)
-            active = torch.zeros_like(blocked).scatter_(1, open_pitch, True)
+            active = torch.zeros(m.shape[0], _NO_PITCH + 1, dtype=torch.bool, device=m.device)
+            active.scatter_(1, open_pitch, True)
             active[:, _NO_PITCH] = False
             m[:, self.off_cols] &= active[:, self.off_cols_val]
             n_open = (self.slot_end == NEVER).sum(1)  # (B,)
@@ -259,19 +282,20 @@ class GuitarConstraint:
                 m[:, self.pitch_cols] &= (n_open + 4 <= remaining).unsqueeze(1)
                 m[:, self.time_cols] &= (n_open + 1 <= remaining).unsqueeze(1)
         # Time signatures: REMI right after a Bar; others before the first note.
-        ts_ok = self.is_bar[last] if self.kind == "REMI" else ~self.started & ~self.had_ts & (self.now == 0)
-        m[:, self.ts_cols] &= ts_ok.unsqueeze(1)
-        if self.kind == "REMI" and self.max_bars is not None:  # a shorter bar must not strand ringing notes
-            left = (self.max_bars - (self.bars - self.bars_at_start) + 1).clamp(min=1)
-            new_limit = self.bar_start.unsqueeze(1) + self.ts_bar[self.ts_cols] * left.unsqueeze(1)  # (B, nTS)
-            m[:, self.ts_cols] &= new_limit >= self.slot_end.max(1, keepdim=True).values
-        if self.pos_cols.numel():  # REMI Position: forward, inside the bar, a string free on arrival
+        if may(self._may_ts):
+            ts_ok = self.is_bar[last] if self.kind == "REMI" else ~self.started & ~self.had_ts & (self.now == 0)
+            m[:, self.ts_cols] &= ts_ok.unsqueeze(1)
+            if self.kind == "REMI" and self.max_bars is not None:  # a shorter bar must not strand ringing notes
+                left = (self.max_bars - (self.bars - self.bars_at_start) + 1).clamp(min=1)
+                new_limit = self.bar_start.unsqueeze(1) + self.ts_bar[self.ts_cols] * left.unsqueeze(1)  # (B, nTS)
+                m[:, self.ts_cols] &= new_limit >= self.slot_end.max(1, keepdim=True).values
+        if may(self._may_pos):  # REMI Position: forward, inside the bar, a string free on arrival
             pv = self.pos_cols_val.unsqueeze(0)  # (1, nP)
             t = self.bar_start.unsqueeze(1) + pv * self.tpp.unsqueeze(1)  # (B, nP)
             ok = (pv > self.pos.unsqueeze(1)) & (pv * self.tpp.unsqueeze(1) < self.bar_ticks.unsqueeze(1))
             ok &= self._free_at(t) & (t + self.min_step[self.tpb].unsqueeze(1) <= limit.unsqueeze(1))
             m[:, self.pos_cols] &= ok
-        if self.shift_cols.numel():  # TimeShift: not past the bar limit
+        if may(self._may_shift):  # TimeShift: not past the bar limit
             t = now.unsqueeze(1) + self.shift_ticks[self.tpb]  # (B, nS)
             ok = t <= limit.unsqueeze(1)
             ok &= self.started.unsqueeze(1) | (t + self.min_step[self.tpb].unsqueeze(1) <= limit.unsqueeze(1))
@@ -279,7 +303,8 @@ class GuitarConstraint:
                 ok &= self._free_at(t) & (t + self.min_step[self.tpb].unsqueeze(1) <= limit.unsqueeze(1))
             m[:, self.shift_cols] &= ok
         if self.max_bars is not None:  # nothing rings past the last bar
-            m[:, self.dur_cols] &= now.unsqueeze(1) + self.dur_ticks[self.tpb] <= limit.unsqueeze(1)
+            if may(self._may_dur):
+                m[:, self.dur_cols] &= now.unsqueeze(1) + self.dur_ticks[self.tpb] <= limit.unsqueeze(1)
             finished = (now >= limit).unsqueeze(1) & ~self.is_vel[last].unsqueeze(1) & ~self.is_pitch[last].unsqueeze(1)
             keep = self.is_off | self.is_eos | self.is_vel | self.is_dur  # finish notes, then end
             m &= ~finished | keep

@@ -93,6 +93,29 @@ def test_random_model_at_high_temperature_writes_valid_playable_sequences(name):
         assert n_notes > 0
 
 
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_cpu_shortcuts_give_exactly_the_full_masks(name):
+    """On CPU the constraint skips blocks the grammar rules out and tokens that change no state; the masks must
+    equal the ones the full computation (as on a GPU) gives, step by step, with and without a bar limit."""
+    tok = build_tokenizer(DataConfig(tokenizer=name))
+    sp = special_ids(tok)
+    g = torch.Generator().manual_seed(11)
+    for bars, B in ((None, 1), (3, 1), (None, 8), (3, 8)):  # one row skips most often
+        fast, full = GuitarConstraint(tok), GuitarConstraint(tok)
+        full._host = False
+        prompt = torch.full((B, 1), sp["bos"])
+        fast.start(prompt, bars)
+        full.start(prompt, bars)
+        last = prompt[:, 0]
+        for step in range(120):
+            m = full.mask(last, 120 - step)
+            assert torch.equal(fast.mask(last, 120 - step), m), (name, bars, step)
+            logits = torch.randn(B, len(tok), generator=g) * 3
+            last = torch.multinomial(torch.softmax(logits.masked_fill(~m, float("-inf")), -1), 1, generator=g)[:, 0]
+            fast.update(last)
+            full.update(last)
+
+
 def test_strings_are_respected_not_just_note_counts():
     """F2 (low E string only) and A2 (E or A string) ring: B2 needs one of those two strings, so it is
     blocked though only two notes sound; D3 fits the D string."""
