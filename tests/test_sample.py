@@ -16,6 +16,7 @@ from guitarformer.config import Config, DataConfig, ModelConfig
 from guitarformer.data.score import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, encode, special_ids
 from guitarformer.models import build_model
+import guitarformer.sample as sample_mod
 from guitarformer.sample import GuitarConstraint, generate, generate_riffs
 
 TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured"]
@@ -133,6 +134,25 @@ def test_strings_are_respected_not_just_note_counts():
     assert not m[tok["Position_3"]] and not m[tok["Position_4"]] and m[tok["Position_5"]]  # forward only
     assert not m[tok["Position_32"]]  # past the end of a 4/4 bar
     assert not m[tok["TimeSig_3/4"]]  # a time signature only right after Bar
+
+
+def test_small_models_decode_on_one_cpu_thread_and_restore_the_setting():
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    model = tiny(tok)
+    seen = []
+    model.register_forward_pre_hook(lambda m, a: seen.append(torch.get_num_threads()))
+    limit = sample_mod.SMALL_STEP_WORK
+    torch.set_num_threads(2)
+    try:
+        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 4)
+        assert seen == [1] and torch.get_num_threads() == 2
+        sample_mod.SMALL_STEP_WORK = 0  # "a big model": the caller's threads are left alone
+        seen.clear()
+        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 4)
+        assert seen == [2]
+    finally:
+        sample_mod.SMALL_STEP_WORK = limit
+        torch.set_num_threads(1)
 
 
 @pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
