@@ -45,38 +45,120 @@ _OPEN9 = _OPEN5 + 1  # ...and again at fret 9 or above
 _SP_BIN = (0,) + (1,) * 4 + (2,) * 4 + (3,) * 4 + (4,) * 12  # fret 0..24 -> open, 1-4, 5-8, 9-12, 13+
 _N_SP = 5
 _SP0 = _OPEN9 + 1  # per note, by (tab string, fret bin): which region of the neck a string is played in
-N_FEATURES = _SP0 + _N_STRING * _N_SP
+# Hand window (a lazily moving hand): the index finger at fret h covers frets h..h+3; an onset whose fretted notes
+# fit leaves h where it is, else h moves the least that covers them. Per onset, that move in bins:
+_WIN_BIN = (0, 1, 2, 3, 4, 5, 6, 6, 6) + (7,) * 16  # 0, 1, 2, 3, 4, 5, 6-8, 9+
+_N_WIN = 8
+_WIN0 = _SP0 + _N_STRING * _N_SP
+_SF0 = _WIN0 + _N_WIN  # per note, by (tab string 1..8, fret 0..24)
+N_BASE = _SF0 + _N_STRING * _N_FRET  # features of one fingering on its own (the first pass uses only these)
+# Piece-level features (second pass): per note, agreement of the candidate string with what the FIRST pass chose
+# elsewhere in the same part (never with the human tab, so they are the same at fit and test time).
+_PIECE0 = N_BASE
+_P_PITCH = _PIECE0  # share of the part's other notes of this pitch that pass 1 put on this string
+_P_BIGRAM = _P_PITCH + 1  # ...of the other notes of this pitch after the same previous pitch
+_P_TRIGRAM = _P_BIGRAM + 1  # ...with the same previous and next pitch (a repeated phrase)
+_P_PREV = _P_TRIGRAM + 1  # 1 if pass 1 put the previous note of this pitch on this string
+_P_NEXT = _P_PREV + 1  # ...the next note of this pitch
+_P_REGION = _P_NEXT + 1  # share of the part's other notes that pass 1 played in this note's fret region
+_P_LOCAL = _P_REGION + 1  # ...of the notes within 8 onsets either side
+# Also per note, from the pitches alone: its fret region (as _SP_BIN) x the band of the highest pitch within 6
+# onsets either side (up to E4 = 64, 65-69, 70-74, 75-79, 80+): a passage that climbs is played higher.
+_P_REACH = _P_LOCAL + 1
+_REACH_BANDS = (65, 70, 75, 80)
+_N_PIECE = _P_REACH + _N_SP * (len(_REACH_BANDS) + 1) - _PIECE0
+_N_FROM_FIRST = _P_REACH - _PIECE0  # piece features computed from a first pass; the rest need only the pitches
+N_FEATURES = _PIECE0 + _N_PIECE
 
-# Fit by an averaged structured perceptron on one half of the shared GP + classtab files (split by file
-# name hash); docs/FRETTING.md gives the held-out accuracy on the other half. Rounded to 3 decimals.
+# Fit by an averaged structured perceptron on one half of the shared GP + classtab files (split by file name
+# hash; scripts/bench_fretting.py --fit); docs/FRETTING.md gives the held-out accuracy on the other half.
+# Rounded to 3 decimals. _FIRST: the first pass (no weight on features computed from a first pass);
+# _FITTED: the second pass, whose piece features come from the _FIRST decoding of the same part.
+_FIRST = (
+    # fret 0..24
+    -1.481, -0.31, -0.944, -0.695, 0.105, -0.628, 0.16, 0.304, 0.44, -0.228, 0.463, 1.01, 1.565,
+    1.924, 1.292, 2.275, 2.544, 3.512, 4.076, 4.682, 3.876, 7.026, 2.746, 6.028, 5.856,
+    # tab string 1..8
+    -0.494, -0.586, -0.6, -0.396, 0.007, 0.988, 1.08, 0,
+    # span 0..5, 6+
+    1.463, 1.814, 2.132, 3.73, 7.024, 9.841, -31.682,
+    # string gap
+    0.543,
+    # hand shift bins 0, 1, 2, 3, 4, 5, 6, 7-8, 9-12, 13+
+    0.082, -0.191, -0.135, 0.621, 0.595, 0.83, 1.622, 2.128, 2.77, 3.361,
+    # shift after a rest, string jump, contrary, same string, slide, cut sustain, open at 5+, open at 9+
+    -0.028, 0.321, 1.178, -1.791, 1.27, 0.052, 0.83, 0.689,
+    # tab string 1..8 x fret open, 1-4, 5-8, 9-12, 13+
+    -1.209, -0.619, 0.06, -0.007, 1.281,
+    -0.145, -0.75, -1.155, 0.233, 1.232,
+    0.564, -0.794, -0.289, -0.906, 0.824,
+    0.003, 0.324, -0.363, -0.52, 0.162,
+    -0.602, -0.541, -0.085, 0, 1.235,
+    -0.09, -0.465, -0.899, -0.384, 2.825,
+    0, 0, 0.409, 0.194, 0.478,
+    0, 0, 0, 0, 0,
+    # hand-window move bins 0, 1, 2, 3, 4, 5, 6-8, 9+
+    -4.498, -2.895, -2.17, -1.336, -0.493, -0.143, 0.713, 1.269,
+    # tab string 1..8 x fret 0..24
+    -0.497, -0.057, -0.087, -0.594, 0.565, -0.557, 0.729, 0.074, -0.117, 0.084, -0.035, 0.392, -0.564, 1.08, 0.091, 0.208, 0.114, -0.975, 0.42, -0.668, 0.135, 0, 0.072, 0, 0,
+    -0.512, -0.686, -0.425, 0.091, 0.575, -0.579, 0.487, -0.325, -0.052, 0.3, -0.624, 0.305, 0.377, -0.046, 0.152, 0.082, -0.699, 1.069, -0.244, -0.513, 0.162, -0.263, 0.975, -0.42, 0.596,
+    0.316, -0.527, 0.71, -0.291, -0.558, 0.293, -1.005, 0.107, 0.242, -0.792, 0.446, 0.137, -0.167, 0.482, 0.636, -0.437, 0.969, 0.362, 0.375, -0.607, 0.179, -0.389, -0.706, 0.486, -0.431,
+    -0.096, 0.838, -0.905, 0.621, 0, 0.935, -0.779, 0.453, -1.063, -0.814, 0.323, -0.447, 0.371, -0.419, -0.303, -0.081, -0.616, 0.014, 0.922, 0.454, -0.475, 0.757, -0.151, -0.148, 0.592,
+    -0.061, 0.864, 0.201, -0.275, -0.765, -0.553, 0.196, -0.316, 0.879, 0.753, -0.429, -0.351, 0.202, -1.07, -1.24, 0.185, 0.655, -0.251, 0.043, 1.632, -0.224, 0.862, -1.066, 0.63, -0.439,
+    -0.024, -0.16, 0, -0.012, 0.003, -0.11, 0.497, -0.068, -0.092, 0.058, 0.144, -0.14, -0.01, 0.048, -0.008, 0.23, -0.133, 0.221, -1.259, -0.04, 0.592, 0.17, 0.646, -0.138, -0.346,
+    0, 0, 0, 0, 0, 0.024, 0, 0, 0.16, 0, 0.012, 0.008, 0, 0.138, 0, 0.098, 0, 0, -0.142, 0, 0, 0, 0.161, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    # piece: pitch, bigram, trigram share, previous/next same pitch, region share, local region share (from pass 1)
+    0, 0, 0, 0, 0, 0, 0,
+    # piece: fret region x highest pitch nearby (<=64, 65-69, 70-74, 75-79, 80+)
+    -1.054, -1.333, -0.87, -0.52, 3.777,
+    -0.742, -1.06, -0.505, -0.415, 2.721,
+    0.385, 0.495, 0.118, 0.438, -0.323,
+    0.017, 0.509, 0.142, -0.177, -0.424,
+    0.519, 0.517, 0.575, 0.212, -1.231,
+)
 _FITTED = (
     # fret 0..24
-    -0.606, -0.583, -0.439, -0.235, 0.285, -0.081, 0.035, 0.38, 0.482, 0.184, 0.625, 1.107, 1.356,
-    1.712, 1.965, 1.989, 2.254, 3.071, 3.961, 4.423, 3.507, 5.89, 2.814, 5.618, 5.884,
+    -1.771, 0.244, -0.982, -1.033, 0.239, -1.146, -0.262, 0.315, 0.196, -0.359, 0.072, 0.784, 1.778,
+    1.516, 0.91, 2.193, 2.859, 3.377, 4.288, 4.881, 4.049, 7.853, 2.79, 6.715, 6.092,
     # tab string 1..8
-    -0.308, -0.368, -0.431, -0.379, -0.055, 0.919, 0.622, 0,
+    0.093, -0.499, -0.657, -0.6, -0.251, 0.618, 1.297, 0,
     # span 0..5, 6+
-    1.484, 1.858, 2.243, 3.365, 5.408, 7.568, -18.127,
-    0.308,  # string gap
+    1.221, 1.345, 1.797, 3.868, 8.214, 11.727, -35.11,
+    # string gap
+    0.494,
     # hand shift bins 0, 1, 2, 3, 4, 5, 6, 7-8, 9-12, 13+
-    -0.555, -0.479, -0.251, 0.493, 1.307, 1.916, 3.009, 3.807, 5.396, 6.592,
-    0.331,  # shift after a rest
-    0.231,  # string jump
-    1.076,  # contrary
-    -2.141,  # same string
-    1.48,  # slide
-    0.038,  # cut sustain
-    0.387,  # open at 5+
-    0.589,  # open at 9+
+    -0.053, -0.354, -0.23, 0.64, 0.587, 0.848, 1.658, 2.198, 2.503, 2.639,
+    # shift after a rest, string jump, contrary, same string, slide, cut sustain, open at 5+, open at 9+
+    -0.126, 0.252, 0.848, -1.724, 1.206, 0.066, 0.651, 0.564,
     # tab string 1..8 x fret open, 1-4, 5-8, 9-12, 13+
-    -0.712, -0.446, -0.069, 0.115, 0.804,
-    0.367, -0.305, -0.686, -0.125, 0.381,
-    0.248, -0.129, 0.074, -0.529, -0.095,
-    0.099, -0.23, 0.091, 0.047, -0.385,
-    -0.541, -0.566, -0.291, -0.175, 1.518,
-    -0.066, -0.296, -1.126, -0.436, 2.843,
-    0, 0, 0.225, 0.174, 0.223,
+    -1.127, -0.595, 0.335, 0.092, 1.387,
+    -0.186, -0.859, -1.183, 0.242, 1.487,
+    0.88, -0.878, -0.755, -1.121, 1.216,
+    -0.069, 0.665, -0.609, -1.237, 0.652,
+    -1.154, -0.525, -0.198, 0.105, 1.521,
+    -0.114, -0.339, -1.453, -0.242, 2.767,
+    0, 0, 0.368, 0.234, 0.695,
     0, 0, 0, 0, 0,
+    # hand-window move bins 0, 1, 2, 3, 4, 5, 6-8, 9+
+    -4.672, -3.02, -2.287, -1.48, -0.747, -0.457, 0.585, 1.28,
+    # tab string 1..8 x fret 0..24
+    -0.415, 0.014, 0.163, -0.443, 0.117, -0.738, 1.197, 0.445, -0.5, 0.065, 0.085, 0.336, -0.509, 1.353, -0.108, 0.096, 0.235, -1.187, 0.677, -0.898, 0.27, 0, 0.144, 0, 0,
+    -0.553, -0.851, -0.943, 0.235, 1.004, -0.316, 0.474, -0.488, -0.168, -0.052, -1.104, 0.607, 0.916, -0.072, 0.307, -0.01, -0.783, 1.573, 0.221, -0.752, -0.081, -0.561, 1.187, -0.677, 0.754,
+    0.632, -0.539, 1.107, -0.309, -1.008, 0.398, -1.792, -0.279, 0.845, -0.809, 0.445, 0.399, -0.628, 0.344, 0.258, -0.216, 1.499, 0.457, 0.761, -0.812, 0.31, -0.867, -1.292, 1.005, -0.137,
+    -0.168, 1.139, -1.297, 0.596, 0.456, 1.5, -1.072, 0.635, -1.763, -0.666, 0.1, -1.017, 0.299, -0.498, -0.264, -0.059, -1.253, -0.054, 1.413, 0.389, -0.886, 1.393, 0.27, -0.185, 0.771,
+    -0.613, 1.159, 0.427, -0.832, -0.712, -1.038, 0.53, -0.536, 1.137, 1.106, -0.313, -0.676, 0.163, -1.736, -1.511, -0.233, 1.096, -1.011, 0.031, 2.876, -0.03, 1.689, -1.782, 1.136, -0.521,
+    -0.048, -0.095, 0, -0.045, 0.097, -0.919, 0.366, 0.158, 0.067, -0.188, 0.19, 0.013, 0.179, 0.199, 0.263, 0.427, -0.188, 0.527, -2.491, -0.346, 0.959, 0.31, 1.104, -0.181, -0.659,
+    0, 0, 0, 0, 0, 0.048, 0, 0, 0.095, 0, 0.045, 0.015, 0, 0.214, 0, 0.197, 0, 0, -0.285, 0, 0, 0, 0.345, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    # piece: pitch, bigram, trigram share, previous/next same pitch, region share, local region share (from pass 1)
+    -1.209, -0.473, 0.066, -0.184, -0.188, -1.751, -1.418,
+    # piece: fret region x highest pitch nearby (<=64, 65-69, 70-74, 75-79, 80+)
+    -1.84, -2.055, -1.862, -1.017, 6.773,
+    -1.197, -1.221, -0.988, -0.494, 3.9,
+    0.622, 0.98, 0.344, 0.463, -0.182,
+    0.19, 0.686, 0.263, -0.11, -0.895,
+    1.06, 1.051, 0.531, 0.16, -1.618,
 )
 
 
@@ -99,7 +181,14 @@ class FretCosts:
     cut_sustain: float = _FITTED[_CUT]
     open_at_5: float = _FITTED[_OPEN5]
     open_at_9: float = _FITTED[_OPEN9]
-    string_region: tuple[float, ...] = _FITTED[_SP0:]  # per note, by (tab string 1..8, fret 0, 1-4, 5-8, 9-12, 13+)
+    string_region: tuple[float, ...] = _FITTED[_SP0:_WIN0]  # per note, by (tab string 1..8, fret 0, 1-4, 5-8, 9-12, 13+)
+    window: tuple[float, ...] = _FITTED[_WIN0:_SF0]  # per onset, by hand-window move bin (see _WIN_BIN)
+    string_fret: tuple[float, ...] = _FITTED[_SF0:N_BASE]  # per note, by (tab string 1..8, fret 0..24)
+    piece: tuple[float, ...] = _FITTED[_PIECE0:]  # second pass: agreement with the first pass elsewhere in the part
+    # Weights (N_FEATURES of them; those of features computed from a first pass are 0) of the first pass that
+    # the piece features are computed from; None: this vector's own. No weight on a feature computed from a
+    # first pass: one pass only.
+    first_pass: tuple[float, ...] | None = _FIRST
     max_span: int = 5  # fixed, not fit: spans beyond this cost `impossible` (still allowed if nothing else fits)
     impossible: float = 50.0
     dropped: float = 1000.0  # per chord note left without a string
@@ -107,10 +196,18 @@ class FretCosts:
     def vector(self) -> np.ndarray:
         """The fitted weights as one vector in `fingering_features` order."""
         w = [*self.fret, *self.string, *self.span, self.string_gap, *self.move, self.move_after_rest, self.string_jump,
-             self.contrary, self.same_string, self.slide, self.cut_sustain, self.open_at_5, self.open_at_9, *self.string_region]
+             self.contrary, self.same_string, self.slide, self.cut_sustain, self.open_at_5, self.open_at_9, *self.string_region,
+             *self.window, *self.string_fret, *self.piece]
         if len(w) != N_FEATURES:
             raise ValueError(f"FretCosts has {len(w)} weights, expected {N_FEATURES}")
         return np.asarray(w, dtype=float)
+
+    def first(self) -> "FretCosts":
+        """The first-pass costs: `first_pass` (or this vector) without the terms that need a first pass."""
+        w = self.vector() if self.first_pass is None else np.array(self.first_pass, dtype=float)
+        w[_PIECE0:_PIECE0 + _N_FROM_FIRST] = 0.0
+        return FretCosts.from_vector(w, first_pass=None, max_span=self.max_span, impossible=self.impossible,
+                                     dropped=self.dropped)
 
     @classmethod
     def from_vector(cls, w: Sequence[float], **fixed: Any) -> "FretCosts":
@@ -121,7 +218,8 @@ class FretCosts:
             fret=tuple(w[_FRET0:_STRING0]), string=tuple(w[_STRING0:_SPAN0]), span=tuple(w[_SPAN0:_GAP]),
             string_gap=w[_GAP], move=tuple(w[_MOVE0:_MOVE_REST]), move_after_rest=w[_MOVE_REST],
             string_jump=w[_JUMP], contrary=w[_CONTRARY], same_string=w[_SAME], slide=w[_SLIDE], cut_sustain=w[_CUT],
-            open_at_5=w[_OPEN5], open_at_9=w[_OPEN9], string_region=tuple(w[_SP0:]), **fixed,
+            open_at_5=w[_OPEN5], open_at_9=w[_OPEN9], string_region=tuple(w[_SP0:_WIN0]),
+            window=tuple(w[_WIN0:_SF0]), string_fret=tuple(w[_SF0:N_BASE]), piece=tuple(w[_PIECE0:]), **fixed,
         )
 
 
@@ -157,6 +255,7 @@ def _chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.n
         acc[_FRET0 + min(f, _N_FRET - 1)] += 1
         acc[_STRING0 + min(n_strings - s, _N_STRING) - 1] += 1
         acc[_SP0 + (min(n_strings - s, _N_STRING) - 1) * _N_SP + _SP_BIN[min(f, 24)]] += 1
+        acc[_SF0 + (min(n_strings - s, _N_STRING) - 1) * _N_FRET + min(f, _N_FRET - 1)] += 1
     span = max(fretted) - min(fretted) if fretted else 0
     if fretted:
         acc[_SPAN0 + min(span, _N_SPAN - 1)] += 1
@@ -169,13 +268,14 @@ def _chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.n
 class _Cand:
     """One fingering of one onset's chord: a string index (0 = lowest) and fret per note, or (-1, -1)."""
 
-    __slots__ = ("assign", "cost", "pos", "mean_string", "mask", "opens")
+    __slots__ = ("assign", "cost", "pos", "top", "mean_string", "mask", "opens")
 
     def __init__(self, assign: tuple[tuple[int, int], ...], cost: float):
         self.assign = assign
         self.cost = cost
         fretted = [f for s, f in assign if f > 0]
         self.pos = min(fretted) if fretted else math.nan  # hand position = index-finger fret
+        self.top = max(fretted) if fretted else math.nan
         played = [s for s, f in assign if s >= 0]
         self.mean_string = sum(played) / len(played) if played else math.nan
         self.mask = sum(1 << s for s in played)
@@ -226,6 +326,16 @@ def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, co
     return [_Cand(a, c) for c, a in kept]
 
 
+def _window_move(h, lo, hi):
+    """Lazy hand window: (new index-finger fret, frets moved) for a hand at `h` meeting fretted notes lo..hi
+    (NaN h: no hand yet; NaN lo: nothing fretted). Works elementwise on numpy arrays."""
+    up = np.minimum(lo, hi - 3)
+    new = np.where(lo < h, lo, np.where(hi > h + 3, up, h))
+    new = np.where(np.isnan(h), lo, new)
+    new = np.where(np.isnan(lo), h, new)
+    return new, np.abs(new - h)
+
+
 def _shift_tables(c: FretCosts) -> tuple[np.ndarray, np.ndarray]:
     """Cost of a hand shift by 0..24 frets (index 25 = no shift known: free), without and with a rest before it."""
     move = np.array([c.move[b] for b in _MOVE_BIN] + [0.0])
@@ -234,9 +344,89 @@ def _shift_tables(c: FretCosts) -> tuple[np.ndarray, np.ndarray]:
     return move, rest
 
 
-def _decode(notes_t, tuning, capo, max_fret, costs, gold=None):
+def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
+    """Piece-level features of every (note, string index 0 = lowest): (notes, strings, _N_PIECE) counts/shares,
+    from `first` ((string, fret) per note, a first-pass fingering). Each note's own first-pass choice is left
+    out of its shares (leave-one-out), so a note seen once in a part gets no piece signal. `first` None: only
+    the pitch-only features (what the first pass itself uses), the first-pass columns are 0."""
+    n = len(tuning)
+    n_notes = len(notes_t)
+    out = np.zeros((n_notes, n, _N_PIECE))
+    if n_notes == 0:
+        return out
+    opens = np.array([p + capo for p in tuning])
+    pitch = np.array([x[2] for x in notes_t])
+    own = np.array([n - s if s >= 0 else -1 for s, _ in first]) if first is not None else np.full(n_notes, -1)
+    frets = pitch[:, None] - opens[None, :]
+    ok = (frets >= 0) & (frets <= max_fret - capo)
+    bins = np.array(_SP_BIN)[np.clip(frets, 0, 24)]
+    groups = _group_onsets(notes_t)
+    onset_of = np.empty(n_notes, dtype=np.intp)
+    for t, g in enumerate(groups):
+        onset_of[g] = t
+    top = [notes_t[g[0]][2] for g in groups]  # highest pitch per onset
+    prev_top = [-1] + top[:-1]
+    next_top = top[1:] + [-1]
+    played = own >= 0
+    own_c = np.where(played, own, 0)
+
+    def shares(keys) -> np.ndarray:
+        """Per note and string: share of the OTHER first-pass-played notes with the same key on that string."""
+        ids: dict = {}
+        kid = np.array([ids.setdefault(k, len(ids)) for k in keys])
+        counts = np.zeros((len(ids), n))
+        np.add.at(counts, (kid[played], own[played]), 1)
+        c = counts[kid]
+        c[np.flatnonzero(played), own[played]] -= 1
+        tot = c.sum(1, keepdims=True)
+        return np.divide(c, tot, out=np.zeros_like(c), where=tot > 0)
+
+    keys1 = pitch.tolist()
+    if first is not None:
+        out[:, :, 0] = shares(keys1)
+        out[:, :, 1] = shares([(p, prev_top[onset_of[i]]) for i, p in enumerate(keys1)])
+        out[:, :, 2] = shares([(p, prev_top[onset_of[i]], next_top[onset_of[i]]) for i, p in enumerate(keys1)])
+    order = [i for g in groups for i in g]
+    last: dict[int, int] = {}
+    for i in order:  # previous note of the same pitch
+        if keys1[i] in last and last[keys1[i]] >= 0:
+            out[i, last[keys1[i]], 3] = 1.0
+        last[keys1[i]] = own[i]
+    last = {}
+    for i in reversed(order):
+        if keys1[i] in last and last[keys1[i]] >= 0:
+            out[i, last[keys1[i]], 4] = 1.0
+        last[keys1[i]] = own[i]
+    # Fret regions pass 1 played in: the whole part, and 8 onsets either side (own onset left out).
+    own_bin = np.where(played, bins[np.arange(n_notes), own_c], -1)
+    hist = np.array([(own_bin == b).sum() for b in range(_N_SP)], dtype=float)
+    loo = hist[None, :] - (own_bin[:, None] == np.arange(_N_SP)[None, :])
+    tot = loo.sum(1, keepdims=True)
+    region = np.divide(loo, tot, out=np.zeros_like(loo), where=tot > 0)
+    out[:, :, 5] = np.take_along_axis(region, bins, axis=1)
+    per_onset = np.zeros((len(groups) + 1, _N_SP))
+    np.add.at(per_onset, (onset_of[played] + 1, own_bin[played]), 1)
+    cum = per_onset.cumsum(0)
+    lo = np.clip(onset_of - 8, 0, len(groups))
+    hi = np.clip(onset_of + 9, 0, len(groups))
+    win = cum[hi] - cum[lo] - per_onset[onset_of + 1]
+    tot = win.sum(1, keepdims=True)
+    local = np.divide(win, tot, out=np.zeros_like(win), where=tot > 0)
+    out[:, :, 6] = np.take_along_axis(local, bins, axis=1)
+    top_arr = np.array(top)
+    n_on = len(groups)
+    reach = np.array([top_arr[max(0, t - 6): t + 7].max() for t in range(n_on)])
+    band = np.searchsorted(np.array(_REACH_BANDS), reach, side="right")[onset_of]  # per note
+    cols = _P_REACH - _PIECE0 + band[:, None] * _N_SP + bins  # (notes, strings)
+    np.put_along_axis(out.reshape(n_notes * n, _N_PIECE), cols.reshape(-1, 1), 1.0, axis=1)
+    out[~ok] = 0.0
+    return out
+
+
+def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None):
     """Viterbi over onsets. Returns (groups, chosen candidate per group). `gold` (one (string index, fret) per
-    note) is added to each onset's candidates, for fitting."""
+    note) is added to each onset's candidates, for fitting. `piece`: the `_piece_table` of a first pass (second
+    pass; its terms are weighted by `costs.piece`)."""
     n_strings = len(tuning)
     opens = [p + capo for p in tuning]  # index 0 = lowest string
     fret_room = max_fret - capo
@@ -258,23 +448,39 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None):
 
     move_tab, rest_tab = _shift_tables(costs)
     popcount = np.array([bin(i).count("1") for i in range(1 << n_strings)])
+    extra = None
+    if piece is not None and len(notes_t):
+        extra = np.zeros((len(notes_t), n_strings + 1))  # last column: unplayable (index -1)
+        extra[:, :n_strings] = piece @ np.asarray(costs.piece, dtype=float)
+    static: dict[int, tuple] = {}  # per distinct candidate list (layers of equal chords share one)
 
-    def arrays(layer):
-        return (np.array([x.pos for x in layer]), np.array([x.mean_string for x in layer]),
-                np.array([x.cost for x in layer]), np.array([x.opens for x in layer]),
-                np.array([x.mask for x in layer]), np.array([x.assign[0] for x in layer]))
+    def arrays(t):
+        layer = layers[t]
+        key = id(layer)
+        if key not in static:
+            static[key] = (np.array([x.pos for x in layer]), np.array([x.mean_string for x in layer]),
+                           np.array([x.cost for x in layer]), np.array([x.opens for x in layer]),
+                           np.array([x.mask for x in layer]), np.array([x.assign[0] for x in layer]),
+                           np.array([x.top for x in layer]),
+                           np.array([[s for s, _ in x.assign] for x in layer], dtype=np.intp))
+        pos, ms, cost, opens, mask, first, top, strings = static[key]
+        if extra is not None:
+            cost = cost + extra[np.asarray(groups[t])[None, :], strings].sum(1)
+        return pos, ms, cost, opens, mask, first, top
 
     # Viterbi: best[j] = cheapest total cost ending in candidate j of the current layer. `hand[j]` carries the
     # last fretted position along that path, so open strings do not make the hand forget where it was.
-    prev = arrays(layers[0])
+    prev = arrays(0)
     best = prev[2].copy()
     hand = prev[0]
+    win = prev[0]  # lazy hand window along each path
+    win_tab = np.array([costs.window[b] for b in _WIN_BIN] + [0.0])  # index 25: no move known
     back: list[np.ndarray] = []
     for t in range(1, len(layers)):
         prev_g, g = groups[t - 1], groups[t]
         onset = notes_t[g[0]][0]
-        cur = arrays(layers[t])
-        pos_c, ms_c, cost_c, opens_c, mask_c, first_c = cur
+        cur = arrays(t)
+        pos_c, ms_c, cost_c, opens_c, mask_c, first_c, top_c = cur
         ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
         d = np.abs(hand[:, None] - pos_c[None, :])
         d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
@@ -300,9 +506,15 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None):
             h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
             with np.errstate(invalid="ignore"):
                 total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
+        with np.errstate(invalid="ignore"):
+            new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
+        if any(costs.window):
+            total += win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)]
         ptr = total.argmin(axis=0)
-        best = total[ptr, np.arange(len(ptr))] + cost_c
+        cols = np.arange(len(ptr))
+        best = total[ptr, cols] + cost_c
         hand = np.where(np.isnan(pos_c), hand[ptr], pos_c)
+        win = new_win[ptr, cols]
         back.append(ptr)
         prev = cur
 
@@ -330,8 +542,27 @@ def fret(
     note that cannot be played (see the module docstring). Frets are relative to the capo.
     """
     notes_t = [_note_tuple(n) for n in notes]
-    groups, chosen = _decode(notes_t, tuning, capo, max_fret, costs)
-    n_strings = len(tuning)
+    if not any(costs.piece[:_N_FROM_FIRST]):
+        return _one_pass(notes_t, tuning, capo, max_fret, costs)
+    piece = piece_table(notes_t, tuning, capo, max_fret, costs)
+    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece), len(tuning))
+
+
+def _one_pass(notes_t, tuning, capo, max_fret, costs) -> list[tuple[int, int]]:
+    """Decode with the pitch-only piece features (none when their weights are 0)."""
+    piece = _piece_table(notes_t, tuning, capo, max_fret, None) if any(costs.piece) else None
+    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece), len(tuning))
+
+
+def piece_table(notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, capo: int = 0,
+                max_fret: int = MAX_FRET, costs: FretCosts = DEFAULT_COSTS) -> np.ndarray:
+    """Run the first pass (`costs.first()`) and return its piece-level feature table, (notes, strings, _N_PIECE)
+    with strings indexed from the lowest: what the second pass of `fret()` adds to the cost (`costs.piece`)."""
+    notes_t = [_note_tuple(n) for n in notes]
+    return _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first()))
+
+
+def _frets_of(notes_t, groups, chosen, n_strings: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes_t)
     for g, cand in zip(groups, chosen):
         for k, i in enumerate(g):
@@ -341,15 +572,22 @@ def fret(
 
 
 def fingering_features(
-    notes: Iterable[Any], frets: Sequence[tuple[int, int]], tuning: Sequence[int] = STANDARD_TUNING
+    notes: Iterable[Any], frets: Sequence[tuple[int, int]], tuning: Sequence[int] = STANDARD_TUNING,
+    piece: np.ndarray | None = None,
 ) -> np.ndarray:
     """Feature counts of one fingering (`frets`: (string, fret) per note, as `fret()` returns) such that `fret()`
-    minimises `FretCosts.vector() @ fingering_features(...)` (plus the fixed `dropped`/`impossible` costs).
+    minimises `FretCosts.vector() @ fingering_features(..., piece=piece_table(...))` (plus the fixed
+    `dropped`/`impossible` costs). Without `piece` the piece-level (second-pass) features are 0.
     The reference the fast Viterbi is tested against, and what fitting the weights uses."""
     notes_t = [_note_tuple(n) for n in notes]
     n_strings = len(tuning)
     acc = np.zeros(N_FEATURES)
+    if piece is not None:
+        for i, (s, _) in enumerate(frets):
+            if s >= 1:
+                acc[_PIECE0:] += piece[i, n_strings - s]
     hand = None
+    win = math.nan
     prev = None  # (group, assign, mean string)
     for g in _group_onsets(notes_t):
         assign = tuple(UNPLAYABLE if frets[i][0] < 0 else (n_strings - frets[i][0], frets[i][1]) for i in g)
@@ -384,6 +622,10 @@ def fingering_features(
                 acc[_OPEN5] += n_open * (h >= 5)
                 acc[_OPEN9] += n_open * (h >= 9)
         if pos is not None:
+            new, moved = _window_move(np.float64(win), np.float64(pos), np.float64(max(fretted)))
+            if not math.isnan(moved):
+                acc[_WIN0 + _WIN_BIN[min(int(moved), 24)]] += 1
+            win = float(new)
             hand = pos
         prev = (g, assign, ms)
     return acc

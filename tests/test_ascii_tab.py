@@ -51,6 +51,29 @@ def test_drop_d_from_labels():
     _check_frets(gs)
 
 
+def test_low_a_below_a_string(tmp_path):
+    """Labels A A D G B E (Dyens' low-A tuning): the bottom A is an octave below the fifth string."""
+    lines = ["E|-----------|", "B|-----------|", "G|-----------|", "D|-----------|", "A|---0-------|", "A|-------0---|"]
+    (tmp_path / "low_a.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "low_a.txt")
+    assert gs.tuning == (33, 45, 50, 55, 59, 64)
+    assert sorted(n.pitch for n in gs.track.notes) == [33, 45]
+    _check_frets(gs)
+
+
+@pytest.mark.parametrize("text,tuning", [
+    ("Sonata No. 2 in G, Op. 34 no.2 in G", STANDARD_TUNING),  # a title, not a retuned string
+    ("Tuning: 6th string to D", TUNINGS["drop-d"]),
+    ("(6) = D", TUNINGS["drop-d"]),
+])
+def test_string_tuning_from_text(tmp_path, text, tuning):
+    lines = [text, ""] + ["|-----------|"] * 5 + ["|---0-------|"]
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "t.txt")
+    assert gs.tuning == tuning
+    _check_frets(gs)
+
+
 def test_multistaff_with_lyrics_and_capo():
     (gs,) = read_ascii_tab(FIX / "lyrics_multistaff.txt")
     assert gs.capo == 2 and gs.extra["staves"] == 2

@@ -181,36 +181,96 @@ def test_real_gp_files_fret_validly():
 
 
 def test_costs_vector_round_trip():
-    from guitarformer.tab import DEFAULT_COSTS, N_FEATURES, FretCosts
+    from guitarformer.tab import _N_FROM_FIRST, DEFAULT_COSTS, N_BASE, N_FEATURES, FretCosts
 
     w = DEFAULT_COSTS.vector()
     assert w.shape == (N_FEATURES,)
     assert FretCosts.from_vector(w) == DEFAULT_COSTS
     with pytest.raises(ValueError):
         FretCosts.from_vector(w[:-1])
+    # The first pass: its own weights, none on features computed from a first pass, so fret() runs it once.
+    first = DEFAULT_COSTS.first()
+    assert first.first_pass is None and not any(first.piece[:_N_FROM_FIRST])
+    assert any(DEFAULT_COSTS.piece[:_N_FROM_FIRST])
+    assert list(first.vector()) == pytest.approx(list(DEFAULT_COSTS.first_pass))
+    assert list(first.vector()[:N_BASE]) != pytest.approx(list(DEFAULT_COSTS.vector()[:N_BASE]))  # two weight sets
+
+
+def test_piece_features_come_from_the_first_pass():
+    """A pitch played four times: each note's pitch share is the first pass's choice on the OTHER three."""
+    from guitarformer.tab import _P_PITCH, _PIECE0, DEFAULT_COSTS, piece_table
+
+    notes = [(i * 240, 240, p) for i, p in enumerate([69, 71, 69, 72, 69, 71, 69])]
+    first = fret(notes, costs=DEFAULT_COSTS.first())
+    table = piece_table(notes)
+    assert table.shape == (7, 6, len(DEFAULT_COSTS.piece))
+    for i in (0, 2, 4, 6):
+        others = [6 - first[j][0] for j in (0, 2, 4, 6) if j != i]
+        for s in range(6):
+            assert table[i, s, _P_PITCH - _PIECE0] == pytest.approx(others.count(s) / 3)
+
+
+def _brute_force_lines():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for trial in range(5):
+        pitches = [int(p) for p in rng.integers(65, 80, size=4)]
+        pitches += pitches[:2]  # a repeated phrase, so the piece (second-pass) features are not all zero
+        notes = [(i * 240, 240 if trial % 2 else 480, p) for i, p in enumerate(pitches)]  # odd: legato; even: overlapping
+        options = [[(6 - s, p - o) for s, o in enumerate(STANDARD_TUNING) if 0 <= p - o <= 24] for p in pitches]
+        yield notes, options
 
 
 def test_viterbi_finds_the_cheapest_fingering():
     """Brute force over every fingering of a short line: fret() must return one of minimal cost, where
-    cost = weights @ fingering_features. Pitches above the open high E, so every candidate is fretted and
-    the carried hand position is exactly the previous onset's (the DP is then exact)."""
+    cost = weights @ fingering_features(..., piece=piece_table(...)) (second pass, its piece features from the
+    first pass). Pitches above the open high E, so every candidate is fretted and the carried hand position is
+    exactly the previous onset's; the lazy hand window is path-dependent state the DP only approximates, so it
+    is switched off here (the next test covers it)."""
+    import dataclasses
     import itertools
 
     import numpy as np
 
-    from guitarformer.tab import DEFAULT_COSTS, fingering_features
+    from guitarformer.data.score import MAX_FRET
+    from guitarformer.tab import DEFAULT_COSTS, _N_WIN, _piece_table, fingering_features, piece_table
+
+    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN)
+    assert any(costs.piece)
+    w = costs.vector()
+    for notes, options in _brute_force_lines():
+        piece = piece_table(notes, costs=costs)
+        assert piece.any()
+        best = min(float(w @ fingering_features(notes, list(path), piece=piece)) for path in itertools.product(*options))
+        got = fret(notes, costs=costs)
+        _check(notes, got)
+        assert float(w @ fingering_features(notes, got, piece=piece)) == pytest.approx(best)
+    # The first pass alone (only the pitch-only piece features: one pass) is exact too.
+    first = dataclasses.replace(DEFAULT_COSTS.first(), window=(0.0,) * _N_WIN)
+    assert any(first.piece)  # the pitch-only piece features
+    w = first.vector()
+    for notes, options in _brute_force_lines():
+        piece = _piece_table(notes, STANDARD_TUNING, 0, MAX_FRET, None)
+        best = min(float(w @ fingering_features(notes, list(path), piece=piece)) for path in itertools.product(*options))
+        assert float(w @ fingering_features(notes, fret(notes, costs=first), piece=piece)) == pytest.approx(best)
+
+
+def test_viterbi_with_hand_window_is_near_the_cheapest():
+    """With the default costs (hand window on), the decoded fingering costs no more than the cheapest of the
+    first pass's and the lowest-fret fingerings, and is within a small margin of the brute-force minimum."""
+    import itertools
+
+    from guitarformer.tab import DEFAULT_COSTS, fingering_features, piece_table
 
     w = DEFAULT_COSTS.vector()
-    rng = np.random.default_rng(0)
-    opens = STANDARD_TUNING
-    for trial in range(5):
-        pitches = [int(p) for p in rng.integers(65, 80, size=5)]
-        notes = [(i * 240, 240 if trial % 2 else 480, p) for i, p in enumerate(pitches)]  # odd: legato; even: overlapping
-        options = [[(6 - s, p - o) for s, o in enumerate(opens) if 0 <= p - o <= 24] for p in pitches]
-        best = min(float(w @ fingering_features(notes, list(path))) for path in itertools.product(*options))
-        got = fret(notes)
-        _check(notes, got)
-        assert float(w @ fingering_features(notes, got)) == pytest.approx(best)
+    for notes, options in _brute_force_lines():
+        piece = piece_table(notes)
+        cost = lambda path: float(w @ fingering_features(notes, list(path), piece=piece))  # noqa: E731
+        best = min(cost(path) for path in itertools.product(*options))
+        got = cost(fret(notes))
+        assert got <= min(cost(fret_lowest(notes)), cost(fret(notes, costs=DEFAULT_COSTS.first()))) + 1e-9
+        assert got <= best + 1.0
 
 
 def test_fingering_features_count_what_they_say():

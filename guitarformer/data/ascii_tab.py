@@ -4,7 +4,8 @@ What is understood:
 - staves of 6 or 7 consecutive tab lines ("e|--0--3-|", "E:---", "|---" or no label at all); 4- and
   5-line staves (bass, mandolin, ukulele) make the file a `SkipFile`, as does text without any staff;
 - tuning from the line labels (pitch class per line; the octave is the one nearest the standard tuning,
-  so "D" on the bottom line is drop D), else from a "tuning ..." / "drop D" / "6=D" text line; "capo N";
+  so "D" on the bottom line is drop D, lowered by octaves where needed so open strings rise from low to high:
+  "A" on the bottom line under an "A" line is a low A1), else from a "tuning ..." / "drop D" / "6=D" text line; "capo N";
 - bar lines, many staves per file (concatenated in time; lyrics, chord names and text between staves
   are ignored), multi-digit frets;
 - technique marks h p / \\ s ~ are ignored and the fret after them is a new note; the fret after b
@@ -50,6 +51,11 @@ def _tuning_from_classes(pcs_low_first: list[int]) -> tuple[int, ...]:
     for pc, r in zip(pcs_low_first, ref):
         cands = [p for p in range(r - 8, r + 9) if p % 12 == pc]
         out.append(min(cands, key=lambda p: (abs(p - r), p)))
+    # Guitar open strings rise from the lowest string up: a string at or above the one above it is an octave
+    # lower ("A A D G B E" is Dyens' low A, A1, not two equal A2 strings).
+    for i in range(len(out) - 2, -1, -1):
+        while out[i] >= out[i + 1]:
+            out[i] -= 12
     return tuple(out)
 
 
@@ -94,7 +100,9 @@ def _text_tuning(text: str, n: int) -> tuple[int, ...] | None:
     changed = False
     if re.search(r"\bdrop(?:ped)?[\s-]*d\b", text, re.I):
         tuning[0], changed = tuning[0] - 2, True
-    for num, name in re.findall(rf"(?:\(|\b)([1-7])(?:st|nd|rd|th)?\)?\s*(?:string)?\s*(?:=|to|->|in)\s*({_NOTE_NAME})(?![A-Za-z])", text):
+    # "6=D", "(6) = D", "6th string to D" / "6 string in D"; "to"/"in" only after the word string, so that
+    # "op. 34 no. 2 in G" is not read as the 2nd string tuned to G.
+    for num, name in re.findall(rf"(?:\(|\b)([1-7])(?:st|nd|rd|th)?\)?\s*(?:=|->|string\s*(?:=|to|->|in))\s*({_NOTE_NAME})(?![A-Za-z])", text):
         k = n - int(num)  # string number -> index from the lowest
         if 0 <= k < n:
             pc = _pitch_class(name)
