@@ -209,7 +209,10 @@ def _pool_pass(items: list[tuple[Path, str]], workers: int, initargs: tuple, sto
             while queue or running:
                 while queue and len(running) < window:
                     item = queue.pop()
-                    running[ex.submit(_process, str(item[0]))] = item
+                    try:
+                        running[ex.submit(_process, str(item[0]))] = item
+                    except BrokenProcessPool:  # a worker died since the last wait(): this one never ran
+                        return list(running.values()), [item] + list(reversed(queue))
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
