@@ -192,6 +192,9 @@ class FretCosts:
     max_span: int = 5  # fixed, not fit: spans beyond this cost `impossible` (still allowed if nothing else fits)
     impossible: float = 50.0
     dropped: float = 1000.0  # per chord note left without a string
+    # Learned string model (guitarformer/fret_model.py): per note, nn_weight * -log p(string | context) is added
+    # to the cost, in both passes. Fixed, not part of `vector()`; 0 (or no weights file): hand-made costs only.
+    nn_weight: float = 0.5
 
     def vector(self) -> np.ndarray:
         """The fitted weights as one vector in `fingering_features` order."""
@@ -207,7 +210,7 @@ class FretCosts:
         w = self.vector() if self.first_pass is None else np.array(self.first_pass, dtype=float)
         w[_PIECE0:_PIECE0 + _N_FROM_FIRST] = 0.0
         return FretCosts.from_vector(w, first_pass=None, max_span=self.max_span, impossible=self.impossible,
-                                     dropped=self.dropped)
+                                     dropped=self.dropped, nn_weight=self.nn_weight)
 
     @classmethod
     def from_vector(cls, w: Sequence[float], **fixed: Any) -> "FretCosts":
@@ -423,10 +426,29 @@ def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
     return out
 
 
-def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None):
+def _nn_model(costs: FretCosts):
+    """The learned string model when `costs` weighs it (nn_weight != 0) and its weights file loads, else None."""
+    if not costs.nn_weight:
+        return None
+    from guitarformer import fret_model
+
+    return fret_model.load()
+
+
+def _nn_costs(notes_t, tuning, capo, max_fret, costs, model, prior=None) -> np.ndarray | None:
+    """costs.nn_weight * -log p(string) per (note, string index; last column: unplayable), or None (no model)."""
+    if model is None or not notes_t:
+        return None
+    from guitarformer import fret_model
+
+    c = fret_model.string_costs(notes_t, tuning, capo, max_fret, model=model, prior=prior)
+    return None if c is None else costs.nn_weight * c
+
+
+def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=None):
     """Viterbi over onsets. Returns (groups, chosen candidate per group). `gold` (one (string index, fret) per
     note) is added to each onset's candidates, for fitting. `piece`: the `_piece_table` of a first pass (second
-    pass; its terms are weighted by `costs.piece`)."""
+    pass; its terms are weighted by `costs.piece`). `nn`: extra cost per (note, string index), `_nn_costs`."""
     n_strings = len(tuning)
     opens = [p + capo for p in tuning]  # index 0 = lowest string
     fret_room = max_fret - capo
@@ -452,6 +474,8 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None):
     if piece is not None and len(notes_t):
         extra = np.zeros((len(notes_t), n_strings + 1))  # last column: unplayable (index -1)
         extra[:, :n_strings] = piece @ np.asarray(costs.piece, dtype=float)
+    if nn is not None and len(notes_t):
+        extra = nn if extra is None else extra + nn
     static: dict[int, tuple] = {}  # per distinct candidate list (layers of equal chords share one)
 
     def arrays(t):
@@ -542,16 +566,29 @@ def fret(
     note that cannot be played (see the module docstring). Frets are relative to the capo.
     """
     notes_t = [_note_tuple(n) for n in notes]
+    model = _nn_model(costs)
+    # A model that reads the hand-made fingering (model.prior) runs on the decoding without it; the last pass
+    # is then decoded again with its term. Otherwise its term enters every pass.
+    after = model is not None and model.prior
+    nn = None if after else _nn_costs(notes_t, tuning, capo, max_fret, costs, model)
     if not any(costs.piece[:_N_FROM_FIRST]):
-        return _one_pass(notes_t, tuning, capo, max_fret, costs)
-    piece = piece_table(notes_t, tuning, capo, max_fret, costs)
-    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece), len(tuning))
+        out = _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
+        if after:
+            out = _one_pass(notes_t, tuning, capo, max_fret, costs,
+                            _nn_costs(notes_t, tuning, capo, max_fret, costs, model, out))
+        return out
+    piece = _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first(), nn))
+    out = _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
+    if after:
+        nn = _nn_costs(notes_t, tuning, capo, max_fret, costs, model, out)
+        out = _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
+    return out
 
 
-def _one_pass(notes_t, tuning, capo, max_fret, costs) -> list[tuple[int, int]]:
-    """Decode with the pitch-only piece features (none when their weights are 0)."""
+def _one_pass(notes_t, tuning, capo, max_fret, costs, nn=None) -> list[tuple[int, int]]:
+    """Decode with the pitch-only piece features (none when their weights are 0) and the learned term `nn`."""
     piece = _piece_table(notes_t, tuning, capo, max_fret, None) if any(costs.piece) else None
-    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece), len(tuning))
+    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
 
 
 def piece_table(notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, capo: int = 0,
@@ -559,7 +596,10 @@ def piece_table(notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, c
     """Run the first pass (`costs.first()`) and return its piece-level feature table, (notes, strings, _N_PIECE)
     with strings indexed from the lowest: what the second pass of `fret()` adds to the cost (`costs.piece`)."""
     notes_t = [_note_tuple(n) for n in notes]
-    return _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first()))
+    first = costs.first()
+    model = _nn_model(first)
+    nn = None if model is None or model.prior else _nn_costs(notes_t, tuning, capo, max_fret, first, model)
+    return _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, first, nn))
 
 
 def _frets_of(notes_t, groups, chosen, n_strings: int) -> list[tuple[int, int]]:

@@ -236,7 +236,7 @@ def test_viterbi_finds_the_cheapest_fingering():
     from guitarformer.data.score import MAX_FRET
     from guitarformer.tab import DEFAULT_COSTS, _N_WIN, _piece_table, fingering_features, piece_table
 
-    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN)
+    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN, nn_weight=0.0)  # hand-made costs only
     assert any(costs.piece)
     w = costs.vector()
     for notes, options in _brute_force_lines():
@@ -247,7 +247,7 @@ def test_viterbi_finds_the_cheapest_fingering():
         _check(notes, got)
         assert float(w @ fingering_features(notes, got, piece=piece)) == pytest.approx(best)
     # The first pass alone (only the pitch-only piece features: one pass) is exact too.
-    first = dataclasses.replace(DEFAULT_COSTS.first(), window=(0.0,) * _N_WIN)
+    first = dataclasses.replace(DEFAULT_COSTS.first(), window=(0.0,) * _N_WIN, nn_weight=0.0)
     assert any(first.piece)  # the pitch-only piece features
     w = first.vector()
     for notes, options in _brute_force_lines():
@@ -259,17 +259,19 @@ def test_viterbi_finds_the_cheapest_fingering():
 def test_viterbi_with_hand_window_is_near_the_cheapest():
     """With the default costs (hand window on), the decoded fingering costs no more than the cheapest of the
     first pass's and the lowest-fret fingerings, and is within a small margin of the brute-force minimum."""
+    import dataclasses
     import itertools
 
     from guitarformer.tab import DEFAULT_COSTS, fingering_features, piece_table
 
-    w = DEFAULT_COSTS.vector()
+    costs = dataclasses.replace(DEFAULT_COSTS, nn_weight=0.0)  # hand-made costs only
+    w = costs.vector()
     for notes, options in _brute_force_lines():
-        piece = piece_table(notes)
+        piece = piece_table(notes, costs=costs)
         cost = lambda path: float(w @ fingering_features(notes, list(path), piece=piece))  # noqa: E731
         best = min(cost(path) for path in itertools.product(*options))
-        got = cost(fret(notes))
-        assert got <= min(cost(fret_lowest(notes)), cost(fret(notes, costs=DEFAULT_COSTS.first()))) + 1e-9
+        got = cost(fret(notes, costs=costs))
+        assert got <= min(cost(fret_lowest(notes)), cost(fret(notes, costs=costs.first()))) + 1e-9
         assert got <= best + 1.0
 
 
@@ -291,3 +293,79 @@ def test_custom_costs_change_the_choice():
     assert fret([(0, 480, 59)], costs=FretCosts.from_vector(w)) == [(2, 0)]
     w[:25] = [50.0] + [0.0] * 24  # open strings cost a lot
     assert fret([(0, 480, 59)], costs=FretCosts.from_vector(w))[0][1] > 0
+
+
+def test_learned_string_model_loads_and_is_deterministic():
+    """The shipped string model (guitarformer/fret_model.pt) loads with weights_only=True, is small, gives the
+    same costs twice, works for 6 and 7 strings with a capo, and fret() with it stays valid."""
+    import numpy as np
+    import torch
+
+    from guitarformer import fret_model
+    from guitarformer.tab import DEFAULT_COSTS
+
+    assert DEFAULT_COSTS.nn_weight > 0
+    assert fret_model.WEIGHTS.is_file()
+    torch.load(fret_model.WEIGHTS, weights_only=True)
+    model = fret_model.load()
+    assert model is not None and sum(p.numel() for p in model.parameters()) <= 200_000
+    notes = [(i * 120, 120, 45 + (i * 7) % 30) for i in range(60)] + [(7200, 480, p) for p in C_CHORD]
+    for tuning, capo in ((STANDARD_TUNING, 0), (TUNINGS["drop-d"], 3), (TUNINGS["seven-string"], 0)):
+        n = len(tuning)
+        a = fret_model.string_costs(notes, tuning, capo)
+        b = fret_model.string_costs(list(reversed(notes)), tuning, capo)[::-1]
+        assert a.shape == (len(notes), n + 1) and np.array_equal(a, b)  # input order does not matter
+        assert (a >= 0).all() and (a[:, n] == 0).all()
+        # probabilities over the strings that can play each note sum to 1
+        for (_, _, p), row in zip(notes, a):
+            ok = [0 <= p - capo - tuning[s] <= 24 - capo for s in range(n)]
+            assert np.exp(-row[:n][ok]).sum() == pytest.approx(1.0, abs=1e-3)
+        frets = fret(notes, tuning, capo)
+        _check(notes, frets, tuning, capo)
+        assert frets == fret(notes, tuning, capo)
+        assert UNPLAYABLE not in frets
+
+
+def test_learned_term_enters_the_viterbi_exactly():
+    """With the learned term on (hand window off), fret()'s second pass minimises the hand-made cost plus
+    nn_weight * -log p(string) of every note, by brute force over short lines."""
+    import dataclasses
+    import itertools
+
+    from guitarformer import fret_model
+    from guitarformer.tab import DEFAULT_COSTS, _N_WIN, fingering_features, piece_table
+
+    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN, nn_weight=2.0)
+    w = costs.vector()
+    changed = False
+    for notes, options in _brute_force_lines():
+        piece = piece_table(notes, costs=costs)
+        nn = 2.0 * fret_model.string_costs(notes, STANDARD_TUNING)
+
+        def cost(path):
+            return float(w @ fingering_features(notes, list(path), piece=piece)) + sum(
+                nn[i, 6 - s] for i, (s, _) in enumerate(path))
+
+        best = min(cost(path) for path in itertools.product(*options))
+        got = fret(notes, costs=costs)
+        _check(notes, got)
+        assert cost(got) == pytest.approx(best)
+        changed |= got != fret(notes, costs=dataclasses.replace(costs, nn_weight=0.0))
+    assert changed  # the term does change some choice
+
+
+def test_fret_falls_back_without_the_weights(monkeypatch, tmp_path):
+    import dataclasses
+
+    from guitarformer import fret_model
+    from guitarformer.tab import DEFAULT_COSTS
+
+    notes = [(i * 120, 120, 45 + (i * 5) % 27) for i in range(40)]
+    monkeypatch.setattr(fret_model, "WEIGHTS", tmp_path / "missing.pt")
+    fret_model.load.cache_clear()
+    try:
+        assert fret_model.load() is None and fret_model.string_costs(notes, STANDARD_TUNING) is None
+        assert fret(notes) == fret(notes, costs=dataclasses.replace(DEFAULT_COSTS, nn_weight=0.0))
+    finally:
+        monkeypatch.undo()
+        fret_model.load.cache_clear()
