@@ -17,23 +17,13 @@ from typing import Sequence
 
 import numpy as np
 
+from guitarformer.tab import _group_onsets  # tab imports this module lazily: no cycle
+
 N_SLOTS = 7  # tab strings 1..7 (1 = highest)
 N_FRET_EMB = 25
 WEIGHTS = Path(__file__).with_name("fret_model.pt")
 N_BASE_INPUT = 2 * N_SLOTS + 12
 N_PRIOR = N_SLOTS + 2  # the hand-made fret()'s choice for the note: tab string one-hot, fret / 12, unplayable
-
-
-def _groups(notes_t: Sequence[tuple[int, int, int]]) -> list[list[int]]:
-    order = sorted(range(len(notes_t)), key=lambda i: (notes_t[i][0], -notes_t[i][2]))
-    groups: list[list[int]] = []
-    last = None
-    for i in order:
-        if notes_t[i][0] != last:
-            groups.append([])
-            last = notes_t[i][0]
-        groups[-1].append(i)
-    return groups
 
 
 def note_features(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int], capo: int = 0,
@@ -43,7 +33,7 @@ def note_features(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int]
     x (notes, N_BASE_INPUT [+ N_PRIOR with `prior`, fret()'s (string, fret) per note]) float32 inputs, frets (notes, N_SLOTS) int fret on each tab string (clipped to 0..24),
     playable (notes, N_SLOTS) bool; all rows in `order`."""
     n = len(tuning)
-    groups = _groups(notes_t)
+    groups = _group_onsets(notes_t)
     order = np.array([i for g in groups for i in g], dtype=np.int64)
     m = len(order)
     x = np.zeros((m, N_BASE_INPUT + (N_PRIOR if prior is not None else 0)), dtype=np.float32)
