@@ -22,6 +22,11 @@ NEVER = 1 << 40  # "no end yet": a MIDILike note between NoteOn and NoteOff; als
 _NO_PITCH = 128  # a dummy pitch column for empty string slots
 
 
+# Kinds of token, as bits: `GuitarConstraint.update` runs only the blocks for the kinds present in a step.
+_BAR, _TS, _POS, _SHIFT, _PITCH, _DUR, _OFF = 1, 2, 4, 8, 16, 32, 64
+_ALL_KINDS = 127
+
+
 class GuitarConstraint:
     """Next-token masks from the tokenizer's own grammar, plus the state the grammar cannot see.
 
@@ -159,8 +164,11 @@ class GuitarConstraint:
         self._may_pitch, self._may_pos = may_follow(self.pitch_cols), may_follow(self.pos_cols)
         self._may_ts, self._may_shift, self._may_dur = may_follow(self.ts_cols), may_follow(self.shift_cols), \
             may_follow(self.dur_cols)
-        moves = self.is_bar | self.is_timesig | self.is_pos | self.is_pitch | self.is_off | self.is_dur | self.is_shift
-        self._inert = (~moves).cpu().tolist()
+        bits = torch.zeros(V, dtype=torch.long)
+        for flag, kind in ((_BAR, self.is_bar), (_TS, self.is_timesig), (_POS, self.is_pos), (_SHIFT, self.is_shift),
+                           (_PITCH, self.is_pitch), (_DUR, self.is_dur), (_OFF, self.is_off)):
+            bits |= kind.cpu().long() * flag
+        self._kind_bits = bits.tolist()  # per token: which parts of the state it can change (0: none)
 
     @staticmethod
     def _first_type(tokenizer) -> str:
@@ -214,38 +222,51 @@ class GuitarConstraint:
         """Advance the state with the tokens just chosen (B,)."""
         if not self.enabled:
             return
-        if self._host and all(self._inert[t] for t in new.tolist()):
-            return  # no row's token moves time, opens or closes a note
-        is_bar, is_ts, is_pos = self.is_bar[new], self.is_timesig[new], self.is_pos[new]
-        # Bars and time signatures (REMI: the first Bar opens bar 0 at tick 0).
-        self.bar_start = torch.where(is_bar & (self.bars > 0), self.bar_start + self.bar_ticks, self.bar_start)
-        self.bars = self.bars + is_bar.long()
-        self.pos = torch.where(is_bar, -1, self.pos)
-        self.had_ts |= is_ts
-        self.tpb = torch.where(is_ts, self.ts_tpb[new], self.tpb)
-        self.bar_ticks = torch.where(is_ts, self.ts_bar[new], self.bar_ticks)
-        self.tpp = torch.where(is_ts, self.ts_tpp[new], self.tpp)
-        # Time: REMI Bar/Position set it, TimeShift moves it on.
-        self.pos = torch.where(is_pos, self.pos_val[new], self.pos)
-        now = torch.where(is_bar, self.bar_start, self.now)
-        now = torch.where(is_pos, self.bar_start + self.pos_val[new] * self.tpp, now)
-        step = self.ticks[self.tpb, new]  # (B,) Duration or TimeShift ticks
-        self.now = now + torch.where(self.is_shift[new], step, 0)
-        # Notes take a string slot: at Duration (end = now + duration) or, for MIDILike, at NoteOn
-        # (end unknown until NoteOff).
-        is_pitch = self.is_pitch[new]
-        self.started |= is_pitch
-        p = self.pitch_val[new]
-        self.pending = torch.where(is_pitch, p, self.pending)
-        opens = self.is_dur[new] | (is_pitch & (self.kind == "MIDILike"))
-        slot = self.slot_end.argmin(1, keepdim=True)  # ended notes have the smallest end
-        end = self.now + step if self.kind != "MIDILike" else torch.full_like(self.now, NEVER)
-        self.slot_end.scatter_(1, slot, torch.where(opens, end, self.slot_end.gather(1, slot).squeeze(1)).unsqueeze(1))
-        self.slot_pitch.scatter_(1, slot, torch.where(opens, self.pending, self.slot_pitch.gather(1, slot).squeeze(1))
-                                 .unsqueeze(1))
-        # NoteOff: the open slot holding that pitch ends now.
-        off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & self.is_off[new].unsqueeze(1)
-        self.slot_end = torch.where(off, self.now.unsqueeze(1), self.slot_end)
+        bits = _ALL_KINDS
+        if self._host:  # which kinds of token the rows hold: skip the blocks that would change nothing
+            bits = 0
+            for t in new.tolist():
+                bits |= self._kind_bits[t]
+            if not bits:
+                return  # no row's token moves time, opens or closes a note (Velocity, Tempo, ...)
+        if bits & _BAR:  # bars (REMI: the first Bar opens bar 0 at tick 0)
+            is_bar = self.is_bar[new]
+            self.bar_start = torch.where(is_bar & (self.bars > 0), self.bar_start + self.bar_ticks, self.bar_start)
+            self.bars = self.bars + is_bar.long()
+            self.pos = torch.where(is_bar, -1, self.pos)
+            self.now = torch.where(is_bar, self.bar_start, self.now)
+        if bits & _TS:  # time signatures
+            is_ts = self.is_timesig[new]
+            self.had_ts |= is_ts
+            self.tpb = torch.where(is_ts, self.ts_tpb[new], self.tpb)
+            self.bar_ticks = torch.where(is_ts, self.ts_bar[new], self.bar_ticks)
+            self.tpp = torch.where(is_ts, self.ts_tpp[new], self.tpp)
+        if bits & _POS:  # time: REMI Position sets it...
+            is_pos = self.is_pos[new]
+            self.pos = torch.where(is_pos, self.pos_val[new], self.pos)
+            self.now = torch.where(is_pos, self.bar_start + self.pos_val[new] * self.tpp, self.now)
+        step = self.ticks[self.tpb, new] if bits & (_SHIFT | _DUR) else None  # (B,) Duration or TimeShift ticks
+        if bits & _SHIFT:  # ...TimeShift moves it on
+            self.now = self.now + torch.where(self.is_shift[new], step, 0)
+        p = self.pitch_val[new] if bits & (_PITCH | _OFF) else None
+        if bits & _PITCH:
+            is_pitch = self.is_pitch[new]
+            self.started |= is_pitch
+            self.pending = torch.where(is_pitch, p, self.pending)
+        midi_like = self.kind == "MIDILike"
+        if bits & _DUR or (midi_like and bits & _PITCH):
+            # Notes take a string slot: at Duration (end = now + duration) or, for MIDILike, at NoteOn
+            # (end unknown until NoteOff).
+            opens = self.is_dur[new] | (self.is_pitch[new] & midi_like)
+            slot = self.slot_end.argmin(1, keepdim=True)  # ended notes have the smallest end
+            end = torch.full_like(self.now, NEVER) if midi_like else self.now + step
+            self.slot_end.scatter_(1, slot, torch.where(opens, end, self.slot_end.gather(1, slot).squeeze(1))
+                                   .unsqueeze(1))
+            self.slot_pitch.scatter_(1, slot, torch.where(opens, self.pending, self.slot_pitch.gather(1, slot)
+                                                          .squeeze(1)).unsqueeze(1))
+        if bits & _OFF:  # NoteOff: the open slot holding that pitch ends now
+            off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & self.is_off[new].unsqueeze(1)
+            self.slot_end = torch.where(off, self.now.unsqueeze(1), self.slot_end)
         self.notes_here = (self.slot_end > self.now.unsqueeze(1)).sum(1)
 
     # ------------------------------------------------------------ masks

@@ -115,6 +115,9 @@ def test_cpu_shortcuts_give_exactly_the_full_masks(name):
             last = torch.multinomial(torch.softmax(logits.masked_fill(~m, float("-inf")), -1), 1, generator=g)[:, 0]
             fast.update(last)
             full.update(last)
+            for name in ("now", "bar_start", "bars", "pos", "tpb", "bar_ticks", "tpp", "started", "had_ts", "pending",
+                         "slot_end", "slot_pitch", "notes_here"):
+                assert torch.equal(getattr(fast, name), getattr(full, name)), (name, step)
 
 
 def test_strings_are_respected_not_just_note_counts():
