@@ -22,21 +22,19 @@ from guitarformer.tab import _group_onsets  # tab imports this module lazily: no
 N_SLOTS = 7  # tab strings 1..7 (1 = highest)
 N_FRET_EMB = 25
 WEIGHTS = Path(__file__).with_name("fret_model.pt")
-N_BASE_INPUT = 2 * N_SLOTS + 12
-N_PRIOR = N_SLOTS + 2  # the hand-made fret()'s choice for the note: tab string one-hot, fret / 12, unplayable
+N_INPUT = 2 * N_SLOTS + 12
 
 
 def note_features(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int], capo: int = 0,
-                  max_fret: int = 24, prior: Sequence[tuple[int, int]] | None = None,
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  max_fret: int = 24) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(order, x, frets, playable): `order` the note indices in model order (by onset, highest pitch first),
-    x (notes, N_BASE_INPUT [+ N_PRIOR with `prior`, fret()'s (string, fret) per note]) float32 inputs, frets (notes, N_SLOTS) int fret on each tab string (clipped to 0..24),
+    x (notes, N_INPUT) float32 inputs, frets (notes, N_SLOTS) int fret on each tab string (clipped to 0..24),
     playable (notes, N_SLOTS) bool; all rows in `order`."""
     n = len(tuning)
     groups = _group_onsets(notes_t)
     order = np.array([i for g in groups for i in g], dtype=np.int64)
     m = len(order)
-    x = np.zeros((m, N_BASE_INPUT + (N_PRIOR if prior is not None else 0)), dtype=np.float32)
+    x = np.zeros((m, N_INPUT), dtype=np.float32)
     frets = np.zeros((m, N_SLOTS), dtype=np.int64)
     playable = np.zeros((m, N_SLOTS), dtype=bool)
     if m == 0:
@@ -79,27 +77,17 @@ def note_features(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int]
     next_top = np.concatenate([top[1:], [top[-1]]])[onset_idx]
     x[:, c + 10] = np.clip(pitch - prev_top, -24, 24) / 12.0
     x[:, c + 11] = np.clip(next_top - pitch, -24, 24) / 12.0
-    if prior is not None:
-        c = N_BASE_INPUT
-        for r, i in enumerate(order):
-            s, fr = prior[i]
-            if 1 <= s <= N_SLOTS and fr >= 0:
-                x[r, c + s - 1] = 1.0
-                x[r, c + N_SLOTS] = fr / 12.0
-            else:
-                x[r, c + N_SLOTS + 1] = 1.0
     return order, x, frets, playable
 
 
-def build_model(hidden: int = 64, layers: int = 2, prior: bool = False):
+def build_model(hidden: int = 64, layers: int = 2):
     import torch
     from torch import nn
 
     class FretNet(nn.Module):
         def __init__(self):
             super().__init__()
-            self.prior = prior
-            self.inp = nn.Sequential(nn.Linear(N_BASE_INPUT + (N_PRIOR if prior else 0), hidden), nn.ReLU())
+            self.inp = nn.Sequential(nn.Linear(N_INPUT, hidden), nn.ReLU())
             self.gru = nn.GRU(hidden, hidden, num_layers=layers, batch_first=True, bidirectional=True)
             self.slot = nn.Linear(2 * hidden, N_SLOTS)
             self.proj = nn.Linear(2 * hidden, 32)
@@ -134,14 +122,8 @@ def load(path: str | None = None):
     return model
 
 
-def uses_prior(model=None) -> bool:
-    """Whether the (loaded) model reads the hand-made fret()'s fingering as input."""
-    model = model if model is not None else load()
-    return bool(model is not None and model.prior)
-
-
 def string_costs(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int], capo: int = 0,
-                 max_fret: int = 24, model=None, prior=None) -> np.ndarray | None:
+                 max_fret: int = 24, model=None) -> np.ndarray | None:
     """-log p(string) per note (input order) and string index (0 = lowest, as `tab._decode` indexes them), with a
     last column 0 for 'unplayable'; None without a model or for tunings of more than N_SLOTS strings."""
     model = model if model is not None else load()
@@ -150,9 +132,7 @@ def string_costs(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int],
         return None
     import torch
 
-    if model.prior and prior is None:
-        raise ValueError("this model needs `prior`: fret()'s fingering of the notes")
-    order, x, frets, playable = note_features(notes_t, tuning, capo, max_fret, prior if model.prior else None)
+    order, x, frets, playable = note_features(notes_t, tuning, capo, max_fret)
     with torch.inference_mode():
         lp = model(torch.from_numpy(x)[None], torch.from_numpy(frets)[None], torch.from_numpy(playable)[None])[0]
     lp = lp.numpy().astype(np.float64)
@@ -167,11 +147,10 @@ def _log(msg: str) -> None:  # pragma: no cover
 
 
 def train(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int = 32, lr: float = 3e-3,
-          seed: int = 0, hidden: int = 64, layers: int = 2, out: Path | None = None, priors=None, val_priors=None):
+          seed: int = 0, hidden: int = 64, layers: int = 2, out: Path | None = None):
     """Fit on `parts` ((name, tuning, capo, notes, human (string, fret)) as in scripts/bench_fretting.py):
     cross-entropy of the human tab string, windows of `window` notes. Returns the model (best epoch on
-    `val_parts` by string accuracy when given) and saves it to `out`. `priors`/`val_priors`: the hand-made
-    fret()'s fingering of each part (a model that reads it, as input), or None."""
+    `val_parts` by string accuracy when given) and saves it to `out`."""
     import random
     import time
 
@@ -180,12 +159,12 @@ def train(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int
     torch.manual_seed(seed)
     rng = random.Random(seed)
 
-    def prep(ps, prs):
+    def prep(ps):
         data = []
-        for k, (_, tuning, capo, notes, human) in enumerate(ps):
+        for _, tuning, capo, notes, human in ps:
             if len(tuning) > N_SLOTS:
                 continue
-            order, x, frets, playable = note_features(notes, tuning, capo, 24, None if prs is None else prs[k])
+            order, x, frets, playable = note_features(notes, tuning, capo, 24)
             y = np.array([human[i][0] - 1 for i in order], dtype=np.int64)  # slot = tab string - 1
             good = (y >= 0) & (y < N_SLOTS)
             good[good] &= playable[np.flatnonzero(good), y[good]]
@@ -193,8 +172,8 @@ def train(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int
             data.append((x, frets, playable, y))
         return data
 
-    tr, va = prep(parts, priors), prep(val_parts or [], val_priors)
-    model = build_model(hidden, layers, priors is not None)
+    tr, va = prep(parts), prep(val_parts or [])
+    model = build_model(hidden, layers)
     n_par = sum(p.numel() for p in model.parameters())
     _log(f"model: {n_par} parameters; {sum(len(d[3]) for d in tr)} training notes")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
@@ -259,5 +238,5 @@ def train(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int
     model.load_state_dict(best_state)
     model.eval()
     if out is not None:
-        torch.save({"config": {"hidden": hidden, "layers": layers, "prior": priors is not None}, "state": best_state}, out)
+        torch.save({"config": {"hidden": hidden, "layers": layers}, "state": best_state}, out)
     return model

@@ -58,7 +58,7 @@ class GuitarConstraint:
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self.kind = type(tokenizer).__name__
         self.bos, self.eos = tokenizer["BOS_None"], tokenizer["EOS_None"]
-        self.notes_here: torch.Tensor | None = None
+        self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
         if not self.enabled:
             return
         toks = [str(tokenizer[i]) for i in range(V)]
@@ -190,7 +190,7 @@ class GuitarConstraint:
     def start(self, ids: torch.Tensor, max_bars: int | None = None) -> None:
         """Initialise per-row state from the prompt (B, T); `max_bars` counts bars after the prompt."""
         B, dev = ids.shape[0], ids.device
-        self.notes_here = torch.zeros(B, dtype=torch.long, device=dev)  # kept for callers of the old API
+        self._rows = (B, dev)
         if not self.enabled:
             return
         z = lambda v=0: torch.full((B,), v, dtype=torch.long, device=dev)  # noqa: E731
@@ -208,6 +208,15 @@ class GuitarConstraint:
         self.bars_at_start = self.bars.clone()
         # Time-based tokenizers: bars are counted from the prompt's (partial) last bar.
         self.limit_base = (self.now + self.bar_ticks - 1) // self.bar_ticks * self.bar_ticks
+
+    @property
+    def notes_here(self) -> torch.Tensor | None:
+        """(B,) how many notes sound at the current tick (None before `start`; zeros when unconstrained)."""
+        if self._rows is None:
+            return None
+        if not self.enabled:
+            return torch.zeros(self._rows[0], dtype=torch.long, device=self._rows[1])
+        return (self.slot_end > self.now.unsqueeze(1)).sum(1)
 
     def _limit(self) -> torch.Tensor:
         """(B,) the tick where the last allowed bar ends (NEVER without max_bars)."""
@@ -267,7 +276,6 @@ class GuitarConstraint:
         if bits & _OFF:  # NoteOff: the open slot holding that pitch ends now
             off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & self.is_off[new].unsqueeze(1)
             self.slot_end = torch.where(off, self.now.unsqueeze(1), self.slot_end)
-        self.notes_here = (self.slot_end > self.now.unsqueeze(1)).sum(1)
 
     # ------------------------------------------------------------ masks
 

@@ -435,13 +435,13 @@ def _nn_model(costs: FretCosts):
     return fret_model.load()
 
 
-def _nn_costs(notes_t, tuning, capo, max_fret, costs, model, prior=None) -> np.ndarray | None:
+def _nn_costs(notes_t, tuning, capo, max_fret, costs, model) -> np.ndarray | None:
     """costs.nn_weight * -log p(string) per (note, string index; last column: unplayable), or None (no model)."""
     if model is None or not notes_t:
         return None
     from guitarformer import fret_model
 
-    c = fret_model.string_costs(notes_t, tuning, capo, max_fret, model=model, prior=prior)
+    c = fret_model.string_costs(notes_t, tuning, capo, max_fret, model=model)
     return None if c is None else costs.nn_weight * c
 
 
@@ -566,23 +566,11 @@ def fret(
     note that cannot be played (see the module docstring). Frets are relative to the capo.
     """
     notes_t = [_note_tuple(n) for n in notes]
-    model = _nn_model(costs)
-    # A model that reads the hand-made fingering (model.prior) runs on the decoding without it; the last pass
-    # is then decoded again with its term. Otherwise its term enters every pass.
-    after = model is not None and model.prior
-    nn = None if after else _nn_costs(notes_t, tuning, capo, max_fret, costs, model)
+    nn = _nn_costs(notes_t, tuning, capo, max_fret, costs, _nn_model(costs))  # the learned term, in every pass
     if not any(costs.piece[:_N_FROM_FIRST]):
-        out = _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
-        if after:
-            out = _one_pass(notes_t, tuning, capo, max_fret, costs,
-                            _nn_costs(notes_t, tuning, capo, max_fret, costs, model, out))
-        return out
+        return _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
     piece = _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first(), nn))
-    out = _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
-    if after:
-        nn = _nn_costs(notes_t, tuning, capo, max_fret, costs, model, out)
-        out = _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
-    return out
+    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
 
 
 def _one_pass(notes_t, tuning, capo, max_fret, costs, nn=None) -> list[tuple[int, int]]:
@@ -597,8 +585,7 @@ def piece_table(notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, c
     with strings indexed from the lowest: what the second pass of `fret()` adds to the cost (`costs.piece`)."""
     notes_t = [_note_tuple(n) for n in notes]
     first = costs.first()
-    model = _nn_model(first)
-    nn = None if model is None or model.prior else _nn_costs(notes_t, tuning, capo, max_fret, first, model)
+    nn = _nn_costs(notes_t, tuning, capo, max_fret, first, _nn_model(first))
     return _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, first, nn))
 
 

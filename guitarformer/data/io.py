@@ -560,37 +560,34 @@ def from_music21(
 
 def _m21_pitches_with_frets(el) -> list[tuple[int, tuple[int, int] | None]]:
     """(MIDI pitch, (string, fret) or None) for each pitch of a music21 note or chord. MusicXML TAB staves
-    (and tab-aware notation) carry <technical><string>/<fret>, which music21 keeps as articulations."""
+    (and tab-aware notation) carry <technical><string>/<fret>, which music21 keeps as articulations: on each
+    note of a chord, or gathered on the chord itself in note order."""
     from music21 import articulations
 
-    def string_fret(n) -> tuple[int, int] | None:
-        st = fr = None
-        for a in getattr(n, "articulations", ()):
+    def pairs(arts) -> list[tuple[int, int]]:
+        """(string, fret) pairs in order; each pair's two marks may come in either order."""
+        out, st, fr = [], None, None
+        for a in arts:
             if isinstance(a, articulations.StringIndication):
                 st = a.number
             elif isinstance(a, articulations.FretIndication):
                 fr = a.number
-        if isinstance(st, int) and isinstance(fr, int) and st >= 1 and fr >= 0:
-            return st, fr
-        return None
+            if isinstance(st, int) and isinstance(fr, int):
+                out.append((st, fr))
+                st = fr = None
+        return out if all(s >= 1 and f >= 0 for s, f in out) else []
 
     notes = list(getattr(el, "notes", ()))
     if not notes:
-        return [(int(p.midi), string_fret(el)) for p in getattr(el, "pitches", ())]
-    own = [string_fret(n) for n in notes]
-    if all(sf is None for sf in own):
-        # music21 gathers a chord's <technical> marks on the chord itself, in note order: pair them up
-        pairs: list[tuple[int, int]] = []
-        st = None
-        for a in getattr(el, "articulations", ()):
-            if isinstance(a, articulations.StringIndication):
-                st = a.number
-            elif isinstance(a, articulations.FretIndication) and isinstance(st, int) and isinstance(a.number, int):
-                pairs.append((st, a.number))
-                st = None
-        if len(pairs) == len(notes) and all(st >= 1 and fr >= 0 for st, fr in pairs):
-            own = list(pairs)
-    return [(int(n.pitch.midi), sf) for n, sf in zip(notes, own)]
+        own = pairs(getattr(el, "articulations", ()))
+        return [(int(p.midi), own[0] if len(own) == 1 else None) for p in getattr(el, "pitches", ())]
+    per_note = [pairs(getattr(n, "articulations", ())) for n in notes]
+    sfs = [p[0] if len(p) == 1 else None for p in per_note]
+    if all(sf is None for sf in sfs):
+        on_chord = pairs(getattr(el, "articulations", ()))
+        if len(on_chord) == len(notes):
+            sfs = list(on_chord)
+    return [(int(n.pitch.midi), sf) for n, sf in zip(notes, sfs)]
 
 
 def _tab_tuning_and_frets(raw: list[tuple], default: tuple[int, ...]
