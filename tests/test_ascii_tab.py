@@ -101,3 +101,49 @@ def test_classtab_ok_rate():
         except SkipFile:
             pass
     assert ok / len(files) >= 0.95
+
+
+def _staff(frets_by_line: dict[int, str], width: int = 12) -> list[str]:
+    """Six tab lines, high e first; `frets_by_line` puts a fret text at column 2 of line k (0 = high e)."""
+    rows = []
+    for k in range(6):
+        body = "-" * width
+        if k in frets_by_line:
+            body = "--" + frets_by_line[k] + body[2 + len(frets_by_line[k]):]
+        rows.append("|" + body + "|")
+    return rows
+
+
+def test_duet_systems_become_two_parts_with_their_own_tuning(tmp_path):
+    """Systems stacking Gtr I over Gtr II (no blank line inside a system) are two parts, not one stream; a
+    'Guitar 2 tuning' line applies to guitar 2 only."""
+    lines = ["Duo in G", "Guitar 2 tuning: D A D G B E", "", "  Gtr I"]
+    lines += _staff({0: "3"}) + ["| Gtr II"] + _staff({5: "0"}) + [""]
+    lines += _staff({1: "1"}) + ["|  E  E"] + _staff({5: "2"}) + [""]
+    (tmp_path / "duo.txt").write_text("\n".join(lines) + "\n")
+    parts = read_ascii_tab(tmp_path / "duo.txt")
+    assert len(parts) == 2
+    first, second = parts
+    assert first.tuning == STANDARD_TUNING and second.tuning == TUNINGS["drop-d"]
+    assert first.frets == [(1, 3), (2, 1)] and second.frets == [(6, 0), (6, 2)]
+    assert [n.pitch for n in second.track.notes] == [38, 40]
+    assert first.extra["parts"] == 2 and second.name.endswith("(guitar 2)")
+    for gs in parts:
+        _check_frets(gs)
+
+
+def test_guitar_sections_become_parts(tmp_path):
+    """A 'Gtr II' heading above a run of staves starts guitar 2's section, until 'Gtr I' comes back."""
+    lines = ["Trio", "", "Gtr I", ""] + _staff({0: "5"}) + ["", ""] + _staff({0: "7"})
+    lines += ["", "Gtr II", ""] + _staff({4: "3"}) + [""] + _staff({4: "2"}) + ["", "Gtr I", ""] + _staff({0: "8"})
+    (tmp_path / "sections.txt").write_text("\n".join(lines) + "\n")
+    one, two = read_ascii_tab(tmp_path / "sections.txt")
+    assert one.frets == [(1, 5), (1, 7), (1, 8)] and two.frets == [(5, 3), (5, 2)]
+
+
+def test_solo_tab_with_stacked_staves_stays_one_part(tmp_path):
+    """Without any mention of several guitars, staves with no blank line between them are one guitar."""
+    lines = ["Etude"] + _staff({0: "1"}) + ["  E E"] + _staff({0: "2"}) + [""] + _staff({0: "3"}) + ["  Q"] + _staff({0: "4"})
+    (tmp_path / "solo.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "solo.txt")
+    assert gs.frets == [(1, 1), (1, 2), (1, 3), (1, 4)]

@@ -8,6 +8,10 @@ What is understood:
   "A" on the bottom line under an "A" line is a low A1), else from a "tuning ..." / "drop D" / "6=D" text line; "capo N";
 - bar lines, many staves per file (concatenated in time; lyrics, chord names and text between staves
   are ignored), multi-digit frets;
+- several guitars in one file (duets, trios; the text names them: "Gtr II", "guitar 2", "duet", ...) become
+  one part each: either every system stacks one staff per guitar (staves with no blank line between them),
+  or sections are headed by the guitar they belong to ("Gtr III" above a run of staves). A guitar's own
+  tuning line ("Guitar 1 tuning: DADGBE", "Gtr I (E A D G B E)") applies to its part only;
 - technique marks h p / \\ s ~ are ignored and the fret after them is a new note; the fret after b
   (bend target) or r (release) is not a new note; x (dead note) and parenthesised frets (ties or
   ghost notes, depending on the author) are skipped.
@@ -112,6 +116,67 @@ def _text_tuning(text: str, n: int) -> tuple[int, ...] | None:
     return tuple(tuning) if changed else None
 
 
+_ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4}
+# "Gtr II", "guitar 2", "Git. 1", "Gtr #3": which guitar of an ensemble a line speaks of.
+_PART_MARK = re.compile(r"\b(?:gtr|guitar|git|gt)\.?\s*#?\s*(iv|i{1,3}|[1-4])\b(?![.,]?\d)", re.I)
+_ENSEMBLE = re.compile(r"\b(?:duet|duo|trio|quartet|(?:two|three|four|2|3|4)\s+guitars)\b", re.I)
+
+
+def _marks(line: str) -> list[int]:
+    return [int(m) if m.isdigit() else _ROMAN[m.lower()] for m in _PART_MARK.findall(line)]
+
+
+def _assign_parts(lines: list[str], staves: list) -> tuple[list[int], list[int | None]]:
+    """Which guitar (0, 1, ..) each staff belongs to (all 0 for a solo tab), and each guitar's "Gtr N" number
+    where the text gives one.
+
+    Only where the text names several guitars (two different "Gtr N" marks, or duet/trio/.. words). Then,
+    if most staves sit in systems of the same size k >= 2 (staves with no blank line between them), the
+    i-th staff of a system is guitar i (mod k). Otherwise a "Gtr N" mark in the text just above a staff
+    starts that guitar's section; staves before any mark go with the first guitar."""
+    n = len(staves)
+    marked = {m for ln in lines if not _is_tab_line(ln) for m in _marks(ln)}
+    if n < 2 or (len(marked) < 2 and not any(_ENSEMBLE.search(ln) for ln in lines)):
+        return [0] * n, [None]
+    systems: list[list[int]] = [[0]]
+    for k in range(1, n):
+        end, start = staves[k - 1][0] + len(staves[k - 1][1]), staves[k][0]
+        if start - end <= 4 and all(ln.strip() for ln in lines[end:start]):
+            systems[-1].append(k)
+        else:
+            systems.append([k])
+    sizes: dict[int, int] = {}
+    for sy in systems:
+        sizes[len(sy)] = sizes.get(len(sy), 0) + 1
+    k, count = max(sizes.items(), key=lambda kv: (kv[1] * kv[0], kv[0]))
+    if k >= 2 and count >= 2 and k * count >= 0.6 * n:
+        return [i % k for sy in systems for i in range(len(sy))], [v + 1 if v + 1 in marked else None for v in range(k)]
+    if len(marked) < 2:
+        return [0] * n, [None]
+    out, current = [], None
+    for k in range(n):
+        end = staves[k - 1][0] + len(staves[k - 1][1]) if k else max(0, staves[0][0] - 6)
+        found = [m for ln in lines[end:staves[k][0]] for m in _marks(ln)]
+        if found:
+            current = found[-1]
+        out.append(current)
+    first = next((m for m in out if m is not None), 1)
+    labels = sorted({m if m is not None else first for m in out})
+    return [labels.index(m if m is not None else first) for m in out], labels
+
+
+def _part_tuning(lines: list[str], part_mark: int, n: int) -> tuple[int, ...] | None:
+    """A tuning given for one guitar of an ensemble: 'Guitar 1 tuning: DADGBE', 'Gtr I (E A D G B E)'."""
+    for ln in lines:
+        if _is_tab_line(ln) or _marks(ln) != [part_mark]:
+            continue
+        rest = ln[_PART_MARK.search(ln).end():]
+        t = _text_tuning(rest if re.search("tuning", rest, re.I) else "tuning " + rest, n)
+        if t is not None:
+            return t
+    return None
+
+
 def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int]]:
     """Notes (column, fret) and bar-line columns of one tab line body."""
     notes, bars, i, prev = [], [], 0, ""
@@ -141,7 +206,7 @@ def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int]]:
 
 
 def read_ascii_tab(path) -> list[GuitarScore]:
-    """One GuitarScore (all staves of the file concatenated in time) with frets from the tab.
+    """One GuitarScore per guitar (its staves concatenated in time; one for a solo tab) with frets from the tab.
 
     Raises SkipFile for bass/mandolin/ukulele tab (4- or 5-line staves), chord sheets and other text
     without a 6- or 7-line tab staff.
@@ -159,14 +224,9 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     n = statistics.mode(len(s[1]) for s in guitar)
     guitar = [s for s in guitar if len(s[1]) == n]
 
-    # Tuning: labels of the first fully labelled staff, else the text, else standard.
-    tuning = None
-    for _, labels, _ in guitar:
-        if all(labels):
-            tuning = _tuning_from_classes([_pitch_class(x) for x in labels[::-1]])
-            break
-    if tuning is None:
-        tuning = _text_tuning(text, n) or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
+    voices, part_marks = _assign_parts(lines, guitar)
+    # A tuning line that names one guitar of an ensemble ("Guitar 2 tuning: ...") is that guitar's alone.
+    text_tuning = _text_tuning(text if len(part_marks) == 1 else "\n".join(ln for ln in lines if not _marks(ln)), n)
     m = re.search(r"\bcapo\b\D{0,12}(\d{1,2})", text, re.I)
     capo = int(m.group(1)) if m and int(m.group(1)) <= 12 else 0
     m = re.search(r"(?:tempo|bpm|♩\s*=)\D{0,6}(\d{2,3})", text, re.I)
@@ -199,6 +259,35 @@ def read_ascii_tab(path) -> list[GuitarScore]:
         parsed.append((notes, segs))
     typical = statistics.median(widths) if widths else None
 
+    title = next((ln.strip() for ln in lines if ln.strip()), path.stem)[:80]
+    out = []
+    for v, mark in enumerate(part_marks):
+        mine = [k for k, x in enumerate(voices) if x == v]
+        # Tuning: labels of the part's first fully labelled staff, else the part's own tuning line, else the
+        # text, else standard.
+        tuning = None
+        for k in mine:
+            if all(guitar[k][1]):
+                tuning = _tuning_from_classes([_pitch_class(x) for x in guitar[k][1][::-1]])
+                break
+        if tuning is None and mark is not None and len(part_marks) > 1:
+            tuning = _part_tuning(lines, mark, n)
+        if tuning is None:
+            tuning = text_tuning or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
+        gs = _part_score(path, [parsed[k] for k in mine], typical, tuning, capo, qpm, n)
+        if gs is None:
+            continue
+        gs.name = title if len(part_marks) == 1 else f"{title} (guitar {mark or v + 1})"[:96]
+        gs.extra.update(staves=len(mine), part=v, parts=len(part_marks))
+        out.append(gs)
+    if not out:
+        raise SkipFile("tab staves hold no fret numbers")
+    return out
+
+
+def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: int) -> GuitarScore | None:
+    """One guitar's staves (parsed notes and bar segments), concatenated in time, as a GuitarScore; None if
+    they hold no note."""
     events = []  # (tick, string number, fret)
     t0 = 0
     for notes, segs in parsed:
@@ -214,9 +303,8 @@ def read_ascii_tab(path) -> list[GuitarScore]:
                 if a <= c < b:
                     events.append((t0 + round((c - a) * tpc), li + 1, f))
             t0 += round(bar_ticks)
-
     if not events:
-        raise SkipFile("tab staves hold no fret numbers")
+        return None
     # One note per string per onset (a stray digit under another one is noise).
     uniq = {}
     for t, s, f in events:
@@ -235,6 +323,5 @@ def read_ascii_tab(path) -> list[GuitarScore]:
         track.notes.append(symusic.Note(t, max(1, nxt[t] - t), pitch, 80))
         frets.append((s, f))
     score.tracks.append(track)
-    name = next((ln.strip() for ln in lines if ln.strip()), path.stem)[:80]
-    return [GuitarScore(score, tuning=tuning, capo=capo, frets=frets, name=name, source_format="ascii_tab",
-                        extra={"path": str(path), "staves": len(guitar)})]
+    return GuitarScore(score, tuning=tuning, capo=capo, frets=frets, name="", source_format="ascii_tab",
+                       extra={"path": str(path)})
