@@ -147,3 +147,14 @@ def test_solo_tab_with_stacked_staves_stays_one_part(tmp_path):
     (tmp_path / "solo.txt").write_text("\n".join(lines) + "\n")
     (gs,) = read_ascii_tab(tmp_path / "solo.txt")
     assert gs.frets == [(1, 1), (1, 2), (1, 3), (1, 4)]
+
+
+def test_natural_harmonics_are_marked(tmp_path):
+    """'<12>' is a natural harmonic: a note at the written fret's pitch whose index is listed in extra['harmonics']
+    (its string/fret names a node to touch, not a fretted pitch); plain frets around it are not."""
+    lines = ["|--0--<12>--3--|", "|-------------|", "|--------<7>--|", "|-------------|", "|-------------|", "|-------------|"]
+    (tmp_path / "harm.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "harm.txt")
+    _check_frets(gs)
+    assert gs.frets == [(1, 0), (1, 12), (3, 7), (1, 3)]
+    assert gs.extra["harmonics"] == [1, 2]

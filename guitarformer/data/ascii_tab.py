@@ -14,7 +14,8 @@ What is understood:
   tuning line ("Guitar 1 tuning: DADGBE", "Gtr I (E A D G B E)") applies to its part only;
 - technique marks h p / \\ s ~ are ignored and the fret after them is a new note; the fret after b
   (bend target) or r (release) is not a new note; x (dead note) and parenthesised frets (ties or
-  ghost notes, depending on the author) are skipped.
+  ghost notes, depending on the author) are skipped; natural harmonics ("<12>") are notes at the written fret's
+  pitch, listed in `extra["harmonics"]` (note indices) since their string/fret names a node, not a fretted pitch.
 
 Rhythm: tab has none, so onsets come from column positions. Each bar is stretched so the file's median
 bar width is one 4/4 bar (a bar twice as wide lasts two bars' time); without bar lines one column is a
@@ -177,10 +178,11 @@ def _part_tuning(lines: list[str], part_mark: int, n: int) -> tuple[int, ...] | 
     return None
 
 
-def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int]]:
-    """Notes (column, fret) and bar-line columns of one tab line body."""
+def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int], set[int]]:
+    """Notes (column, fret), bar-line columns and the columns of natural harmonics ("<12>") of one tab line body."""
     notes, bars, i, prev = [], [], 0, ""
     depth = 0
+    harmonics, in_harmonic = set(), False
     while i < len(body):
         ch = body[i]
         if ch == "|":
@@ -189,12 +191,16 @@ def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int]]:
             depth += 1
         elif ch == ")":
             depth = max(0, depth - 1)
+        elif ch in "<>":
+            in_harmonic = ch == "<"
         elif ch.isdigit():
             j = i + 1
             if j < len(body) and body[j].isdigit() and int(body[i : j + 1]) <= MAX_FRET:
                 j += 1
             if depth == 0 and prev not in ("b", "r", "B", "R"):
                 notes.append((i, int(body[i:j])))
+                if in_harmonic:
+                    harmonics.add(i)
             prev = "0"
             i = j
             continue
@@ -202,7 +208,7 @@ def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int]]:
         if ch == "-":
             prev = "-"
         i += 1
-    return notes, bars
+    return notes, bars, harmonics
 
 
 def read_ascii_tab(path) -> list[GuitarScore]:
@@ -237,10 +243,11 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     parsed = []
     widths = []
     for _, _, bodies in guitar:
-        notes, bar_sets = [], []
+        notes, bar_sets, harmonics = [], [], set()
         for li, body in enumerate(bodies):
-            ns, bs = _parse_line(body)
+            ns, bs, hs = _parse_line(body)
             notes += [(c, li, f) for c, f in ns]
+            harmonics |= {(c, li) for c in hs}
             bar_sets.append(tuple(bs))
         bars = sorted(set(statistics.mode(bar_sets))) if bar_sets else []
         width = max(len(b) for b in bodies)
@@ -256,7 +263,7 @@ def read_ascii_tab(path) -> list[GuitarScore]:
             if b > a:
                 segs.append((a, b))
         widths += [b - a for a, b in segs if cuts]
-        parsed.append((notes, segs))
+        parsed.append((notes, segs, harmonics))
     typical = statistics.median(widths) if widths else None
 
     title = next((ln.strip() for ln in lines if ln.strip()), path.stem)[:80]
@@ -288,9 +295,9 @@ def read_ascii_tab(path) -> list[GuitarScore]:
 def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: int) -> GuitarScore | None:
     """One guitar's staves (parsed notes and bar segments), concatenated in time, as a GuitarScore; None if
     they hold no note."""
-    events = []  # (tick, string number, fret)
+    events = []  # (tick, string number, fret, natural harmonic)
     t0 = 0
-    for notes, segs in parsed:
+    for notes, segs, harmonics in parsed:
         notes.sort()
         for a, b in segs:
             w = b - a
@@ -301,27 +308,29 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
                 tpc, bar_ticks = TPQ / 4, w * TPQ / 4
             for c, li, f in notes:
                 if a <= c < b:
-                    events.append((t0 + round((c - a) * tpc), li + 1, f))
+                    events.append((t0 + round((c - a) * tpc), li + 1, f, (c, li) in harmonics))
             t0 += round(bar_ticks)
     if not events:
         return None
     # One note per string per onset (a stray digit under another one is noise).
     uniq = {}
-    for t, s, f in events:
-        uniq.setdefault((t, s), f)
-    events = sorted((t, s, f) for (t, s), f in uniq.items())
-    onsets = sorted({t for t, _, _ in events})
+    for t, s, f, h in events:
+        uniq.setdefault((t, s), (f, h))
+    events = sorted((t, s, f, h) for (t, s), (f, h) in uniq.items())
+    onsets = sorted({t for t, _, _, _ in events})
     nxt = {t: u for t, u in zip(onsets, onsets[1:] + [onsets[-1] + TPQ])}
 
     score = symusic.Score(TPQ)
     score.tempos.append(symusic.Tempo(0, qpm))
     score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
     track = symusic.Track(path.stem, GUITAR_PROGRAM, False)
-    frets = []
-    for t, s, f in events:
+    frets, harmonics = [], []
+    for k, (t, s, f, h) in enumerate(events):
         pitch = tuning[n - s] + capo + f
         track.notes.append(symusic.Note(t, max(1, nxt[t] - t), pitch, 80))
         frets.append((s, f))
+        if h:
+            harmonics.append(k)
     score.tracks.append(track)
     return GuitarScore(score, tuning=tuning, capo=capo, frets=frets, name="", source_format="ascii_tab",
-                       extra={"path": str(path)})
+                       extra={"path": str(path), "harmonics": harmonics})
