@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 from guitarformer.errors import GuitarformerError
 
 CKPT_VERSION = 1
+CHECKSUM_KEY = "checksum"  # sha256 over every tensor's name, dtype, shape and bytes, written by save_checkpoint
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -34,6 +36,7 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    state = {**state, CHECKSUM_KEY: tensor_checksum(state)}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(path)
@@ -65,6 +68,30 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+def _tensors(obj: Any, name: str = ""):
+    """(name, tensor) for every tensor in nested dicts / lists / tuples, in a fixed order."""
+    if isinstance(obj, torch.Tensor):
+        yield name, obj
+    elif isinstance(obj, dict):
+        for k in sorted(obj, key=repr):
+            if not (name == "" and k == CHECKSUM_KEY):
+                yield from _tensors(obj[k], f"{name}/{k!r}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _tensors(v, f"{name}/{i}")
+
+
+def tensor_checksum(state: dict[str, Any]) -> str:
+    """sha256 over the name, dtype, shape and bytes of every tensor in `state` (PyTorch's loader does not check its
+    records' CRCs, so a flipped bit inside a weight would otherwise load silently)."""
+    h = hashlib.sha256()
+    for name, t in _tensors(state):
+        t = t.detach().cpu().contiguous().reshape(-1)
+        h.update(f"{name}|{t.dtype}|{t.numel()};".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
 
 
 def _first_line(e: BaseException) -> str:
@@ -127,4 +154,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             and isinstance(cfg, dict)):
         raise GuitarformerError(f"{path} is not a guitarformer checkpoint (model is not a dict of named tensors "
                                 "or config is not a dict)", "pass a ckpt/*.pt file from a guitarformer run directory")
+    if CHECKSUM_KEY in state:  # checkpoints written before the checksum existed load as they are
+        if state.pop(CHECKSUM_KEY) != tensor_checksum(state):
+            raise GuitarformerError(
+                f"checkpoint {path} is damaged: its weights do not match the checksum written with them "
+                "(a changed bit on disk or in a copy)",
+                "use another checkpoint (ckpt/best.pt or ckpt/last.pt), copy it again, or retrain",
+            )
     return state

@@ -796,3 +796,28 @@ def test_disk_full_mid_training_is_one_clear_line(tmp_path, cache_root, rel_data
     r = cli("train", "--resume", run)
     assert r.exit_code == 0, r.output
     assert load_checkpoint(run / "ckpt" / "last.pt")["step"] == 20
+
+
+def test_flipped_bit_inside_the_weights_is_one_clear_line(tmp_path, cache_root, rel_run):
+    """PyTorch does not check its records' CRCs: a changed byte inside a weight tensor used to load silently. The
+    checksum save_checkpoint writes catches it; a checkpoint without one (older runs) still loads."""
+    state = load_checkpoint(rel_run / "ckpt" / "last.pt")
+    name, w = max(state["model"].items(), key=lambda kv: kv[1].numel())
+    marker = torch.arange(w.numel(), dtype=torch.float32).reshape(w.shape).to(w.dtype) + 0.5
+    state["model"][name] = marker
+    ck = _fake_run_with(rel_run, tmp_path / "r", state=state)
+    save_checkpoint(ck, state)  # as training writes it: with the checksum
+    assert torch.equal(load_checkpoint(ck)["model"][name], marker)
+    raw = bytearray(ck.read_bytes())
+    pattern = marker.reshape(-1)[1000:1008].contiguous().view(torch.uint8).numpy().tobytes()
+    at = bytes(raw).find(pattern)
+    assert at > 0  # stored uncompressed: the weights' bytes are in the file as they are
+    raw[at + 3] ^= 0x10
+    ck.write_bytes(bytes(raw))
+    assert_clear_error(cli("sample", "--checkpoint", ck, "--out", tmp_path / "x.mid"), "damaged")
+    assert_clear_error(cli("train", "--resume", tmp_path / "r"), "damaged")
+    # the same state saved the old way (no checksum entry) loads
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    assert "checksum" not in torch.load(old, weights_only=True)
+    assert torch.equal(load_checkpoint(old)["model"][name], marker)
