@@ -325,11 +325,11 @@ _SPIN_DRIVER = """
 
 @pytest.mark.parametrize("workers", [2, 1])
 def test_per_file_timeout_and_memory_cap(tmp_path, cache_root, workers):
-    """A reader that spins (even one swallowing exceptions) is stopped by the per-file timeout, in pool workers and
-    in prepare's own process; a pool worker that asks for too much memory gets MemoryError, not the machine."""
+    """A reader that spins (even one swallowing exceptions) is stopped by the per-file timeout, with two workers and
+    with one; a worker that asks for too much memory gets MemoryError, not the machine."""
     folder = tmp_path / "in"
     riffs = write_riffs(folder, 2)
-    for name in ("spin.mid", "swallow.mid") + (("hog.mid",) if workers > 1 else ()):
+    for name in ("spin.mid", "swallow.mid", "hog.mid"):
         (folder / name).write_bytes(riffs[0].read_bytes() + name.encode())  # distinct content: not deduplicated
     p = python_proc(_SPIN_DRIVER, folder, tmp_path / "ds", workers, cwd=tmp_path,
                     env=_env(cache_root, GUITARFORMER_WORKER_MEM_MB="1024"))
@@ -343,8 +343,7 @@ def test_per_file_timeout_and_memory_cap(tmp_path, cache_root, workers):
     assert lines["spin.mid"]["reason"] == "timed out after 1s"
     assert lines["swallow.mid"]["reason"] == "timed out after 1s"
     assert lines["riff0.mid"]["status"] == lines["riff1.mid"]["status"] == "ok"
-    if workers > 1:
-        assert lines["hog.mid"]["reason"] == "ran out of memory reading the file", lines["hog.mid"]
+    assert lines["hog.mid"]["reason"] == "ran out of memory reading the file", lines["hog.mid"]
 
 
 _CRASH_DRIVER = """
@@ -364,18 +363,20 @@ _CRASH_DRIVER = """
         return real(path, **kw)
 
     gio.read_guitar = reader
-    prepare([sys.argv[1]], sys.argv[2], workers=2, progress=False)
+    prepare([sys.argv[1]], sys.argv[2], workers=int(sys.argv[3]), progress=False)
 """
 
 
-def test_a_reader_that_kills_its_worker_is_recorded_and_the_rest_prepared(tmp_path, cache_root):
+@pytest.mark.parametrize("workers", [2, 1])
+def test_a_reader_that_kills_its_worker_is_recorded_and_the_rest_prepared(tmp_path, cache_root, workers):
     """A file that crashes the worker process (segfault, hard exit) breaks the process pool: prepare finds the
-    file, records it as failed with a reason and prepares every other file."""
+    file, records it as failed with a reason and prepares every other file. With one worker too: that worker is
+    a child process as well."""
     folder = tmp_path / "in"
     riffs = write_riffs(folder, 12)
     for name in ("segv.mid", "abort.mid"):
         (folder / name).write_bytes(riffs[0].read_bytes() + name.encode())  # distinct content: not deduplicated
-    p = python_proc(_CRASH_DRIVER, folder, tmp_path / "ds", cwd=tmp_path, env=_env(cache_root))
+    p = python_proc(_CRASH_DRIVER, folder, tmp_path / "ds", workers, cwd=tmp_path, env=_env(cache_root))
     rc = p.finish(timeout=120)
     assert rc == 0, p.err
     lines = {Path(d["path"]).name: d for d in map(json.loads, (tmp_path / "ds" / "manifest.jsonl").read_text().splitlines())}

@@ -82,7 +82,7 @@ def _init_worker(tokenizer_json: str, opts: dict[str, Any]) -> None:
     _OPTS = opts
     import multiprocessing
 
-    if multiprocessing.parent_process() is not None:  # a pool worker, not prepare's own process (workers=1)
+    if multiprocessing.parent_process() is not None:  # a pool worker (always, from prepare)
         # Ctrl-C reaches the whole process group: let the parent alone stop the pool (no worker tracebacks).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _cap_memory()
@@ -314,12 +314,9 @@ def prepare(
         bar.update(1)
 
     if to_run:
-        if workers > 1:
-            _run_pool(to_run, workers, (str(tok_json), opts), _store)
-        else:
-            _init_worker(str(tok_json), opts)
-            for f, sha in to_run:
-                _store(f, sha, _process(str(f)))
+        # Even one worker is a child process: a reader that segfaults or exits takes down the child, not prepare (the
+        # file is recorded as failed and the rest prepared), and the child's memory cap applies.
+        _run_pool(to_run, workers, (str(tok_json), opts), _store)
     bar.close()
 
     # Assemble splits in a stable order (by path), then write arrays, manifest and finally meta.json.
