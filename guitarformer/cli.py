@@ -205,9 +205,11 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
               help="Also render audio with FluidSynth (soundfont: $GUITARFORMER_SOUNDFONT or a system GM .sf2).")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
+@click.option("--position", type=click.IntRange(0, 19), default=None,
+              help="Finger the tab in this position where the notes allow (index finger at this fret; 0 = open).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
-           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, device):
+           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, device):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
@@ -218,7 +220,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     write_riffs(out=out, run_dir=run_dir, checkpoint=checkpoint, num_samples=num_samples,
                 max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
                 seed=seed, prompt=prompt, tempo=tempo, tuning=tuning, program=program, tab_out=tab_out,
-                gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out)
+                gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out, position=position)
 
 
 # ---------------------------------------------------------------- eval / tab
@@ -268,8 +270,11 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--tuning", default=None, help="Override the tuning (name or MIDI numbers low to high).")
 @click.option("--width", type=int, default=80, show_default=True)
-def tab(file, tuning, width):
-    """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file."""
+@click.option("--position", type=click.IntRange(0, 19), default=None,
+              help="Re-finger in this position where the notes allow (index finger at this fret; 0 = open).")
+def tab(file, tuning, width, position):
+    """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file (its own fingering where it
+    has one, unless --tuning or --position asks for another)."""
     from guitarformer.data.io import read_guitar
     from guitarformer.sample import parse_tuning
     from guitarformer.tab import fret, render_ascii_tab
@@ -286,7 +291,8 @@ def tab(file, tuning, width):
     for gs in parts:
         if tuning:
             gs.tuning = parse_tuning(tuning)
-        frets = gs.frets if (gs.frets and not tuning) else fret(list(gs.track.notes), gs.tuning, gs.capo)
+        keep = gs.frets and not tuning and position is None
+        frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position)
         if gs.name:
             click.echo(f"# {gs.name}")
         click.echo(render_ascii_tab(gs, frets, width=width))

@@ -547,9 +547,10 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = 0.95,
                    prompt: list[int] | None = None, bars: int | None = None,
                    tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
-                   program: int = GUITAR_PROGRAM, use_cache: bool = True) -> list[Riff]:
+                   program: int = GUITAR_PROGRAM, use_cache: bool = True, position: int | None = None) -> list[Riff]:
     """Sample `num` riffs in one batch. A decoder continues `prompt` (ids, BOS first); an encoder-decoder
-    encodes it as the source and writes the continuation. Returns decoded, fretted riffs."""
+    encodes it as the source and writes the continuation. Returns decoded, fretted riffs (in `position` if given,
+    see `tab.fret`)."""
     from guitarformer.data.tokenization import bar_ids, decode, special_ids
 
     sp = special_ids(tokenizer)
@@ -574,7 +575,7 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
         score = decode(tokenizer, body, program=program, tempo=tempo)
         score = clamp_to_tuning(score, tuning)
         gs = GuitarScore(score=score, tuning=tuple(tuning), name="riff", source_format="generated")
-        frets = fret_score(gs)
+        frets = fret_score(gs, position)
         gs.frets = frets
         riffs.append(Riff(ids=row, gs=gs, frets=frets))
     return riffs
@@ -609,10 +610,10 @@ def clamp_to_tuning(score, tuning: tuple[int, ...]):
     return score
 
 
-def fret_score(gs: GuitarScore) -> list[tuple[int, int]]:
+def fret_score(gs: GuitarScore, position: int | None = None) -> list[tuple[int, int]]:
     from guitarformer.tab import fret
 
-    return fret(list(gs.track.notes), gs.tuning, gs.capo)
+    return fret(list(gs.track.notes), gs.tuning, gs.capo, position=position)
 
 
 def render_media(riff: Riff, fs: int = 16000) -> dict[str, Any]:
@@ -678,7 +679,7 @@ def prompt_ids(tokenizer, path: Path) -> list[int]:
 def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, max_new_tokens=None, bars=None,
                 temperature=None, top_k=None, top_p=None, seed: int = 0, prompt=None, tempo=None,
                 tuning: str = "standard", program=None, tab_out=None, gp_out=None, device: str = "auto",
-                echo=print, batch_size: int | None = None, wav_out=None) -> list[Path]:
+                echo=print, batch_size: int | None = None, wav_out=None, position: int | None = None) -> list[Path]:
     """The `sample` command: load, generate in batches of `batch_size`, write MIDI (+ tab, GP5, WAV), report.
 
     Batch k (0-based) is seeded with seed + k, so a run is reproducible for a given batch size."""
@@ -705,7 +706,7 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
             model, tokenizer, cfg, dev, min(bs, num_samples - first), seed + k, max_new_tokens or s.max_new_tokens,
             s.temperature if temperature is None else temperature, (s.top_k if top_k is None else top_k) or None,
             s.top_p if top_p is None else top_p, p_ids, bars, tun, tempo,
-            program if program is not None else GUITAR_PROGRAM)
+            program if program is not None else GUITAR_PROGRAM, position=position)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -557,6 +557,7 @@ def fret(
     capo: int = 0,
     max_fret: int = MAX_FRET,
     costs: FretCosts = DEFAULT_COSTS,
+    position: int | None = None,
 ) -> list[tuple[int, int]]:
     """One (string, fret) per note, in input order, minimising the fitted fingering cost (hand shifts, stretch,
     position height, string choice; see `fingering_features`).
@@ -564,13 +565,36 @@ def fret(
     `notes`: (onset_tick, duration_tick, pitch) tuples or objects with .time/.duration/.pitch (symusic notes).
     Notes with the same onset form a chord and get distinct strings. Returns `UNPLAYABLE` (-1, -1) for a
     note that cannot be played (see the module docstring). Frets are relative to the capo.
+    `position`: play in this position if the notes allow (the index finger at that fret, the hand covering it and
+    the next three; 0 = open position): every fret outside that window costs `POSITION_WEIGHT`, and so does an
+    open string above position 4. None: the fitted costs choose.
     """
     notes_t = [_note_tuple(n) for n in notes]
     nn = _nn_costs(notes_t, tuning, capo, max_fret, costs, _nn_model(costs))  # the learned term, in every pass
+    if position is not None and notes_t:
+        away = _position_costs(notes_t, tuning, capo, max_fret, position)
+        nn = away if nn is None else nn + away
     if not any(costs.piece[:_N_FROM_FIRST]):
         return _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
     piece = _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first(), nn))
     return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
+
+
+POSITION_WEIGHT = 3.0  # per fret outside the requested position's window (fret(position=...))
+
+
+def _position_costs(notes_t, tuning, capo, max_fret, position: int) -> np.ndarray:
+    """POSITION_WEIGHT x frets outside the window [p, p + 3] (p = max(position, 1)) per (note, string index; last
+    column 0: unplayable); an open string counts 0 up to position 4 and 1 above."""
+    n = len(tuning)
+    lo = max(int(position), 1)
+    pitch = np.array([x[2] for x in notes_t], dtype=float)
+    f = pitch[:, None] - (np.asarray(tuning, dtype=float)[None, :] + capo)
+    away = np.maximum(lo - f, 0) + np.maximum(f - (lo + 3), 0)
+    away = np.where(f == 0, float(position > 4), away)
+    out = np.zeros((len(notes_t), n + 1))
+    out[:, :n] = POSITION_WEIGHT * np.where((f >= 0) & (f <= max_fret - capo), away, 0.0)
+    return out
 
 
 def _one_pass(notes_t, tuning, capo, max_fret, costs, nn=None) -> list[tuple[int, int]]:

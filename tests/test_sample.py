@@ -336,3 +336,27 @@ def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path):
         frames = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
         assert w.getnframes() > w.getframerate() // 4  # at least a quarter of a second
     assert np.abs(frames).max() > 0  # not silence
+
+
+def test_sample_tab_in_a_requested_position(run_dir, tmp_path):
+    """--position reaches the fingering of the written tab and GP5: same notes, the hand near that fret."""
+    from guitarformer.data.io import read_guitar
+
+    outs = {}
+    for pos in (None, 9):
+        d = tmp_path / f"p{pos}"
+        extra = [] if pos is None else ["--position", pos]
+        r = sample_cli("--run", run_dir, "--out", d / "riff.mid", "--seed", 3, "--temperature", 1.2,
+                       "--gp", d / "riff.gp5", *extra, cwd=tmp_path)
+        assert r.exit_code == 0, r.output
+        (gs,) = read_guitar(d / "riff.gp5")
+        outs[pos] = ([n.pitch for n in gs.track.notes], [f for _, f in gs.frets], gs.tuning)
+    assert outs[None][0] == outs[9][0] and outs[9][0]  # the same riff
+    pitches, frets, tuning = outs[9]
+
+    def away(x):  # frets outside 9..12; an open string counts 1 that high up
+        return 1 if x == 0 else max(9 - x, 0, x - 12)
+
+    for p, f in zip(pitches, frets):  # each note as near the window as any string allows
+        assert away(f) == min(away(p - o) for o in tuning if 0 <= p - o <= MAX_FRET), outs
+    assert frets != outs[None][1], outs

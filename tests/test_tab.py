@@ -369,3 +369,42 @@ def test_fret_falls_back_without_the_weights(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         fret_model.load.cache_clear()
+
+
+def test_position_moves_a_scale_up_the_neck():
+    """position=N fingers a line with the hand at fret N where the notes allow; None leaves the fitted choice."""
+    notes = [(i * 240, 240, p) for i, p in enumerate([57, 59, 60, 62, 64, 65, 67, 69, 71, 72])]  # A3 .. C5
+    assert fret(notes, position=None) == fret(notes)
+    for pos in (0, 2, 5, 7, 9):
+        frets = fret(notes, position=pos)
+        _check(notes, frets)
+        for (_, _, pitch), (s, f) in zip(notes, frets):
+            def away(x):  # frets outside the window (position 0: frets 1-4); an open string: 0 up to position 4, 1 above
+                lo = max(pos, 1)
+                return int(pos > 4) if x == 0 else max(lo - x, 0, x - lo - 3)
+
+            assert away(f) == min(away(pitch - o) for o in STANDARD_TUNING if pitch >= o), (pos, pitch, frets)
+    # a note outside every window of the position still gets its nearest fingering, never dropped
+    far = [(0, 240, 40), (240, 240, 88)]  # low open E and E6 (high E at fret 24)
+    assert fret(far, position=7) == [(6, 0), (1, 24)]
+
+
+def test_tab_cli_position(tmp_path):
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+    from guitarformer.data.io import write_midi
+
+    score = symusic.Score(480)
+    track = symusic.Track("g", 25, False)
+    for i, p in enumerate([57, 59, 60, 62, 64, 65, 67, 69]):
+        track.notes.append(symusic.Note(i * 240, 240, p, 80))
+    score.tracks.append(track)
+    path = write_midi(GuitarScore(score=score), tmp_path / "line.mid")
+    r = CliRunner().invoke(main, ["tab", str(path), "--position", "7"])
+    assert r.exit_code == 0, r.output
+    frets = [int(x) for ln in r.output.splitlines() if ln[:2] in {"e|", "B|", "G|", "D|", "A|", "E|"}
+             for x in __import__("re").findall(r"\d+", ln[2:])]
+    assert len(frets) == 8 and all(7 <= f <= 10 for f in frets), r.output
+    r = CliRunner().invoke(main, ["tab", str(path), "--position", "30"])
+    assert r.exit_code == 2 and "--position" in r.output
