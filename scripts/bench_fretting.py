@@ -52,6 +52,8 @@ def gp_parts(path: Path) -> list[Part]:
                     for note in beat.notes:
                         if note.type != guitarpro.NoteType.normal:  # ties continue a note; dead notes have no pitch
                             continue
+                        if note.effect.isHarmonic:  # string/fret name a node to touch, not a fretted pitch
+                            continue
                         if not 1 <= note.string <= len(tuning):
                             continue
                         pitch = tuning[len(tuning) - note.string] + track.offset + note.value
@@ -68,7 +70,8 @@ def ascii_parts(path: Path) -> list[Part]:
     parts = []
     for gs in read_ascii_tab(path):
         notes = [(n.time, n.duration, n.pitch) for n in gs.track.notes]  # sounding pitches: capo included
-        ok = [i for i, f in enumerate(gs.frets) if f[1] >= 0]
+        harmonics = set(gs.extra.get("harmonics", ()))  # as in the GP loop: a node to touch, not a fretted pitch
+        ok = [i for i, f in enumerate(gs.frets) if f[1] >= 0 and i not in harmonics]
         parts.append((path.name, gs.tuning, gs.capo, [notes[i] for i in ok], [gs.frets[i] for i in ok]))
     return parts
 
@@ -277,7 +280,8 @@ Command (from the repository root, with the shared data checked out beside it):
 
 Accuracy is the share of notes whose (string, fret) equals the one in the human tab. The lowest-fret
 rule (each chord gets the distinct-string assignment with the smallest sum of frets) is computed by the
-same script on the same notes. Parts are de-duplicated by note content; ties and dead notes are left out.
+same script on the same notes. Parts are de-duplicated by note content; ties, dead notes and natural harmonics
+(GP harmonic effects, "<12>" in ASCII tab: their string/fret names a node to touch, not a fretted pitch) are left out.
 Files read: {n_gp} GP files ({gp_bad} unreadable), {n_tab} ASCII tabs ({tab_bad} skipped/unreadable).
 
 Files are split in two halves by a hash of the file name without its extension (the GP test suites
@@ -333,6 +337,13 @@ to the chord costs of both passes (the model runs once per call; the perceptron 
 (`--train-nn`: AdamW, one-cycle lr 3e-3, 15 epochs, 256-note windows, one CPU thread, seed 0, about 4 minutes)
 on 7/8 of the half-0 files; the other 1/8 (a second file-name hash) picks the epoch and the weight (pooled there:
 0 83.83%, 0.5 84.14%, 1.0 84.13%, 1.5 83.92%, 2.0 83.81%). Without the weights file (or torch) `fret()` uses the hand-made costs alone.
+The shipped weights were trained on the second session's reading of the data (duets as one part, harmonics kept);
+`--train-nn` now trains on the current reading and gives a different model (validation eighth 84.19% at weight 1.0,
+the shipped one 84.36% at 0.5 on the same notes), so it was not replaced.
+
+`fret(..., position=N)` (`guitarformer tab --position N`, `sample --position N`) is not scored here: it adds a fixed
+cost of 3 per fret outside the window N..N+3 (an open string counts 1 above position 4) for a guitarist who wants
+the tab in a given position, and leaves the fitted costs to choose within it.
 
 Weights are fit by an averaged structured perceptron (`--fit`: 3 epochs over 32-onset pieces of the half-0
 parts; the human fingering is added to the candidates; where the decoded fingering differs, weights move
@@ -366,6 +377,17 @@ about 2.2x the time of one (the notes/s column).
 | (same, nn_weight 1.0) | 84.58% | 45.54% | 83.76% |
 | dropped: the model applied in pass 1 only / pass 2 only / 0.5 + 1 / 1 + 0.5 (validation eighth, classtab: 84.78 / 84.67 / 84.75 / 84.82 vs 84.78 both at 1) | noise | | |
 | dropped: the model reading the hand-made fret()'s fingering as input, decoded again with its term (a "corrector"; validation eighth: classtab 84.37% vs 84.78% for the plain model at weight 1, GP 72.9% vs 69.7%) | | | |
+| *third session; from here on the held-out half is read with the two reader/benchmark changes below* | | | |
+| reader fix: duet/trio tabs read as one part per guitar (stacked systems or "Gtr N" sections, a guitar's own tuning line; 35 files, 32,002 held-out notes at 76.9% -> 77.7%) | 84.58% (+0.07) | 45.78% | 83.78% |
+| benchmark: natural harmonics left out (GP harmonic effect, "<12>" in ASCII tab; 1,187 held-out classtab notes, fret() matched 41% of them) | 84.77% | 45.75% | 83.96% |
+| dropped: power-chord features (strings not adjacent, open root, root string 6/5/4/other), refit | 84.5% (=) | 45.6% (-0.2; fit half 79.3 -> 81.1) | |
+| dropped: string model with 128 GRU units per direction (514k parameters; validation eighth at its best weight 83.96% vs 84.21% for 64 units) | | | |
+| dropped: the string model's -log p as 8 perceptron features (x fret region, expected region shares), fit on out-of-fold predictions of two half-data models (validation eighth 83.81% vs 84.20%) | -0.2 on a third | | |
+| dropped: top-note (string, fret region) transitions between onsets, 1,600 features (validation 84.39% vs 84.36%: noise) | 84.87% (+0.10) | 45.29% | 84.04% |
+| dropped: the above, with both passes fit with the learned term present (out-of-fold predictions, weight 0.5; validation 84.34% vs 84.36%) | 84.92% (+0.15) | 47.27% | 84.14% |
+| dropped: per onset, the majority of 7 decodes (fret-height bias -0.5..1, learned weight 0.5/1; validation 84.51% vs 84.36%, 7x slower) | | | |
+| measured: per part, the best of 8 fret-height biases chosen by an oracle (an upper bound for a per-piece position prior): held-out third 82.6% -> 83.8%, validation 84.2% -> 85.4%; the same choice made by the string model's likelihood: 84.0% | | | |
+| dropped: the string model retrained on the new reading of half 0 (validation eighth 84.19% at its best weight vs 84.36% for the shipped one: seed-level noise) | | | |
 
 The rows were measured with `scripts/bench_fretting.py`'s fit/score functions on the same held-out notes;
 the table at the top is the shipped model (weights rounded to 3 decimals), so it can differ from the
@@ -376,7 +398,13 @@ last row in the second decimal.
 - **The 85% target is not met**: see the table at the top: classtab {acc['classtab ASCII tabs']:.1%}, GP
   {acc['Guitar Pro (gp3/4/5)']:.1%}, pooled {pooled:.1%} held out (pooled = all held-out notes of both
   sources; classtab is 98% of them). Everything tried together bought about +2.2 points on classtab
-  and +1.5 on GP; the per-feature gains shrank to noise level at the end. The learned string model gave
+  and +1.5 on GP; the per-feature gains shrank to noise level at the end. The third session's modelling
+  attempts (power chords, a wider string model, the model's output as fitted features, melody transitions,
+  fitting with the model present, voting) each moved the validation eighth by less than its seed-to-seed noise
+  (about 0.2 points), so none shipped; the numbers moved only through reading the data right (duets split,
+  harmonics left out). The string model is data-bound (128 units: training loss falls, validation does not),
+  the perceptron is not overfit (in-sample 84.6% vs 84.5% held out) but its features are used up. A per-piece
+  position prior is bounded by about +1.2 points even when an oracle picks it. The learned string model gave
   +0.34 on classtab and cost 1.2 on held-out GP (91 of 7,339 notes; GP validation also dropped), a net
   +0.31 pooled: the GRU alone picks the human string for only 82.7% of held-out classtab notes (46% GP),
   below the Viterbi, so it is a small correction, not a new model. (Lowest-fret moved from 72.2% to
@@ -400,9 +428,10 @@ last row in the second decimal.
 - The GP files are mostly format test suites, not a curated corpus: tiny parts, duplicated songs
   (de-duplicated by content), and some deliberately broken files.
 - classtab's string/fret come from our own ASCII reader (`guitarformer/data/ascii_tab.py`); tabs
-  whose labels or text give a tuning use it, others are taken as standard tuning. Left alone: one tab
-  (hatzidakis_dont_ask_the_sky) labels its strings in the wrong order while its text gives the tuning;
-  multi-guitar tabs are read as one part.
+  whose labels or text give a tuning use it, others are taken as standard tuning. Duets and trios are one part
+  per guitar when the text names several guitars. Left alone: one tab (hatzidakis_dont_ask_the_sky) labels its
+  strings in the wrong order while its text gives the tuning; tabs holding several versions of a piece one after
+  the other (rodrigo_concierto_de_aranjuez_2: four, "high frets" and "low frets") are still one part.
 - Earlier history: the hand-set costs (commit d192c49) scored 80.6% / 44.1%, the first fitted model
   82.4% / 44.0% (plus a capo bug in this benchmark fixed then).
 """)
