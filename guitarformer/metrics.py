@@ -349,6 +349,17 @@ def reference_from_split(dataset: Path, split: str, tokenizer) -> list[Piece]:
     return [piece_of(decode(tokenizer, part.sequence(i).tolist())) for i in range(part.num_sequences)]
 
 
+def _fretted_only(gs) -> list[tuple[int, int]] | None:
+    """The part's human frets with natural harmonics marked unplayable: their string/fret names a node to touch,
+    not a fretted pitch, so `fingering_agreement` leaves them out (as scripts/bench_fretting.py does)."""
+    if not gs.frets:
+        return gs.frets
+    from guitarformer.tab import UNPLAYABLE
+
+    harmonics = set(gs.extra.get("harmonics", ()))
+    return [UNPLAYABLE if i in harmonics else f for i, f in enumerate(gs.frets)]
+
+
 def reference_from_dir(folder: Path, limit: int = 500) -> tuple[list[Piece], int]:
     """Every readable guitar part under a folder (read_guitar), with human frets where the file has them.
     Returns (pieces, files skipped)."""
@@ -364,7 +375,7 @@ def reference_from_dir(folder: Path, limit: int = 500) -> tuple[list[Piece], int
             continue
         for gs in parts:
             if len(gs.track.notes) >= 2:
-                pieces.append(piece_of(gs.score, gs.tuning, gs.capo, gs.frets))
+                pieces.append(piece_of(gs.score, gs.tuning, gs.capo, _fretted_only(gs)))
     return pieces, skipped
 
 

@@ -243,3 +243,20 @@ def test_from_music21_merges_a_note_two_voices_share():
     (gs,) = io.from_music21(part, name="two voices")
     assert notes(gs) == [(0, 960, 64), (480, 480, 67)]
     assert gs.track.program == GUITAR_PROGRAM and gs.name == "two voices"
+
+
+def test_guitar_pro_natural_harmonics_are_marked(tmp_path):
+    """A harmonic keeps the written fret's pitch and is listed in extra['harmonics'] (as in ASCII tab)."""
+    import guitarpro as gp
+
+    song = gp.Song(title="harmonics", tempo=100)
+    track = song.tracks[0]
+    voice = track.measures[0].voices[0]
+    for fret, effect in ((12, gp.NoteEffect(harmonic=gp.NaturalHarmonic())), (3, gp.NoteEffect())):
+        beat = gp.Beat(voice, duration=gp.Duration(value=4), status=gp.BeatStatus.normal)
+        beat.notes.append(gp.Note(beat, value=fret, string=3, type=gp.NoteType.normal, effect=effect))
+        voice.beats.append(beat)
+    gp.write(song, str(tmp_path / "h.gp5"))
+    (gs,) = io.read_guitar(tmp_path / "h.gp5")
+    assert gs.frets == [(3, 12), (3, 3)] and [n.pitch for n in gs.track.notes] == [67, 58]
+    assert gs.extra["harmonics"] == [0]

@@ -246,7 +246,8 @@ def _read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     Note.realValue leaves the capo out). Ties extend the previous note on that string; bends become
     pitch bends (+-2 semitone range, larger bends clipped); dead notes are short and soft, palm mutes
     and staccato shorter, ghost notes softer, let-ring notes last until the next note on that string.
-    Repeats are not expanded; grace notes, harmonics' sounding pitch and tremolo-bar dives are ignored.
+    Repeats are not expanded; grace notes, harmonics' sounding pitch and tremolo-bar dives are ignored (harmonics
+    keep the written fret's pitch; their note indices are in `extra["harmonics"]`, as the ASCII tab reader does).
     """
     import guitarpro
 
@@ -321,7 +322,7 @@ def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | 
     strings = sorted(track.strings, key=lambda s: s.number)  # 1 = highest
     open_pitch = {s.number: s.value for s in strings}
     capo = max(0, int(track.offset or 0))
-    # one row per sounding note: [time, pitch, duration, velocity, string, fret, let_ring, bend]
+    # one row per sounding note: [time, pitch, duration, velocity, string, fret, let_ring, bend, harmonic]
     rows: list[list] = []
     sounding: dict[tuple[int, int], int] = {}  # (voice index, string) -> row of the note a tie extends
     for measure in track.measures:
@@ -358,7 +359,8 @@ def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | 
                         vel += 15
                     bend = eff.bend if eff.isBend else None
                     sounding[key] = len(rows)
-                    rows.append([start, pitch, dur, max(1, min(127, vel)), note.string, fret, eff.letRing, bend])
+                    rows.append([start, pitch, dur, max(1, min(127, vel)), note.string, fret, eff.letRing, bend,
+                                 eff.isHarmonic])
     if not rows:
         return None
 
@@ -376,7 +378,7 @@ def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | 
     program = int(track.channel.instrument) if 0 <= track.channel.instrument <= 127 else GUITAR_PROGRAM
     out = symusic.Track(track.name or "", program, False)
     bends = []
-    for start, pitch, dur, vel, _string, _fret, _ring, bend in rows:
+    for start, pitch, dur, vel, _string, _fret, _ring, bend, _harmonic in rows:
         out.notes.append(symusic.Note(start, dur, pitch, vel))
         if bend is not None:
             for point in bend.points:
@@ -392,7 +394,7 @@ def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | 
         capo=capo,
         frets=[(r[4], r[5]) for r in rows],
         source_format="gp",
-        extra={"program": program, "track_name": track.name},
+        extra={"program": program, "track_name": track.name, "harmonics": [k for k, r in enumerate(rows) if r[8]]},
     )
 
 
