@@ -389,6 +389,7 @@ about 2.2x the time of one (the notes/s column).
 | measured: per part, the best of 8 fret-height biases chosen by an oracle (an upper bound for a per-piece position prior): held-out third 82.6% -> 83.8%, validation 84.2% -> 85.4%; the same choice made by the string model's likelihood: 84.0% | | | |
 | dropped: the string model retrained on the new reading of half 0 (validation eighth 84.19% at its best weight vs 84.36% for the shipped one: seed-level noise) | | | |
 | dropped: dropout 0.3 in the string model (input, between and after the GRU layers; two seeds: validation eighth 84.04% / 83.92% at weight 0.5 vs 84.36%) | | | |
+| dropped: max-marginal decoding (forward-backward over the same lattice, the costs as energies at temperature T, each onset's most probable fingering; validation T = 1 / 2 / 3 / 5: 84.40 / 84.44 / 84.36 / 84.24% vs 84.36% for the Viterbi) | | | |
 
 The rows were measured with `scripts/bench_fretting.py`'s fit/score functions on the same held-out notes;
 the table at the top is the shipped model (weights rounded to 3 decimals), so it can differ from the
