@@ -390,6 +390,7 @@ about 2.2x the time of one (the notes/s column).
 | dropped: the string model retrained on the new reading of half 0 (validation eighth 84.19% at its best weight vs 84.36% for the shipped one: seed-level noise) | | | |
 | dropped: dropout 0.3 in the string model (input, between and after the GRU layers; two seeds: validation eighth 84.04% / 83.92% at weight 0.5 vs 84.36%) | | | |
 | dropped: max-marginal decoding (forward-backward over the same lattice, the costs as energies at temperature T, each onset's most probable fingering; validation T = 1 / 2 / 3 / 5: 84.40 / 84.44 / 84.36 / 84.24% vs 84.36% for the Viterbi) | | | |
+| dropped: classtab notes held over the next onset too (ASCII tab has no sustain, so the "string re-used while still sounding" feature never fires there), refit: validation 84.41% vs 84.36% for the same refit without it | 84.77% vs 84.73% | 46.15% vs 45.71% | |
 
 The rows were measured with `scripts/bench_fretting.py`'s fit/score functions on the same held-out notes;
 the table at the top is the shipped model (weights rounded to 3 decimals), so it can differ from the
