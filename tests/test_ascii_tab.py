@@ -158,3 +158,12 @@ def test_natural_harmonics_are_marked(tmp_path):
     _check_frets(gs)
     assert gs.frets == [(1, 0), (1, 12), (3, 7), (1, 3)]
     assert gs.extra["harmonics"] == [1, 2]
+
+
+def test_title_skips_banners(tmp_path):
+    staff = ["|---0---|"] * 6
+    (tmp_path / "a.txt").write_text("\n".join(["#----- PLEASE NOTE -----#", "#  private study  #", "",
+                                               "|  Lagrima - F. Tarrega  |"] + staff) + "\n")
+    assert read_ascii_tab(tmp_path / "a.txt")[0].name == "Lagrima - F. Tarrega"
+    (tmp_path / "b.txt").write_text("\n".join(["Some words first", "   Title : Estudio in E minor"] + staff) + "\n")
+    assert read_ascii_tab(tmp_path / "b.txt")[0].name == "Estudio in E minor"

@@ -266,7 +266,7 @@ def read_ascii_tab(path) -> list[GuitarScore]:
         parsed.append((notes, segs, harmonics))
     typical = statistics.median(widths) if widths else None
 
-    title = next((ln.strip() for ln in lines if ln.strip()), path.stem)[:80]
+    title = _title(lines, path.stem)
     out = []
     for v, mark in enumerate(part_marks):
         mine = [k for k, x in enumerate(voices) if x == v]
@@ -290,6 +290,19 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     if not out:
         raise SkipFile("tab staves hold no fret numbers")
     return out
+
+
+def _title(lines: list[str], fallback: str) -> str:
+    """A 'Title: ...' line, else the first line with words that is not a '#' banner or a tab line, else `fallback`."""
+    for ln in lines:
+        m = re.match(r"\s*title\s*[:=]\s*(\S.*)", ln, re.I)
+        if m:
+            return m.group(1).strip()[:80]
+    for ln in lines:
+        t = ln.strip()
+        if t and not t.startswith("#") and sum(c.isalpha() for c in t) >= 3 and not _is_tab_line(ln):
+            return t.strip("|*=~-_ \t")[:80]
+    return fallback
 
 
 def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: int) -> GuitarScore | None:
