@@ -88,8 +88,8 @@ def tensor_checksum(state: dict[str, Any]) -> str:
     records' CRCs, so a flipped bit inside a weight would otherwise load silently)."""
     h = hashlib.sha256()
     for name, t in _tensors(state):
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)};".encode())
         t = t.detach().cpu().contiguous().reshape(-1)
-        h.update(f"{name}|{t.dtype}|{t.numel()};".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
