@@ -127,16 +127,16 @@ def _marks(line: str) -> list[int]:
     return [int(m) if m.isdigit() else _ROMAN[m.lower()] for m in _PART_MARK.findall(line)]
 
 
-def _assign_parts(lines: list[str], staves: list) -> tuple[list[int], list[int | None]]:
+def _assign_parts(lines: list[str], marks: list[list[int]], staves: list) -> tuple[list[int], list[int | None]]:
     """Which guitar (0, 1, ..) each staff belongs to (all 0 for a solo tab), and each guitar's "Gtr N" number
-    where the text gives one.
+    where the text gives one. `marks`: each line's "Gtr N" numbers (none for tab lines).
 
     Only where the text names several guitars (two different "Gtr N" marks, or duet/trio/.. words). Then,
     if most staves sit in systems of the same size k >= 2 (staves with no blank line between them), the
     i-th staff of a system is guitar i (mod k). Otherwise a "Gtr N" mark in the text just above a staff
     starts that guitar's section; staves before any mark go with the first guitar."""
     n = len(staves)
-    marked = {m for ln in lines if not _is_tab_line(ln) for m in _marks(ln)}
+    marked = {m for ms in marks for m in ms}
     if n < 2 or (len(marked) < 2 and not any(_ENSEMBLE.search(ln) for ln in lines)):
         return [0] * n, [None]
     systems: list[list[int]] = [[0]]
@@ -157,7 +157,7 @@ def _assign_parts(lines: list[str], staves: list) -> tuple[list[int], list[int |
     out, current = [], None
     for k in range(n):
         end = staves[k - 1][0] + len(staves[k - 1][1]) if k else max(0, staves[0][0] - 6)
-        found = [m for ln in lines[end:staves[k][0]] for m in _marks(ln)]
+        found = [m for ms in marks[end:staves[k][0]] for m in ms]
         if found:
             current = found[-1]
         out.append(current)
@@ -166,10 +166,10 @@ def _assign_parts(lines: list[str], staves: list) -> tuple[list[int], list[int |
     return [labels.index(m if m is not None else first) for m in out], labels
 
 
-def _part_tuning(lines: list[str], part_mark: int, n: int) -> tuple[int, ...] | None:
+def _part_tuning(lines: list[str], marks: list[list[int]], part_mark: int, n: int) -> tuple[int, ...] | None:
     """A tuning given for one guitar of an ensemble: 'Guitar 1 tuning: DADGBE', 'Gtr I (E A D G B E)'."""
-    for ln in lines:
-        if _is_tab_line(ln) or _marks(ln) != [part_mark]:
+    for ln, ms in zip(lines, marks):
+        if ms != [part_mark]:
             continue
         rest = ln[_PART_MARK.search(ln).end():]
         t = _text_tuning(rest if re.search("tuning", rest, re.I) else "tuning " + rest, n)
@@ -230,9 +230,10 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     n = statistics.mode(len(s[1]) for s in guitar)
     guitar = [s for s in guitar if len(s[1]) == n]
 
-    voices, part_marks = _assign_parts(lines, guitar)
+    marks = [[] if _is_tab_line(ln) else _marks(ln) for ln in lines]
+    voices, part_marks = _assign_parts(lines, marks, guitar)
     # A tuning line that names one guitar of an ensemble ("Guitar 2 tuning: ...") is that guitar's alone.
-    text_tuning = _text_tuning(text if len(part_marks) == 1 else "\n".join(ln for ln in lines if not _marks(ln)), n)
+    text_tuning = _text_tuning(text if len(part_marks) == 1 else "\n".join(ln for ln, ms in zip(lines, marks) if not ms), n)
     m = re.search(r"\bcapo\b\D{0,12}(\d{1,2})", text, re.I)
     capo = int(m.group(1)) if m and int(m.group(1)) <= 12 else 0
     m = re.search(r"(?:tempo|bpm|♩\s*=)\D{0,6}(\d{2,3})", text, re.I)
@@ -278,7 +279,7 @@ def read_ascii_tab(path) -> list[GuitarScore]:
                 tuning = _tuning_from_classes([_pitch_class(x) for x in guitar[k][1][::-1]])
                 break
         if tuning is None and mark is not None and len(part_marks) > 1:
-            tuning = _part_tuning(lines, mark, n)
+            tuning = _part_tuning(lines, marks, mark, n)
         if tuning is None:
             tuning = text_tuning or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
         gs = _part_score(path, [parsed[k] for k in mine], typical, tuning, capo, qpm, n)

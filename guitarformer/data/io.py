@@ -535,9 +535,9 @@ def from_music21(
             if note[:2] not in longest or note[2] > longest[note[:2]][2]:
                 longest[note[:2]] = note
         raw = sorted(longest.values(), key=lambda n: n[:4])
-        tuning, frets = _tab_tuning_and_frets(raw, BASS_TUNING if role == "bass" else STANDARD_TUNING)
-        score = _new_score(TPQ, tempos, time_signatures)
         is_bass = role == "bass"
+        tuning, frets = _tab_tuning_and_frets(raw, BASS_TUNING if is_bass else STANDARD_TUNING)
+        score = _new_score(TPQ, tempos, time_signatures)
         inst = part.getInstrument(returnDefault=False)
         program = getattr(inst, "midiProgram", None)
         if tracks == "guitar" and not is_bass and (program is None or program not in GUITAR_PROGRAMS):

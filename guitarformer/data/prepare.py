@@ -82,7 +82,7 @@ def _init_worker(tokenizer_json: str, opts: dict[str, Any]) -> None:
     _OPTS = opts
     import multiprocessing
 
-    if multiprocessing.parent_process() is not None:  # a pool worker (always, from prepare)
+    if multiprocessing.parent_process() is not None:  # a pool worker, not a caller running _process in-process
         # Ctrl-C reaches the whole process group: let the parent alone stop the pool (no worker tracebacks).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _cap_memory()
