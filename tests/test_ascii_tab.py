@@ -167,3 +167,24 @@ def test_title_skips_banners(tmp_path):
     assert read_ascii_tab(tmp_path / "a.txt")[0].name == "Lagrima - F. Tarrega"
     (tmp_path / "b.txt").write_text("\n".join(["Some words first", "   Title : Estudio in E minor"] + staff) + "\n")
     assert read_ascii_tab(tmp_path / "b.txt")[0].name == "Estudio in E minor"
+
+
+def test_versions_of_a_piece_become_parts_with_their_own_tuning_and_capo(tmp_path):
+    """classtab publishes several arrangements in one text: a header listing '1st version', '2nd version - drop D
+    tuning, capo 2', then each version after a line of asterisks. Each is its own part; version 2's tuning and capo
+    are its own, not version 1's."""
+    stars = "*" * 40
+    lines = ["Romance - anon", "1st version - by A, in Em", "2nd version - by B, in Dm, drop D tuning, capo 2", stars, ""]
+    lines += _staff({0: "0"}) + [""] + _staff({5: "3"}) + ["", stars, stars, ""] + _staff({5: "0"}) + [""] + _staff({0: "1"})
+    (tmp_path / "versions.txt").write_text("\n".join(lines) + "\n")
+    one, two = read_ascii_tab(tmp_path / "versions.txt")
+    assert one.tuning == STANDARD_TUNING and one.capo == 0 and one.frets == [(1, 0), (6, 3)]
+    assert two.tuning == TUNINGS["drop-d"] and two.capo == 2 and two.frets == [(6, 0), (1, 1)]
+    assert [n.pitch for n in two.track.notes] == [38 + 2, 64 + 2 + 1]
+    assert one.name.endswith("(version 1)") and two.extra["versions"] == 2
+    for gs in (one, two):
+        _check_frets(gs)
+    # The same text without the version list is one part, read as before (the asterisks are just text).
+    (tmp_path / "one.txt").write_text("\n".join([ln for ln in lines if "version" not in ln]) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "one.txt")
+    assert gs.frets == [(1, 0), (6, 3), (6, 0), (1, 1)]

@@ -12,6 +12,9 @@ What is understood:
   one part each: either every system stacks one staff per guitar (staves with no blank line between them),
   or sections are headed by the guitar they belong to ("Gtr III" above a run of staves). A guitar's own
   tuning line ("Guitar 1 tuning: DADGBE", "Gtr I (E A D G B E)") applies to its part only;
+- several versions (arrangements) of a piece in one text, as classtab publishes them (a header listing
+  "1st version - ...", "2nd version - in Dm, drop D tuning", then each version after a line of asterisks) become
+  one part each (or more, if a version is a duet), with the tuning and capo of their own header line and text;
 - technique marks h p / \\ s ~ are ignored and the fret after them is a new note; the fret after b
   (bend target) or r (release) is not a new note; x (dead note) and parenthesised frets (ties or
   ghost notes, depending on the author) are skipped; natural harmonics ("<12>") are notes at the written fret's
@@ -218,8 +221,73 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     without a 6- or 7-line tab staff.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8", errors="replace").replace("\t", "    ")
-    lines = text.splitlines()
+    lines = path.read_text(encoding="utf-8", errors="replace").replace("\t", "    ").splitlines()
+    title = _title(lines, path.stem)
+    sections = _version_sections(lines)
+    if sections is None:
+        return _read_lines(path, lines, title)
+    out, skipped = [], None
+    for k, sec in enumerate(sections):
+        try:
+            parts = _read_lines(path, sec, f"{title} (version {k + 1})")
+        except SkipFile as e:  # a version given as a bass tab or as text only; the others still count
+            skipped = skipped or e
+            continue
+        for gs in parts:
+            gs.extra.update(version=k, versions=len(sections))
+        out += parts
+    if not out:
+        raise skipped
+    return out
+
+
+# Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
+# "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
+# line of asterisks (the versions themselves are separated by two such lines).
+_VERSION_LINE = re.compile(r"^\s*-?\s*(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)\b|(?P<count>\d)\s+versions\b)", re.I)
+_STARS = re.compile(r"^\s*\*{20,}\s*$")
+
+
+def _version_sections(lines: list[str]) -> list[list[str]] | None:
+    """Each version's lines, or None for a text holding one version.
+
+    Cut at the asterisk lines after the header's version list: at every one if that leaves as many stretches
+    with a tab staff as the header lists versions, else at the doubled ones if that leaves at least two.
+    Each version's text is its own header line (so "2nd version - drop D tuning, capo 2" is version 2's
+    tuning and capo, not version 1's) and its stretch, with the other versions' header lines blanked."""
+    found = [(i, m) for i, ln in enumerate(lines[:30]) if (m := _VERSION_LINE.match(ln))]
+    if not found:
+        return None
+    count = max(int(m.group("nth") or m.group("num") or m.group("count")) for _, m in found)
+    if count < 2:
+        return None
+    header = {i for i, _ in found}
+    own = {int(m.group("nth") or m.group("num")): lines[i] for i, m in found if not m.group("count")}
+    groups: list[list[int]] = []
+    for i, ln in enumerate(lines):
+        if i > max(header) and _STARS.match(ln):
+            if groups and i - groups[-1][-1] <= 3:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+
+    def stretches(cuts: list[int]) -> list[tuple[int, int]]:
+        edges = [0, *cuts, len(lines)]
+        return [(a, b) for a, b in zip(edges, edges[1:])
+                if any(len(s[1]) in (6, 7) for s in _find_staves(lines[a:b]))]
+
+    every, doubled = stretches([g[0] for g in groups]), stretches([g[0] for g in groups if len(g) >= 2])
+    found_cuts = every if len(every) == count else doubled
+    if len(found_cuts) < 2:
+        return None
+    mapped = len(found_cuts) == count
+    return [[own.get(k + 1, "") if mapped else ""] + ["" if i in header else lines[i] for i in range(a, b)]
+            for k, (a, b) in enumerate(found_cuts)]
+
+
+def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
+    """read_ascii_tab for one version's lines."""
+    text = "\n".join(lines)
     staves = _find_staves(lines)
     guitar = [s for s in staves if len(s[1]) in (6, 7)]
     if not guitar:
@@ -267,7 +335,6 @@ def read_ascii_tab(path) -> list[GuitarScore]:
         parsed.append((notes, segs, harmonics))
     typical = statistics.median(widths) if widths else None
 
-    title = _title(lines, path.stem)
     out = []
     for v, mark in enumerate(part_marks):
         mine = [k for k, x in enumerate(voices) if x == v]
