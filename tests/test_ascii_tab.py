@@ -188,3 +188,17 @@ def test_versions_of_a_piece_become_parts_with_their_own_tuning_and_capo(tmp_pat
     (tmp_path / "one.txt").write_text("\n".join([ln for ln in lines if "version" not in ln]) + "\n")
     (gs,) = read_ascii_tab(tmp_path / "one.txt")
     assert gs.frets == [(1, 0), (6, 3), (6, 0), (1, 1)]
+
+
+def test_held_notes_last_to_the_end_of_their_equals_signs(tmp_path):
+    """classtab's '=' after a fret is "note held": the note lasts to the column after the last '=' (across a bar
+    line too), not just to the next onset; a note without '=' still lasts to the next onset."""
+    lines = ["|--0===--|------|", "|------1-|------|", *["|--------|------|"] * 3, "|--3=====|==----|"]
+    (tmp_path / "held.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "held.txt")
+    _check_frets(gs)
+    notes = {(s, f): n for (s, f), n in zip(gs.frets, gs.track.notes)}
+    e, b, low = notes[1, 0], notes[2, 1], notes[6, 3]
+    assert e.time == low.time and b.time > e.time
+    assert e.end == b.time  # "0===": held 4 columns, which is where the B string's 1 comes in
+    assert low.end > e.end and low.end > b.end  # "3=====|==": held past the bar line, beyond the next onset

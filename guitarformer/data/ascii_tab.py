@@ -22,7 +22,8 @@ What is understood:
 
 Rhythm: tab has none, so onsets come from column positions. Each bar is stretched so the file's median
 bar width is one 4/4 bar (a bar twice as wide lasts two bars' time); without bar lines one column is a
-16th note. A note lasts until the next onset. Tempo is 120 unless the text says "tempo"/"bpm".
+16th note. A note lasts until the next onset, or, when '=' follow it (classtab's "note held": "0====", also across a
+bar line), until the column after the last '='. Tempo is 120 unless the text says "tempo"/"bpm".
 """
 
 from __future__ import annotations
@@ -181,8 +182,18 @@ def _part_tuning(lines: list[str], marks: list[list[int]], part_mark: int, n: in
     return None
 
 
-def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int], set[int]]:
-    """Notes (column, fret), bar-line columns and the columns of natural harmonics ("<12>") of one tab line body."""
+def _held_until(body: str, j: int) -> int | None:
+    """The column after a run of '=' (classtab's "note held") starting at column j, the run going on across a
+    bar line ("0==|==") ; None when no '=' follows."""
+    k = j
+    while k < len(body) and (body[k] == "=" or (body[k] == "|" and k > j and body[k - 1] == "=" and body[k + 1 : k + 2] == "=")):
+        k += 1
+    return k if k > j else None
+
+
+def _parse_line(body: str) -> tuple[list[tuple[int, int, int | None]], list[int], set[int]]:
+    """Notes (column, fret, held-until column or None), bar-line columns and the columns of natural harmonics
+    ("<12>") of one tab line body."""
     notes, bars, i, prev = [], [], 0, ""
     depth = 0
     harmonics, in_harmonic = set(), False
@@ -201,7 +212,7 @@ def _parse_line(body: str) -> tuple[list[tuple[int, int]], list[int], set[int]]:
             if j < len(body) and body[j].isdigit() and int(body[i : j + 1]) <= MAX_FRET:
                 j += 1
             if depth == 0 and prev not in ("b", "r", "B", "R"):
-                notes.append((i, int(body[i:j])))
+                notes.append((i, int(body[i:j]), _held_until(body, j)))
                 if in_harmonic:
                     harmonics.add(i)
             prev = "0"
@@ -315,7 +326,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
         notes, bar_sets, harmonics = [], [], set()
         for li, body in enumerate(bodies):
             ns, bs, hs = _parse_line(body)
-            notes += [(c, li, f) for c, f in ns]
+            notes += [(c, li, f, end) for c, f, end in ns]
             harmonics |= {(c, li) for c in hs}
             bar_sets.append(tuple(bs))
         bars = sorted(set(statistics.mode(bar_sets))) if bar_sets else []
@@ -324,7 +335,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
         end = bars[-1] if bars and bars[-1] >= width - 2 else width  # closing bar line (or '||')
         cuts = [c for c in cuts if c < end]
         edges = [0] + cuts + [end]
-        note_cols = {c for c, _, _ in notes}
+        note_cols = {c for c, _, _, _ in notes}
         segs = []
         for a, b in zip(edges, edges[1:]):
             a += a in bars  # content starts after the bar line...
@@ -376,10 +387,11 @@ def _title(lines: list[str], fallback: str) -> str:
 def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: int) -> GuitarScore | None:
     """One guitar's staves (parsed notes and bar segments), concatenated in time, as a GuitarScore; None if
     they hold no note."""
-    events = []  # (tick, string number, fret, natural harmonic)
+    events = []  # (tick, string number, fret, natural harmonic, tick its '=' hold ends or None)
     t0 = 0
     for notes, segs, harmonics in parsed:
         notes.sort()
+        placed = []  # (first column, last column, first tick, ticks per column) of each bar segment
         for a, b in segs:
             w = b - a
             if typical:
@@ -387,18 +399,26 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
                 tpc = bar_ticks / w
             else:
                 tpc, bar_ticks = TPQ / 4, w * TPQ / 4
-            for c, li, f in notes:
-                if a <= c < b:
-                    events.append((t0 + round((c - a) * tpc), li + 1, f, (c, li) in harmonics))
+            placed.append((a, b, t0, tpc))
             t0 += round(bar_ticks)
+
+        def tick(c: int) -> int:  # a column's tick; a bar line's is the next bar's first
+            for a, b, start, tpc in placed:
+                if c < b:
+                    return start + round(max(0, c - a) * tpc)
+            return t0
+
+        for c, li, f, end in notes:
+            if any(a <= c < b for a, b, _, _ in placed):
+                events.append((tick(c), li + 1, f, (c, li) in harmonics, None if end is None else tick(end)))
     if not events:
         return None
     # One note per string per onset (a stray digit under another one is noise).
     uniq = {}
-    for t, s, f, h in events:
-        uniq.setdefault((t, s), (f, h))
-    events = sorted((t, s, f, h) for (t, s), (f, h) in uniq.items())
-    onsets = sorted({t for t, _, _, _ in events})
+    for t, s, f, h, e in events:
+        uniq.setdefault((t, s), (f, h, e))
+    events = sorted((t, s, f, h, e) for (t, s), (f, h, e) in uniq.items())
+    onsets = sorted({t for t, _, _, _, _ in events})
     nxt = {t: u for t, u in zip(onsets, onsets[1:] + [onsets[-1] + TPQ])}
 
     score = symusic.Score(TPQ)
@@ -406,9 +426,9 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
     score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
     track = symusic.Track(path.stem, GUITAR_PROGRAM, False)
     frets, harmonics = [], []
-    for k, (t, s, f, h) in enumerate(events):
+    for k, (t, s, f, h, e) in enumerate(events):
         pitch = tuning[n - s] + capo + f
-        track.notes.append(symusic.Note(t, max(1, nxt[t] - t), pitch, 80))
+        track.notes.append(symusic.Note(t, max(1, (nxt[t] if e is None else e) - t), pitch, 80))
         frets.append((s, f))
         if h:
             harmonics.append(k)
