@@ -198,7 +198,7 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
 @click.option("--tempo", type=click.FloatRange(20, 400), default=None, help="Tempo (BPM) of the output.")
 @click.option("--tuning", default="standard", show_default=True, help="standard, drop-d, open-g, ... or MIDI numbers "
               "low to high, e.g. 38,45,50,55,59,64.")
-@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar).")
+@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar); with 29-31 (distorted guitar) the tab is fingered as rock riffs.")
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=None, help="Riffs generated together "
               "(default: all of --num-samples at once).")
 @click.option("--wav", "wav_out", type=click.Path(path_type=Path), default=None,
@@ -292,7 +292,7 @@ def tab(file, tuning, width, position):
         if tuning:
             gs.tuning = parse_tuning(tuning)
         keep = gs.frets and not tuning and position is None
-        frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position)
+        frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position, program=gs.track.program)
         if gs.name:
             click.echo(f"# {gs.name}")
         click.echo(render_ascii_tab(gs, frets, width=width))

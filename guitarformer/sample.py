@@ -613,7 +613,7 @@ def clamp_to_tuning(score, tuning: tuple[int, ...]):
 def fret_score(gs: GuitarScore, position: int | None = None) -> list[tuple[int, int]]:
     from guitarformer.tab import fret
 
-    return fret(list(gs.track.notes), gs.tuning, gs.capo, position=position)
+    return fret(list(gs.track.notes), gs.tuning, gs.capo, position=position, program=gs.track.program)
 
 
 def render_media(riff: Riff, fs: int = 16000) -> dict[str, Any]:

@@ -161,6 +161,96 @@ _FITTED = (
     1.06, 1.051, 0.531, 0.16, -1.618,
 )
 
+# The same features refit for distorted electric guitar (programs 29-31): the two passes above fine-tuned (6 epochs)
+# on the fit half's GP tracks with those programs (scripts/bench_fretting.py --fit-distorted). Riffs there sit on
+# the low strings in position V-IX, where the classical weights above choose open position.
+_DISTORTED_FIRST = (
+    # fret 0..24
+    0.006, -0.121, -0.548, -1.254, 0.263, -0.831, -0.712, 1.591, 0.08, -0.367, 0.055, -0.314, 2.711,
+    1.33, 0.152, 1.9, 2.905, 2.481, 3.532, 4.674, 4.336, 7.567, 3.304, 6.758, 6.102,
+    # tab string 1..8
+    0.209, -0.628, -1.437, -0.307, -0.38, 1.462, 1.08, 0,
+    # span 0..5, 6+
+    3.488, 3.535, 0.232, 5.097, 5.997, 9.781, -34.489,
+    # string gap
+    6.655,
+    # hand shift bins 0, 1, 2, 3, 4, 5, 6, 7-8, 9-12, 13+
+    -0.939, -0.713, -0.524, 1.307, -1.07, 1.051, 1.804, 2.385, 2.955, 4.746,
+    # shift after a rest, string jump, contrary, same string, slide, cut sustain, open at 5+, open at 9+
+    -0.155, 1.491, 2.958, -2.089, 0.718, 0.012, 2.185, 1.108,
+    # tab string 1..8 x fret open, 1-4, 5-8, 9-12, 13+
+    -1.553, 0.387, 0.906, 1.227, -0.759,
+    -0.373, 0.284, -1.285, -0.237, 0.984,
+    -0.129, -0.576, -0.941, -1.226, 1.434,
+    1.149, 0.186, 0.059, -1.273, -0.427,
+    1.003, -2.479, -1.053, -0.551, 2.699,
+    -0.09, -0.465, -0.566, -0.25, 2.832,
+    0, 0, 0.409, 0.194, 0.478,
+    0, 0, 0, 0, 0,
+    # hand-window move bins 0, 1, 2, 3, 4, 5, 6-8, 9+
+    -6.495, -4.631, -2.04, -0.074, -1.717, 1.058, 1.189, 2.475,
+    # tab string 1..8 x fret 0..24
+    -0.841, 0.26, 0.05, -0.201, 0.725, 0.513, 0.505, 0.771, -0.813, 0.76, 0.069, 0.303, -0.02, 0.638, 0.256, -0.275, 0.114, -1.536, -0.128, -0.839, 0.135, 0, 0.072, 0, 0,
+    -0.74, -0.79, 1.055, -0.302, 0.626, 0.153, 0.421, -1.101, -0.072, 0.14, -0.334, 0.136, -0.054, -0.349, -0.267, -0.472, -0.61, 0.278, 0.055, -0.821, 0.622, -0.263, 1.536, 0.128, 0.767,
+    -0.377, -0.149, 1.307, -0.819, -0.787, 0.638, -1.841, 0.051, 0.137, -1.115, 0.082, 0.062, 0.275, 0.482, -0.492, -0.043, 0.602, 1.361, 0.079, -0.157, 0.179, -0.142, -0.564, 0.63, -0.407,
+    1.05, 1.007, -1.795, 1.028, 0.175, 1.722, -0.926, -0.194, -0.633, -0.883, -0.06, -1.206, 0.83, -0.366, -0.674, 0.032, -0.093, -0.801, 0.922, 0.222, -0.475, 0.859, -0.151, -0.109, 0.592,
+    1.544, 0.293, -0.727, -0.713, -0.765, -1.751, 0.027, 0.491, 0.472, 0.491, -0.537, -0.582, 0.252, -0.972, -0.714, 0.326, 0.771, -0.114, 0.043, 1.885, -0.224, 1.054, -1.066, 0.63, -0.439,
+    -0.024, -0.16, 0, -0.012, 0.003, -2.049, 1.068, 1.194, 0.346, 0.058, 0.195, -0.14, 0.073, 0.048, 0.079, 0.244, -0.133, 0.221, -1.259, -0.04, 0.592, 0.17, 0.5, -0.138, -0.294,
+    0, 0, 0, 0, 0, 0.024, 0, 0, 0.16, 0, 0.012, 0.008, 0, 0.138, 0, 0.098, 0, 0, -0.142, 0, 0, 0, 0.161, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    # piece: pitch, bigram, trigram share, previous/next same pitch, region share, local region share (from pass 1)
+    0, 0, 0, 0, 0, 0, 0,
+    # piece: fret region x highest pitch nearby (<=64, 65-69, 70-74, 75-79, 80+)
+    -0.766, -1.992, -0.823, -0.389, 3.971,
+    0.873, -1.313, -1.489, -0.947, 2.874,
+    0.654, 1.71, -0.267, 0.812, -1.796,
+    0.147, 0.411, 1.047, -0.902, -0.636,
+    -0.296, 0.496, 0.843, 0.239, -0.69,
+)
+_DISTORTED = (
+    # fret 0..24
+    -1.591, -0.4, -0.762, -1.317, 0.318, -0.534, 0.36, 0.703, 0.099, 0.097, -0.646, -0.075, 2.239,
+    1.706, 0.705, 2.357, 2.753, 2.539, 3.492, 4.583, 4.232, 8.295, 2.894, 7.19, 6.361,
+    # tab string 1..8
+    0.553, -0.396, -1.089, -0.923, -0.716, 1.274, 1.297, 0,
+    # span 0..5, 6+
+    3.24, 2.393, 1.295, 4.403, 7.271, 11.627, -37.955,
+    # string gap
+    4.448,
+    # hand shift bins 0, 1, 2, 3, 4, 5, 6, 7-8, 9-12, 13+
+    -0.157, -0.109, -0.907, 0.537, -0.7, 1.1, 1.777, 1.762, 2.471, 3.875,
+    # shift after a rest, string jump, contrary, same string, slide, cut sustain, open at 5+, open at 9+
+    -0.2, 1.095, 2.449, -2.027, 0.638, -0.086, 2.209, 1.325,
+    # tab string 1..8 x fret open, 1-4, 5-8, 9-12, 13+
+    -1.313, -0.401, 0.87, 0.642, 0.753,
+    -0.655, -0.724, -0.548, -0.016, 1.547,
+    0.474, -1.0, -0.449, -1.131, 1.017,
+    0.113, 1.123, -0.282, -1.551, -0.324,
+    -0.095, -1.819, -0.711, -0.652, 2.561,
+    -0.114, -0.339, -1.218, -0.114, 3.059,
+    0, 0, 0.368, 0.234, 0.695,
+    0, 0, 0, 0, 0,
+    # hand-window move bins 0, 1, 2, 3, 4, 5, 6-8, 9+
+    -6.003, -4.559, -2.204, -0.115, -2.096, 0.335, 0.766, 2.29,
+    # tab string 1..8 x fret 0..24
+    -0.601, 0.106, -0.078, -0.163, 0.181, -0.381, 1.01, 1.237, -0.925, 0.542, -0.08, 0.336, -0.271, 1.145, 0.306, -0.087, 0.235, -1.317, 0.257, -1.004, 0.27, 0, 0.144, 0, 0,
+    -1.022, -0.967, -0.612, 0.01, 1.15, 0.272, 0.679, -0.846, 0.031, -0.116, -0.641, 0.232, 0.635, 0.161, 0.301, -0.276, -0.783, 1.154, 0.354, -1.182, 0.078, -0.561, 1.317, -0.257, 0.86,
+    0.226, -0.249, 1.367, -0.596, -1.393, 0.993, -1.878, -0.234, 0.597, -0.749, 0.107, 0.396, -0.358, 0.344, -0.231, 0.322, 0.841, 0.649, 0.251, -0.381, 0.31, -0.687, -1.217, 1.022, -0.113,
+    0.014, 1.139, -1.308, 0.81, 0.711, 2.138, -1.19, 0.217, -1.538, -0.281, -0.379, -1.326, 0.387, -0.395, -1.003, -0.018, -0.765, -0.803, 1.413, 0.059, -0.862, 1.541, 0.27, -0.146, 0.771,
+    0.446, 0.25, 0.307, -1.097, -0.712, -1.286, 0.53, -0.587, 0.923, 0.703, -0.578, -0.848, 0.246, -1.674, -1.042, -0.233, 1.159, -0.817, 0.031, 3.014, -0.03, 1.803, -1.782, 1.136, -0.521,
+    -0.048, -0.095, 0, -0.045, 0.097, -2.237, 1.174, 0.536, 0.434, -0.188, 0.256, 0.013, 0.241, 0.199, 0.41, 0.46, -0.188, 0.601, -2.491, -0.346, 0.959, 0.31, 1.002, -0.181, -0.52,
+    0, 0, 0, 0, 0, 0.048, 0, 0, 0.095, 0, 0.045, 0.015, 0, 0.214, 0, 0.197, 0, 0, -0.285, 0, 0, 0, 0.345, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    # piece: pitch, bigram, trigram share, previous/next same pitch, region share, local region share (from pass 1)
+    -2.382, -0.2, -1.257, 0.243, 0.119, -3.938, -1.227,
+    # piece: fret region x highest pitch nearby (<=64, 65-69, 70-74, 75-79, 80+)
+    -1.633, -1.878, -1.97, -1.487, 6.967,
+    -0.193, -1.781, -0.973, -0.769, 3.716,
+    0.657, 1.266, 0.587, 0.96, -1.243,
+    0.08, -0.054, 1.388, -0.307, -0.974,
+    0.104, 1.259, 0.78, -0.055, -0.904,
+)
+
 
 @dataclass(frozen=True)
 class FretCosts:
@@ -227,6 +317,14 @@ class FretCosts:
 
 
 DEFAULT_COSTS = FretCosts()
+DISTORTED_PROGRAMS = (29, 30, 31)  # General MIDI overdriven, distortion guitar, guitar harmonics
+DISTORTED_COSTS = FretCosts.from_vector(_DISTORTED, first_pass=_DISTORTED_FIRST)
+
+
+def costs_for_program(program: int | None) -> FretCosts:
+    """The fitted costs for a track's General MIDI program: distorted electric guitar (29-31) has its own (riffs
+    on the low strings, power chords in position), everything else the default (fit mostly on classical tab)."""
+    return DISTORTED_COSTS if program in DISTORTED_PROGRAMS else DEFAULT_COSTS
 _BEAM = 16  # fingerings kept per onset (by chord cost) before the Viterbi pass
 
 
@@ -556,8 +654,9 @@ def fret(
     tuning: Sequence[int] = STANDARD_TUNING,
     capo: int = 0,
     max_fret: int = MAX_FRET,
-    costs: FretCosts = DEFAULT_COSTS,
+    costs: FretCosts | None = None,
     position: int | None = None,
+    program: int | None = None,
 ) -> list[tuple[int, int]]:
     """One (string, fret) per note, in input order, minimising the fitted fingering cost (hand shifts, stretch,
     position height, string choice; see `fingering_features`).
@@ -568,7 +667,10 @@ def fret(
     `position`: play in this position if the notes allow (the index finger at that fret, the hand covering it and
     the next three; 0 = open position): every fret outside that window costs `POSITION_WEIGHT`, and so does an
     open string above position 4. None: the fitted costs choose.
+    `costs`: the fingering costs; None: `costs_for_program(program)` (the track's General MIDI program: a
+    distorted guitar's riffs are fingered as rock guitarists play them, anything else with the default costs).
     """
+    costs = costs_for_program(program) if costs is None else costs
     notes_t = [_note_tuple(n) for n in notes]
     nn = _nn_costs(notes_t, tuning, capo, max_fret, costs, _nn_model(costs))  # the learned term, in every pass
     if position is not None and notes_t:
@@ -737,7 +839,7 @@ def _resolve_frets(gs, frets) -> list[tuple[int, int]]:
     if frets is None:
         frets = gs.frets
     if frets is None:
-        frets = fret(gs.track.notes, gs.tuning, gs.capo)
+        frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
     if len(frets) != len(gs.track.notes):
         raise ValueError(f"{len(frets)} frets for {len(gs.track.notes)} notes")
     return list(frets)

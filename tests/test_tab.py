@@ -408,3 +408,35 @@ def test_tab_cli_position(tmp_path):
     assert len(frets) == 8 and all(7 <= f <= 10 for f in frets), r.output
     r = CliRunner().invoke(main, ["tab", str(path), "--position", "30"])
     assert r.exit_code == 2 and "--position" in r.output
+
+
+def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
+    """A distorted guitar (General MIDI 29-31) gets its own fitted costs: every two-note fifth of a riff is a
+    power-chord shape on adjacent strings (the fifth on the next string up, two frets higher, or open root
+    + fret 2), where the default costs (fit mostly on classical tab) reach for open strings across a gap."""
+    from guitarformer.tab import DEFAULT_COSTS, DISTORTED_COSTS, costs_for_program
+
+    assert costs_for_program(30) is DISTORTED_COSTS and costs_for_program(29) is DISTORTED_COSTS
+    assert costs_for_program(25) is DEFAULT_COSTS and costs_for_program(None) is DEFAULT_COSTS
+    E5, D5, C5, A5, G5 = (52, 59), (50, 57), (48, 55), (45, 52), (43, 50)
+    notes = [(k * 240, 240, p) for k, ch in enumerate([E5, D5, C5, D5, A5, A5, G5, G5]) for p in ch]
+    rock = fret(notes, program=30)
+    assert rock == fret(notes, costs=DISTORTED_COSTS) and fret(notes, program=25) == fret(notes)
+    for k in range(0, len(notes), 2):
+        (s_root, f_root), (s_fifth, f_fifth) = rock[k], rock[k + 1]
+        assert s_fifth == s_root - 1 and f_fifth == f_root + 2, (k, rock)
+    default = fret(notes)
+    assert any(default[k][0] - default[k + 1][0] != 1 for k in range(0, len(notes), 2))
+
+
+def test_sampled_and_tabbed_tracks_are_fingered_by_their_program():
+    from guitarformer.sample import fret_score
+    from guitarformer.tab import DISTORTED_COSTS
+
+    score = symusic.Score(480)
+    track = symusic.Track("riff", 30, False)
+    for k, (root, fifth) in enumerate([(52, 59), (50, 57), (48, 55), (45, 52)]):
+        track.notes.extend([symusic.Note(k * 240, 240, root, 100), symusic.Note(k * 240, 240, fifth, 100)])
+    score.tracks.append(track)
+    gs = GuitarScore(score=score, tuning=STANDARD_TUNING)
+    assert fret_score(gs) == fret(list(track.notes), costs=DISTORTED_COSTS) != fret(list(track.notes))
