@@ -272,9 +272,12 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
 @click.option("--width", type=int, default=80, show_default=True)
 @click.option("--position", type=click.IntRange(0, 19), default=None,
               help="Re-finger in this position where the notes allow (index finger at this fret; 0 = open).")
-def tab(file, tuning, width, position):
+@click.option("--program", type=click.IntRange(0, 127), default=None,
+              help="Re-finger as this General MIDI program is played (29-31, distorted guitar: rock riffs; "
+                   "default: each track's own program).")
+def tab(file, tuning, width, position, program):
     """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file (its own fingering where it
-    has one, unless --tuning or --position asks for another)."""
+    has one, unless --tuning, --position or --program asks for another)."""
     from guitarformer.data.io import read_guitar
     from guitarformer.sample import parse_tuning
     from guitarformer.tab import fret, render_ascii_tab
@@ -291,8 +294,9 @@ def tab(file, tuning, width, position):
     for gs in parts:
         if tuning:
             gs.tuning = parse_tuning(tuning)
-        keep = gs.frets and not tuning and position is None
-        frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position, program=gs.track.program)
+        keep = gs.frets and not tuning and position is None and program is None
+        frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position,
+                                           program=gs.track.program if program is None else program)
         if gs.name:
             click.echo(f"# {gs.name}")
         click.echo(render_ascii_tab(gs, frets, width=width))

@@ -440,3 +440,37 @@ def test_sampled_and_tabbed_tracks_are_fingered_by_their_program():
     score.tracks.append(track)
     gs = GuitarScore(score=score, tuning=STANDARD_TUNING)
     assert fret_score(gs) == fret(list(track.notes), costs=DISTORTED_COSTS) != fret(list(track.notes))
+
+
+def test_tab_cli_fingers_by_program(tmp_path):
+    """`guitarformer tab` fingers a track by its own program (a distortion-guitar MIDI gets the rock costs);
+    --program N re-fingers as program N."""
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+    from guitarformer.data.io import write_midi
+    from guitarformer.tab import DISTORTED_COSTS, render_ascii_tab
+
+    def riff(program):
+        score = symusic.Score(480)
+        track = symusic.Track("g", program, False)
+        for k, (root, fifth) in enumerate([(52, 59), (50, 57), (48, 55), (50, 57)]):
+            track.notes.extend([symusic.Note(k * 480, 480, root, 100), symusic.Note(k * 480, 480, fifth, 100)])
+        score.tracks.append(track)
+        return GuitarScore(score=score, tuning=STANDARD_TUNING)
+
+    steel, dist = riff(25), riff(30)
+    write_midi(steel, tmp_path / "steel.mid", program=25)
+    write_midi(dist, tmp_path / "dist.mid", program=30)
+    def staff(text):  # the tab lines only (the header names the track)
+        return [ln for ln in text.splitlines() if ln[:2] in {"e|", "B|", "G|", "D|", "A|", "E|"}]
+
+    rock = staff(render_ascii_tab(dist, fret(list(dist.track.notes), costs=DISTORTED_COSTS)))
+    plain = staff(render_ascii_tab(steel, fret(list(steel.track.notes))))
+    assert rock != plain
+    out = {}
+    for name, args in (("steel", ["steel.mid"]), ("dist", ["dist.mid"]), ("steel30", ["steel.mid", "--program", "30"])):
+        r = CliRunner().invoke(main, ["tab", str(tmp_path / args[0]), *args[1:]])
+        assert r.exit_code == 0, r.output
+        out[name] = staff(r.output)
+    assert out["dist"] == out["steel30"] == rock and out["steel"] == plain
