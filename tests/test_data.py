@@ -96,6 +96,25 @@ def test_prepare_manifest_splits_duplicates_and_cache(tmp_path):
     assert (out / "train.bin").read_bytes() == before and meta2["tokens"] == meta["tokens"]
 
 
+def test_cache_is_not_reused_by_other_reader_code(tmp_path, monkeypatch):
+    """The per-file cache is keyed by the reader code too: different reader code (an upgrade) reads every file
+    again instead of reusing tokens made by the old one."""
+    from guitarformer.data import prepare as prep
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(3):
+        _riff(src / f"r{i}.mid", pitches=(50 + i, 53 + i, 57, 60))
+    out = tmp_path / "ds"
+    prepare([src], out, workers=1, progress=False)
+    first = set((out / "cache").glob("*.json"))
+    prepare([src], out, workers=1, progress=False)
+    assert set((out / "cache").glob("*.json")) == first  # same code: every file from the cache
+    monkeypatch.setattr(prep, "_reader_hash", lambda: "other reader code")
+    prepare([src], out, workers=1, progress=False)
+    assert len(set((out / "cache").glob("*.json")) - first) == 3  # each file read again under a new key
+
+
 def test_split_is_stable_when_files_are_added():
     import hashlib
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -182,8 +183,20 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
 # ---------------------------------------------------------------- driver
 
 
+@functools.lru_cache(maxsize=1)
+def _reader_hash() -> str:
+    """A hash of the code that turns a file into tokens (this package's data modules), so that a cached
+    tokenization is reused only by the reader code that made it: after an upgrade that reads a format differently
+    (say, note lengths in ASCII tab), a re-run into the same folder reads every file again."""
+    h = hashlib.sha256()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _cache_key(sha: str, tok_hash: str, opts: dict) -> str:
-    return hashlib.sha256(f"{sha}|{tok_hash}|{opts.get('tracks')}|{opts.get('include_bass')}".encode()).hexdigest()[:32]
+    key = f"{sha}|{tok_hash}|{opts.get('tracks')}|{opts.get('include_bass')}|{_reader_hash()}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
