@@ -121,7 +121,7 @@ def info(dataset):
         if not cands:
             raise GuitarformerError("no dataset given and the built-in corpus is not prepared yet",
                                     "pass a dataset folder, or run `guitarformer prepare`")
-        dataset = cands[0]
+        dataset = max(cands, key=lambda d: d.stat().st_mtime)  # the most recently prepared
     if (dataset / "config.yaml").is_file() and not (dataset / "meta.json").is_file():
         summ = dataset / "summary.json"
         click.echo((dataset / "config.yaml").read_text())

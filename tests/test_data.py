@@ -192,3 +192,15 @@ def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset):
     notes_a = [(n.time, n.pitch) for n in decode(base_tok, a.sequence(0).tolist()).tracks[0].notes]
     notes_b = [(n.time, n.pitch) for n in decode(tok, b.sequence(0).tolist()).tracks[0].notes]
     assert notes_a == notes_b and notes_a
+
+
+def test_builtin_dataset_is_prepared_again_by_other_reader_code(monkeypatch):
+    from guitarformer.config import DataConfig
+    from guitarformer.data import prepare as prep
+    from guitarformer.data.corpus import builtin_dataset_name
+
+    cfg = DataConfig()
+    name = builtin_dataset_name(cfg)
+    assert name == builtin_dataset_name(cfg) and name.startswith("builtin-remi-")
+    monkeypatch.setattr(prep, "_reader_hash", lambda: "other reader code")
+    assert builtin_dataset_name(cfg) != name

@@ -200,17 +200,25 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
     return out_dir
 
 
+def builtin_dataset_name(data_cfg) -> str:
+    """Folder name of the built-in corpus prepared with this data config by this reader code (an upgrade that
+    reads MIDI differently prepares it again, from the cached corpus MIDI: seconds, not the corpus build)."""
+    from guitarformer.data.prepare import _reader_hash
+    from guitarformer.data.tokenization import tokenizer_params
+
+    key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg), data_cfg.bpe_vocab_size, data_cfg.bpe_model,
+                      _reader_hash()], sort_keys=True, default=str)
+    tag = hashlib.sha256(key.encode()).hexdigest()[:8]
+    limit = data_cfg.corpus_limit
+    return f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
+
+
 def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = True) -> Path:
     """The built-in corpus prepared with this data config (built and tokenized on first use, then reused)."""
     from guitarformer.data.prepare import prepare
-    from guitarformer.data.tokenization import tokenizer_params
 
-    key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg), data_cfg.bpe_vocab_size, data_cfg.bpe_model],
-                     sort_keys=True, default=str)
-    tag = hashlib.sha256(key.encode()).hexdigest()[:8]
     limit = data_cfg.corpus_limit
-    name = f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
-    out = Path(out) if out else default_dataset_dir().with_name(name)
+    out = Path(out) if out else default_dataset_dir().with_name(builtin_dataset_name(data_cfg))
     if (out / "meta.json").is_file():
         return out
     src = build_corpus(limit=limit, progress=progress)
