@@ -110,6 +110,7 @@ class Piece:
     frets: list[tuple[int, int]] | None = None
     tuning: tuple[int, ...] = (40, 45, 50, 55, 59, 64)
     capo: int = 0
+    program: int | None = None  # General MIDI program of the (first) track: picks tab.fret's costs
 
     @property
     def span(self) -> float:
@@ -131,7 +132,7 @@ def piece_of(score, tuning=None, capo: int = 0, frets=None) -> Piece:
     if len(score.time_signatures):
         ts = score.time_signatures[0]
         bar = ts.numerator * 4.0 / ts.denominator
-    p = Piece(on, du, pi, bar=bar, frets=frets, capo=capo)
+    p = Piece(on, du, pi, bar=bar, frets=frets, capo=capo, program=score.tracks[0].program if len(score.tracks) else None)
     if tuning:
         p.tuning = tuple(tuning)
     return p
@@ -145,7 +146,7 @@ def segments(p: Piece, length: float, max_segments: int = 4) -> list[Piece]:
         a, b = k * length, (k + 1) * length
         m = (p.onset >= a) & (p.onset < b)
         if m.sum() >= 2:
-            out.append(Piece(p.onset[m] - a, p.duration[m], p.pitch[m], p.bar, length, None, p.tuning, p.capo))
+            out.append(Piece(p.onset[m] - a, p.duration[m], p.pitch[m], p.bar, length, None, p.tuning, p.capo, p.program))
         k += 1
     return out
 
@@ -296,7 +297,7 @@ def playability(pieces: Sequence[Piece], max_span: int = 4, window: int = 4) -> 
     for p in pieces:
         ticks = [(int(round(o * 480)), max(1, int(round(d * 480))), int(x)) for o, d, x in
                  zip(p.onset, p.duration, p.pitch)]
-        fr = fret(ticks, p.tuning, p.capo)
+        fr = fret(ticks, p.tuning, p.capo, program=p.program)
         notes += len(fr)
         placed += sum(f != UNPLAYABLE for f in fr)
         pos = None
@@ -328,7 +329,7 @@ def fingering_agreement(pieces: Sequence[Piece]) -> dict[str, float]:
             continue
         ticks = [(int(round(o * 480)), max(1, int(round(d * 480))), int(x)) for o, d, x in
                  zip(p.onset, p.duration, p.pitch)]
-        ours = fret(ticks, p.tuning, p.capo)
+        ours = fret(ticks, p.tuning, p.capo, program=p.program)
         files += 1
         for h, o in zip(p.frets, ours):
             if tuple(h) != UNPLAYABLE:

@@ -266,3 +266,26 @@ def test_eval_cli_clear_error_on_empty_split(tmp_path):
 
     r = CliRunner().invoke(main, ["eval", "--run", str(tmp_path / "nope"), "--no-samples"])
     assert r.exit_code == 2 and "error:" in r.output
+
+
+def test_fingering_agreement_fingers_by_the_track_program():
+    """Pieces keep their track's program, and the fingering is chosen by it (as `guitarformer tab` does): a
+    distortion-guitar riff tabbed as power chords agrees fully with the rock costs, not with the default ones."""
+    import symusic
+
+    from guitarformer.metrics import fingering_agreement, piece_of
+    from guitarformer.tab import DISTORTED_COSTS, fret
+
+    def piece(program):
+        score = symusic.Score(480)
+        track = symusic.Track("g", program, False)
+        for k, (root, fifth) in enumerate([(52, 59), (50, 57), (48, 55), (50, 57)] * 2):
+            track.notes.extend([symusic.Note(k * 480, 480, root, 100), symusic.Note(k * 480, 480, fifth, 100)])
+        score.tracks.append(track)
+        human = fret([(n.time, n.duration, n.pitch) for n in track.notes], costs=DISTORTED_COSTS)
+        return piece_of(score, frets=human)
+
+    rock, plain = piece(30), piece(25)
+    assert rock.program == 30 and plain.program == 25
+    assert fingering_agreement([rock])["agreement"] == 1.0
+    assert fingering_agreement([plain])["agreement"] < 1.0
