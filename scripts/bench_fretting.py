@@ -436,6 +436,12 @@ carries along the best path, so the DP is exact only without it; a second test c
 with it is no worse than pass 1's or lowest-fret's and near the brute-force minimum). Two passes cost
 about 2.2x the time of one (the notes/s column).
 
+Distorted guitar: `fret(..., program=P)` (and `guitarformer tab`, `sample`, `eval`, which pass each track's program)
+uses `DISTORTED_COSTS` for General MIDI programs 29-31 (overdriven, distortion, harmonics): the same features, both
+passes fine-tuned from the default weights for 6 epochs on the fit half's 11 GP tracks with those programs
+(`--fit-distorted` reproduces `_DISTORTED_FIRST` / `_DISTORTED` exactly). Every other program, and no program, gets
+the default costs (`costs_for_program`). `guitarformer tab FILE --program 30` re-fingers any file that way.
+
 ## What was tried (held-out half, classtab / GP; each row adds to the one above unless marked dropped)
 
 | change | classtab | GP | pooled |
