@@ -184,7 +184,7 @@ def _part_tuning(lines: list[str], marks: list[list[int]], part_mark: int, n: in
 
 def _held_until(body: str, j: int) -> int | None:
     """The column after a run of '=' (classtab's "note held") starting at column j, the run going on across a
-    bar line ("0==|==") ; None when no '=' follows."""
+    bar line ("0==|=="); None when no '=' follows."""
     k = j
     while k < len(body) and (body[k] == "=" or (body[k] == "|" and k > j and body[k - 1] == "=" and body[k + 1 : k + 2] == "=")):
         k += 1
@@ -297,7 +297,7 @@ def _version_sections(lines: list[str]) -> list[list[str]] | None:
 
 
 def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
-    """read_ascii_tab for one version's lines."""
+    """read_ascii_tab's work on a text's lines: the whole file, or one version of a multi-version one."""
     text = "\n".join(lines)
     staves = _find_staves(lines)
     guitar = [s for s in staves if len(s[1]) in (6, 7)]
