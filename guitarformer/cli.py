@@ -198,7 +198,7 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
 @click.option("--tempo", type=click.FloatRange(20, 400), default=None, help="Tempo (BPM) of the output.")
 @click.option("--tuning", default="standard", show_default=True, help="standard, drop-d, open-g, ... or MIDI numbers "
               "low to high, e.g. 38,45,50,55,59,64.")
-@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar); with 29-31 (distorted guitar) the tab is fingered as rock riffs.")
+@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar); with 29-30 (distorted guitar) the tab is fingered as rock riffs.")
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=None, help="Riffs generated together "
               "(default: all of --num-samples at once).")
 @click.option("--wav", "wav_out", type=click.Path(path_type=Path), default=None,
@@ -273,7 +273,7 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
 @click.option("--position", type=click.IntRange(0, 19), default=None,
               help="Re-finger in this position where the notes allow (index finger at this fret; 0 = open).")
 @click.option("--program", type=click.IntRange(0, 127), default=None,
-              help="Re-finger as this General MIDI program is played (29-31, distorted guitar: rock riffs; "
+              help="Re-finger as this General MIDI program is played (29-30, distorted guitar: rock riffs; "
                    "default: each track's own program).")
 def tab(file, tuning, width, position, program):
     """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file (its own fingering where it

@@ -161,7 +161,7 @@ _FITTED = (
     1.06, 1.051, 0.531, 0.16, -1.618,
 )
 
-# The same features refit for distorted electric guitar (programs 29-31): the two passes above fine-tuned (6 epochs)
+# The same features refit for distorted electric guitar (programs 29-30): the two passes above fine-tuned (6 epochs)
 # on the fit half's GP tracks with those programs (scripts/bench_fretting.py --fit-distorted). Riffs there sit on
 # the low strings in position V-IX, where the classical weights above choose open position.
 _DISTORTED_FIRST = (
@@ -317,12 +317,12 @@ class FretCosts:
 
 
 DEFAULT_COSTS = FretCosts()
-DISTORTED_PROGRAMS = (29, 30, 31)  # General MIDI overdriven, distortion guitar, guitar harmonics
+DISTORTED_PROGRAMS = (29, 30)  # General MIDI overdriven guitar, distortion guitar
 DISTORTED_COSTS = FretCosts.from_vector(_DISTORTED, first_pass=_DISTORTED_FIRST)
 
 
 def costs_for_program(program: int | None) -> FretCosts:
-    """The fitted costs for a track's General MIDI program: distorted electric guitar (29-31) has its own (riffs
+    """The fitted costs for a track's General MIDI program: distorted electric guitar (29-30) has its own (riffs
     on the low strings, power chords in position), everything else the default (fit mostly on classical tab)."""
     return DISTORTED_COSTS if program in DISTORTED_PROGRAMS else DEFAULT_COSTS
 _BEAM = 16  # fingerings kept per onset (by chord cost) before the Viterbi pass

@@ -3,7 +3,7 @@
     python scripts/bench_fretting.py [--data ../shared/data/guitar] [--doc docs/FRETTING.md] [--every N]
     python scripts/bench_fretting.py --fit [--epochs 3]     # refit both passes on the fit half, print the table
     python scripts/bench_fretting.py --train-nn [--nn-epochs 15]  # train the learned string model, pick its weight
-    python scripts/bench_fretting.py --fit-distorted         # refit the distorted-guitar costs (programs 29-31)
+    python scripts/bench_fretting.py --fit-distorted         # refit the distorted-guitar costs (programs 29-30)
     python scripts/bench_fretting.py --human-agreement       # two versions of one piece: how often humans agree
 
 Accuracy = share of notes whose (string, fret) equals the human tab's. The lowest-fret rule (each chord
@@ -263,7 +263,7 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="refit the weights on half 0 and print them (no doc)")
     ap.add_argument("--fit-distorted", action="store_true",
                     help="refit the distorted-guitar costs (from the default ones, on half 0's GP tracks with programs "
-                         "29-31) and print them (no doc)")
+                         "29-30) and print them (no doc)")
     ap.add_argument("--human-agreement", action="store_true",
                     help="measure how often two versions of one piece (classtab) agree, and fret() with them (no doc)")
     ap.add_argument("--epochs", type=int, default=3)
@@ -322,9 +322,9 @@ def main() -> None:
     n_held = max(sum(r[3] for r in held), 1)
     print(f"held out, pooled: fret() {sum(r[4] * r[3] for r in held) / n_held:.1%}  "
           f"lowest-fret {sum(r[5] * r[3] for r in held) / n_held:.1%}")
-    # Distorted-guitar GP tracks (programs 29-31): fret() uses DISTORTED_COSTS for them; the default costs beside.
+    # Distorted-guitar GP tracks (programs 29-30): fret() uses DISTORTED_COSTS for them; the default costs beside.
     dist = []
-    for h in (1, 0):
+    for h in ((1, 0) if costs is None else ()):  # refit/retrained costs are passed explicitly: no program choice
         sel = [p for p in gp if half(p) == h and PROGRAMS.get(p[0]) in DISTORTED_PROGRAMS][:: args.every]
         hit, n, _ = score(sel, fret, **({} if costs is None else {"costs": costs}))
         hd, _, _ = score(sel, fret, costs=DEFAULT_COSTS)
@@ -353,7 +353,7 @@ Command (from the repository root, with the shared data checked out beside it):
     python scripts/bench_fretting.py               # scores, writes this file
     python scripts/bench_fretting.py --fit         # refits both passes on the fit half, prints the table
     python scripts/bench_fretting.py --train-nn    # trains the learned string model (guitarformer/fret_model.pt)
-    python scripts/bench_fretting.py --fit-distorted    # refits the distorted-guitar costs (programs 29-31)
+    python scripts/bench_fretting.py --fit-distorted    # refits the distorted-guitar costs (programs 29-30)
     python scripts/bench_fretting.py --human-agreement  # how often two versions of one piece agree
 
 Accuracy is the share of notes whose (string, fret) equals the one in the human tab. The lowest-fret
@@ -374,7 +374,7 @@ Held out, pooled over both sources: fret() **{pooled:.1%}**, lowest-fret {pooled
 (notes/s: one process on a shared 2-core machine, wall clock; noisy. The first row also pays for importing torch
 and loading the learned string model on fret()'s first call, about 0.7 s.)
 
-Guitar Pro tracks whose program is a distorted guitar (29-31) are fingered with their own costs (below);
+Guitar Pro tracks whose program is a distorted guitar (29-30) are fingered with their own costs (below);
 those tracks alone, held out: {dist[0][2]:.1%} ({dist[0][3]:.1%} with the default costs), fit half {dist[1][2]:.1%} ({dist[1][3]:.1%}).
 
 Published anchors (DadaGP, a different and much larger corpus, so not directly comparable): a
@@ -437,7 +437,7 @@ with it is no worse than pass 1's or lowest-fret's and near the brute-force mini
 about 2.2x the time of one (the notes/s column).
 
 Distorted guitar: `fret(..., program=P)` (and `guitarformer tab`, `sample`, `eval`, which pass each track's program)
-uses `DISTORTED_COSTS` for General MIDI programs 29-31 (overdriven, distortion, harmonics): the same features, both
+uses `DISTORTED_COSTS` for General MIDI programs 29-30 (overdriven, distortion guitar): the same features, both
 passes fine-tuned from the default weights for 6 epochs on the fit half's 11 GP tracks with those programs
 (`--fit-distorted` reproduces `_DISTORTED_FIRST` / `_DISTORTED` exactly). Every other program, and no program, gets
 the default costs (`costs_for_program`). `guitarformer tab FILE --program 30` re-fingers any file that way.
@@ -485,7 +485,7 @@ the default costs (`costs_for_program`). `guitarformer tab FILE --program 30` re
 | dropped: mean probability of 3 string models (the shipped one and two more seeds trained on the current reading; validation eighth 84.37% vs 84.39% for the shipped one alone; the seeds alone 84.11-84.34%) | | | |
 | dropped: the string model given 8 whole-part inputs as well (10th/50th/90th pitch percentile above the lowest open string, pitch spread, notes per onset, share of notes above the high string's 5th and 12th fret, length), so it can tell a high arrangement from a low one: validation eighth string accuracy 81.3% vs 81.9-82.2%, with fret() 84.15% vs 84.18-84.39% | | | |
 | dropped: the string model fine-tuned on the decoder's own mistakes (each fit-half part decoded by fret() with the current model; a structured hinge raising log p of the human string over the decoded one wherever they differ, plus the cross-entropy as an anchor; Adam 3e-4): validation eighth 84.22 / 83.83 / 84.15% after epochs 1-3 vs 84.39% at the start; the share of training notes decoded wrong moved only from 15.5% to 15.3% | | | |
-| distorted-guitar costs: both passes fine-tuned (6 epochs, from the default weights) on half 0's 11 GP tracks whose program is 29-31; `fret()` uses them for such tracks: held-out tracks with those programs 33.7% -> 45.8% (4,734 notes; 5 of 7 parts better) | 84.76% | 53.5% (+7.7) | 84.1% |
+| distorted-guitar costs: both passes fine-tuned (6 epochs, from the default weights) on half 0's 11 GP tracks whose program is 29-30; `fret()` uses them for such tracks: held-out tracks with those programs 33.7% -> 45.8% (4,734 notes; 5 of 7 parts better) | 84.76% | 53.5% (+7.7) | 84.1% |
 | measured: a phrase book (the fit half's majority human string for the same pitch context of 2k+1 notes; validation eighth): k = 2 covers 17% of notes and is right on 77.8% of them, where fret() (its perceptron fit on these notes too) is right on 86.7%; longer contexts cover under 4% | | | |
 | measured (`--human-agreement`): human vs human. 70 pairs of versions of one piece in the same tuning (aligned stretches of at least 12 equal pitches, 41,797 notes; pairs agreeing on 99% or more left out as copies) give the same string and fret for 84.2% of notes; fret() agrees with those humans on 80.0% of the same notes | | | |
 
@@ -527,7 +527,7 @@ last row in the second decimal.
   how they are read, not how well they are fingered.
 - The held-out GP half is small and dominated by two rock/metal songs (Gamma Ray, a prog-metal exercise)
   whose riffs sit at frets 5-9 where an open-position fingering of the same pitches exists. Tracks with a
-  distorted-guitar program (29-31) now get their own costs (fine-tuned on the fit half's 11 such tracks): held
+  distorted-guitar program (29-30) now get their own costs (fine-tuned on the fit half's 11 such tracks): held
   out {dist[0][2]:.1%} vs {dist[0][3]:.1%} with the default costs ({dist[0][1]} notes, {dist[0][0]} parts; in-sample
   {dist[1][2]:.1%} vs {dist[1][3]:.1%}: they overfit 11 tracks, but every two-note fifth becomes a power-chord
   shape on adjacent strings). Gamma Ray's riffs are still played a string higher than the human (root on the

@@ -184,6 +184,16 @@ def test_versions_of_a_piece_become_parts_with_their_own_tuning_and_capo(tmp_pat
     assert one.name.endswith("(version 1)") and two.extra["versions"] == 2
     for gs in (one, two):
         _check_frets(gs)
+    # A tuning in the shared header applies to every version; "Version 2.0" is a revision, not a second version.
+    shared = ["Study", "1st version - by A", "2nd version - by B, capo 2", "both in drop D tuning", stars, ""]
+    shared += _staff({5: "0"}) + ["", stars, stars, ""] + _staff({5: "2"})
+    (tmp_path / "shared.txt").write_text("\n".join(shared) + "\n")
+    one, two = read_ascii_tab(tmp_path / "shared.txt")
+    assert one.tuning == two.tuning == TUNINGS["drop-d"] and (one.capo, two.capo) == (0, 2)
+    revised = ["Study", "Version 2.0 (corrected)", "Tuning: drop D", stars] + _staff({5: "0"}) + [stars, stars] + _staff({5: "2"})
+    (tmp_path / "revised.txt").write_text("\n".join(revised) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "revised.txt")
+    assert gs.tuning == TUNINGS["drop-d"] and gs.frets == [(6, 0), (6, 2)]
     # The same text without the version list is one part, read as before (the asterisks are just text).
     (tmp_path / "one.txt").write_text("\n".join([ln for ln in lines if "version" not in ln]) + "\n")
     (gs,) = read_ascii_tab(tmp_path / "one.txt")

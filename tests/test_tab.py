@@ -411,7 +411,7 @@ def test_tab_cli_position(tmp_path):
 
 
 def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
-    """A distorted guitar (General MIDI 29-31) gets its own fitted costs: every two-note fifth of a riff is a
+    """A distorted guitar (General MIDI 29-30) gets its own fitted costs: every two-note fifth of a riff is a
     power-chord shape on adjacent strings (the fifth on the next string up, two frets higher, or open root
     + fret 2), where the default costs (fit mostly on classical tab) reach for open strings across a gap."""
     from guitarformer.tab import DEFAULT_COSTS, DISTORTED_COSTS, costs_for_program

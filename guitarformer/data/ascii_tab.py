@@ -255,7 +255,8 @@ def read_ascii_tab(path) -> list[GuitarScore]:
 # Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
 # "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
 # line of asterisks (the versions themselves are separated by two such lines).
-_VERSION_LINE = re.compile(r"^\s*-?\s*(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)\b|(?P<count>\d)\s+versions\b)", re.I)
+_VERSION_LINE = re.compile(r"^\s*-?\s*(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])|(?P<count>\d)\s+versions\b)",
+                           re.I)  # not "Version 2.0" (a revision)
 _STARS = re.compile(r"^\s*\*{20,}\s*$")
 
 
@@ -263,9 +264,12 @@ def _version_sections(lines: list[str]) -> list[list[str]] | None:
     """Each version's lines, or None for a text holding one version.
 
     Cut at the asterisk lines after the header's version list: at every one if that leaves as many stretches
-    with a tab staff as the header lists versions, else at the doubled ones if that leaves at least two.
-    Each version's text is its own header line (so "2nd version - drop D tuning, capo 2" is version 2's
-    tuning and capo, not version 1's) and its stretch, with the other versions' header lines blanked."""
+    with a tab staff as the header lists versions, else at the doubled ones (two consecutive lines) if that leaves
+    at least two. Each version's text is its own header line first (so "2nd version - drop D tuning, capo 2" is
+    version 2's tuning and capo, not version 1's), then its stretch, then the shared header before the first
+    stretch (a tuning or capo it names applies to every version), the versions' header lines blanked. Versions
+    are numbered by stretch: a version without a tab staff (given as a picture or a link) is not counted, and
+    then no header line is given to any of them."""
     found = [(i, m) for i, ln in enumerate(lines[:30]) if (m := _VERSION_LINE.match(ln))]
     if not found:
         return None
@@ -277,7 +281,7 @@ def _version_sections(lines: list[str]) -> list[list[str]] | None:
     groups: list[list[int]] = []
     for i, ln in enumerate(lines):
         if i > max(header) and _STARS.match(ln):
-            if groups and i - groups[-1][-1] <= 3:
+            if groups and i - groups[-1][-1] == 1:
                 groups[-1].append(i)
             else:
                 groups.append([i])
@@ -292,7 +296,10 @@ def _version_sections(lines: list[str]) -> list[list[str]] | None:
     if len(found_cuts) < 2:
         return None
     mapped = len(found_cuts) == count
-    return [[own.get(k + 1, "") if mapped else ""] + ["" if i in header else lines[i] for i in range(a, b)]
+    # The shared header: the text up to the first asterisks, unless version 1's tab is already in it.
+    head = range(groups[0][0]) if not any(len(st[1]) in (6, 7) for st in _find_staves(lines[: groups[0][0]])) else range(0)
+    shared = ["" if i in header else lines[i] for i in head]
+    return [[own.get(k + 1, "") if mapped else ""] + ["" if i in header else lines[i] for i in range(a, b)] + shared
             for k, (a, b) in enumerate(found_cuts)]
 
 
