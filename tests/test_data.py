@@ -41,6 +41,28 @@ def test_builtin_corpus_is_guitar_midi(tiny_dataset, cache_root):
     assert min(pitches) >= 40 and max(pitches) <= 86  # E2 .. D6
 
 
+def test_corpus_tunes_sound_an_octave_below_written_in_open_position():
+    """A fiddle tune becomes a guitar part the way a guitarist reads it: the written notes, sounding an octave
+    lower (guitar notation is written 8va), so the tab sits in open position rather than at frets 7-19."""
+    from music21 import converter
+
+    from guitarformer.data.corpus import tune_to_score
+    from guitarformer.tab import fret
+
+    abc = "X:1\nT:Reel\nM:4/4\nL:1/8\nK:D\nDEFG ABcd|efga b2a2|g2fe dcBA|G2E2 D4|\n"
+    tune = converter.parse(abc, format="abc")
+    written = [p.midi for n in tune.flatten().notes for p in n.pitches]
+    score, reason = tune_to_score(tune)
+    assert reason is None
+    sounding = [n.pitch for n in score.tracks[0].notes]
+    assert sounding == [p - 12 for p in written]  # D4..B5 written -> D3..B4 sounding
+    frets = sorted(f for _, f in fret(score.tracks[0].notes))
+    assert frets[-1] <= 7 and frets[len(frets) // 2] <= 3  # first position: what a flatpicker plays
+    # a written line too low for that octave keeps its written pitch instead of leaving the neck
+    low = converter.parse("X:1\nT:Low\nM:4/4\nL:1/4\nK:C\nE,G,CE|\n", format="abc")
+    assert [n.pitch for n in tune_to_score(low)[0].tracks[0].notes] == [40, 43, 48, 52]
+
+
 def test_encode_decode_roundtrip(tmp_path):
     tok = build_tokenizer(DataConfig())
     s = symusic.Score(str(_riff(tmp_path / "r.mid")))

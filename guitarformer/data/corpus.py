@@ -13,7 +13,7 @@ from guitarformer.data.io import TPQ
 from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
-CORPUS_VERSION = "fiddle-v1"
+CORPUS_VERSION = "fiddle-v2"  # v2: sounding an octave below the written fiddle pitch, as guitarists play them
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
 LOW, HIGH = STANDARD_TUNING[0], STANDARD_TUNING[-1] + MAX_FRET - 2  # E2 .. D6 (22-fret guitar)
@@ -62,9 +62,13 @@ def _tempo_of(score) -> float:
 
 
 def _fit_to_guitar(pitches: list[int]) -> int | None:
-    """Octave shift that puts every pitch in E2..D6, preferring the written octave; None if impossible."""
+    """Octave shift that puts every pitch in E2..D6, preferring an octave below the written pitch; None if impossible.
+
+    Guitar music is written an octave above its sound, and a guitarist reading a fiddle tune plays the written
+    notes: the tune then sits in open position (G3..B5 written -> G2..B4 sounding, frets 0-7), where flatpickers
+    play it. At the written octave the same tune needs frets 7-19 on the top strings."""
     lo, hi = min(pitches), max(pitches)
-    for shift in (0, -12, 12, -24, 24):
+    for shift in (-12, 0, -24, 12, 24):
         if LOW <= lo + shift and hi + shift <= HIGH:
             return shift
     return None
