@@ -199,6 +199,27 @@ def test_seq2seq_pairs_split_at_bars(tiny_dataset):
     assert mask.any(1).all()
 
 
+def test_seq2seq_training_pairs_include_each_pieces_start_from_an_empty_source(tiny_dataset):
+    """Sampling an encoder-decoder without a prompt gives it a BOS-only source: training must show it that case
+    (each piece's first bars), while eval keeps to bar-to-bar pairs so its numbers stay comparable."""
+    tok = load_tokenizer(tiny_dataset / "tokenizer.json")
+    split = TokenSplit(tiny_dataset, "train")
+    bars, bos = bar_ids(tok), tok["BOS_None"]
+    pairs = Seq2SeqPairs(split, 24, 40, bars, bos, tok.pad_token_id)
+    assert len(pairs.first_bars) == split.num_sequences
+    n = len(pairs.cut_points)
+    src, mask, tgt, y = pairs._stack([pairs._pair(n + i, None) for i in range(len(pairs.first_bars))])
+    assert (mask.sum(1) == 1).all() and (src[:, 0] == bos).all()  # the source is the BOS alone
+    assert all(int(y[i, 0]) in bars for i in range(len(y)))  # the target is the piece from its first bar
+    first = split.sequence(0).tolist()
+    assert y[0][y[0] != IGNORE_INDEX].tolist() == first[1: 1 + 40]
+    gen = torch.Generator().manual_seed(0)
+    drawn = sum(int(m.sum(1).eq(1).sum()) for m in (pairs.batch(64, gen)[1] for _ in range(20)))
+    assert drawn > 0  # training batches draw them ...
+    for _, m, _, _ in pairs.eval_batches(8):  # ... eval batches never do (every source there is a whole bar or more)
+        assert (m.sum(1) > 1).all()
+
+
 def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset):
     from guitarformer.data.tokenization import decode
 

@@ -120,10 +120,16 @@ class Seq2SeqPairs:
         bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(bar_ids, dtype=np.int64))
         self.cut_points: list[int] = []  # absolute positions of bar tokens that have a bar before them
         self.seq_start: list[int] = []
+        # Each piece's first bar: its source is the BOS alone, which is what sampling without a prompt gives the
+        # encoder. Training batches draw these too (so the model learns to begin a piece from an empty source);
+        # validation and eval keep to the bar-to-bar pairs above, whose numbers stay comparable.
+        self.first_bars: list[tuple[int, int]] = []  # (cut, sequence start)
         for i in range(split.num_sequences):
             a, b = int(split.offsets[i]), int(split.offsets[i + 1])
             pos = np.nonzero(bars[a:b])[0] + a
-            for p in pos[1:]:  # the first bar has no source before it
+            if len(pos) and pos[0] > a:
+                self.first_bars.append((int(pos[0]), a))
+            for p in pos[1:]:
                 self.cut_points.append(int(p))
                 self.seq_start.append(a)
         if not self.cut_points:
@@ -133,7 +139,9 @@ class Seq2SeqPairs:
             self.seq_end[int(split.offsets[i])] = int(split.offsets[i + 1])
 
     def _pair(self, k: int, gen: torch.Generator | None) -> tuple[np.ndarray, ...]:
-        cut, start = self.cut_points[k], self.seq_start[k]
+        """Pair k: k < len(cut_points) is a bar-to-bar pair, above that a piece's first bar (training only)."""
+        n = len(self.cut_points)
+        cut, start = (self.cut_points[k], self.seq_start[k]) if k < n else self.first_bars[k - n]
         end = self.seq_end[start]
         src = np.asarray(self.split.tokens[max(start, cut - self.S): cut], dtype=np.int64)
         tgt = np.asarray(self.split.tokens[cut: min(end, cut + self.T)], dtype=np.int64)
@@ -156,7 +164,7 @@ class Seq2SeqPairs:
         return tuple(torch.from_numpy(np.stack(c)) for c in cols)  # src (B,S), src_mask (B,S), tgt (B,T), y (B,T)
 
     def batch(self, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-        ks = torch.randint(0, len(self.cut_points), (batch_size,), generator=gen).tolist()
+        ks = torch.randint(0, len(self.cut_points) + len(self.first_bars), (batch_size,), generator=gen).tolist()
         return self._stack([self._pair(k, gen) for k in ks])
 
     def eval_batches(self, batch_size: int, max_batches: int = 0, stride: int = 8):
