@@ -5,6 +5,7 @@ so the cache matters, sampling at temperature 1 with no top-k/top-p and no const
 ours is also timed with the guitar constraint on. Prints a Markdown table (docs/BENCH_SAMPLE.md).
 
     python scripts/bench_sample.py [--threads 1] [--new 256] [--prompt 512] [--repeat 3]
+    python scripts/bench_sample.py --device cuda --dims base --batches 1,32   # GPU, decoder-base dims
 """
 
 from __future__ import annotations
@@ -31,12 +32,19 @@ def remi_prompt(tok, n: int) -> list[int]:
     return encode(tok, s)[:n]
 
 
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def timed(fn, repeat: int) -> float:
     fn()  # warm-up (allocator, kernels)
     best = float("inf")
     for _ in range(repeat):
+        sync()
         t = time.perf_counter()
         fn()
+        sync()
         best = min(best, time.perf_counter() - t)
     return best
 
@@ -59,6 +67,9 @@ def main() -> None:
     ap.add_argument("--recompute-new", type=int, default=64, help="fewer steps for the slow baseline")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dims", default="small", choices=["small", "base"],
+                    help="small: decoder-small (6 layers, C=192); base: decoder-base (12 layers, C=768)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -67,32 +78,37 @@ def main() -> None:
     from guitarformer.config import DataConfig, ModelConfig
     from guitarformer.data.tokenization import build_tokenizer
     from guitarformer.models import build_model
-    from guitarformer.sample import GuitarConstraint, generate
+    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.engine import generate
 
     tok = build_tokenizer(DataConfig())
     V, ctx = len(tok), 1024
+    L, C, H = (6, 192, 6) if args.dims == "small" else (12, 768, 12)
+    dev = torch.device(args.device)
     torch.manual_seed(0)
-    ours = build_model(ModelConfig(vocab_size=V, block_size=ctx, n_layer=6, n_head=6, n_embd=192, dropout=0.0)).eval()
-    hf = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=ctx, n_embd=192, n_layer=6, n_head=6, resid_pdrop=0.0,
-                                    embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2)).eval()
+    ours = build_model(ModelConfig(vocab_size=V, block_size=ctx, n_layer=L, n_head=H, n_embd=C, dropout=0.0)).eval().to(dev)
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=ctx, n_embd=C, n_layer=L, n_head=H, resid_pdrop=0.0,
+                                    embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2)).eval().to(dev)
     prompt = remi_prompt(tok, args.prompt)
     rows = []
     for B in (int(b) for b in args.batches.split(",")):
-        idx = torch.tensor([prompt] * B)
+        idx = torch.tensor([prompt] * B, device=dev)
         gen = torch.Generator().manual_seed(0)
+        gen_re = torch.Generator(device=dev).manual_seed(0)
         n, nr = args.new, args.recompute_new
         t_ours = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True), args.repeat)
-        t_cons = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True, GuitarConstraint(tok)), args.repeat)
+        t_cons = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True, GuitarConstraint(tok, device=dev)), args.repeat)
         attn = torch.ones_like(idx)
         t_hf = timed(lambda: hf.generate(idx, attention_mask=attn, max_new_tokens=n, min_new_tokens=n, do_sample=True,
                                          top_k=0, top_p=1.0, temperature=1.0, use_cache=True, pad_token_id=0),
                      args.repeat)
-        t_re = timed(lambda: recompute_loop(ours, idx, nr, gen), 1)
+        t_re = timed(lambda: recompute_loop(ours, idx, nr, gen_re), 1)
         r = {"B": B, "ours": B * n / t_ours, "cons": B * n / t_cons, "hf": B * n / t_hf, "re": B * nr / t_re}
         rows.append(r)
         print(r, flush=True)
 
-    print(f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} thread(s); "
+    where = torch.cuda.get_device_name() if dev.type == "cuda" else (platform.processor() or platform.machine())
+    print(f"\n{where}, {args.dims} dims, torch {torch.__version__}, {args.threads} thread(s); "
           f"prompt {args.prompt} tokens, {args.new} new (recompute: {args.recompute_new} new), best of {args.repeat}\n")
     print("| batch | ours (cache) | ours + constraint | HF GPT-2 generate | recompute loop | ours/HF | "
           "ours + constraint/HF | ours/recompute |")

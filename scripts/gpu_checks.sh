@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU numbers in docs/BENCH_GPU.md, in two device calls of under 10 minutes each (one H100):
+#   bash scripts/gpu_checks.sh train   # default run wall time; decoder-base tokens/s, MFU, peak memory; sampling tokens/s
+#   bash scripts/gpu_checks.sh bench   # 2-process DDP with NCCL; ours vs HF GPT-2 (gpt2-85m, bf16, torch.compile)
+# Needs the wheels the GPU image lacks in $WHL (default .whl/, from ../shared/tools/gpu-wheels.sh) and, to skip the
+# first-use corpus build, a prepared built-in corpus under $GUITARFORMER_CACHE (default .gpucache/). Logs and the
+# default run (config, tokenizer, best checkpoint) come back as $OUT/gpu-<stage>.tar.
+set -uo pipefail
+STAGE=${1:-train}; OUT=${OUT:-gpu-out}; LOG=/tmp/gpulog; mkdir -p "$OUT" "$LOG"
+WHL=${WHL:-.whl}; export GUITARFORMER_CACHE=${GUITARFORMER_CACHE:-$PWD/.gpucache}
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $WHL/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+step() { echo "=== $1 ($(date +%T))"; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOG/gpu.txt"
+python3 -c "import torch; print(torch.__version__, torch.version.cuda)" >> "$LOG/gpu.txt"; cat "$LOG/gpu.txt"
+
+if [ "$STAGE" = train ]; then
+  step "default run (guitarformer train = decoder-small, bf16, compile)"
+  /usr/bin/time -f "%e s wall" -o "$LOG/default_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/default > "$LOG/default.log" 2>&1
+  tail -3 "$LOG/default.log"; cat "$LOG/default_time.txt"
+  mkdir -p "$LOG/default/ckpt"; cp /tmp/runs/default/{config.yaml,tokenizer.json,summary.json,metrics.jsonl} "$LOG/default/"
+  cp /tmp/runs/default/ckpt/best.pt "$LOG/default/ckpt/"
+  step "decoder-base, 300 steps on the corpus (tokens/s, MFU, peak memory from the training loop)"
+  timeout 240 python3 -m guitarformer train --config decoder-base --max-steps 300 --set train.eval_interval=1000 \
+    --set train.sample_interval=100000 --run-dir /tmp/runs/base > "$LOG/base.log" 2>&1; tail -2 "$LOG/base.log"
+  grep '"perf"' /tmp/runs/base/metrics.jsonl > "$LOG/base_perf.jsonl"; tail -2 "$LOG/base_perf.jsonl"
+  step "sampling tokens/s"
+  timeout 150 python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 2 > "$LOG/sample_base.md" 2>&1; tail -5 "$LOG/sample_base.md"
+  timeout 90 python3 scripts/bench_sample.py --device cuda --dims small --batches 1,32 --repeat 2 > "$LOG/sample_small.md" 2>&1; tail -5 "$LOG/sample_small.md"
+  ( /usr/bin/time -f "%e s wall" python3 -m guitarformer sample --run /tmp/runs/default --out /tmp/s/r.mid --num-samples 32 --tab /tmp/s/r.txt ) > "$LOG/sample_cli.txt" 2>&1; tail -2 "$LOG/sample_cli.txt"
+else
+  step "2-process DDP, NCCL (tiny config)"
+  timeout 150 torchrun --standalone --nproc_per_node=2 -m guitarformer train --config tiny --max-steps 30 --device cuda \
+    --run-dir /tmp/runs/ddp > "$LOG/ddp.log" 2>&1; echo "ddp rc=$?" >> "$LOG/ddp.log"; tail -4 "$LOG/ddp.log"
+  step "bench_model: ours vs HF GPT-2 (gpt2-85m, bf16, torch.compile)"
+  timeout 400 python3 scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --compile --rounds 6 \
+    --no-eager --out "$LOG/bench_models_gpu.md" > "$LOG/bench_model.log" 2>&1; tail -20 "$LOG/bench_model.log"
+fi
+step done
+tar -cf "$OUT/gpu-$STAGE.tar" -C "$LOG" .
