@@ -163,15 +163,15 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
     if device:
         flags.append(f"train.device={device}")
     if resume is not None:
+        from guitarformer.training.loop import train as run_train
         from guitarformer.config import Config
-        from guitarformer.train import train as run_train
 
         summary = run_train(Config(), resume=resume, progress=_progress(), resume_overrides=flags)
     else:
         if config_name is None and model_kind == "encoder-decoder":
             config_name = "encdec-small"
         cfg = load_config(config_name, flags)  # config errors surface before torch is imported
-        from guitarformer.train import train as run_train
+        from guitarformer.training.loop import train as run_train
 
         summary = run_train(cfg, run_dir=run_dir, progress=_progress())
     if summary.get("interrupted"):  # checkpoint saved; a scheduler can tell this from a finished run
@@ -215,7 +215,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
     the tuning's range, never more notes sounding than strings to play them on.
     """
-    from guitarformer.sample import write_riffs
+    from guitarformer.generation.riffs import write_riffs
 
     write_riffs(out=out, run_dir=run_dir, checkpoint=checkpoint, num_samples=num_samples,
                 max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
@@ -252,7 +252,7 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
     """
     import json
 
-    from guitarformer.metrics import evaluate_run, format_table, jsonable, log_tensorboard
+    from guitarformer.evaluation.report import evaluate_run, format_table, jsonable, log_tensorboard
 
     res = evaluate_run(run_dir, data, split, device, reference=reference, num_samples=num_samples,
                        max_new_tokens=max_new_tokens, samples=not no_samples, ngram_order=ngram_order,
@@ -278,9 +278,10 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
 def tab(file, tuning, width, position, program):
     """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file (its own fingering where it
     has one, unless --tuning, --position or --program asks for another)."""
-    from guitarformer.data.io import read_guitar
-    from guitarformer.sample import parse_tuning
-    from guitarformer.tab import fret, render_ascii_tab
+    from guitarformer.fretting import fret
+    from guitarformer.music.guitar import parse_tuning
+    from guitarformer.readers import read_guitar
+    from guitarformer.render.ascii_tab import render_ascii_tab
 
     if not file.is_file():
         raise GuitarformerError(f"{file} does not exist", "pass a .mid, .gp5, .txt, .musicxml or .abc file")

@@ -12,7 +12,7 @@ import yaml
 
 from guitarformer.errors import GuitarformerError
 
-REPO_CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+PACKAGE_CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # shipped in the wheel; ./configs links here
 DEFAULT_CONFIG = "decoder-small"
 
 
@@ -183,7 +183,7 @@ def resolve_config_path(name_or_path: str) -> Path:
     if p.is_file():
         return p
     stem = name_or_path[:-5] if name_or_path.endswith(".yaml") else name_or_path
-    for d in (Path.cwd() / "configs", REPO_CONFIG_DIR):
+    for d in (Path.cwd() / "configs", PACKAGE_CONFIG_DIR):
         cand = d / f"{stem}.yaml"
         if cand.is_file():
             return cand

@@ -11,7 +11,7 @@ gets the distinct-string assignment with the smallest sum of frets) is scored on
 Files are split in two by a hash of their name without extension (so a song's .gp3/.gp4/.gp5 copies
 land in the same half): half 0 is where FretCosts' weights were fit, half 1 is held out. Parts are
 de-duplicated by their note content. The GP loop here is deliberately minimal and independent of
-guitarformer.data.io.
+guitarformer.readers.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from guitarformer.tab import DEFAULT_COSTS, DISTORTED_PROGRAMS, FretCosts, fingering_features, fret, fret_lowest  # noqa: E402
-from guitarformer.tab import N_FEATURES, _N_FROM_FIRST, _PIECE0, _decode, _group_onsets, _piece_table, piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
+from guitarformer.fretting import DEFAULT_COSTS, DISTORTED_PROGRAMS, fingering_features, fret, fret_lowest, FretCosts  # noqa: E402
+from guitarformer.fretting import piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
+from guitarformer.fretting.costs import _N_FROM_FIRST, _PIECE0, N_FEATURES
+from guitarformer.fretting.notes import group_onsets as _group_onsets
+from guitarformer.fretting.viterbi import _decode, _piece_table
 
 # (name, tuning lowest first, capo, notes (onset, dur, sounding pitch), human (string, fret from the capo))
 Part = tuple[str, tuple[int, ...], int, list[tuple[int, int, int]], list[tuple[int, int]]]
@@ -71,7 +74,7 @@ def gp_parts(path: Path) -> list[Part]:
 
 
 def ascii_parts(path: Path) -> list[Part]:
-    from guitarformer.data.ascii_tab import read_ascii_tab
+    from guitarformer.readers.ascii_tab import read_ascii_tab
 
     parts = []
     for gs in read_ascii_tab(path):
@@ -190,19 +193,19 @@ def nn_split(part: Part) -> bool:
 
 
 def train_nn(parts: list[Part], epochs: int, out: Path, weights=(0.0, 0.5, 1.0, 1.5, 2.0, 3.0)) -> float:
-    """Train guitarformer/fret_model.py's string model on the fit half (less its validation eighth), save it to
+    """Train guitarformer/fretting/string_model.py's string model on the fit half (less its validation eighth), save it to
     `out`, and return the nn_weight that scores best on that validation eighth."""
     import dataclasses
 
     import torch
 
-    from guitarformer import fret_model
+    from guitarformer.fretting import string_model as fret_model
 
     torch.set_num_threads(1)
     fit_parts = [p for p in parts if half(p) == 0]
     tr = [p for p in fit_parts if not nn_split(p)]
     va = [p for p in fit_parts if nn_split(p)]
-    fret_model.train(tr, va, epochs=epochs, out=out)
+    fret_model.fit(tr, va, epochs=epochs, out=out)
     fret_model.WEIGHTS = out
     fret_model.load.cache_clear()
     best = (-1.0, 0.0)
@@ -222,7 +225,7 @@ def human_agreement(tab_files, min_run: int = 12) -> tuple[int, int, float, floa
     those notes)."""
     import difflib
 
-    from guitarformer.data.ascii_tab import read_ascii_tab
+    from guitarformer.readers.ascii_tab import read_ascii_tab
 
     pairs = total = same = ours = 0
     for f in tab_files:
@@ -270,7 +273,7 @@ def main() -> None:
     ap.add_argument("--train-nn", action="store_true",
                     help="train the learned string model on half 0, save it (--nn-out), pick its weight (no doc)")
     ap.add_argument("--nn-epochs", type=int, default=15)
-    ap.add_argument("--nn-out", type=Path, default=ROOT / "guitarformer" / "fret_model.pt")
+    ap.add_argument("--nn-out", type=Path, default=ROOT / "guitarformer" / "fretting" / "string_model.pt")
     args = ap.parse_args()
 
     if args.human_agreement:
@@ -352,7 +355,7 @@ Command (from the repository root, with the shared data checked out beside it):
 
     python scripts/bench_fretting.py               # scores, writes this file
     python scripts/bench_fretting.py --fit         # refits both passes on the fit half, prints the table
-    python scripts/bench_fretting.py --train-nn    # trains the learned string model (guitarformer/fret_model.pt)
+    python scripts/bench_fretting.py --train-nn    # trains the learned string model (guitarformer/fretting/string_model.pt)
     python scripts/bench_fretting.py --fit-distorted    # refits the distorted-guitar costs (programs 29-30)
     python scripts/bench_fretting.py --human-agreement  # how often two versions of one piece agree
 
@@ -364,7 +367,7 @@ Files read: {n_gp} GP files ({gp_bad} unreadable), {n_tab} ASCII tabs ({tab_bad}
 
 Files are split in two halves by a hash of the file name without its extension (the GP test suites
 hold one song as .gp3/.gp4/.gp5; those copies stay in one half). The weights in `tab.py` and the learned
-string model (`fret_model.pt`) were fit on half 0 only; **half 1 is held out** and is the number to quote. Half-0 rows are in-sample.
+string model (`string_model.pt`) were fit on half 0 only; **half 1 is held out** and is the number to quote. Half-0 rows are in-sample.
 Held out, pooled over both sources: fret() **{pooled:.1%}**, lowest-fret {pooled_base:.1%}.
 
 | data | half | parts | notes | fret() | lowest-fret | fret() notes/s |
@@ -406,7 +409,7 @@ without a string, 50 for a chord spanning more than 5 frets). The features (`tab
   pass 1 put the previous / next note of this pitch on that string, and the share of the part's notes
   and of the notes within 8 onsets that pass 1 played in the candidate's fret region.
 
-Learned string model (`guitarformer/fret_model.py`, weights `guitarformer/fret_model.pt`, 136,775 parameters):
+Learned string model (`guitarformer/fretting/string_model.py`, weights `guitarformer/fretting/string_model.pt`, 136,775 parameters):
 a 2-layer bidirectional GRU (64 units per direction) over the part's notes in onset order (highest first within
 a chord). Inputs per note, all relative to the tuning and capo so any tuning of up to 7 strings works: which tab
 strings can play it and at which fret, its pitch, the number of playable strings, onset gaps to the previous and
@@ -539,7 +542,7 @@ last row in the second decimal.
   guitarists agree.
 - The GP files are mostly format test suites, not a curated corpus: tiny parts, duplicated songs
   (de-duplicated by content), and some deliberately broken files.
-- classtab's string/fret come from our own ASCII reader (`guitarformer/data/ascii_tab.py`); tabs
+- classtab's string/fret come from our own ASCII reader (`guitarformer/readers/ascii_tab.py`); tabs
   whose labels or text give a tuning use it, others are taken as standard tuning. Duets and trios are one part
   per guitar when the text names several guitars, and several versions of a piece are one part per version
   (rodrigo_concierto_de_aranjuez_2: four parts now). Left alone: one tab (hatzidakis_dont_ask_the_sky) labels its

@@ -41,7 +41,7 @@ def tiny_dataset(cache_root, tiny_cfg) -> Path:
 def tiny_run(tiny_dataset, tiny_cfg, tmp_path_factory) -> Path:
     import copy
 
-    from guitarformer.train import train
+    from guitarformer.training.loop import train
 
     cfg = copy.deepcopy(tiny_cfg)
     cfg.data.dataset = str(tiny_dataset)

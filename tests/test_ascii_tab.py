@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from guitarformer.data.ascii_tab import read_ascii_tab
-from guitarformer.data.score import STANDARD_TUNING, TUNINGS
+from guitarformer.readers.ascii_tab import read_ascii_tab
+from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
 from guitarformer.errors import SkipFile
 
 FIX = Path(__file__).parent / "fixtures" / "tabs"

@@ -47,7 +47,7 @@ def test_corpus_tunes_sound_an_octave_below_written_in_open_position():
     from music21 import converter
 
     from guitarformer.data.corpus import tune_to_score
-    from guitarformer.tab import fret
+    from guitarformer.fretting import fret
 
     abc = "X:1\nT:Reel\nM:4/4\nL:1/8\nK:D\nDEFG ABcd|efga b2a2|g2fe dcBA|G2E2 D4|\n"
     tune = converter.parse(abc, format="abc")
@@ -132,7 +132,7 @@ def test_cache_is_not_reused_by_other_reader_code(tmp_path, monkeypatch):
     first = set((out / "cache").glob("*.json"))
     prepare([src], out, workers=1, progress=False)
     assert set((out / "cache").glob("*.json")) == first  # same code: every file from the cache
-    monkeypatch.setattr(prep, "_reader_hash", lambda: "other reader code")
+    monkeypatch.setattr(prep, "reader_hash", lambda: "other reader code")
     prepare([src], out, workers=1, progress=False)
     assert len(set((out / "cache").glob("*.json")) - first) == 3  # each file read again under a new key
 
@@ -239,11 +239,11 @@ def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset):
 
 def test_builtin_dataset_is_prepared_again_by_other_reader_code(monkeypatch):
     from guitarformer.config import DataConfig
-    from guitarformer.data import prepare as prep
+    from guitarformer.data import corpus
     from guitarformer.data.corpus import builtin_dataset_name
 
     cfg = DataConfig()
     name = builtin_dataset_name(cfg)
     assert name == builtin_dataset_name(cfg) and name.startswith("builtin-remi-")
-    monkeypatch.setattr(prep, "_reader_hash", lambda: "other reader code")
+    monkeypatch.setattr(corpus, "reader_hash", lambda: "other reader code")
     assert builtin_dataset_name(cfg) != name

@@ -1,4 +1,4 @@
-"""io.read_guitar / write_midi on the project's own fixtures (tests/fixtures/io, made by make_fixtures.py)."""
+"""read_guitar / write_midi on the project's own fixtures (tests/fixtures/io, made by make_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ from pathlib import Path
 import pytest
 import symusic
 
-from guitarformer.data import io
-from guitarformer.data.score import GUITAR_PROGRAM, STANDARD_TUNING, GuitarScore
+from guitarformer.music.guitar import TPQ
+from guitarformer.readers import detect_format, from_music21, read_guitar
+from guitarformer.readers.base import time_limit
+from guitarformer.readers.guitarpro import DEAD_NOTE_TICKS, DEAD_NOTE_VELOCITY, GP6_MESSAGE
+from guitarformer.render.midi import write_midi
+from guitarformer.music.guitar import GUITAR_PROGRAM, STANDARD_TUNING
+from guitarformer.music.score import GuitarScore
 from guitarformer.errors import SkipFile
 
 FIX = Path(__file__).parent / "fixtures" / "io"
@@ -20,69 +25,69 @@ def notes(gs: GuitarScore) -> list[tuple[int, int, int]]:
 
 
 def test_formats_and_detect():
-    assert io.detect_format("a/B.MID") == "midi"
-    assert io.detect_format("x.gp4") == "gp"
-    assert io.detect_format("x.gpx") == io.detect_format("x.gp") == "gp6+"
-    assert io.detect_format("x.mxl") == io.detect_format("x.xml") == "musicxml"
-    assert io.detect_format("x.tab") == "ascii_tab" and io.detect_format("x.abc") == "abc"
-    assert io.detect_format("x.pdf") is None
+    assert detect_format("a/B.MID") == "midi"
+    assert detect_format("x.gp4") == "gp"
+    assert detect_format("x.gpx") == detect_format("x.gp") == "gp6+"
+    assert detect_format("x.mxl") == detect_format("x.xml") == "musicxml"
+    assert detect_format("x.tab") == "ascii_tab" and detect_format("x.abc") == "abc"
+    assert detect_format("x.pdf") is None
     with pytest.raises(SkipFile, match="unsupported file type"):
-        io.read_guitar(FIX / "make_fixtures.py")
+        read_guitar(FIX / "make_fixtures.py")
 
 
 def test_midi_keeps_guitar_drops_piano_and_drums():
-    (gs,) = io.read_guitar(FIX / "band.mid")
+    (gs,) = read_guitar(FIX / "band.mid")
     assert gs.source_format == "midi" and len(gs.score.tracks) == 1
     assert gs.track.program == 29 and notes(gs) == RIFF and gs.frets is None
     assert gs.tuning == STANDARD_TUNING
     assert gs.score.tempos[0].qpm == pytest.approx(100, abs=0.01)
     ts = gs.score.time_signatures[0]
     assert (ts.numerator, ts.denominator) == (3, 4)
-    everything = io.read_guitar(FIX / "band.mid", tracks="all")
+    everything = read_guitar(FIX / "band.mid", tracks="all")
     assert sorted(g.track.program for g in everything) == [0, 29]
 
 
 def test_single_track_riff_on_piano_program_is_kept_as_guitar():
-    (gs,) = io.read_guitar(FIX / "riff_piano_program.mid")
+    (gs,) = read_guitar(FIX / "riff_piano_program.mid")
     assert notes(gs) == RIFF and gs.track.program == GUITAR_PROGRAM
     assert gs.extra["program"] == 0
 
 
 def test_drums_only_midi_is_skipped():
     with pytest.raises(SkipFile, match=r"no guitar track \(programs 24-31\) among 1 tracks"):
-        io.read_guitar(FIX / "drums_only.mid")
+        read_guitar(FIX / "drums_only.mid")
 
 
 def test_gpx_is_skipped_with_message():
     with pytest.raises(SkipFile) as e:
-        io.read_guitar(FIX / "song.gpx")
-    assert str(e.value) == io.GP6_MESSAGE
+        read_guitar(FIX / "song.gpx")
+    assert str(e.value) == GP6_MESSAGE
 
 
 @pytest.mark.parametrize("name", ["corrupt.mid", "corrupt.gp5"])
 def test_corrupt_bytes_raise_not_hang(name):
     with pytest.raises(Exception) as e:
-        io.read_guitar(FIX / name)
+        read_guitar(FIX / name)
     assert not isinstance(e.value, SkipFile)
     assert name in str(e.value)
 
 
 def test_musicxml_guitar_part():
-    (gs,) = io.read_guitar(FIX / "guitar_and_piano.musicxml")
-    assert gs.source_format == "musicxml" and gs.score.ticks_per_quarter == io.TPQ
+    (gs,) = read_guitar(FIX / "guitar_and_piano.musicxml")
+    assert gs.source_format == "musicxml" and gs.score.ticks_per_quarter == TPQ
     # E2, A2 tied over two beats (merged), then an E major triad; sounding pitch, no octave shift
     assert notes(gs) == [(0, 480, 40), (480, 960, 45), (1440, 480, 52), (1440, 480, 56), (1440, 480, 59)]
     assert gs.score.tempos[0].qpm == pytest.approx(90, abs=0.01)
-    assert len(io.read_guitar(FIX / "guitar_and_piano.musicxml", tracks="all")) == 2
+    assert len(read_guitar(FIX / "guitar_and_piano.musicxml", tracks="all")) == 2
 
 
 def test_musicxml_tab_staff_keeps_string_fret_and_tuning():
     """String/fret from <technical> (chord notes too); the tuning follows from pitch - fret on each string."""
-    (gs,) = io.read_guitar(FIX / "tab_drop_d.musicxml")
+    (gs,) = read_guitar(FIX / "tab_drop_d.musicxml")
     assert gs.tuning == (38, 45, 50, 55, 59, 64)  # drop D, as the staff-details say
     assert notes(gs) == [(0, 480, 38), (480, 480, 45), (960, 480, 50), (960, 480, 57), (960, 480, 62), (1440, 480, 66)]
     assert gs.frets == [(6, 0), (6, 7), (4, 0), (3, 2), (2, 3), (1, 2)]  # the A2 stays on the 6th string, fret 7
-    (plain,) = io.read_guitar(FIX / "guitar_and_piano.musicxml")
+    (plain,) = read_guitar(FIX / "guitar_and_piano.musicxml")
     assert plain.frets is None and plain.tuning == STANDARD_TUNING  # notation without tab: pitches only
 
 
@@ -90,7 +95,7 @@ def test_real_musicxml_tab_with_capo_and_chords():
     path = SHARED / "alphatab/packages/alphatab/test-data/musicxml-samples/BrookeWestSample.xml"
     if not path.is_file():
         pytest.skip(f"{path} not present (real-file tests need the shared data folder)")
-    (gs,) = io.read_guitar(path)
+    (gs,) = read_guitar(path)
     # staff-details: D2 A2 D3 G3 B3 D4 with capo 4; music21 keeps neither, so the capo is folded into the strings
     assert gs.tuning == tuple(p + 4 for p in (38, 45, 50, 55, 59, 62))
     assert gs.frets is not None and len(gs.frets) == len(gs.track.notes) == 247
@@ -99,7 +104,7 @@ def test_real_musicxml_tab_with_capo_and_chords():
 
 
 def test_abc_opus_gives_one_part_per_tune():
-    parts = io.read_guitar(FIX / "three_tunes.abc")
+    parts = read_guitar(FIX / "three_tunes.abc")
     assert [p.name for p in parts] == ["First Tune", "Second Tune", "Third Tune"]
     first = parts[0]
     assert first.source_format == "abc" and first.score.tempos[0].qpm == pytest.approx(110, abs=0.01)
@@ -110,17 +115,17 @@ def test_abc_opus_gives_one_part_per_tune():
 
 
 def test_write_midi_round_trip(tmp_path):
-    parts = io.read_guitar(FIX / "band.mid") + io.read_guitar(FIX / "three_tunes.abc")[:1]
-    out = io.write_midi(parts, tmp_path / "sub" / "out.mid", program=27)
+    parts = read_guitar(FIX / "band.mid") + read_guitar(FIX / "three_tunes.abc")[:1]
+    out = write_midi(parts, tmp_path / "sub" / "out.mid", program=27)
     back = symusic.Score(str(out))
     assert len(back.tracks) == 2 and {t.program for t in back.tracks} == {27}
-    (again,) = io.read_guitar(io.write_midi(parts[0], tmp_path / "one.mid"))
+    (again,) = read_guitar(write_midi(parts[0], tmp_path / "one.mid"))
     assert notes(again) == RIFF
 
 
 def test_bad_tracks_argument():
     with pytest.raises(ValueError):
-        io.read_guitar(FIX / "band.mid", tracks="guitars")
+        read_guitar(FIX / "band.mid", tracks="guitars")
 
 
 # drop_d_capo.gp3/.gp4/.gp5 (see make_fixtures.make_gp): drop D (38 45 50 55 59 64), capo 2
@@ -130,7 +135,7 @@ GP_PITCHES = [40, 50, 62, 52, 40, 49, 66, 62]  # open string + capo + fret
 
 @pytest.mark.parametrize("suffix", ["gp3", "gp4", "gp5"])
 def test_guitar_pro_round_trip(suffix):
-    (gs,) = io.read_guitar(FIX / f"drop_d_capo.{suffix}")  # bass and drums left out
+    (gs,) = read_guitar(FIX / f"drop_d_capo.{suffix}")  # bass and drums left out
     assert gs.source_format == "gp" and gs.score.ticks_per_quarter == 480
     assert gs.tuning == (38, 45, 50, 55, 59, 64) and gs.capo == 2
     assert gs.frets == GP_FRETS and len(gs.frets) == len(gs.track.notes)
@@ -139,8 +144,8 @@ def test_guitar_pro_round_trip(suffix):
         assert n.pitch == gs.tuning[len(gs.tuning) - string] + gs.capo + fret
     by_time = {(n.time, n.pitch): n for n in gs.track.notes}
     assert by_time[(480, 50)].duration == 960  # 5/3 tied into the next beat: one note
-    assert by_time[(1920, 52)].duration <= io.DEAD_NOTE_TICKS  # dead note: a short click
-    assert by_time[(1920, 52)].velocity <= io.DEAD_NOTE_VELOCITY
+    assert by_time[(1920, 52)].duration <= DEAD_NOTE_TICKS  # dead note: a short click
+    assert by_time[(1920, 52)].velocity <= DEAD_NOTE_VELOCITY
     assert by_time[(2880, 49)].duration == 960  # let ring: held to the end of the song
     assert by_time[(3120, 66)].velocity < by_time[(3360, 62)].velocity  # ghost note is softer
     bends = [(b.time, b.value) for b in gs.track.pitch_bends]
@@ -151,10 +156,10 @@ def test_guitar_pro_round_trip(suffix):
 
 
 def test_guitar_pro_bass_and_all_tracks():
-    parts = io.read_guitar(FIX / "drop_d_capo.gp5", include_bass=True)
+    parts = read_guitar(FIX / "drop_d_capo.gp5", include_bass=True)
     assert [p.tuning for p in parts] == [(38, 45, 50, 55, 59, 64), (28, 33, 38, 43)]
     assert [n.pitch for n in parts[1].track.notes] == [28]
-    assert len(io.read_guitar(FIX / "drop_d_capo.gp5", tracks="all")) == 2  # drums never
+    assert len(read_guitar(FIX / "drop_d_capo.gp5", tracks="all")) == 2  # drums never
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +171,7 @@ REAL_GROUPS = {"gp": {".gp3", ".gp4", ".gp5"}, "midi": {".mid", ".midi"}, "music
 
 def _outcome(path: Path) -> tuple[str, str]:
     try:
-        parts = io.read_guitar(path)
+        parts = read_guitar(path)
     except SkipFile as e:
         return "skip", str(e)
     except Exception as e:  # what prepare records as "failed"
@@ -215,7 +220,7 @@ def test_real_gp6_files_skip_with_message(real_outcomes):
     rows = real_outcomes["gp6+"]
     if not rows:
         pytest.skip(f"no .gpx/.gp files in {SHARED}")
-    assert {(status, reason) for _, status, reason in rows} == {("skip", io.GP6_MESSAGE)}
+    assert {(status, reason) for _, status, reason in rows} == {("skip", GP6_MESSAGE)}
 
 
 def test_time_limit_gives_up_and_respects_a_callers_timer():
@@ -223,12 +228,12 @@ def test_time_limit_gives_up_and_respects_a_callers_timer():
     import time
 
     with pytest.raises(TimeoutError, match="gave up"):
-        with io._time_limit(0.2, Path("slow.gp5")):
+        with time_limit(0.2, Path("slow.gp5")):
             time.sleep(2)
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # disarmed afterwards
     signal.setitimer(signal.ITIMER_REAL, 30)  # a caller's own per-file limit (prepare) wins
     try:
-        with io._time_limit(0.05, Path("x.gp5")):
+        with time_limit(0.05, Path("x.gp5")):
             time.sleep(0.2)
         assert signal.getitimer(signal.ITIMER_REAL)[0] > 0
     finally:
@@ -240,7 +245,7 @@ def test_from_music21_merges_a_note_two_voices_share():
 
     part = stream.Part([stream.Measure([stream.Voice([note.Note("E4", quarterLength=2)]),
                                         stream.Voice([note.Note("E4", quarterLength=1), note.Note("G4")])])])
-    (gs,) = io.from_music21(part, name="two voices")
+    (gs,) = from_music21(part, name="two voices")
     assert notes(gs) == [(0, 960, 64), (480, 480, 67)]
     assert gs.track.program == GUITAR_PROGRAM and gs.name == "two voices"
 
@@ -257,6 +262,6 @@ def test_guitar_pro_natural_harmonics_are_marked(tmp_path):
         beat.notes.append(gp.Note(beat, value=fret, string=3, type=gp.NoteType.normal, effect=effect))
         voice.beats.append(beat)
     gp.write(song, str(tmp_path / "h.gp5"))
-    (gs,) = io.read_guitar(tmp_path / "h.gp5")
+    (gs,) = read_guitar(tmp_path / "h.gp5")
     assert gs.frets == [(3, 12), (3, 3)] and [n.pitch for n in gs.track.notes] == [67, 58]
     assert gs.extra["harmonics"] == [0]

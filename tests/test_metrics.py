@@ -10,22 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guitarformer.metrics import (
-    Piece,
-    compare,
-    fingering_agreement,
-    groove_consistency,
-    inter_onset_interval,
-    note_density,
-    overlap_area,
-    pitch_class_entropy,
-    pitch_range,
-    playability,
-    polyphony,
-    scale_consistency,
-    used_pitch_classes,
-)
-from guitarformer.ngram import KneserNey
+from guitarformer.evaluation.features import compare, groove_consistency, inter_onset_interval, note_density, overlap_area, Piece, pitch_class_entropy, pitch_range, polyphony, scale_consistency, used_pitch_classes
+from guitarformer.evaluation.playability import fingering_agreement, playability
+from guitarformer.evaluation.ngram import KneserNey
 
 # ---------------------------------------------------------------- n-gram
 
@@ -127,7 +114,7 @@ def test_playability_and_fingering():
     wide = _piece([41, 73], onsets=[0, 0])  # F only on the low E (fret 1); C#5 at fret 9 or higher: a stretch
     assert playability([wide])["chord_stretch_ok"] == 0.0
     # Human frets that match the fretter's choice agree fully; moving one note to another string does not.
-    from guitarformer.tab import fret
+    from guitarformer.fretting import fret
 
     run = _piece([40, 42, 44, 45, 47])
     ours = fret([(int(o * 480), 480, int(x)) for o, x in zip(run.onset, run.pitch)], run.tuning)
@@ -178,7 +165,7 @@ def _write_riffs(folder: Path, want: dict[str, int]) -> Path:
 def riff_runs(tmp_path_factory, cache_root):
     from guitarformer.config import load_config
     from guitarformer.data.prepare import prepare
-    from guitarformer.train import train
+    from guitarformer.training.loop import train
 
     root = tmp_path_factory.mktemp("eval")
     riffs = _write_riffs(root / "riffs", {"train": 12, "val": 2, "test": 2})
@@ -193,7 +180,7 @@ def riff_runs(tmp_path_factory, cache_root):
 
 
 def test_continuation_scores_the_same_tokens_for_both_kinds(riff_runs):
-    from guitarformer.metrics import evaluate_run
+    from guitarformer.evaluation.report import evaluate_run
 
     root, runs = riff_runs
     dec = evaluate_run(runs["decoder"], split="val", device="cpu", samples=False, cont_src=24, cont_tgt=40)
@@ -216,8 +203,8 @@ def test_decoder_continuation_matches_plain_forward(riff_runs):
 
     from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
     from guitarformer.data.tokenization import bar_ids
-    from guitarformer.metrics import continuation_nll
-    from guitarformer.sample import load_run
+    from guitarformer.evaluation.likelihood import continuation_nll
+    from guitarformer.runs import load_run
 
     root, runs = riff_runs
     model, tok, cfg = load_run(runs["decoder"])
@@ -273,8 +260,9 @@ def test_fingering_agreement_fingers_by_the_track_program():
     distortion-guitar riff tabbed as power chords agrees fully with the rock costs, not with the default ones."""
     import symusic
 
-    from guitarformer.metrics import fingering_agreement, piece_of
-    from guitarformer.tab import DISTORTED_COSTS, fret
+    from guitarformer.evaluation.features import piece_of
+    from guitarformer.evaluation.playability import fingering_agreement
+    from guitarformer.fretting import DISTORTED_COSTS, fret
 
     def piece(program):
         score = symusic.Score(480)

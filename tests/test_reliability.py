@@ -26,7 +26,7 @@ import symusic
 import torch
 from click.testing import CliRunner
 
-from guitarformer.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.errors import GuitarformerError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def rel_dataset(cache_root, riff_dir, tmp_path_factory) -> Path:
 def rel_run(rel_dataset, tiny_cfg, tmp_path_factory) -> Path:
     import copy
 
-    from guitarformer.train import train
+    from guitarformer.training.loop import train
 
     cfg = copy.deepcopy(tiny_cfg)
     cfg.data.dataset = str(rel_dataset)
@@ -292,7 +292,7 @@ def test_process_never_raises_on_random_mutations(tmp_path, cache_root):
 _SPIN_DRIVER = """
     import sys, time, resource
     from pathlib import Path
-    import guitarformer.data.io as gio
+    import guitarformer.data.prepare as gio  # prepare's own name for the reader
     from guitarformer.data.prepare import prepare
 
     real = gio.read_guitar
@@ -349,7 +349,7 @@ def test_per_file_timeout_and_memory_cap(tmp_path, cache_root, workers):
 _CRASH_DRIVER = """
     import os, signal, sys
     from pathlib import Path
-    import guitarformer.data.io as gio
+    import guitarformer.data.prepare as gio  # prepare's own name for the reader
     from guitarformer.data.prepare import prepare
 
     real = gio.read_guitar
@@ -515,7 +515,7 @@ def test_signal_saves_a_checkpoint_before_exit(tmp_path, cache_root, rel_dataset
 
 _SLOW_PREPARE_DRIVER = """
     import sys, time
-    import guitarformer.data.io as gio
+    import guitarformer.data.prepare as gio  # prepare's own name for the reader
 
     real = gio.read_guitar
 
@@ -728,7 +728,7 @@ def _state(v: float) -> dict:
 
 
 def test_disk_full_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
-    import guitarformer.checkpoint as ckmod
+    import guitarformer.training.checkpoint as ckmod
 
     p = tmp_path / "ckpt" / "last.pt"
     save_checkpoint(p, _state(1))
@@ -755,7 +755,7 @@ def test_disk_full_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EROFS])
 def test_rename_failure_keeps_previous_checkpoint(tmp_path, monkeypatch, err):
-    import guitarformer.checkpoint as ckmod
+    import guitarformer.training.checkpoint as ckmod
 
     p = tmp_path / "last.pt"
     save_checkpoint(p, _state(1))
@@ -778,7 +778,7 @@ def test_first_save_failing_says_there_is_no_earlier_checkpoint(tmp_path):
 
 def test_disk_full_mid_training_is_one_clear_line(tmp_path, cache_root, rel_dataset, monkeypatch):
     """The CLI: the second checkpoint write fails; the message says the previous one survives; resume works."""
-    import guitarformer.checkpoint as ckmod
+    import guitarformer.training.checkpoint as ckmod
 
     real_replace, calls = os.replace, []
 

@@ -13,11 +13,13 @@ import torch
 from click.testing import CliRunner
 
 from guitarformer.config import Config, DataConfig, ModelConfig
-from guitarformer.data.score import MAX_FRET, STANDARD_TUNING, TUNINGS
+from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, encode, special_ids
 from guitarformer.models import build_model
-import guitarformer.sample as sample_mod
-from guitarformer.sample import GuitarConstraint, generate, generate_riffs
+import guitarformer.generation.engine as sample_mod
+from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.engine import generate
+from guitarformer.generation.riffs import generate_riffs
 
 TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured"]
 FIXTURES = Path(__file__).parent / "fixtures" / "io"
@@ -252,7 +254,7 @@ def test_constraint_state_is_cheap_at_batch_32():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from guitarformer.checkpoint import save_checkpoint
+    from guitarformer.training.checkpoint import save_checkpoint
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     cfg = Config()
@@ -320,7 +322,7 @@ def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path):
 
     from guitarformer.cli import main
     from guitarformer.errors import GuitarformerError
-    from guitarformer.sample import find_synth
+    from guitarformer.render.audio import find_synth
 
     if shutil.which("fluidsynth") is None:
         pytest.skip("fluidsynth is not installed")
@@ -340,7 +342,7 @@ def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path):
 
 def test_sample_tab_in_a_requested_position(run_dir, tmp_path):
     """--position reaches the fingering of the written tab and GP5: same notes, the hand near that fret."""
-    from guitarformer.data.io import read_guitar
+    from guitarformer.readers import read_guitar
 
     outs = {}
     for pos in (None, 9):

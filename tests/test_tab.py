@@ -6,9 +6,12 @@ import guitarpro
 import pytest
 import symusic
 
-from guitarformer.data.ascii_tab import read_ascii_tab
-from guitarformer.data.score import STANDARD_TUNING, TUNINGS, GuitarScore
-from guitarformer.tab import UNPLAYABLE, fret, fret_lowest, render_ascii_tab, write_ascii_tab, write_gp5
+from guitarformer.readers.ascii_tab import read_ascii_tab
+from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
+from guitarformer.music.score import GuitarScore
+from guitarformer.fretting import fret, fret_lowest, UNPLAYABLE
+from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
+from guitarformer.render.gp5 import write_gp5
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar"
 C_CHORD = [48, 52, 55, 60, 64]  # C3 E3 G3 C4 E4
@@ -181,7 +184,8 @@ def test_real_gp_files_fret_validly():
 
 
 def test_costs_vector_round_trip():
-    from guitarformer.tab import _N_FROM_FIRST, DEFAULT_COSTS, N_BASE, N_FEATURES, FretCosts
+    from guitarformer.fretting import DEFAULT_COSTS, FretCosts
+    from guitarformer.fretting.costs import _N_FROM_FIRST, N_BASE, N_FEATURES
 
     w = DEFAULT_COSTS.vector()
     assert w.shape == (N_FEATURES,)
@@ -198,7 +202,8 @@ def test_costs_vector_round_trip():
 
 def test_piece_features_come_from_the_first_pass():
     """A pitch played four times: each note's pitch share is the first pass's choice on the OTHER three."""
-    from guitarformer.tab import _P_PITCH, _PIECE0, DEFAULT_COSTS, piece_table
+    from guitarformer.fretting import DEFAULT_COSTS, piece_table
+    from guitarformer.fretting.costs import _P_PITCH, _PIECE0
 
     notes = [(i * 240, 240, p) for i, p in enumerate([69, 71, 69, 72, 69, 71, 69])]
     first = fret(notes, costs=DEFAULT_COSTS.first())
@@ -231,10 +236,11 @@ def test_viterbi_finds_the_cheapest_fingering():
     import dataclasses
     import itertools
 
-    import numpy as np
 
-    from guitarformer.data.score import MAX_FRET
-    from guitarformer.tab import DEFAULT_COSTS, _N_WIN, _piece_table, fingering_features, piece_table
+    from guitarformer.music.guitar import MAX_FRET
+    from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
+    from guitarformer.fretting.costs import _N_WIN
+    from guitarformer.fretting.viterbi import _piece_table
 
     costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN, nn_weight=0.0)  # hand-made costs only
     assert any(costs.piece)
@@ -262,7 +268,7 @@ def test_viterbi_with_hand_window_is_near_the_cheapest():
     import dataclasses
     import itertools
 
-    from guitarformer.tab import DEFAULT_COSTS, fingering_features, piece_table
+    from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
 
     costs = dataclasses.replace(DEFAULT_COSTS, nn_weight=0.0)  # hand-made costs only
     w = costs.vector()
@@ -276,7 +282,8 @@ def test_viterbi_with_hand_window_is_near_the_cheapest():
 
 
 def test_fingering_features_count_what_they_say():
-    from guitarformer.tab import _FRET0, _MOVE0, _SAME, _SLIDE, _STRING0, fingering_features
+    from guitarformer.fretting import fingering_features
+    from guitarformer.fretting.costs import _FRET0, _MOVE0, _SAME, _SLIDE, _STRING0
 
     notes = [(0, 240, 64 + 5), (240, 240, 64 + 7)]  # A4 then B4, both on the high E string at frets 5, 7
     f = fingering_features(notes, [(1, 5), (1, 7)])
@@ -286,7 +293,7 @@ def test_fingering_features_count_what_they_say():
 
 
 def test_custom_costs_change_the_choice():
-    from guitarformer.tab import DEFAULT_COSTS, FretCosts
+    from guitarformer.fretting import DEFAULT_COSTS, FretCosts
 
     w = DEFAULT_COSTS.vector().copy()
     w[:25] = [0.0] + [10.0] * 24  # frets cost a lot: open strings wherever possible
@@ -296,24 +303,24 @@ def test_custom_costs_change_the_choice():
 
 
 def test_learned_string_model_loads_and_is_deterministic():
-    """The shipped string model (guitarformer/fret_model.pt) loads with weights_only=True, is small, gives the
+    """The shipped string model (guitarformer/string_model.pt) loads with weights_only=True, is small, gives the
     same costs twice, works for 6 and 7 strings with a capo, and fret() with it stays valid."""
     import numpy as np
     import torch
 
-    from guitarformer import fret_model
-    from guitarformer.tab import DEFAULT_COSTS
+    from guitarformer.fretting import string_model
+    from guitarformer.fretting import DEFAULT_COSTS
 
     assert DEFAULT_COSTS.nn_weight > 0
-    assert fret_model.WEIGHTS.is_file()
-    torch.load(fret_model.WEIGHTS, weights_only=True)
-    model = fret_model.load()
+    assert string_model.WEIGHTS.is_file()
+    torch.load(string_model.WEIGHTS, weights_only=True)
+    model = string_model.load()
     assert model is not None and sum(p.numel() for p in model.parameters()) <= 200_000
     notes = [(i * 120, 120, 45 + (i * 7) % 30) for i in range(60)] + [(7200, 480, p) for p in C_CHORD]
     for tuning, capo in ((STANDARD_TUNING, 0), (TUNINGS["drop-d"], 3), (TUNINGS["seven-string"], 0)):
         n = len(tuning)
-        a = fret_model.string_costs(notes, tuning, capo)
-        b = fret_model.string_costs(list(reversed(notes)), tuning, capo)[::-1]
+        a = string_model.string_costs(notes, tuning, capo)
+        b = string_model.string_costs(list(reversed(notes)), tuning, capo)[::-1]
         assert a.shape == (len(notes), n + 1) and np.array_equal(a, b)  # input order does not matter
         assert (a >= 0).all() and (a[:, n] == 0).all()
         # probabilities over the strings that can play each note sum to 1
@@ -332,15 +339,16 @@ def test_learned_term_enters_the_viterbi_exactly():
     import dataclasses
     import itertools
 
-    from guitarformer import fret_model
-    from guitarformer.tab import DEFAULT_COSTS, _N_WIN, fingering_features, piece_table
+    from guitarformer.fretting import string_model
+    from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
+    from guitarformer.fretting.costs import _N_WIN
 
     costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN, nn_weight=2.0)
     w = costs.vector()
     changed = False
     for notes, options in _brute_force_lines():
         piece = piece_table(notes, costs=costs)
-        nn = 2.0 * fret_model.string_costs(notes, STANDARD_TUNING)
+        nn = 2.0 * string_model.string_costs(notes, STANDARD_TUNING)
 
         def cost(path):
             return float(w @ fingering_features(notes, list(path), piece=piece)) + sum(
@@ -357,18 +365,18 @@ def test_learned_term_enters_the_viterbi_exactly():
 def test_fret_falls_back_without_the_weights(monkeypatch, tmp_path):
     import dataclasses
 
-    from guitarformer import fret_model
-    from guitarformer.tab import DEFAULT_COSTS
+    from guitarformer.fretting import string_model
+    from guitarformer.fretting import DEFAULT_COSTS
 
     notes = [(i * 120, 120, 45 + (i * 5) % 27) for i in range(40)]
-    monkeypatch.setattr(fret_model, "WEIGHTS", tmp_path / "missing.pt")
-    fret_model.load.cache_clear()
+    monkeypatch.setattr(string_model, "WEIGHTS", tmp_path / "missing.pt")
+    string_model.load.cache_clear()
     try:
-        assert fret_model.load() is None and fret_model.string_costs(notes, STANDARD_TUNING) is None
+        assert string_model.load() is None and string_model.string_costs(notes, STANDARD_TUNING) is None
         assert fret(notes) == fret(notes, costs=dataclasses.replace(DEFAULT_COSTS, nn_weight=0.0))
     finally:
         monkeypatch.undo()
-        fret_model.load.cache_clear()
+        string_model.load.cache_clear()
 
 
 def test_position_moves_a_scale_up_the_neck():
@@ -393,7 +401,7 @@ def test_tab_cli_position(tmp_path):
     from click.testing import CliRunner
 
     from guitarformer.cli import main
-    from guitarformer.data.io import write_midi
+    from guitarformer.render.midi import write_midi
 
     score = symusic.Score(480)
     track = symusic.Track("g", 25, False)
@@ -414,7 +422,7 @@ def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
     """A distorted guitar (General MIDI 29-30) gets its own fitted costs: every two-note fifth of a riff is a
     power-chord shape on adjacent strings (the fifth on the next string up, two frets higher, or open root
     + fret 2), where the default costs (fit mostly on classical tab) reach for open strings across a gap."""
-    from guitarformer.tab import DEFAULT_COSTS, DISTORTED_COSTS, costs_for_program
+    from guitarformer.fretting import costs_for_program, DEFAULT_COSTS, DISTORTED_COSTS
 
     assert costs_for_program(30) is DISTORTED_COSTS and costs_for_program(29) is DISTORTED_COSTS
     assert costs_for_program(25) is DEFAULT_COSTS and costs_for_program(None) is DEFAULT_COSTS
@@ -430,8 +438,8 @@ def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
 
 
 def test_sampled_and_tabbed_tracks_are_fingered_by_their_program():
-    from guitarformer.sample import fret_score
-    from guitarformer.tab import DISTORTED_COSTS
+    from guitarformer.generation.riffs import fret_score
+    from guitarformer.fretting import DISTORTED_COSTS
 
     score = symusic.Score(480)
     track = symusic.Track("riff", 30, False)
@@ -448,8 +456,9 @@ def test_tab_cli_fingers_by_program(tmp_path):
     from click.testing import CliRunner
 
     from guitarformer.cli import main
-    from guitarformer.data.io import write_midi
-    from guitarformer.tab import DISTORTED_COSTS, render_ascii_tab
+    from guitarformer.render.midi import write_midi
+    from guitarformer.fretting import DISTORTED_COSTS
+    from guitarformer.render.ascii_tab import render_ascii_tab
 
     def riff(program):
         score = symusic.Score(480)

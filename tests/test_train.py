@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from guitarformer.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.errors import GuitarformerError
-from guitarformer.train import lr_at, train
+from guitarformer.training.loop import train
+from guitarformer.training.loop import lr_at
 
 
 def _cfg(tiny_cfg, tiny_dataset, **train_kw):

@@ -9,8 +9,13 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from guitarformer.data.io import TPQ
-from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING
+import symusic
+from music21 import converter, corpus, harmony, meter, stream, tempo
+from tqdm import tqdm
+
+from guitarformer.data.prepare import reader_hash, prepare
+from guitarformer.data.tokenization import tokenizer_params
+from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
 CORPUS_VERSION = "fiddle-v2"  # v2: sounding an octave below the written fiddle pitch, as guitarists play them
@@ -40,7 +45,6 @@ def default_dataset_dir() -> Path:
 
 def source_files() -> list[Path]:
     """The ABC files of the built-in collections, in a stable order."""
-    from music21 import corpus
 
     files: list[Path] = []
     for name in COLLECTIONS:
@@ -49,7 +53,6 @@ def source_files() -> list[Path]:
 
 
 def _tempo_of(score) -> float:
-    from music21 import tempo
 
     for mm in score.recurse().getElementsByClass(tempo.MetronomeMark):
         try:
@@ -76,8 +79,6 @@ def _fit_to_guitar(pitches: list[int]) -> int | None:
 
 def tune_to_score(m21score):
     """A music21 tune -> symusic Score with one steel-string guitar track (or None when it has no notes)."""
-    import symusic
-    from music21 import harmony, meter
 
     flat = m21score.flatten()
     flat.stripTies(inPlace=True)  # the copying default costs as much as expanding the repeats
@@ -125,7 +126,6 @@ def tune_to_score(m21score):
 def _convert_file(args: tuple[str, str]) -> list[dict]:
     """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune."""
     src, out_dir = args
-    from music21 import converter, stream
 
     records: list[dict] = []
     try:
@@ -171,7 +171,6 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
     jobs = [(str(f), str(midi_dir)) for f in files]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     records: list[dict] = []
-    from tqdm import tqdm
 
     bar = tqdm(total=len(jobs), desc="built-in corpus", unit="file", disable=not progress)
     if workers > 1:
@@ -207,11 +206,9 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
 def builtin_dataset_name(data_cfg) -> str:
     """Folder name of the built-in corpus prepared with this data config by this reader code (an upgrade that
     reads MIDI differently prepares it again, from the cached corpus MIDI: seconds, not the corpus build)."""
-    from guitarformer.data.prepare import _reader_hash
-    from guitarformer.data.tokenization import tokenizer_params
 
     key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg), data_cfg.bpe_vocab_size, data_cfg.bpe_model,
-                      _reader_hash()], sort_keys=True, default=str)
+                      reader_hash()], sort_keys=True, default=str)
     tag = hashlib.sha256(key.encode()).hexdigest()[:8]
     limit = data_cfg.corpus_limit
     return f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
@@ -219,7 +216,6 @@ def builtin_dataset_name(data_cfg) -> str:
 
 def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = True) -> Path:
     """The built-in corpus prepared with this data config (built and tokenized on first use, then reused)."""
-    from guitarformer.data.prepare import prepare
 
     limit = data_cfg.corpus_limit
     out = Path(out) if out else default_dataset_dir().with_name(builtin_dataset_name(data_cfg))

@@ -5,8 +5,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import multiprocessing
 import os
+import resource
 import signal
+import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -16,10 +19,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+from tqdm import tqdm
 
 from guitarformer.config import DataConfig
-from guitarformer.data.io import detect_format
+from guitarformer.data.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
 from guitarformer.errors import GuitarformerError, SkipFile
+from guitarformer.readers import detect_format, read_guitar
 
 SPLITS = ("train", "val", "test")
 DATASET_VERSION = 1
@@ -77,11 +82,9 @@ _OPTS: dict[str, Any] = {}
 
 def _init_worker(tokenizer_json: str, opts: dict[str, Any]) -> None:
     global _TOK, _OPTS
-    from guitarformer.data.tokenization import load_tokenizer
 
     _TOK = load_tokenizer(tokenizer_json)
     _OPTS = opts
-    import multiprocessing
 
     if multiprocessing.parent_process() is not None:  # a pool worker, not a caller running _process in-process
         # Ctrl-C reaches the whole process group: let the parent alone stop the pool (no worker tracebacks).
@@ -95,7 +98,6 @@ def _cap_memory() -> None:
     The cap is the worker's current size plus GUITARFORMER_WORKER_MEM_MB (default 4096; 0 disables it).
     Only the soft limit is lowered, and only in pool workers.
     """
-    import resource
 
     try:
         extra_mb = int(os.environ.get("GUITARFORMER_WORKER_MEM_MB", "4096"))
@@ -129,9 +131,7 @@ def _alarm(signum, frame):  # pragma: no cover - fires only on pathological file
 
 def _process(path_str: str) -> tuple[dict, list[list[int]]]:
     """Read, tokenize one file. Never raises: failures become a record with a reason."""
-    import threading
 
-    from guitarformer.data.tokenization import encode
 
     path = Path(path_str)
     fmt = detect_format(path)
@@ -146,7 +146,6 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
         try:
             if use_alarm:
                 signal.alarm(timeout)
-            from guitarformer.data.io import read_guitar
 
             parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
             for gs in parts:
@@ -184,19 +183,21 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
 
 
 @functools.lru_cache(maxsize=1)
-def _reader_hash() -> str:
-    """A hash of the code that turns a file into tokens (this package's data modules), so that a cached
-    tokenization is reused only by the reader code that made it: after an upgrade that reads a format differently
-    (say, note lengths in ASCII tab), a re-run into the same folder reads every file again."""
+def reader_hash() -> str:
+    """A hash of the code that turns a file into tokens (the readers, the score, this package's data modules), so
+    that a cached tokenization is reused only by the reader code that made it: after an upgrade that reads a format
+    differently (say, note lengths in ASCII tab), a re-run into the same folder reads every file again."""
     h = hashlib.sha256()
-    for f in sorted(Path(__file__).parent.glob("*.py")):
+    pkg = Path(__file__).resolve().parent.parent
+    files = [*(pkg / "readers").glob("*.py"), *(pkg / "music").glob("*.py"), *(pkg / "data").glob("*.py")]
+    for f in sorted(files, key=lambda f: f.relative_to(pkg).as_posix()):
         if f.name != "dataset.py":  # loads prepared arrays for training; reads no input file
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
+            h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
 
 def _cache_key(sha: str, tok_hash: str, opts: dict) -> str:
-    key = f"{sha}|{tok_hash}|{opts.get('tracks')}|{opts.get('include_bass')}|{_reader_hash()}"
+    key = f"{sha}|{tok_hash}|{opts.get('tracks')}|{opts.get('include_bass')}|{reader_hash()}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -269,7 +270,6 @@ def prepare(
     sources: list[str] | None = None,
 ) -> dict:
     """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last)."""
-    from guitarformer.data.tokenization import build_tokenizer, tokenizer_params
 
     data_cfg = data_cfg or DataConfig()
     out = Path(out).expanduser()
@@ -316,7 +316,6 @@ def prepare(
                 pass  # a damaged cache entry is just redone
         to_run.append((f, sha))
 
-    from tqdm import tqdm
 
     workers = workers or max(1, min(os.cpu_count() or 1, len(to_run)))
     bar = tqdm(total=len(to_run), desc="prepare", unit="file", disable=not progress or not to_run)
@@ -394,7 +393,6 @@ def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, mode
     Sequences are cut at bar lines before merging (miditok's default `encode_ids_split="bar"`), so a
     learned token never spans a bar; BOS/EOS stay single tokens.
     """
-    from guitarformer.data.tokenization import bar_ids
 
     bars = set(bar_ids(tok))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,7 @@ import symusic
 
 if TYPE_CHECKING:
     from guitarformer.config import DataConfig
-    from guitarformer.data.score import GuitarScore
+    from guitarformer.music.score import GuitarScore
 
 TOKENIZERS = {
     "REMI": miditok.REMI,
@@ -42,7 +43,6 @@ def build_tokenizer(cfg: "DataConfig") -> miditok.MusicTokenizer:
 
 def load_tokenizer(path: str | Path) -> miditok.MusicTokenizer:
     """Load tokenizer.json whatever its class (the file records it)."""
-    import json
 
     data = json.loads(Path(path).read_text())
     name = data.get("tokenization", "REMI")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,6 @@ def _first_line(e: BaseException) -> str:
 
 def _loads(path: Path) -> bool:
     """Whether a checkpoint file exists at path and is a whole zip (every record's CRC checks out)."""
-    import zipfile
 
     try:
         with zipfile.ZipFile(path) as z:

@@ -1,27 +1,31 @@
-"""A small learned string model for `tab.fret()`: a bidirectional GRU over a part's notes that predicts the tab
-string of each note from its context; `tab.fret()` adds `FretCosts.nn_weight * -log p(string | context)` per
+"""A small learned string model for `fret()`: a bidirectional GRU over a part's notes that predicts the tab
+string of each note from its context; `fret()` adds `FretCosts.nn_weight * -log p(string | context)` per
 note to the Viterbi's costs.
 
 Inputs are relative to the tuning and capo (the fret each note would have on each string, and which strings
 can play it), so any tuning of up to `N_SLOTS` strings works. Trained on the fit half of the fretting data
-(`scripts/bench_fretting.py --train-nn`); the weights ship as `fret_model.pt` beside this file. Without that
-file (or without torch) `string_costs` returns None and `fret()` uses the hand-made costs alone.
+(`scripts/bench_fretting.py --train-nn`); the weights ship as `string_model.pt` beside this file. Without that
+file `string_costs` returns None and `fret()` uses the hand-made costs alone.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import random
+import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
+from torch import nn
 
-from guitarformer.tab import _group_onsets  # tab imports this module lazily: no cycle
+from guitarformer.fretting.notes import group_onsets
 
 N_SLOTS = 7  # tab strings 1..7 (1 = highest)
 N_FRET_EMB = 25
-WEIGHTS = Path(__file__).with_name("fret_model.pt")
+WEIGHTS = Path(__file__).with_name("string_model.pt")
 N_INPUT = 2 * N_SLOTS + 12
 
 
@@ -31,7 +35,7 @@ def note_features(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int]
     x (notes, N_INPUT) float32 inputs, frets (notes, N_SLOTS) int fret on each tab string (clipped to 0..24),
     playable (notes, N_SLOTS) bool; all rows in `order`."""
     n = len(tuning)
-    groups = _group_onsets(notes_t)
+    groups = group_onsets(notes_t)
     order = np.array([i for g in groups for i in g], dtype=np.int64)
     m = len(order)
     x = np.zeros((m, N_INPUT), dtype=np.float32)
@@ -80,29 +84,25 @@ def note_features(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int]
     return order, x, frets, playable
 
 
-def build_model(hidden: int = 64, layers: int = 2):
-    import torch
-    from torch import nn
+class FretNet(nn.Module):
+    def __init__(self, hidden: int = 64, layers: int = 2):
+        super().__init__()
+        self.inp = nn.Sequential(nn.Linear(N_INPUT, hidden), nn.ReLU())
+        self.gru = nn.GRU(hidden, hidden, num_layers=layers, batch_first=True, bidirectional=True)
+        self.slot = nn.Linear(2 * hidden, N_SLOTS)
+        self.proj = nn.Linear(2 * hidden, 32)
+        self.fret_emb = nn.Embedding(N_FRET_EMB * N_SLOTS, 32)
 
-    class FretNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inp = nn.Sequential(nn.Linear(N_INPUT, hidden), nn.ReLU())
-            self.gru = nn.GRU(hidden, hidden, num_layers=layers, batch_first=True, bidirectional=True)
-            self.slot = nn.Linear(2 * hidden, N_SLOTS)
-            self.proj = nn.Linear(2 * hidden, 32)
-            self.fret_emb = nn.Embedding(N_FRET_EMB * N_SLOTS, 32)
+    def forward(self, x, frets, playable):
+        """x (B, T, inputs), frets/playable (B, T, N_SLOTS) -> log-probabilities (B, T, N_SLOTS)."""
+        h, _ = self.gru(self.inp(x))
+        slots = torch.arange(N_SLOTS, device=x.device) * N_FRET_EMB
+        e = self.fret_emb(frets + slots)  # (B, T, S, 32): embedding of (string, fret)
+        logits = self.slot(h) + (e * self.proj(h).unsqueeze(2)).sum(-1)
+        logits = logits.masked_fill(~playable, -1e4)
+        return torch.log_softmax(logits, -1)
 
-        def forward(self, x, frets, playable):
-            """x (B, T, inputs), frets/playable (B, T, N_SLOTS) -> log-probabilities (B, T, N_SLOTS)."""
-            h, _ = self.gru(self.inp(x))
-            slots = torch.arange(N_SLOTS, device=x.device) * N_FRET_EMB
-            e = self.fret_emb(frets + slots)  # (B, T, S, 32): embedding of (string, fret)
-            logits = self.slot(h) + (e * self.proj(h).unsqueeze(2)).sum(-1)
-            logits = logits.masked_fill(~playable, -1e4)
-            return torch.log_softmax(logits, -1)
 
-    return FretNet()
 
 
 @functools.lru_cache(maxsize=2)
@@ -111,12 +111,8 @@ def load(path: str | None = None):
     p = Path(path) if path else WEIGHTS
     if not p.exists():
         return None
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        return None
     blob = torch.load(p, map_location="cpu", weights_only=True)
-    model = build_model(**blob["config"])
+    model = FretNet(**blob["config"])
     model.load_state_dict(blob["state"])
     model.eval()
     return model
@@ -130,8 +126,6 @@ def string_costs(notes_t: Sequence[tuple[int, int, int]], tuning: Sequence[int],
     n = len(tuning)
     if model is None or n > N_SLOTS or not len(notes_t):
         return None
-    import torch
-
     order, x, frets, playable = note_features(notes_t, tuning, capo, max_fret)
     with torch.inference_mode():
         lp = model(torch.from_numpy(x)[None], torch.from_numpy(frets)[None], torch.from_numpy(playable)[None])[0]
@@ -146,16 +140,11 @@ def _log(msg: str) -> None:  # pragma: no cover
     print(msg, flush=True)
 
 
-def train(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int = 32, lr: float = 3e-3,
+def fit(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int = 32, lr: float = 3e-3,
           seed: int = 0, hidden: int = 64, layers: int = 2, out: Path | None = None):
     """Fit on `parts` ((name, tuning, capo, notes, human (string, fret)) as in scripts/bench_fretting.py):
     cross-entropy of the human tab string, windows of `window` notes. Returns the model (best epoch on
     `val_parts` by string accuracy when given) and saves it to `out`."""
-    import random
-    import time
-
-    import torch
-
     torch.manual_seed(seed)
     rng = random.Random(seed)
 
@@ -173,7 +162,7 @@ def train(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int
         return data
 
     tr, va = prep(parts), prep(val_parts or [])
-    model = build_model(hidden, layers)
+    model = FretNet(hidden, layers)
     n_par = sum(p.numel() for p in model.parameters())
     _log(f"model: {n_par} parameters; {sum(len(d[3]) for d in tr)} training notes")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)

@@ -4,98 +4,31 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import signal
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.checkpoint import CKPT_VERSION, load_checkpoint, save_checkpoint, unwrap
 from guitarformer.config import Config, apply_overrides, from_dict, save_config
+from guitarformer.data.corpus import ensure_builtin_dataset
+from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
+from guitarformer.data.prepare import load_meta
+from guitarformer.data.tokenization import bar_ids, load_tokenizer
 from guitarformer.errors import GuitarformerError
-
-# Dense bf16 peak FLOP/s by device name, for model-FLOPs utilisation.
-PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40": 181e12, "A10": 125e12, "4090": 165e12, "3090": 71e12}
-
-
-# ---------------------------------------------------------------- environment
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def setup_distributed(device_pref: str) -> Dist:
-    """torchrun sets RANK/WORLD_SIZE: NCCL on CUDA, gloo on CPU (so DDP is testable without a GPU)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return Dist()
-    import torch.distributed as dist
-
-    use_cuda = torch.cuda.is_available() and device_pref in ("auto", "cuda")
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    d = Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-    if use_cuda:
-        torch.cuda.set_device(d.local_rank)
-    return d
-
-
-def resolve_device(pref: str, dist: Dist | None = None) -> torch.device:
-    if pref == "auto":
-        if torch.cuda.is_available():
-            pref = "cuda"
-        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            pref = "mps"
-        else:
-            pref = "cpu"
-    if pref.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise GuitarformerError("--device cuda was asked for but CUDA is not available", "use --device cpu or auto")
-        if dist is not None and dist.world > 1:
-            return torch.device("cuda", dist.local_rank)
-    if pref == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise GuitarformerError("--device mps was asked for but MPS is not available", "use --device cpu or auto")
-    return torch.device(pref)
-
-
-def cpu_has_fast_bf16() -> bool:
-    """True on CPUs with native bf16 matmul (AVX512-BF16 or AMX), where CPU autocast to bf16 pays off."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_dtype(pref: str, device: torch.device) -> torch.dtype:
-    """auto: bf16 on CUDA (fp16 + grad scaler where bf16 is missing), bf16 on CPUs with native bf16, else fp32."""
-    if pref == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        if device.type == "cpu" and cpu_has_fast_bf16():
-            return torch.bfloat16
-        return torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[pref]
-
-
-def autocast_ctx(device: torch.device, dtype: torch.dtype):
-    if dtype == torch.float32:
-        return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+from guitarformer.models import build_model
+from guitarformer.runs import new_run_dir
+from guitarformer.runtime import Dist, autocast_ctx, peak_flops, resolve_device, resolve_dtype, setup_distributed
+from guitarformer.training.checkpoint import CKPT_VERSION, load_checkpoint, save_checkpoint, unwrap
+from guitarformer.training.progress import log_riff
 
 
 def lr_at(step: int, cfg) -> float:
@@ -109,13 +42,6 @@ def lr_at(step: int, cfg) -> float:
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (t.lr - t.min_lr)
 
 
-def peak_flops(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
-
-
 # ---------------------------------------------------------------- data
 
 
@@ -123,8 +49,6 @@ class Data:
     """Train/val sources for the configured model kind, with the tokenizer that made them."""
 
     def __init__(self, cfg: Config, dataset: Path):
-        from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
-        from guitarformer.data.tokenization import bar_ids, load_tokenizer
 
         self.dataset = dataset
         self.tokenizer = load_tokenizer(dataset / "tokenizer.json")
@@ -151,12 +75,10 @@ class Data:
 def resolve_dataset(cfg: Config, dist: Dist, progress: bool = True) -> Path:
     """The configured dataset folder, or the built-in corpus (prepared by rank 0 on first use)."""
     if cfg.data.dataset:
-        from guitarformer.data.prepare import load_meta
 
         p = Path(cfg.data.dataset).expanduser()
         load_meta(p)  # clear error when missing or incomplete
         return p
-    from guitarformer.data.corpus import ensure_builtin_dataset
 
     if dist.main:
         path = ensure_builtin_dataset(cfg.data, progress=progress)
@@ -214,28 +136,6 @@ def compile_or_eager(raw, data: "Data", kind: str, batch_size: int, device, dtyp
         return raw
     finally:
         raw.zero_grad(set_to_none=True)
-
-
-# ---------------------------------------------------------------- run directory
-
-
-def new_run_dir(base: str | Path = "runs") -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    p = Path(base) / stamp
-    i = 1
-    while p.exists():
-        p = Path(base) / f"{stamp}-{i}"
-        i += 1
-    return p
-
-
-def newest_run(base: str | Path = "runs") -> Path:
-    base = Path(base)
-    runs = sorted((p for p in base.glob("*") if (p / "ckpt").is_dir() and any((p / "ckpt").glob("*.pt"))),
-                  key=lambda p: p.stat().st_mtime) if base.is_dir() else []
-    if not runs:
-        raise GuitarformerError(f"no trained run under {base}/", "train one with `guitarformer train`, or pass --run DIR / --checkpoint FILE")
-    return runs[-1]
 
 
 # ---------------------------------------------------------------- the loop
@@ -315,7 +215,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
             raise GuitarformerError(f"cannot write the run directory {run_dir}: {e.strerror or e}",
                                     "pass a writable --run-dir (a folder, not a file), or free disk space") from e
 
-    from guitarformer.models import build_model
 
     model = build_model(cfg.model).to(device)
     optimizer = model.configure_optimizer(cfg.train.weight_decay, cfg.train.lr, (cfg.train.beta1, cfg.train.beta2),
@@ -345,13 +244,11 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     if cfg.train.compile:
         model = compile_or_eager(raw, data, cfg.model.kind, cfg.train.batch_size, device, dtype, dist.main)
     if dist.world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
 
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     writer = None
     if dist.main:
-        from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(run_dir / "tb"), purge_step=step if state is not None else None)
         if state is None:
@@ -403,7 +300,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
         if data.val_is_train:
             print("guitarformer: the val split is empty (too few files); validating on training data", flush=True)
 
-    from tqdm import tqdm
 
     bar = tqdm(total=t.max_steps, initial=step, desc="train", unit="step", disable=not (progress and dist.main),
                dynamic_ncols=True)
@@ -471,6 +367,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
                 dt = max(time.time() - t_last, 1e-9)
                 tps = tok_since / dt
                 extra = {"mfu": flops_tok * tps / (peak * dist.world)} if peak else {}
+                if device.type == "cuda":  # what the run needs of the card, for choosing batch and context
+                    extra["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
                 log("train", step, loss=loss_sum, lr=lr, grad_norm=float(grad_norm))
                 log("perf", step, tokens_per_s=tps, **extra)
                 t_last, tok_since = time.time(), 0
@@ -524,18 +422,3 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     if stopped_by and stopped_by.startswith("signal"):
         summary["interrupted"] = True
     return summary
-
-
-def log_riff(writer, model, tokenizer, cfg: Config, step: int, device) -> None:
-    """A sampled riff in TensorBoard: piano roll image, audio and tab text. Never fails the run."""
-    try:
-        from guitarformer.sample import generate_riff, render_media
-
-        riff = generate_riff(model, tokenizer, cfg, device, seed=step, max_new_tokens=min(256, cfg.model.block_size))
-        media = render_media(riff)
-        writer.add_image("sample/piano_roll", media["piano_roll"], step, dataformats="HW")
-        if media.get("audio") is not None:
-            writer.add_audio("sample/audio", media["audio"], step, sample_rate=media["sample_rate"])
-        writer.add_text("sample/tab", "```\n" + media["tab"] + "\n```", step)
-    except Exception as e:  # a sampling hiccup must not cost a training run
-        writer.add_text("sample/error", f"could not render a sample: {type(e).__name__}: {e}", step)

@@ -34,10 +34,10 @@ from pathlib import Path
 
 import symusic
 
-from guitarformer.data.score import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TUNINGS, GuitarScore
 from guitarformer.errors import SkipFile
+from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ, TUNINGS
+from guitarformer.music.score import GuitarScore
 
-TPQ = 480
 _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 _LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?)?\s*:?\s*(?=[|\-\[])")
 _TAB_CHARS = set("-|0123456789=*o:")  # "=" sustain and "*"/"o" repeat dots in classtab

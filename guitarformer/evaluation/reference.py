@@ -1,0 +1,46 @@
+"""Reference music for the feature comparison: a dataset split, or a folder of files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from guitarformer.data.dataset import TokenSplit
+from guitarformer.data.tokenization import decode
+from guitarformer.evaluation.features import Piece, piece_of
+from guitarformer.fretting import UNPLAYABLE
+from guitarformer.readers import detect_format, read_guitar
+
+
+def reference_from_split(dataset: Path, split: str, tokenizer) -> list[Piece]:
+    """The split's sequences decoded back to music through the tokenizer."""
+
+    part = TokenSplit(dataset, split)
+    return [piece_of(decode(tokenizer, part.sequence(i).tolist())) for i in range(part.num_sequences)]
+
+
+def _fretted_only(gs) -> list[tuple[int, int]] | None:
+    """The part's human frets with natural harmonics marked unplayable: their string/fret names a node to touch,
+    not a fretted pitch, so `fingering_agreement` leaves them out (as scripts/bench_fretting.py does)."""
+    if not gs.frets:
+        return gs.frets
+
+    harmonics = set(gs.extra.get("harmonics", ()))
+    return [UNPLAYABLE if i in harmonics else f for i, f in enumerate(gs.frets)]
+
+
+def reference_from_dir(folder: Path, limit: int = 500) -> tuple[list[Piece], int]:
+    """Every readable guitar part under a folder (read_guitar), with human frets where the file has them.
+    Returns (pieces, files skipped)."""
+
+    pieces, skipped = [], 0
+    files = sorted(f for f in Path(folder).rglob("*") if f.is_file() and detect_format(f))
+    for f in files[:limit]:
+        try:
+            parts = read_guitar(f)
+        except Exception:  # unreadable or not guitar: a reference set is best effort
+            skipped += 1
+            continue
+        for gs in parts:
+            if len(gs.track.notes) >= 2:
+                pieces.append(piece_of(gs.score, gs.tuning, gs.capo, _fretted_only(gs)))
+    return pieces, skipped

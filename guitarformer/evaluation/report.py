@@ -1,0 +1,199 @@
+"""The `guitarformer eval` command: likelihood, n-gram floor, sample features, playability; table and TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+
+from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
+from guitarformer.data.prepare import load_meta
+from guitarformer.data.tokenization import bar_ids, decode
+from guitarformer.errors import GuitarformerError
+from guitarformer.evaluation.features import Piece, compare, piece_of, segments
+from guitarformer.evaluation.likelihood import continuation_nll, ngram_continuation, stream_nll
+from guitarformer.evaluation.ngram import KneserNey
+from guitarformer.evaluation.playability import fingering_agreement, playability
+from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
+from guitarformer.generation.riffs import generate_riffs
+from guitarformer.runs import load_run, newest_run
+from guitarformer.runtime import resolve_device
+
+
+def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "test", device: str = "auto",
+                 reference: Path | None = None, num_samples: int = 32, max_new_tokens: int | None = None,
+                 samples: bool = True, ngram_order: int = 5, cont_src: int | None = None,
+                 cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None) -> dict:
+    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/EVAL.md)."""
+
+
+
+    say = progress or (lambda s: None)
+    dev = resolve_device(device)
+    run_dir = Path(run_dir) if run_dir else newest_run()
+    model, tokenizer, cfg = load_run(run_dir, None, str(dev))
+    dataset = Path(data) if data else Path(cfg.data.dataset)
+    meta = load_meta(dataset)
+    if meta["tokens"].get(split, 0) < 2:
+        raise GuitarformerError(f"the {split} split of {dataset} is empty", "evaluate on --split val, or prepare more files")
+    if len(tokenizer) != cfg.model.vocab_size:
+        raise GuitarformerError(f"the run's vocabulary ({cfg.model.vocab_size}) does not match {dataset}'s tokenizer",
+                                "evaluate on the dataset the run was trained on (--data)")
+    kind, m = cfg.model.kind, cfg.model
+    summ = run_dir / "summary.json"
+    step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else 0
+    res: dict[str, Any] = {"run": str(run_dir), "kind": kind, "dataset": str(dataset), "split": split, "step": step}
+    part = TokenSplit(dataset, split)
+    bs = cfg.train.batch_size
+    V = len(tokenizer)
+
+    # Continuation lengths: what the encoder-decoder was trained on; a decoder fits source + target in its context.
+    if kind == "decoder":
+        S = cont_src or min(m.src_block_size, m.block_size // 2)
+        T = cont_tgt or m.block_size - S + 1
+        if S + T - 1 > m.block_size:
+            raise GuitarformerError(f"continuation source {S} + target {T} tokens exceed the decoder's context "
+                                    f"{m.block_size}", "lower --cont-src / --cont-tgt")
+    else:
+        S, T = cont_src or m.src_block_size, cont_tgt or m.block_size
+        if S > m.src_block_size or T > m.block_size:
+            raise GuitarformerError(f"continuation {S}/{T} tokens exceed the model's {m.src_block_size}/{m.block_size}",
+                                    "lower --cont-src / --cont-tgt")
+    pairs = Seq2SeqPairs(part, S, T, bar_ids(tokenizer), tokenizer["BOS_None"], tokenizer.pad_token_id)
+
+    t0 = time.time()
+    say(f"likelihood on {split} ({len(part):,} tokens)")
+    if kind == "decoder":
+        res["likelihood"] = {"scope": "stream", **stream_nll(model, part, m.block_size, dev, bs)}
+    res["continuation"] = {"src_len": S, "tgt_len": T, "pairs": len(range(0, len(pairs.cut_points), 8)),
+                           "model": continuation_nll(model, kind, pairs, dev, bs)}
+    if kind != "decoder":
+        res["likelihood"] = {"scope": "continuation", **res["continuation"]["model"]}
+    say(f"{ngram_order}-gram Kneser-Ney baseline")
+    train = TokenSplit(dataset, "train")
+    lm = KneserNey(V, ngram_order).fit([np.asarray(train.tokens, dtype=np.int64).tolist()])
+    res["ngram"] = {"order": ngram_order, **lm.score(np.asarray(part.tokens, dtype=np.int64), accuracy=True)}
+    res["continuation"]["ngram"] = ngram_continuation(lm, pairs)
+    res["seconds_likelihood"] = round(time.time() - t0, 1)
+
+    if samples:
+        res.update(_sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_samples,
+                                   max_new_tokens or cfg.sample.max_new_tokens, seed, say))
+    return res
+
+
+def _sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_samples, max_new_tokens, seed, say):
+
+
+    t0 = time.time()
+    say(f"sampling {num_samples} riffs of up to {max_new_tokens} tokens")
+    s = cfg.sample
+    gen: list[Piece] = []
+    for b in range(0, num_samples, 16):
+        riffs = generate_riffs(model, tokenizer, cfg, dev, min(16, num_samples - b), seed + b, max_new_tokens,
+                               s.temperature, s.top_k or None, s.top_p)
+        # Score what the model wrote (the sampler's own octave repair is left out: it would hide unplayable notes).
+        gen += [piece_of(decode(tokenizer, r.ids)) for r in riffs]
+    gen = [p for p in gen if len(p.pitch) >= 2]
+    if reference:
+        say(f"reading the reference set {reference}")
+        ref_full, skipped = reference_from_dir(Path(reference))
+        ref_name = str(reference)
+    else:
+        ref_full, skipped = reference_from_split(dataset, split, tokenizer), 0
+        ref_name = f"{dataset} ({split} split, decoded)"
+    ref_full = [p for p in ref_full if len(p.pitch) >= 2]
+    if len(ref_full) < 2:
+        raise GuitarformerError(f"the reference set {ref_name} has fewer than 2 pieces with notes",
+                                "pass --reference DIR with real guitar files, or --no-samples")
+    # Length-matched: reference pieces are cut into segments as long as the median sample (in whole bars).
+    seg = 4.0 * max(1, math.ceil(float(np.median([p.span for p in gen])) / 4.0)) if gen else 16.0
+    ref = [q for p in ref_full for q in segments(p, seg)]
+    say(f"music metrics: {len(gen)} samples vs {len(ref)} reference segments of {seg:g} quarters")
+    out = {"music": {"reference": ref_name, "num_samples": len(gen), "num_reference": len(ref),
+                     "reference_files_skipped": skipped, "segment_quarters": seg,
+                     "metrics": compare(gen, ref, seed) if gen else {}},
+           "playability": {"samples": playability(gen), "reference": playability(ref),
+                           "fingering": fingering_agreement(ref_full)}}
+    out["seconds_samples"] = round(time.time() - t0, 1)
+    return out
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def scalars(res: dict) -> dict[str, float]:
+    """The numeric leaves of a result, flattened to 'likelihood/nll'-style names (NaN and counts of inputs kept)."""
+    out: dict[str, float] = {}
+
+    def walk(d, prefix):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}/")
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
+                out[prefix + k] = float(v)
+
+    walk(res, "")
+    return out
+
+
+def jsonable(res: Any) -> Any:
+    """The result with NaN/inf as null, so --json writes strict JSON."""
+    if isinstance(res, dict):
+        return {k: jsonable(v) for k, v in res.items()}
+    if isinstance(res, float) and not math.isfinite(res):
+        return None
+    return res
+
+
+def log_tensorboard(run_dir: Path, res: dict) -> None:
+    """Scalars under eval/<split>/... in the run's TensorBoard, at the run's step."""
+
+    w = SummaryWriter(str(Path(run_dir) / "tb"))
+    for k, v in scalars(res).items():
+        if math.isfinite(v):
+            w.add_scalar(f"eval/{res['split']}/{k}", v, res.get("step", 0))
+    w.close()
+
+
+def _f(v: Any, nd: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
+def format_table(res: dict) -> str:
+    """A terminal report of an evaluate_run result."""
+    L = [f"run {res['run']} ({res['kind']}, step {res['step']}) on {res['dataset']} [{res['split']}]", ""]
+    L.append(f"{'likelihood':<34}{'nll/tok':>9}{'ppl':>9}{'acc':>8}{'tokens':>9}")
+    lk, ng, co = res["likelihood"], res["ngram"], res["continuation"]
+    if lk["scope"] == "stream":
+        L.append(f"{'  model (token stream)':<34}{_f(lk['nll']):>9}{_f(lk['ppl'], 2):>9}{_f(lk['accuracy']):>8}{lk['tokens']:>9}")
+    L.append(f"{'  ' + str(ng['order']) + '-gram KN (token stream)':<34}{_f(ng['nll']):>9}{_f(ng['ppl'], 2):>9}"
+             f"{_f(ng['accuracy']):>8}{ng['tokens']:>9}")
+    tag = f"continuation {co['src_len']}->{co['tgt_len']}"
+    for name, r in (("model", co["model"]), (f"{ng['order']}-gram KN", co["ngram"])):
+        L.append(f"{'  ' + name + ' (' + tag + ')':<34}{_f(r['nll']):>9}{_f(r['ppl'], 2):>9}{_f(r['accuracy']):>8}"
+                 f"{r['tokens']:>9}")
+    if "music" in res:
+        mu = res["music"]
+        L += ["", f"music: {mu['num_samples']} samples vs {mu['num_reference']} reference segments of "
+                  f"{mu['segment_quarters']:g} quarters ({mu['reference']})",
+              f"{'metric':<24}{'samples':>16}{'reference':>16}{'OA':>7}{'ceiling':>9}"]
+        for k, v in mu["metrics"].items():
+            L.append(f"  {k:<22}{_f(v['samples_mean'], 2) + ' ± ' + _f(v['samples_std'], 2):>16}"
+                     f"{_f(v['reference_mean'], 2) + ' ± ' + _f(v['reference_std'], 2):>16}{_f(v['oa'], 2):>7}"
+                     f"{_f(v['oa_ceiling'], 2):>9}")
+        pl = res["playability"]
+        L += ["", f"{'playability':<24}{'samples':>10}{'reference':>11}"]
+        for k in ("fretable", "chord_stretch_ok", "shifts_per_bar"):
+            L.append(f"  {k:<22}{_f(pl['samples'][k]):>10}{_f(pl['reference'][k]):>11}")
+        fg = pl["fingering"]
+        L.append(f"  {'fingering vs human tab':<22}{'':>10}{_f(fg['agreement']):>11}  ({fg['notes']} notes, "
+                 f"{fg['pieces']} pieces with frets)")
+    return "\n".join(L)

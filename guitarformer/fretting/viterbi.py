@@ -1,0 +1,511 @@
+"""Fingering: choose a (string, fret) for every note by a two-pass Viterbi over onsets (costs.py, string_model.py).
+
+Strings are numbered as in tab: 1 = highest-pitched string .. len(tuning) = lowest. `tuning` lists the
+open-string MIDI pitches lowest string first (as in `GuitarScore`). Fret numbers are relative to the
+capo: fret 0 is the capo (or the nut without one), so pitch == tuning[len(tuning) - string] + capo + fret.
+
+Unplayable notes get the marker `UNPLAYABLE == (-1, -1)`: a pitch outside the tuning's range, or a
+note of a chord that cannot be given a string of its own (more notes than strings, or two notes that
+only fit on the same string). Callers rendering tab skip those notes; the MIDI keeps them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from guitarformer.fretting import string_model
+from guitarformer.fretting.costs import (
+    _CONTRARY,
+    _CUT,
+    _FRET0,
+    _GAP,
+    _JUMP,
+    _MOVE0,
+    _MOVE_BIN,
+    _MOVE_REST,
+    _N_FRET,
+    _N_FROM_FIRST,
+    _N_PIECE,
+    _N_SP,
+    _N_SPAN,
+    _N_STRING,
+    _OPEN5,
+    _OPEN9,
+    _P_REACH,
+    _PIECE0,
+    _REACH_BANDS,
+    _SAME,
+    _SF0,
+    _SLIDE,
+    _SP0,
+    _SP_BIN,
+    _SPAN0,
+    _STRING0,
+    _WIN0,
+    _WIN_BIN,
+    DEFAULT_COSTS,
+    N_FEATURES,
+    FretCosts,
+    costs_for_program,
+)
+from guitarformer.fretting.notes import UNPLAYABLE, group_onsets, note_tuple
+from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
+
+_BEAM = 16  # fingerings kept per onset (by chord cost) before the Viterbi pass
+
+
+
+
+def _chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.ndarray) -> tuple[int, int]:
+    """Add one chord's features to `acc`; return (dropped notes, 1 if the span is beyond reach else 0) for the fixed costs."""
+    played = [(s, f) for s, f in assign if s >= 0]
+    fretted = [f for _, f in played if f > 0]
+    for s, f in played:
+        acc[_FRET0 + min(f, _N_FRET - 1)] += 1
+        acc[_STRING0 + min(n_strings - s, _N_STRING) - 1] += 1
+        acc[_SP0 + (min(n_strings - s, _N_STRING) - 1) * _N_SP + _SP_BIN[min(f, 24)]] += 1
+        acc[_SF0 + (min(n_strings - s, _N_STRING) - 1) * _N_FRET + min(f, _N_FRET - 1)] += 1
+    span = max(fretted) - min(fretted) if fretted else 0
+    if fretted:
+        acc[_SPAN0 + min(span, _N_SPAN - 1)] += 1
+    if len(played) > 1:
+        strings = [s for s, _ in played]
+        acc[_GAP] += max(strings) - min(strings) + 1 - len(played)
+    return len(assign) - len(played), span
+
+
+class _Cand:
+    """One fingering of one onset's chord: a string index (0 = lowest) and fret per note, or (-1, -1)."""
+
+    __slots__ = ("assign", "cost", "pos", "top", "mean_string", "mask", "opens")
+
+    def __init__(self, assign: tuple[tuple[int, int], ...], cost: float):
+        self.assign = assign
+        self.cost = cost
+        fretted = [f for s, f in assign if f > 0]
+        self.pos = min(fretted) if fretted else math.nan  # hand position = index-finger fret
+        self.top = max(fretted) if fretted else math.nan
+        played = [s for s, f in assign if s >= 0]
+        self.mean_string = sum(played) / len(played) if played else math.nan
+        self.mask = sum(1 << s for s in played)
+        self.opens = sum(1 for s, f in assign if f == 0)
+
+
+def _chord_cost(assign, n_strings: int, w: np.ndarray, c: FretCosts) -> float:
+    acc = np.zeros(N_FEATURES)
+    dropped, span = _chord_features(assign, n_strings, acc)
+    return float(acc @ w) + c.dropped * dropped + (c.impossible if span > c.max_span else 0.0)
+
+
+def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int, extra=None) -> list[_Cand]:
+    """The `beam` cheapest assignments of the chord's notes to distinct strings (plus `extra`, if given)."""
+    options = []
+    for p in pitches:
+        opts = [(s, p - o) for s, o in enumerate(opens) if 0 <= p - o <= max_fret]
+        options.append(opts)
+    results: list[tuple[float, tuple]] = []
+
+    def search(i: int, used: int, acc: list, allow_drop: bool) -> None:
+        if i == len(options):
+            results.append((cost_fn(acc), tuple(acc)))
+            return
+        for s, f in options[i]:
+            if not used & (1 << s):
+                acc.append((s, f))
+                search(i + 1, used | (1 << s), acc, allow_drop)
+                acc.pop()
+        if allow_drop or not options[i]:
+            acc.append(UNPLAYABLE)
+            search(i + 1, used, acc, allow_drop)
+            acc.pop()
+
+    if len(pitches) <= len(opens):
+        search(0, 0, [], False)
+    if not results or all(any(s < 0 for s, _ in a) for _, a in results):
+        # No full assignment: let any note go unplayed, the fewest possible (each costs `dropped`).
+        results.clear()
+        if len(pitches) > 8:  # keep the search small: extra notes beyond the highest 8 are dropped
+            pitches_kept = len(opens) + 2
+            options[pitches_kept:] = [[] for _ in options[pitches_kept:]]
+        search(0, 0, [], True)
+    results.sort(key=lambda r: r[0])
+    kept = results[:beam]
+    if extra is not None and all(a != extra for _, a in kept):
+        kept.append((cost_fn(list(extra)), extra))
+    return [_Cand(a, c) for c, a in kept]
+
+
+def _window_move(h, lo, hi):
+    """Lazy hand window: (new index-finger fret, frets moved) for a hand at `h` meeting fretted notes lo..hi
+    (NaN h: no hand yet; NaN lo: nothing fretted). Works elementwise on numpy arrays."""
+    up = np.minimum(lo, hi - 3)
+    new = np.where(lo < h, lo, np.where(hi > h + 3, up, h))
+    new = np.where(np.isnan(h), lo, new)
+    new = np.where(np.isnan(lo), h, new)
+    return new, np.abs(new - h)
+
+
+def _shift_tables(c: FretCosts) -> tuple[np.ndarray, np.ndarray]:
+    """Cost of a hand shift by 0..24 frets (index 25 = no shift known: free), without and with a rest before it."""
+    move = np.array([c.move[b] for b in _MOVE_BIN] + [0.0])
+    rest = move + c.move_after_rest * np.minimum(np.arange(len(move)), 12)
+    rest[-1] = 0.0
+    return move, rest
+
+
+def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
+    """Piece-level features of every (note, string index 0 = lowest): (notes, strings, _N_PIECE) counts/shares,
+    from `first` ((string, fret) per note, a first-pass fingering). Each note's own first-pass choice is left
+    out of its shares (leave-one-out), so a note seen once in a part gets no piece signal. `first` None: only
+    the pitch-only features (what the first pass itself uses), the first-pass columns are 0."""
+    n = len(tuning)
+    n_notes = len(notes_t)
+    out = np.zeros((n_notes, n, _N_PIECE))
+    if n_notes == 0:
+        return out
+    opens = np.array([p + capo for p in tuning])
+    pitch = np.array([x[2] for x in notes_t])
+    own = np.array([n - s if s >= 0 else -1 for s, _ in first]) if first is not None else np.full(n_notes, -1)
+    frets = pitch[:, None] - opens[None, :]
+    ok = (frets >= 0) & (frets <= max_fret - capo)
+    bins = np.array(_SP_BIN)[np.clip(frets, 0, 24)]
+    groups = group_onsets(notes_t)
+    onset_of = np.empty(n_notes, dtype=np.intp)
+    for t, g in enumerate(groups):
+        onset_of[g] = t
+    top = [notes_t[g[0]][2] for g in groups]  # highest pitch per onset
+    prev_top = [-1] + top[:-1]
+    next_top = top[1:] + [-1]
+    played = own >= 0
+    own_c = np.where(played, own, 0)
+
+    def shares(keys) -> np.ndarray:
+        """Per note and string: share of the OTHER first-pass-played notes with the same key on that string."""
+        ids: dict = {}
+        kid = np.array([ids.setdefault(k, len(ids)) for k in keys])
+        counts = np.zeros((len(ids), n))
+        np.add.at(counts, (kid[played], own[played]), 1)
+        c = counts[kid]
+        c[np.flatnonzero(played), own[played]] -= 1
+        tot = c.sum(1, keepdims=True)
+        return np.divide(c, tot, out=np.zeros_like(c), where=tot > 0)
+
+    keys1 = pitch.tolist()
+    if first is not None:
+        out[:, :, 0] = shares(keys1)
+        out[:, :, 1] = shares([(p, prev_top[onset_of[i]]) for i, p in enumerate(keys1)])
+        out[:, :, 2] = shares([(p, prev_top[onset_of[i]], next_top[onset_of[i]]) for i, p in enumerate(keys1)])
+    order = [i for g in groups for i in g]
+    last: dict[int, int] = {}
+    for i in order:  # previous note of the same pitch
+        if keys1[i] in last and last[keys1[i]] >= 0:
+            out[i, last[keys1[i]], 3] = 1.0
+        last[keys1[i]] = own[i]
+    last = {}
+    for i in reversed(order):
+        if keys1[i] in last and last[keys1[i]] >= 0:
+            out[i, last[keys1[i]], 4] = 1.0
+        last[keys1[i]] = own[i]
+    # Fret regions pass 1 played in: the whole part, and 8 onsets either side (own onset left out).
+    own_bin = np.where(played, bins[np.arange(n_notes), own_c], -1)
+    hist = np.array([(own_bin == b).sum() for b in range(_N_SP)], dtype=float)
+    loo = hist[None, :] - (own_bin[:, None] == np.arange(_N_SP)[None, :])
+    tot = loo.sum(1, keepdims=True)
+    region = np.divide(loo, tot, out=np.zeros_like(loo), where=tot > 0)
+    out[:, :, 5] = np.take_along_axis(region, bins, axis=1)
+    per_onset = np.zeros((len(groups) + 1, _N_SP))
+    np.add.at(per_onset, (onset_of[played] + 1, own_bin[played]), 1)
+    cum = per_onset.cumsum(0)
+    lo = np.clip(onset_of - 8, 0, len(groups))
+    hi = np.clip(onset_of + 9, 0, len(groups))
+    win = cum[hi] - cum[lo] - per_onset[onset_of + 1]
+    tot = win.sum(1, keepdims=True)
+    local = np.divide(win, tot, out=np.zeros_like(win), where=tot > 0)
+    out[:, :, 6] = np.take_along_axis(local, bins, axis=1)
+    top_arr = np.array(top)
+    n_on = len(groups)
+    reach = np.array([top_arr[max(0, t - 6): t + 7].max() for t in range(n_on)])
+    band = np.searchsorted(np.array(_REACH_BANDS), reach, side="right")[onset_of]  # per note
+    cols = _P_REACH - _PIECE0 + band[:, None] * _N_SP + bins  # (notes, strings)
+    np.put_along_axis(out.reshape(n_notes * n, _N_PIECE), cols.reshape(-1, 1), 1.0, axis=1)
+    out[~ok] = 0.0
+    return out
+
+
+def _nn_model(costs: FretCosts):
+    """The learned string model when `costs` weighs it (nn_weight != 0) and its weights file loads, else None."""
+    if not costs.nn_weight:
+        return None
+    return string_model.load()
+
+
+def _nn_costs(notes_t, tuning, capo, max_fret, costs, model) -> np.ndarray | None:
+    """costs.nn_weight * -log p(string) per (note, string index; last column: unplayable), or None (no model)."""
+    if model is None or not notes_t:
+        return None
+    c = string_model.string_costs(notes_t, tuning, capo, max_fret, model=model)
+    return None if c is None else costs.nn_weight * c
+
+
+def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=None):
+    """Viterbi over onsets. Returns (groups, chosen candidate per group). `gold` (one (string index, fret) per
+    note) is added to each onset's candidates, for fitting. `piece`: the `_piece_table` of a first pass (second
+    pass; its terms are weighted by `costs.piece`). `nn`: extra cost per (note, string index), `_nn_costs`."""
+    n_strings = len(tuning)
+    opens = [p + capo for p in tuning]  # index 0 = lowest string
+    fret_room = max_fret - capo
+    groups = group_onsets(notes_t)
+    w = costs.vector()
+    cache: dict[tuple[int, ...], list[_Cand]] = {}
+    layers: list[list[_Cand]] = []
+    for g in groups:
+        pitches = tuple(notes_t[i][2] for i in g)
+        if gold is not None:
+            layers.append(_chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM,
+                                       tuple(gold[i] for i in g)))
+        else:
+            if pitches not in cache:
+                cache[pitches] = _chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM)
+            layers.append(cache[pitches])
+    if not layers:
+        return groups, []
+
+    move_tab, rest_tab = _shift_tables(costs)
+    popcount = np.array([bin(i).count("1") for i in range(1 << n_strings)])
+    extra = None
+    if piece is not None and len(notes_t):
+        extra = np.zeros((len(notes_t), n_strings + 1))  # last column: unplayable (index -1)
+        extra[:, :n_strings] = piece @ np.asarray(costs.piece, dtype=float)
+    if nn is not None and len(notes_t):
+        extra = nn if extra is None else extra + nn
+    static: dict[int, tuple] = {}  # per distinct candidate list (layers of equal chords share one)
+
+    def arrays(t):
+        layer = layers[t]
+        key = id(layer)
+        if key not in static:
+            static[key] = (np.array([x.pos for x in layer]), np.array([x.mean_string for x in layer]),
+                           np.array([x.cost for x in layer]), np.array([x.opens for x in layer]),
+                           np.array([x.mask for x in layer]), np.array([x.assign[0] for x in layer]),
+                           np.array([x.top for x in layer]),
+                           np.array([[s for s, _ in x.assign] for x in layer], dtype=np.intp))
+        pos, ms, cost, opens, mask, first, top, strings = static[key]
+        if extra is not None:
+            cost = cost + extra[np.asarray(groups[t])[None, :], strings].sum(1)
+        return pos, ms, cost, opens, mask, first, top
+
+    # Viterbi: best[j] = cheapest total cost ending in candidate j of the current layer. `hand[j]` carries the
+    # last fretted position along that path, so open strings do not make the hand forget where it was.
+    prev = arrays(0)
+    best = prev[2].copy()
+    hand = prev[0]
+    win = prev[0]  # lazy hand window along each path
+    win_tab = np.array([costs.window[b] for b in _WIN_BIN] + [0.0])  # index 25: no move known
+    back: list[np.ndarray] = []
+    for t in range(1, len(layers)):
+        prev_g, g = groups[t - 1], groups[t]
+        onset = notes_t[g[0]][0]
+        cur = arrays(t)
+        pos_c, ms_c, cost_c, opens_c, mask_c, first_c, top_c = cur
+        ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
+        d = np.abs(hand[:, None] - pos_c[None, :])
+        d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
+        total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
+        if costs.string_jump:
+            jump = np.abs(prev[1][:, None] - ms_c[None, :])
+            total += costs.string_jump * np.nan_to_num(jump)
+        if len(prev_g) == 1 and len(g) == 1:
+            pa, pb = notes_t[prev_g[0]][2], notes_t[g[0]][2]
+            sa, fa = prev[5][:, 0], prev[5][:, 1]
+            sb, fb = first_c[:, 0], first_c[:, 1]
+            ok = (sa >= 0)[:, None] & (sb >= 0)[None, :]
+            ds = sb[None, :] - sa[:, None]
+            same = ok & (ds == 0)
+            total += costs.contrary * (ok & (ds * (pb - pa) < 0))
+            total += same * (costs.same_string + costs.slide * np.abs(fb[None, :] - fa[:, None]))
+        if costs.cut_sustain:
+            sus = [k for k, e in enumerate(ends) if e > onset]
+            if sus:
+                sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in layers[t - 1]])
+                total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
+        if opens_c.any():
+            h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
+            with np.errstate(invalid="ignore"):
+                total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
+        with np.errstate(invalid="ignore"):
+            new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
+        if any(costs.window):
+            total += win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)]
+        ptr = total.argmin(axis=0)
+        cols = np.arange(len(ptr))
+        best = total[ptr, cols] + cost_c
+        hand = np.where(np.isnan(pos_c), hand[ptr], pos_c)
+        win = new_win[ptr, cols]
+        back.append(ptr)
+        prev = cur
+
+    j = int(best.argmin())
+    chosen = [None] * len(layers)
+    for t in range(len(layers) - 1, -1, -1):
+        chosen[t] = layers[t][j]
+        if t > 0:
+            j = int(back[t - 1][j])
+    return groups, chosen
+
+
+def fret(
+    notes: Iterable[Any],
+    tuning: Sequence[int] = STANDARD_TUNING,
+    capo: int = 0,
+    max_fret: int = MAX_FRET,
+    costs: FretCosts | None = None,
+    position: int | None = None,
+    program: int | None = None,
+) -> list[tuple[int, int]]:
+    """One (string, fret) per note, in input order, minimising the fitted fingering cost (hand shifts, stretch,
+    position height, string choice; see `fingering_features`).
+
+    `notes`: (onset_tick, duration_tick, pitch) tuples or objects with .time/.duration/.pitch (symusic notes).
+    Notes with the same onset form a chord and get distinct strings. Returns `UNPLAYABLE` (-1, -1) for a
+    note that cannot be played (see the module docstring). Frets are relative to the capo.
+    `position`: play in this position if the notes allow (the index finger at that fret, the hand covering it and
+    the next three; 0 = open position): every fret outside that window costs `POSITION_WEIGHT`, and so does an
+    open string above position 4. None: the fitted costs choose.
+    `costs`: the fingering costs; None: `costs_for_program(program)` (the track's General MIDI program: a
+    distorted guitar's riffs are fingered as rock guitarists play them, anything else with the default costs).
+    """
+    costs = costs_for_program(program) if costs is None else costs
+    notes_t = [note_tuple(n) for n in notes]
+    nn = _nn_costs(notes_t, tuning, capo, max_fret, costs, _nn_model(costs))  # the learned term, in every pass
+    if position is not None and notes_t:
+        away = _position_costs(notes_t, tuning, capo, max_fret, position)
+        nn = away if nn is None else nn + away
+    if not any(costs.piece[:_N_FROM_FIRST]):
+        return _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
+    piece = _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first(), nn))
+    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
+
+
+POSITION_WEIGHT = 3.0  # per fret outside the requested position's window (fret(position=...))
+
+
+def _position_costs(notes_t, tuning, capo, max_fret, position: int) -> np.ndarray:
+    """POSITION_WEIGHT x frets outside the window [p, p + 3] (p = max(position, 1)) per (note, string index; last
+    column 0: unplayable); an open string counts 0 up to position 4 and 1 above."""
+    n = len(tuning)
+    lo = max(int(position), 1)
+    pitch = np.array([x[2] for x in notes_t], dtype=float)
+    f = pitch[:, None] - (np.asarray(tuning, dtype=float)[None, :] + capo)
+    away = np.maximum(lo - f, 0) + np.maximum(f - (lo + 3), 0)
+    away = np.where(f == 0, float(position > 4), away)
+    out = np.zeros((len(notes_t), n + 1))
+    out[:, :n] = POSITION_WEIGHT * np.where((f >= 0) & (f <= max_fret - capo), away, 0.0)
+    return out
+
+
+def _one_pass(notes_t, tuning, capo, max_fret, costs, nn=None) -> list[tuple[int, int]]:
+    """Decode with the pitch-only piece features (none when their weights are 0) and the learned term `nn`."""
+    piece = _piece_table(notes_t, tuning, capo, max_fret, None) if any(costs.piece) else None
+    return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
+
+
+def piece_table(notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, capo: int = 0,
+                max_fret: int = MAX_FRET, costs: FretCosts = DEFAULT_COSTS) -> np.ndarray:
+    """Run the first pass (`costs.first()`) and return its piece-level feature table, (notes, strings, _N_PIECE)
+    with strings indexed from the lowest: what the second pass of `fret()` adds to the cost (`costs.piece`)."""
+    notes_t = [note_tuple(n) for n in notes]
+    first = costs.first()
+    nn = _nn_costs(notes_t, tuning, capo, max_fret, first, _nn_model(first))
+    return _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, first, nn))
+
+
+def _frets_of(notes_t, groups, chosen, n_strings: int) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes_t)
+    for g, cand in zip(groups, chosen):
+        for k, i in enumerate(g):
+            s, f = cand.assign[k]
+            out[i] = UNPLAYABLE if s < 0 else (n_strings - s, f)
+    return out
+
+
+def fingering_features(
+    notes: Iterable[Any], frets: Sequence[tuple[int, int]], tuning: Sequence[int] = STANDARD_TUNING,
+    piece: np.ndarray | None = None,
+) -> np.ndarray:
+    """Feature counts of one fingering (`frets`: (string, fret) per note, as `fret()` returns) such that `fret()`
+    minimises `FretCosts.vector() @ fingering_features(..., piece=piece_table(...))` (plus the fixed
+    `dropped`/`impossible` costs). Without `piece` the piece-level (second-pass) features are 0.
+    The reference the fast Viterbi is tested against, and what fitting the weights uses."""
+    notes_t = [note_tuple(n) for n in notes]
+    n_strings = len(tuning)
+    acc = np.zeros(N_FEATURES)
+    if piece is not None:
+        for i, (s, _) in enumerate(frets):
+            if s >= 1:
+                acc[_PIECE0:] += piece[i, n_strings - s]
+    hand = None
+    win = math.nan
+    prev = None  # (group, assign, mean string)
+    for g in group_onsets(notes_t):
+        assign = tuple(UNPLAYABLE if frets[i][0] < 0 else (n_strings - frets[i][0], frets[i][1]) for i in g)
+        _chord_features(assign, n_strings, acc)
+        played = [(s, f) for s, f in assign if s >= 0]
+        fretted = [f for _, f in played if f > 0]
+        pos = min(fretted) if fretted else None
+        ms = sum(s for s, _ in played) / len(played) if played else None
+        onset = notes_t[g[0]][0]
+        if prev is not None:
+            pg, pa, pms = prev
+            ends = [notes_t[i][0] + notes_t[i][1] for i in pg]
+            if hand is not None and pos is not None:
+                d = min(abs(hand - pos), 24)
+                acc[_MOVE0 + _MOVE_BIN[d]] += 1
+                if max(ends) < onset:
+                    acc[_MOVE_REST] += min(d, 12)
+            if pms is not None and ms is not None:
+                acc[_JUMP] += abs(pms - ms)
+            if len(pg) == 1 and len(g) == 1 and pa[0][0] >= 0 and assign[0][0] >= 0:
+                ds = assign[0][0] - pa[0][0]
+                if ds * (notes_t[g[0]][2] - notes_t[pg[0]][2]) < 0:
+                    acc[_CONTRARY] += 1
+                if ds == 0:
+                    acc[_SAME] += 1
+                    acc[_SLIDE] += abs(assign[0][1] - pa[0][1])
+            used = {s for s, _ in played}
+            acc[_CUT] += sum(1 for k, e in enumerate(ends) if e > onset and pa[k][0] >= 0 and pa[k][0] in used)
+            h = pos if pos is not None else hand
+            if h is not None:
+                n_open = sum(1 for _, f in played if f == 0)
+                acc[_OPEN5] += n_open * (h >= 5)
+                acc[_OPEN9] += n_open * (h >= 9)
+        if pos is not None:
+            new, moved = _window_move(np.float64(win), np.float64(pos), np.float64(max(fretted)))
+            if not math.isnan(moved):
+                acc[_WIN0 + _WIN_BIN[min(int(moved), 24)]] += 1
+            win = float(new)
+            hand = pos
+        prev = (g, assign, ms)
+    return acc
+
+
+def fret_lowest(
+    notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, capo: int = 0, max_fret: int = MAX_FRET
+) -> list[tuple[int, int]]:
+    """Baseline: each chord gets the distinct-string assignment with the smallest sum of frets (lowest-fret rule)."""
+    notes_t = [note_tuple(n) for n in notes]
+    n_strings = len(tuning)
+    opens = [p + capo for p in tuning]
+    out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes_t)
+
+    def cost(a):
+        return sum(1000 if s < 0 else f for s, f in a)
+
+    for g in group_onsets(notes_t):
+        st = _chord_cands([notes_t[i][2] for i in g], opens, max_fret - capo, cost, 1)[0]
+        for k, i in enumerate(g):
+            s, f = st.assign[k]
+            out[i] = UNPLAYABLE if s < 0 else (n_strings - s, f)
+    return out

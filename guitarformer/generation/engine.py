@@ -1,0 +1,124 @@
+"""generate(): KV-cached, batched decoding for both model kinds, with a constraint and a bar limit."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.sampling import sample_next
+from guitarformer.models.fast_decode import DecodeStep
+
+SMALL_STEP_WORK = 32_000_000  # parameters x rows per decoding step below which one CPU thread is fastest
+
+
+def _one_thread_for_small_steps(fn):
+    """Run `fn(model, prompt_ids, ...)` with one intra-op thread on CPU when a decoding step is small.
+
+    A one-token step of a small model is ~100 ops of a few microseconds each: too little to share between
+    threads, and every op that opens a parallel region waits for all of them. When another process keeps a
+    core busy that wait dominates (2 threads: 14.4 s vs 2.0 s for the same 16-bar riff from the default model
+    with the other core busy). The previous setting is restored afterwards.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(model, prompt_ids, *args, **kwargs):
+        param = next(model.parameters())
+        shape = torch.as_tensor(prompt_ids).shape
+        rows = shape[0] if len(shape) > 1 else 1
+        before = torch.get_num_threads()
+        small = param.device.type == "cpu" and before > 1 and \
+            sum(p.numel() for p in model.parameters()) * rows <= SMALL_STEP_WORK
+        if not small:
+            return fn(model, prompt_ids, *args, **kwargs)
+        torch.set_num_threads(1)
+        try:
+            return fn(model, prompt_ids, *args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return wrapper
+
+
+@_one_thread_for_small_steps
+@torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
+def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None, generator: torch.Generator | None = None, use_cache: bool = True,
+             constraint: GuitarConstraint | None = None, eos_id: int | None = None, max_bars: int | None = None,
+             bar_ids: list[int] | None = None, src: torch.Tensor | None = None,
+             src_key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Continue prompt_ids (B, T0) by up to max_new_tokens; returns (B, T0 + n) ids.
+
+    Decoder: the prompt is the context. Encoder-decoder: pass `src` (B, S); the prompt starts the target
+    (usually [BOS]). Rows that reach EOS (or finish `max_bars` bars) are padded with EOS afterwards.
+    Past the context length the window slides: the cache is rebuilt from the last half of the context.
+    With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens past the limit
+    (REMI) become EOS either way.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    idx = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
+    if idx.dim() == 1:
+        idx = idx.unsqueeze(0)
+    B, T0 = idx.shape
+    ctx = model.config.block_size
+    is_encdec = src is not None
+    memory = None
+    if is_encdec:
+        src = torch.as_tensor(src, dtype=torch.long, device=device)
+        memory = model.encode(src, src_key_mask)
+    if constraint is not None:
+        # An encoder-decoder's target continues its source in time: the state (time signature, bar count,
+        # notes still ringing on their strings) starts from the source (padding tokens change nothing).
+        constraint.start(torch.cat([src, idx], 1) if is_encdec else idx, max_bars)
+    # One buffer for the whole output: no per-step concatenation.
+    out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=device)
+    out[:, :T0] = idx
+    bar_t = torch.tensor(bar_ids or [], dtype=torch.long, device=device)
+    check_bars = max_bars is not None and bar_t.numel() > 0
+    bars_seen = torch.zeros(B, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    eos = torch.full((B,), eos_id if eos_id is not None else 0, dtype=torch.long, device=device)
+    sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
+
+    def run(tokens: torch.Tensor, cache):
+        if is_encdec:
+            return model.decode(tokens, memory, src_key_mask, cache=cache)
+        return model(tokens, cache=cache)[0]
+
+    cache = step_fn = None
+    if use_cache:
+        cache = model.new_cache(B, ctx, device=device)
+        logits = run(idx[:, -ctx:], cache)[:, -1]
+        step_fn = DecodeStep(model)  # one token per step without module calls: same math, ~1.3x faster on CPU
+    n = T0
+    for step in range(max_new_tokens):
+        if not use_cache:
+            logits = run(out[:, max(0, n - ctx):n], None)[:, -1]
+        allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
+        nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
+        if check_bars:
+            bars_seen += torch.isin(nxt, bar_t) & ~done
+            over = bars_seen > max_bars
+            if eos_id is not None:
+                nxt = torch.where(over, eos, nxt)
+            done |= over
+        if eos_id is not None:
+            nxt = torch.where(done, eos, nxt)
+            done |= nxt == eos_id
+        out[:, n] = nxt
+        n += 1
+        if constraint is not None:
+            constraint.update(nxt)
+        if eos_id is not None and (step + 1) % sync_every == 0 and bool(done.all()):
+            break
+        if step + 1 == max_new_tokens:
+            break
+        if use_cache:
+            if cache.length >= ctx:  # context full: slide, rebuild the cache from the last half
+                cache = model.new_cache(B, ctx, device=device)
+                logits = run(out[:, n - ctx // 2:n], cache)[:, -1]
+            else:
+                logits = step_fn(nxt, cache, src_key_mask)
+    return out[:, :n]

@@ -1,0 +1,86 @@
+"""Readers: one per format, one dispatch. `read_guitar(path)` returns every guitar part of a file.
+
+Every reader returns a list of GuitarScore (one per guitar part). A file that is readable but not
+usable (no guitar part, a format we cannot read) raises SkipFile(reason); corrupt data raises an
+ordinary exception whose message names the file and the problem, so `prepare` can record it.
+
+Conventions shared by the readers:
+- Time is in ticks. GP, ASCII tab and music21 sources are written at TPQ=480; MIDI keeps its own TPQ.
+- Each GuitarScore holds one track plus the song's tempos and time signatures (a 120 BPM, 4/4
+  default is written when the source has none, which is what MIDI assumes anyway).
+- Notes are sorted by (time, pitch); `frets`, where the source knows it, follows that order.
+- Repeats are not expanded: a score plays straight through once, as written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from guitarformer.errors import SkipFile
+from guitarformer.music.score import GuitarScore
+from guitarformer.readers.ascii_tab import read_ascii_tab
+from guitarformer.readers.base import MAX_FILE_BYTES, MAX_QUARTERS, TRACK_CHOICES
+from guitarformer.readers.guitarpro import GP6_MESSAGE, read_gp
+from guitarformer.readers.midi import read_midi
+from guitarformer.readers.notation import from_music21, read_notation
+
+FORMATS: dict[str, str] = {
+    ".mid": "midi",
+    ".midi": "midi",
+    ".gp3": "gp",
+    ".gp4": "gp",
+    ".gp5": "gp",
+    ".gpx": "gp6+",
+    ".gp": "gp6+",
+    ".txt": "ascii_tab",
+    ".tab": "ascii_tab",
+    ".musicxml": "musicxml",
+    ".xml": "musicxml",
+    ".mxl": "musicxml",
+    ".abc": "abc",
+}
+
+
+def detect_format(path: str | os.PathLike) -> str | None:
+    """Format name for a path from its suffix (case-insensitive), or None if we do not read it."""
+    return FORMATS.get(Path(path).suffix.lower())
+
+
+def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: bool = False) -> list[GuitarScore]:
+    """Read every guitar part of a file.
+
+    tracks="guitar" keeps guitar parts only (plus bass when include_bass); tracks="all" keeps every
+    pitched (non-drum) part. Raises SkipFile for a usable-but-not-guitar or unsupported file.
+    """
+    if tracks not in TRACK_CHOICES:
+        raise ValueError(f"tracks must be one of {TRACK_CHOICES}, not {tracks!r}")
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt is None:
+        raise SkipFile(f"unsupported file type {path.suffix!r}; readable: {', '.join(sorted(FORMATS))}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if fmt == "gp6+":
+        raise SkipFile(GP6_MESSAGE)
+    size = path.stat().st_size
+    if size == 0:
+        raise SkipFile("empty file (0 bytes)")
+    if size > MAX_FILE_BYTES:
+        raise SkipFile(f"file too large ({size / 2**20:.0f} MB > {MAX_FILE_BYTES >> 20} MB); "
+                       "split it or convert it to MIDI")
+    if fmt == "ascii_tab":
+        parts = read_ascii_tab(path)
+    else:
+        reader = {"midi": read_midi, "gp": read_gp, "musicxml": read_notation, "abc": read_notation}[fmt]
+        parts = reader(path, tracks=tracks, include_bass=include_bass)
+    for gs in parts:
+        quarters = gs.score.end() / max(1, gs.score.ticks_per_quarter)
+        if quarters > MAX_QUARTERS:
+            raise ValueError(f"{path.name}: implausible length ({quarters:,.0f} quarter notes > {MAX_QUARTERS:,}); "
+                             "corrupt timing data?")
+    return parts
+
+
+
+__all__ = ["FORMATS", "detect_format", "from_music21", "read_guitar"]

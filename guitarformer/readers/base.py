@@ -1,0 +1,85 @@
+"""What every reader shares: size and time limits, part names, the score skeleton, timeouts."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import symusic
+
+from guitarformer.errors import SkipFile
+
+DEFAULT_VELOCITY = 80
+# Sanity bounds: a real guitar file is well under a few MB and a few hours long. A 3 KB MIDI whose
+# delta times jump by 2^28 ticks would otherwise tokenize into hundreds of millions of Bar tokens.
+MAX_FILE_BYTES = 64 << 20
+MAX_QUARTERS = 100_000  # about 14 hours at 120 BPM
+TRACK_CHOICES = ("guitar", "all")  # read_guitar(tracks=...)
+
+
+def copy_timing(src: symusic.Score, dst: symusic.Score) -> None:
+    """Copy tempos and time signatures (src and dst share a TPQ), with MIDI's defaults if absent."""
+    dst.tempos.extend(src.tempos.copy() if len(src.tempos) else [symusic.Tempo(0, 120.0)])
+    if len(src.time_signatures):
+        dst.time_signatures.extend(src.time_signatures.copy())
+    else:
+        dst.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+
+
+def new_score(tpq: int, tempos: list[tuple[int, float]], time_signatures: list[tuple[int, int, int]]) -> symusic.Score:
+    score = symusic.Score(tpq)
+    for time, qpm in tempos or [(0, 120.0)]:
+        score.tempos.append(symusic.Tempo(time, float(qpm)))
+    for time, num, den in time_signatures or [(0, 4, 4)]:
+        score.time_signatures.append(symusic.TimeSignature(time, num, den))
+    return score
+
+
+def part_name(path: Path, track_name: str, n_parts: int) -> str:
+    track_name = track_name.strip()
+    return f"{path.stem} [{track_name}]" if track_name and n_parts > 1 else path.stem
+
+
+def no_guitar(n_tracks: int) -> SkipFile:
+    return SkipFile(
+        f"no guitar track (programs 24-31) among {n_tracks} tracks; use --tracks all to keep every track"
+    )
+
+
+@contextmanager
+def time_limit(seconds: float, path: Path):
+    """Raise TimeoutError after `seconds` (SIGALRM).
+
+    A no-op off the main thread, without SIGALRM, or when the caller already armed a timer
+    (prepare does, per file): then the caller's limit is the one that counts.
+    """
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"{path.name}: gave up reading after {seconds:g} s (corrupt or pathological file?)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+
+def dedupe_by_time(events: list[tuple]) -> list[tuple]:
+    """Sort events by time and keep the last one at each time."""
+    by_time = {}
+    for ev in sorted(events, key=lambda e: e[0]):
+        by_time[ev[0]] = ev
+    return list(by_time.values())
+

@@ -1,0 +1,53 @@
+"""MIDI files (symusic): every guitar track, or the one track of a riff file whatever its program."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import symusic
+
+from guitarformer.music.guitar import BASS_PROGRAMS, BASS_TUNING, GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING
+from guitarformer.music.score import GuitarScore
+from guitarformer.readers.base import copy_timing, no_guitar, part_name
+
+
+def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
+    try:
+        src = symusic.Score(str(path))
+    except Exception as e:  # symusic raises RuntimeError/ValueError with terse messages
+        raise ValueError(f"{path.name}: not a readable MIDI file ({e})") from e
+    pitched = [t for t in src.tracks if not t.is_drum and len(t.notes)]
+    if tracks == "all":
+        keep = pitched
+    else:
+        keep = [
+            t for t in pitched
+            if t.program in GUITAR_PROGRAMS or (include_bass and t.program in BASS_PROGRAMS)
+        ]
+        # A riff file with one instrument is a guitar part whatever program it carries
+        # (exported riffs often sit on program 0), unless it is a bass we were told to leave out.
+        if not keep and len(pitched) == 1 and (include_bass or pitched[0].program not in BASS_PROGRAMS):
+            keep = pitched
+    if not keep:
+        raise no_guitar(len(src.tracks))
+
+    parts = []
+    for track in keep:
+        score = symusic.Score(src.ticks_per_quarter)
+        copy_timing(src, score)
+        track = track.copy()
+        is_bass = track.program in BASS_PROGRAMS
+        original_program = track.program
+        if tracks == "guitar" and not is_bass and track.program not in GUITAR_PROGRAMS:
+            track.program = GUITAR_PROGRAM  # the single-track riff kept above
+        track.notes.sort(key=lambda n: (n.time, n.pitch))
+        score.tracks.append(track)
+        parts.append(GuitarScore(
+            score=score,
+            tuning=BASS_TUNING if is_bass else STANDARD_TUNING,
+            name=part_name(path, track.name, len(keep)),
+            source_format="midi",
+            extra={"path": str(path), "track_name": track.name, "program": original_program},
+        ))
+    return parts
+

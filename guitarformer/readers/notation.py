@@ -1,0 +1,239 @@
+"""MusicXML and ABC through music21, and music21 scores in memory (the built-in corpus)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import music21
+import symusic
+from music21 import articulations, harmony, instrument, meter
+
+from guitarformer.errors import SkipFile
+from guitarformer.music.guitar import (
+    BASS_PROGRAMS,
+    BASS_TUNING,
+    GUITAR_PROGRAM,
+    GUITAR_PROGRAMS,
+    STANDARD_TUNING,
+    TPQ,
+    TUNINGS,
+)
+from guitarformer.music.score import GuitarScore
+from guitarformer.readers.base import DEFAULT_VELOCITY, TRACK_CHOICES, dedupe_by_time, new_score, no_guitar, time_limit
+
+M21_MAX_SECONDS = 120  # music21 is slow on big scores; a stuck parse is reported, not waited on
+
+
+def read_notation(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
+    if path.suffix.lower() in (".xml", ".musicxml"):
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        if b"<GPIF" in head:
+            raise SkipFile("Guitar Pro 6+ internal XML (GPIF) is not MusicXML; export as GP5, MusicXML or MIDI")
+        if b"score-partwise" not in head and b"score-timewise" not in head:
+            raise SkipFile("XML file is not MusicXML (no score-partwise/score-timewise root)")
+    fmt = "abc" if path.suffix.lower() == ".abc" else "musicxml"
+    try:
+        with time_limit(M21_MAX_SECONDS, path):
+            parsed = music21.converter.parse(str(path), format=fmt)
+    except TimeoutError:
+        raise
+    except Exception as e:
+        raise ValueError(f"{path.name}: music21 could not parse it as {fmt} ({type(e).__name__}: {e})") from e
+    scores = list(parsed.scores) if isinstance(parsed, music21.stream.Opus) else [parsed]
+    parts: list[GuitarScore] = []
+    n_parts = 0
+    for i, sc in enumerate(scores):
+        title = (sc.metadata.title if sc.metadata and sc.metadata.title else "") or ""
+        name = title or (f"{path.stem} #{i + 1}" if len(scores) > 1 else path.stem)
+        try:
+            got = from_music21(sc, name=name, tracks=tracks, include_bass=include_bass, source_format=fmt)
+        except SkipFile:
+            if len(scores) == 1:
+                raise
+            continue  # one non-guitar tune in an opus does not spoil the others
+        n_parts += len(sc.parts)
+        for gs in got:
+            gs.extra["path"] = str(path)
+        parts.extend(got)
+    if not parts:
+        raise no_guitar(n_parts)
+    return parts
+
+
+def _m21_role(part) -> str:
+    """'guitar', 'bass', 'drums' or 'other' for a music21 Part, from its instrument and name."""
+
+    inst = part.getInstrument(returnDefault=False)
+    names = " ".join(
+        str(x or "") for x in (part.partName, getattr(inst, "instrumentName", None), getattr(inst, "partName", None))
+    ).lower()
+    program = getattr(inst, "midiProgram", None)
+    if isinstance(inst, instrument.UnpitchedPercussion) or getattr(inst, "midiChannel", None) == 9:
+        return "drums"
+    if isinstance(inst, (instrument.ElectricBass, instrument.AcousticBass, instrument.FretlessBass)) or "bass" in names:
+        return "bass"
+    if isinstance(inst, instrument.Guitar) or "guitar" in names or "gtr" in names or "guit" in names:
+        return "guitar"
+    if program is not None and program in GUITAR_PROGRAMS:
+        return "guitar"
+    if program is not None and program in BASS_PROGRAMS:
+        return "bass"
+    return "other"
+
+
+def from_music21(
+    m21score,
+    name: str = "",
+    tracks: str = "guitar",
+    include_bass: bool = False,
+    source_format: str = "music21",
+) -> list[GuitarScore]:
+    """Guitar parts of a music21 Score (or a lone Part) as GuitarScores at TPQ=480.
+
+    Picks parts whose instrument is a guitar (or the only part); tracks="all" keeps every pitched
+    part. Pitches are sounding pitches: `toSoundingPitch()` applies the part's transposition when the
+    source encodes written pitch (MusicXML <transpose>). music21's Guitar instrument itself carries
+    no octave transposition, and MusicXML guitar parts normally encode sounding pitch (treble-8vb
+    clef, or TAB staves whose pitch = string tuning + fret), so no extra octave shift is applied.
+    Ties are merged (stripTies), chords become simultaneous notes, a note two voices share is kept
+    once (the longest), grace notes and chord symbols are dropped, repeats are not expanded.
+    """
+
+    if tracks not in TRACK_CHOICES:
+        raise ValueError(f"tracks must be one of {TRACK_CHOICES}, not {tracks!r}")
+    all_parts = list(m21score.parts) if hasattr(m21score, "parts") and len(m21score.parts) else [m21score]
+    roles = [_m21_role(p) for p in all_parts]
+    pitched = [(p, r) for p, r in zip(all_parts, roles) if r != "drums"]
+    if tracks == "all":
+        keep = pitched
+    else:
+        keep = [(p, r) for p, r in pitched if r == "guitar" or (include_bass and r == "bass")]
+        if not keep and len(pitched) == 1 and (include_bass or pitched[0][1] != "bass"):
+            keep = pitched
+    if not keep:
+        raise no_guitar(len(all_parts))
+
+    # Tempo map from the whole score (ABC and many MusicXML files put it in one part only).
+    tempos: list[tuple[int, float]] = []
+    try:
+        for start, _end, mm in m21score.metronomeMarkBoundaries():
+            qpm = mm.getQuarterBPM()
+            if qpm and qpm > 0:
+                tempos.append((round(float(start) * TPQ), float(qpm)))
+    except Exception:  # odd MetronomeMarks (text only) should not lose the notes
+        tempos = []
+    tempos = dedupe_by_time(tempos) or [(0, 120.0)]
+
+    out = []
+    for part, role in keep:
+        if part.atSoundingPitch is False or part.atSoundingPitch == "unknown":
+            part = part.toSoundingPitch(inPlace=False)
+        flat = part.flatten().stripTies(inPlace=False)
+        time_signatures = dedupe_by_time([
+            (round(float(ts.offset) * TPQ), int(ts.numerator), int(ts.denominator))
+            for ts in flat.getElementsByClass(meter.TimeSignature)
+        ])
+        raw = []
+        for el in flat.notes:
+            if isinstance(el, harmony.Harmony) or el.duration.isGrace:
+                continue  # chord symbols are annotations, not notes
+            start = round(float(el.offset) * TPQ)
+            dur = max(1, round(float(el.quarterLength) * TPQ))
+            vel = el.volume.velocity if el.volume is not None and el.volume.velocity else DEFAULT_VELOCITY
+            for midi, sf in _m21_pitches_with_frets(el):
+                if 0 <= midi <= 127:
+                    raw.append((start, midi, dur, int(vel), sf))
+        if not raw:
+            continue
+        # Two voices sharing a note (common in notation) would be two overlapping MIDI notes of one
+        # pitch; keep the longest.
+        longest: dict[tuple[int, int], tuple] = {}
+        for note in raw:
+            if note[:2] not in longest or note[2] > longest[note[:2]][2]:
+                longest[note[:2]] = note
+        raw = sorted(longest.values(), key=lambda n: n[:4])
+        is_bass = role == "bass"
+        tuning, frets = _tab_tuning_and_frets(raw, BASS_TUNING if is_bass else STANDARD_TUNING)
+        score = new_score(TPQ, tempos, time_signatures)
+        inst = part.getInstrument(returnDefault=False)
+        program = getattr(inst, "midiProgram", None)
+        if tracks == "guitar" and not is_bass and (program is None or program not in GUITAR_PROGRAMS):
+            program = GUITAR_PROGRAM
+        track = symusic.Track(str(part.partName or name or ""), int(program if program is not None else 0), False)
+        for start, pitch, dur, vel, _sf in raw:
+            track.notes.append(symusic.Note(start, dur, pitch, vel))
+        score.tracks.append(track)
+        part_label = str(part.partName or "")
+        out.append(GuitarScore(
+            score=score,
+            tuning=tuning,
+            frets=frets,
+            name=f"{name} [{part_label}]" if part_label and len(keep) > 1 else name,
+            source_format=source_format,
+            extra={"part_name": part_label},
+        ))
+    if not out:
+        raise SkipFile(f"guitar part(s) of {name or 'score'} hold no notes")
+    return out
+
+
+def _m21_pitches_with_frets(el) -> list[tuple[int, tuple[int, int] | None]]:
+    """(MIDI pitch, (string, fret) or None) for each pitch of a music21 note or chord. MusicXML TAB staves
+    (and tab-aware notation) carry <technical><string>/<fret>, which music21 keeps as articulations: on each
+    note of a chord, or gathered on the chord itself in note order."""
+
+    def pairs(arts) -> list[tuple[int, int]]:
+        """(string, fret) pairs in order; each pair's two marks may come in either order."""
+        out, st, fr = [], None, None
+        for a in arts:
+            if isinstance(a, articulations.StringIndication):
+                st = a.number
+            elif isinstance(a, articulations.FretIndication):
+                fr = a.number
+            if isinstance(st, int) and isinstance(fr, int):
+                out.append((st, fr))
+                st = fr = None
+        return out if all(s >= 1 and f >= 0 for s, f in out) else []
+
+    notes = list(getattr(el, "notes", ()))
+    if not notes:
+        own = pairs(getattr(el, "articulations", ()))
+        return [(int(p.midi), own[0] if len(own) == 1 else None) for p in getattr(el, "pitches", ())]
+    per_note = [pairs(getattr(n, "articulations", ())) for n in notes]
+    sfs = [p[0] if len(p) == 1 else None for p in per_note]
+    if all(sf is None for sf in sfs):
+        on_chord = pairs(getattr(el, "articulations", ()))
+        if len(on_chord) == len(notes):
+            sfs = list(on_chord)
+    return [(int(n.pitch.midi), sf) for n, sf in zip(notes, sfs)]
+
+
+def _tab_tuning_and_frets(raw: list[tuple], default: tuple[int, ...]
+                          ) -> tuple[tuple[int, ...], list[tuple[int, int]] | None]:
+    """Tuning and per-note (string, fret) from notes that carry them: string s sounds pitch - fret when open.
+    music21 does not keep MusicXML's <staff-tuning>, so each string's open pitch is the most common
+    pitch - fret over its notes (strings never played keep the default). Frets are kept only when every note
+    has one and they agree with that tuning (a capo is folded into the open pitches)."""
+    sfs = [n[4] for n in raw]
+    if not sfs or any(sf is None for sf in sfs):
+        return default, None
+    n_strings = max(len(default), max(sf[0] for sf in sfs))
+    if n_strings == len(default):
+        base = list(default)
+    elif n_strings == 7 and len(default) == 6:
+        base = list(TUNINGS["seven-string"])
+    else:
+        return default, None
+    votes: dict[int, Counter] = {}
+    for (_t, pitch, _d, _v, (st, fr)) in raw:
+        votes.setdefault(st, Counter())[pitch - fr] += 1
+    opens = {s: base[n_strings - s] for s in range(1, n_strings + 1)}  # base: lowest string first; tab: 1 = highest
+    for st, c in votes.items():
+        opens[st] = c.most_common(1)[0][0]
+    tuning = tuple(opens[s] for s in range(n_strings, 0, -1))
+    if any(pitch - fr != opens[st] for (_t, pitch, _d, _v, (st, fr)) in raw) or list(tuning) != sorted(tuning):
+        return default, None  # inconsistent fingering, or strings not ordered low to high: keep the pitches only
+    return tuning, list(sfs)
+

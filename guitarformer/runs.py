@@ -1,0 +1,60 @@
+"""Run directories: a new one per training run, the newest under ./runs, and loading one back for sampling."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from guitarformer.config import from_dict
+from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.errors import GuitarformerError
+from guitarformer.models import build_model
+from guitarformer.training.checkpoint import load_checkpoint
+
+
+def new_run_dir(base: str | Path = "runs") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    p = Path(base) / stamp
+    i = 1
+    while p.exists():
+        p = Path(base) / f"{stamp}-{i}"
+        i += 1
+    return p
+
+
+def newest_run(base: str | Path = "runs") -> Path:
+    base = Path(base)
+    runs = sorted((p for p in base.glob("*") if (p / "ckpt").is_dir() and any((p / "ckpt").glob("*.pt"))),
+                  key=lambda p: p.stat().st_mtime) if base.is_dir() else []
+    if not runs:
+        raise GuitarformerError(f"no trained run under {base}/", "train one with `guitarformer train`, or pass --run DIR / --checkpoint FILE")
+    return runs[-1]
+
+
+def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None, device: str = "cpu"):
+    """(model, tokenizer, cfg) from a run directory (best, else last checkpoint) or a checkpoint file."""
+    if checkpoint is None:
+        run_dir = Path(run) if run else newest_run()
+        ck = run_dir / "ckpt" / "best.pt"
+        if not ck.is_file():
+            ck = run_dir / "ckpt" / "last.pt"
+        if not ck.is_file():
+            raise GuitarformerError(f"run {run_dir} has no checkpoint (ckpt/best.pt or ckpt/last.pt)",
+                                    "train it first, or pass --checkpoint FILE")
+    else:
+        ck = Path(checkpoint)
+        run_dir = ck.parent.parent
+    state = load_checkpoint(ck)
+    cfg = from_dict(state["config"])
+    tok_path = run_dir / "tokenizer.json"
+    if not tok_path.is_file():
+        raise GuitarformerError(f"no tokenizer.json beside {ck}", "keep checkpoints inside their run directory (ckpt/..)")
+    tokenizer = load_tokenizer(tok_path)
+    model = build_model(cfg.model)
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError, TypeError) as e:
+        raise GuitarformerError(f"checkpoint {ck} does not match its own config ({str(e).splitlines()[0][:200]})",
+                                "use the checkpoint with the run directory (config.yaml) it was trained in") from None
+    model.to(device).eval()
+    return model, tokenizer, cfg

@@ -1,0 +1,95 @@
+"""Where a run runs: device, dtype (bf16 where the hardware has it), autocast, threads, DDP setup, peak FLOP/s."""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed
+import torch.distributed as dist
+
+from guitarformer.errors import GuitarformerError
+
+# Dense bf16 peak FLOP/s by device name, for model-FLOPs utilisation.
+PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40": 181e12, "A10": 125e12, "4090": 165e12, "3090": 71e12}
+
+
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device_pref: str) -> Dist:
+    """torchrun sets RANK/WORLD_SIZE: NCCL on CUDA, gloo on CPU (so DDP is testable without a GPU)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Dist()
+
+    use_cuda = torch.cuda.is_available() and device_pref in ("auto", "cuda")
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    d = Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    if use_cuda:
+        torch.cuda.set_device(d.local_rank)
+    return d
+
+
+def resolve_device(pref: str, dist: Dist | None = None) -> torch.device:
+    if pref == "auto":
+        if torch.cuda.is_available():
+            pref = "cuda"
+        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            pref = "mps"
+        else:
+            pref = "cpu"
+    if pref.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise GuitarformerError("--device cuda was asked for but CUDA is not available", "use --device cpu or auto")
+        if dist is not None and dist.world > 1:
+            return torch.device("cuda", dist.local_rank)
+    if pref == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise GuitarformerError("--device mps was asked for but MPS is not available", "use --device cpu or auto")
+    return torch.device(pref)
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True on CPUs with native bf16 matmul (AVX512-BF16 or AMX), where CPU autocast to bf16 pays off."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(pref: str, device: torch.device) -> torch.dtype:
+    """auto: bf16 on CUDA (fp16 + grad scaler where bf16 is missing), bf16 on CPUs with native bf16, else fp32."""
+    if pref == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device.type == "cpu" and cpu_has_fast_bf16():
+            return torch.bfloat16
+        return torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[pref]
+
+
+def autocast_ctx(device: torch.device, dtype: torch.dtype):
+    if dtype == torch.float32:
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def peak_flops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
