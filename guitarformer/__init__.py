@@ -1,5 +1,75 @@
-"""guitarformer: guitar music generation with Transformers (tabs and MIDI in, riffs out)."""
+"""guitarformer: guitar music generation with Transformers (tabs and MIDI in, riffs out).
+
+The public API, in the order the data flows::
+
+    import guitarformer as gf
+
+    parts = gf.read_guitar("song.gp5")                  # [GuitarScore]: one per guitar part
+    frets = gf.fret(parts[0].track.notes, parts[0].tuning)  # a (string, fret) per note, where the file has none
+    gf.write_ascii_tab(parts[0], "song.txt")            # also write_midi, write_gp5
+    model, tokenizer, cfg = gf.load_run("runs/20261122-101500")
+    riffs = gf.generate_riffs(model, tokenizer, cfg, num=4, seed=0, bars=8)
+    model = gf.build_model(cfg.model)                  # a fresh Decoder or EncoderDecoder
+    ids = gf.generate(model, [[1]], max_new_tokens=64)  # token ids, KV-cached
+
+Each name is imported on first use, so `import guitarformer` stays cheap (no torch until a model is needed).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-IGNORE_INDEX = -100
+IGNORE_INDEX = -100  # target id the loss skips (padding, the source half of a pair)
+
+_API = {
+    "GuitarScore": "guitarformer.music.score",
+    "Technique": "guitarformer.music.score",
+    "TUNINGS": "guitarformer.music.guitar",
+    "read_guitar": "guitarformer.readers",
+    "fret": "guitarformer.fretting",
+    "write_midi": "guitarformer.render.midi",
+    "write_ascii_tab": "guitarformer.render.ascii_tab",
+    "render_ascii_tab": "guitarformer.render.ascii_tab",
+    "write_gp5": "guitarformer.render.gp5",
+    "build_model": "guitarformer.models",
+    "load_run": "guitarformer.runs",
+    "generate": "guitarformer.generation.engine",
+    "generate_riffs": "guitarformer.generation.riffs",
+    "GuitarConstraint": "guitarformer.generation.constraint",
+    "load_config": "guitarformer.config",
+    "GuitarformerError": "guitarformer.errors",
+}
+
+__all__ = sorted(_API) + ["IGNORE_INDEX", "__version__"]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
+    from guitarformer.config import load_config
+    from guitarformer.errors import GuitarformerError
+    from guitarformer.fretting import fret
+    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.engine import generate
+    from guitarformer.generation.riffs import generate_riffs
+    from guitarformer.models import build_model
+    from guitarformer.music.guitar import TUNINGS
+    from guitarformer.music.score import GuitarScore, Technique
+    from guitarformer.readers import read_guitar
+    from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
+    from guitarformer.render.gp5 import write_gp5
+    from guitarformer.render.midi import write_midi
+    from guitarformer.runs import load_run
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'guitarformer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
