@@ -1,4 +1,9 @@
-"""miditok tokenizers: build from config, encode a GuitarScore to ids (BOS ... EOS), decode ids leniently."""
+"""miditok tokenizers: build from config, encode a GuitarScore to ids (BOS ... EOS), decode ids leniently.
+
+This module is the one place that touches miditok's private attributes (the tick tables the sampler's time
+state needs, the BPE model prepare trains): everything else calls the functions below. tests/test_tokenization.py
+fails loudly if a miditok upgrade changes them.
+"""
 
 from __future__ import annotations
 
@@ -86,3 +91,26 @@ def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo
     if tempo is not None:
         score.tempos = [symusic.Tempo(0, float(tempo))]
     return score
+
+
+# ---------------------------------------------------------------- miditok internals, wrapped
+
+
+def ticks_per_beat(tok: miditok.MusicTokenizer) -> dict[int, int]:
+    """Ticks per beat the tokenizer uses for each time-signature denominator (e.g. {2: 32, 4: 16, 8: 8})."""
+    return dict(tok._tpb_per_ts)
+
+
+def duration_ticks(tok: miditok.MusicTokenizer, tpb: int) -> dict[str, int]:
+    """Ticks of each Duration/TimeShift token value ("1.0.8") at `tpb` ticks per beat."""
+    return dict(tok._tpb_tokens_to_ticks[tpb])
+
+
+def ids_to_bpe_text(tok: miditok.MusicTokenizer, ids: list[int]) -> str:
+    """The base ids as the one-character-per-token string miditok's BPE model works on."""
+    return tok._ids_to_bytes(ids, as_one_str=True)
+
+
+def bpe_encode_pretokenized(tok: miditok.MusicTokenizer, pieces: list[list[str]]) -> list[list[int]]:
+    """BPE ids of each sequence given as pieces (bars) of `ids_to_bpe_text` strings, with a trained tokenizer."""
+    return [list(e.ids) for e in tok._model.encode_batch(pieces, is_pretokenized=True)]
