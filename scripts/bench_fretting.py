@@ -17,6 +17,7 @@ guitarformer.readers.
 from __future__ import annotations
 
 import argparse
+import json
 import hashlib
 import random
 import sys
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from guitarformer.fretting import DEFAULT_COSTS, DISTORTED_PROGRAMS, fingering_features, fret, fret_lowest, FretCosts  # noqa: E402
 from guitarformer.fretting import piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
-from guitarformer.fretting.costs import _N_FROM_FIRST, _PIECE0, N_FEATURES
+from guitarformer.fretting.costs import _N_FROM_FIRST, _PIECE0, N_FEATURES, WEIGHTS_FILE
 from guitarformer.fretting.notes import group_onsets as _group_onsets
 from guitarformer.fretting.viterbi import _decode, _piece_table
 
@@ -192,6 +193,14 @@ def nn_split(part: Part) -> bool:
     return hashlib.sha256(stem.encode()).digest()[1] % 8 == 0
 
 
+def save_weights(key_first: str, first: FretCosts, key_second: str, second: FretCosts) -> None:
+    """Write a refit into guitarformer/fretting/weights.json (the weights fret() loads), keeping the other entries."""
+    data = json.loads(WEIGHTS_FILE.read_text())
+    data[key_first], data[key_second] = first.vector().tolist(), second.vector().tolist()
+    WEIGHTS_FILE.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {key_first} and {key_second} to {WEIGHTS_FILE}", flush=True)
+
+
 def train_nn(parts: list[Part], epochs: int, out: Path, weights=(0.0, 0.5, 1.0, 1.5, 2.0, 3.0)) -> float:
     """Train guitarformer/fretting/string_model.py's string model on the fit half (less its validation eighth), save it to
     `out`, and return the nn_weight that scores best on that validation eighth."""
@@ -199,21 +208,21 @@ def train_nn(parts: list[Part], epochs: int, out: Path, weights=(0.0, 0.5, 1.0, 
 
     import torch
 
-    from guitarformer.fretting import string_model as fret_model
+    from guitarformer.fretting import string_model
 
     torch.set_num_threads(1)
     fit_parts = [p for p in parts if half(p) == 0]
     tr = [p for p in fit_parts if not nn_split(p)]
     va = [p for p in fit_parts if nn_split(p)]
-    fret_model.fit(tr, va, epochs=epochs, out=out)
-    fret_model.WEIGHTS = out
-    fret_model.load.cache_clear()
+    string_model.fit(tr, va, epochs=epochs, out=out)
+    string_model.WEIGHTS = out
+    string_model.load.cache_clear()
     best = (-1.0, 0.0)
     for w in weights:
         hit, n, _ = score(va, fret, costs=dataclasses.replace(DEFAULT_COSTS, nn_weight=w))
         print(f"nn_weight {w}: {hit / max(n, 1):.2%} on the validation eighth of the fit half ({n} notes)", flush=True)
         best = max(best, (hit / max(n, 1), w))
-    print(f"best nn_weight: {best[1]} (set FretCosts.nn_weight in guitarformer/tab.py)")
+    print(f"best nn_weight: {best[1]} (set FretCosts.nn_weight in guitarformer/fretting/costs.py)")
     return best[1]
 
 
@@ -294,23 +303,17 @@ def main() -> None:
         fit_parts = [p for p in gp if half(p) == 0 and PROGRAMS.get(p[0]) in DISTORTED_PROGRAMS]
         first = fit(fit_parts, 6, w0=DEFAULT_COSTS.first().vector())
         first = FretCosts.from_vector(np.round(first.vector(), 3), first_pass=None)
-        print("first-pass weights (paste into guitarformer/tab.py _DISTORTED_FIRST):")
-        print(first.vector().tolist())
         second = fit(fit_parts, 6, first=first, w0=DEFAULT_COSTS.vector())
         second = FretCosts.from_vector(np.round(second.vector(), 3), first_pass=tuple(first.vector()))
-        print("second-pass weights (paste into guitarformer/tab.py _DISTORTED):")
-        print(second.vector().tolist())
+        save_weights("distorted_first", first, "distorted_second", second)
         return
     if args.fit:
         fit_parts = [p for p in gp + tabs if half(p) == 0]
         first = fit(fit_parts, args.epochs)  # first pass: no piece terms
         first = FretCosts.from_vector(np.round(first.vector(), 3), first_pass=None)
-        print("first-pass weights (paste into guitarformer/tab.py _FIRST):")
-        print(first.vector().tolist())
         costs = fit(fit_parts, args.epochs, first=first)  # second pass, piece features from `first`
         costs = FretCosts.from_vector(np.round(costs.vector(), 3), first_pass=tuple(first.vector()))
-        print("second-pass weights (paste into guitarformer/tab.py _FITTED):")
-        print(costs.vector().tolist())
+        save_weights("first", first, "second", costs)
 
     rows = []
     for name, parts in (("Guitar Pro (gp3/4/5)", gp), ("classtab ASCII tabs", tabs)):
@@ -354,7 +357,7 @@ def write_doc(path: Path, rows, dist, n_gp, gp_bad, n_tab, tab_bad) -> None:
 Command (from the repository root, with the shared data checked out beside it):
 
     python scripts/bench_fretting.py               # scores, writes this file
-    python scripts/bench_fretting.py --fit         # refits both passes on the fit half, prints the table
+    python scripts/bench_fretting.py --fit         # refits both passes on the fit half into fretting/weights.json, prints the table
     python scripts/bench_fretting.py --train-nn    # trains the learned string model (guitarformer/fretting/string_model.pt)
     python scripts/bench_fretting.py --fit-distorted    # refits the distorted-guitar costs (programs 29-30)
     python scripts/bench_fretting.py --human-agreement  # how often two versions of one piece agree
@@ -366,7 +369,7 @@ same script on the same notes. Parts are de-duplicated by note content; ties, de
 Files read: {n_gp} GP files ({gp_bad} unreadable), {n_tab} ASCII tabs ({tab_bad} skipped/unreadable).
 
 Files are split in two halves by a hash of the file name without its extension (the GP test suites
-hold one song as .gp3/.gp4/.gp5; those copies stay in one half). The weights in `tab.py` and the learned
+hold one song as .gp3/.gp4/.gp5; those copies stay in one half). The weights in `guitarformer/fretting/weights.json` and the learned
 string model (`string_model.pt`) were fit on half 0 only; **half 1 is held out** and is the number to quote. Half-0 rows are in-sample.
 Held out, pooled over both sources: fret() **{pooled:.1%}**, lowest-fret {pooled_base:.1%}.
 
@@ -389,7 +392,7 @@ Transformer fretting model 81.6%, the lowest-fret rule 79.2%, Guitar Pro 8's own
 (assignments of its notes to distinct strings; the 16 cheapest by chord cost kept: the human fingering is
 among them for 100.0% of classtab onsets and 99.8% of GP onsets, so widening the beam cannot help). A
 fingering's cost is `FretCosts.vector() @ fingering_features(...)` plus two fixed terms (1000 per note left
-without a string, 50 for a chord spanning more than 5 frets). The features (`tab.py` names them) are counts:
+without a string, 50 for a chord spanning more than 5 frets). The features (`guitarformer/fretting/costs.py` names them) are counts:
 
 - per note: fret (0..24, one-hot), tab string (1..8), string x fret region (open, 1-4, 5-8, 9-12, 13+),
   string x fret (one-hot);
@@ -432,8 +435,8 @@ the tab in a given position, and leaves the fitted costs to choose within it.
 Weights are fit by an averaged structured perceptron (`--fit`: 3 epochs over 32-onset pieces of the half-0
 parts; the human fingering is added to the candidates; where the decoded fingering differs, weights move
 by 0.05 x (features(decoded) - features(human))), first for pass 1 (`_FIRST`), then, with pass-1 piece
-features computed by that pass-1 model on each whole part, for pass 2 (`_FITTED`). They ship as tables of
-numbers in `tab.py`, not as data. Tests check that each pass's Viterbi returns the brute-force minimum of
+features computed by that pass-1 model on each whole part, for pass 2 (`_FITTED`). They ship as data,
+`guitarformer/fretting/weights.json`, which `--fit` / `--fit-distorted` rewrite. Tests check that each pass's Viterbi returns the brute-force minimum of
 its cost on short lines (with the hand window switched off: it is path-dependent state that the Viterbi
 carries along the best path, so the DP is exact only without it; a second test checks the decoded cost
 with it is no worse than pass 1's or lowest-fret's and near the brute-force minimum). Two passes cost
@@ -517,7 +520,7 @@ last row in the second decimal.
 - Speed: two passes plus the new features take fret() from ~23k to ~9-11k notes/s on this machine
   (about 2.4x slower; the first pass of the new model alone runs at ~18-23k); the learned string model
   (the first call imports torch and loads it) takes that to ~7-8k notes/s on whole parts.
-- `--fit` starts the perceptron from the weights shipped in `tab.py` (as before), so a refit is not a
+- `--fit` starts the perceptron from the weights shipped in `weights.json` (as before), so a refit is not a
   from-scratch reproduction of them; the shipped tables came from one refit (pass 1, then pass 2) that
   started from the previous version's weights with the new features at 0.
 - Where the rest is: single notes are the weak spot (about 77% right vs 88-93% for onsets of 3-4 notes),
