@@ -86,7 +86,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
-    name: str = DEFAULT_CONFIG
+    name: str = "custom"  # the dataclass defaults are a base for every config, not the default preset (configs/decoder-small.yaml)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
