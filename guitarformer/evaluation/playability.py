@@ -9,6 +9,7 @@ import numpy as np
 
 from guitarformer.evaluation.features import Piece
 from guitarformer.fretting import UNPLAYABLE, fret
+from guitarformer.music.guitar import TPQ
 
 
 def _onset_groups(p: Piece, frets: Sequence[tuple[int, int]]) -> list[list[int]]:
@@ -26,7 +27,7 @@ def playability(pieces: Sequence[Piece], max_span: int = 4, window: int = 4) -> 
     notes = placed = chords = ok_chords = shifts = 0
     bars = 0.0
     for p in pieces:
-        ticks = [(int(round(o * 480)), max(1, int(round(d * 480))), int(x)) for o, d, x in
+        ticks = [(int(round(o * TPQ)), max(1, int(round(d * TPQ))), int(x)) for o, d, x in
                  zip(p.onset, p.duration, p.pitch)]
         fr = fret(ticks, p.tuning, p.capo, program=p.program)
         notes += len(fr)
@@ -57,7 +58,7 @@ def fingering_agreement(pieces: Sequence[Piece]) -> dict[str, float]:
     for p in pieces:
         if not p.frets or len(p.frets) != len(p.pitch):
             continue
-        ticks = [(int(round(o * 480)), max(1, int(round(d * 480))), int(x)) for o, d, x in
+        ticks = [(int(round(o * TPQ)), max(1, int(round(d * TPQ))), int(x)) for o, d, x in
                  zip(p.onset, p.duration, p.pitch)]
         ours = fret(ticks, p.tuning, p.capo, program=p.program)
         files += 1
