@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 import miditok
 import symusic
 
+from guitarformer.data.tab_tokens import TabREMI, decode_tab, encode_tab, is_tab_tokenizer
+from guitarformer.music.score import GuitarScore
+
 if TYPE_CHECKING:
     from guitarformer.config import DataConfig
-    from guitarformer.music.score import GuitarScore
 
 TOKENIZERS = {
+    "TabREMI": TabREMI,  # REMI + each note's string and techniques (data/tab_tokens.py)
     "REMI": miditok.REMI,
     "TSD": miditok.TSD,
     "MIDILike": miditok.MIDILike,
@@ -35,7 +38,7 @@ def tokenizer_params(cfg: "DataConfig") -> dict[str, Any]:
         pitch_range=PITCH_RANGE,
         num_velocities=cfg.num_velocities,
         use_tempos=cfg.use_tempos,
-        use_time_signatures=cfg.use_time_signatures and cfg.tokenizer in ("REMI", "TSD", "MIDILike"),
+        use_time_signatures=cfg.use_time_signatures and cfg.tokenizer in ("REMI", "TabREMI", "TSD", "MIDILike"),
         time_signature_range=TIME_SIGNATURES,
         use_programs=False,
         special_tokens=["PAD", "BOS", "EOS", "MASK"],
@@ -65,12 +68,23 @@ def bar_ids(tok: miditok.MusicTokenizer) -> list[int]:
 
 
 def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_eos: bool = True) -> list[int]:
-    """Token ids of one guitar part, BOS ... EOS (no BPE applied when the tokenizer is untrained)."""
+    """Token ids of one guitar part, BOS ... EOS (no BPE applied when the tokenizer is untrained).
+
+    A tab tokenizer (TabREMI) needs a GuitarScore with `frets` (the source's, or `fretting.fret()`'s)."""
     score = gs if isinstance(gs, symusic.Score) else gs.score
-    seq = tok.encode(score)
+    tab = is_tab_tokenizer(tok)
+    if tab and not isinstance(gs, GuitarScore):
+        raise TypeError("a tab tokenizer encodes a GuitarScore with frets, not a bare symusic Score")
+    seq = tok.encode(score, encode_ids=not tab)
     if isinstance(seq, list):  # one TokSequence per track; a GuitarScore holds one track
         seq = seq[0] if seq else None
     ids = list(seq.ids) if seq is not None else []
+    if tab and ids:
+        ids = encode_tab(tok, gs, ids)
+        if tok.is_trained:  # BPE merges the full tab stream, strings and techniques included
+            tab_seq = miditok.TokSequence(ids=ids)
+            tok.encode_token_ids(tab_seq)
+            ids = list(tab_seq.ids)
     if bos_eos:
         sp = special_ids(tok)
         ids = [sp["bos"], *ids, sp["eos"]]
@@ -91,6 +105,48 @@ def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo
     if tempo is not None:
         score.tempos = [symusic.Tempo(0, float(tempo))]
     return score
+
+
+def decode_guitar(tok: miditok.MusicTokenizer, ids: list[int], tuning: tuple[int, ...], capo: int = 0,
+                  program: int = 25, tempo: float | None = None, name: str = "") -> GuitarScore:
+    """Ids -> GuitarScore. With a tab tokenizer the part keeps the strings and techniques the tokens carry
+    (frets from pitch, string and tuning; a string the tuning lacks, or a pitch below it, is left for
+    `fretting.fret()` to place: `frets` is None then); otherwise only pitches (frets None)."""
+    if not is_tab_tokenizer(tok):
+        return GuitarScore(score=decode(tok, ids, program, tempo), tuning=tuple(tuning), capo=capo, name=name,
+                           source_format="generated")
+    sp = special_ids(tok)
+    drop = {sp["pad"], sp["bos"], sp["eos"], tok["MASK_None"]}
+    clean = [int(i) for i in ids if int(i) not in drop and 0 <= int(i) < len(tok)]
+    if tok.is_trained:
+        clean = _bpe_decode(tok, clean)
+    score, strings, techs = decode_tab(tok, clean)
+    if not score.tracks:
+        score.tracks.append(symusic.Track(program=program))
+    track = score.tracks[0]
+    track.program, track.is_drum = program, False
+    if tempo is not None:
+        score.tempos = [symusic.Tempo(0, float(tempo))]
+    n = len(tuning)
+    frets: list[tuple[int, int]] | None = []
+    for note, s in zip(track.notes, strings):
+        f = note.pitch - tuning[n - s] - capo if 1 <= s <= n else -1
+        if f < 0:
+            frets = None
+            break
+        frets.append((s, f))
+    if frets is not None and len(frets) != len(track.notes):
+        frets = None
+    return GuitarScore(score=score, tuning=tuple(tuning), capo=capo, frets=frets,
+                       techniques=techs if len(techs) == len(track.notes) else None, name=name,
+                       source_format="generated")
+
+
+def _bpe_decode(tok: miditok.MusicTokenizer, ids: list[int]) -> list[int]:
+    """Base ids of BPE ids (a trained tokenizer)."""
+    seq = miditok.TokSequence(ids=ids, are_ids_encoded=True)
+    tok.decode_token_ids(seq)
+    return list(seq.ids)
 
 
 # ---------------------------------------------------------------- miditok internals, wrapped

@@ -1,0 +1,159 @@
+"""Tab-native tokens (TabREMI): each note's string and techniques survive file -> tokens -> GuitarScore."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter
+from pathlib import Path
+
+import miditok
+import pytest
+import symusic
+
+from guitarformer.config import DataConfig
+from guitarformer.data.tab_tokens import TabREMI, canonical, technique_of, technique_tokens
+from guitarformer.data.tokenization import build_tokenizer, decode, decode_guitar, encode, load_tokenizer
+from guitarformer.fretting import fret
+from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.readers import read_guitar
+
+FIX = Path(__file__).parent / "fixtures"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "guitar"
+
+
+@pytest.fixture(scope="module")
+def tok() -> TabREMI:
+    t = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    assert isinstance(t, TabREMI)
+    return t
+
+
+def fretted(gs: GuitarScore) -> GuitarScore:
+    if gs.frets is None:
+        gs.frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
+    return gs
+
+
+def round_trip(tok, gs: GuitarScore) -> tuple[GuitarScore, list[int]]:
+    ids = encode(tok, gs)
+    back = decode_guitar(tok, ids, gs.tuning, gs.capo, gs.track.program)
+    return back, ids
+
+
+def multiset(gs: GuitarScore) -> Counter:
+    techs = gs.techniques or [PLAIN] * len(gs.track.notes)
+    return Counter((n.pitch, s, f, canonical(t)) for n, (s, f), t in zip(gs.track.notes, gs.frets, techs))
+
+
+@pytest.mark.parametrize("name", ["io/drop_d_capo.gp5", "io/drop_d_capo.gp3", "tabs/riff.txt", "tabs/drop_d.txt",
+                                  "tabs/seven_string.txt", "io/band.mid", "io/tab_drop_d.musicxml"])
+def test_fixture_round_trip_is_exact(tok, name):
+    gs = fretted(read_guitar(FIX / name)[0])
+    back, ids = round_trip(tok, gs)
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
+    # the notes are exactly what plain REMI gives (no note lost to a token between Pitch and Duration)
+    remi = build_tokenizer(DataConfig())
+    plain = decode(remi, encode(remi, gs.score))
+    assert [(n.time, n.duration, n.pitch) for n in back.track.notes] == \
+        [(n.time, n.duration, n.pitch) for n in plain.tracks[0].notes]
+    assert back.frets is not None and multiset(back) == multiset(gs)
+
+
+def _with_techniques() -> GuitarScore:
+    techs = [Technique(bend=((0, 0), (0.5, 4), (1, 0))), Technique(hammer=True), Technique(palm_mute=True),
+             Technique(dead=True), Technique(slide_in="below", slide_out="shift"), Technique(harmonic="natural"),
+             Technique(vibrato=True, let_ring=True), Technique(ghost=True, tap=True), Technique(bend=((0, 0), (1, 2))),
+             PLAIN, Technique(slide_out="down"), Technique(harmonic="pinch", palm_mute=True)]
+    score = symusic.Score(480)
+    score.tempos.append(symusic.Tempo(0, 120))
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=29)
+    frets = []
+    for i, _t in enumerate(techs):
+        s, f = 1 + i % 6, 2 + i % 5
+        tr.notes.append(symusic.Note(i * 240, 240, STANDARD_TUNING[6 - s] + f, 90))
+        frets.append((s, f))
+    score.tracks.append(tr)
+    return GuitarScore(score=score, frets=frets, techniques=techs)
+
+
+def test_every_technique_round_trips(tok):
+    gs = _with_techniques()
+    back, ids = round_trip(tok, gs)
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
+    assert back.techniques == [canonical(t) for t in gs.techniques]
+    assert back.techniques[0].release and back.techniques[0].bend[1][1] == 4 and not back.techniques[8].release
+    assert multiset(back) == multiset(gs)
+
+
+def test_technique_tokens_are_canonical():
+    for t in _with_techniques().techniques:
+        assert technique_tokens(technique_of(technique_tokens(t))) == technique_tokens(t)
+    assert technique_tokens(PLAIN) == [] and technique_of([]) == PLAIN
+
+
+def test_save_load_and_grammar(tok, tmp_path):
+    tok.save(tmp_path / "tokenizer.json")
+    again = load_tokenizer(tmp_path / "tokenizer.json")
+    assert isinstance(again, TabREMI) and again.vocab == tok.vocab
+    g = again.tokens_types_graph
+    assert g["Duration"] - {"EOS", "PAD", "MASK"} == {"String"}  # miditok lets special tokens follow anything
+    assert "Tech" in g["String"] and "Pitch" in g["Tech"] and "Bend" not in g["Tech"]
+    bad = [tok["Bar_None"], tok["Position_0"], tok["Pitch_60"], tok["Velocity_79"], tok["Duration_1.0.8"],
+           tok["Pitch_64"]]  # a note without its String
+    assert tok.tokens_errors(miditok.TokSequence(ids=bad)) > 0
+
+
+def test_bpe_on_tab_tokens(tmp_path):
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    parts = [fretted(read_guitar(FIX / n)[0]) for n in ("tabs/riff.txt", "tabs/drop_d.txt", "io/drop_d_capo.gp5")]
+    seqs = [encode(tok, gs) for gs in parts]
+    from guitarformer.data.prepare import train_bpe
+
+    split = {"train": [list(s) for s in seqs * 4]}
+    train_bpe(tok, split, len(tok) + 20)
+    assert tok.is_trained
+    for gs in parts:
+        back, ids = round_trip(tok, gs)
+        assert multiset(back) == multiset(gs)
+
+
+def test_tuning_decides_the_frets(tok):
+    gs = fretted(read_guitar(FIX / "tabs" / "drop_d.txt")[0])
+    assert gs.tuning == TUNINGS["drop-d"]
+    ids = encode(tok, gs)
+    back = decode_guitar(tok, ids, gs.tuning)
+    assert back.frets == [f for _, f in sorted(zip([(n.time, n.pitch) for n in gs.track.notes], gs.frets))] or \
+        Counter(back.frets) == Counter(gs.frets)
+    # a tuning whose strings cannot hold the pitches leaves the fingering to fret()
+    low = decode_guitar(tok, ids, tuple(p + 12 for p in gs.tuning))
+    assert low.frets is None and len(low.track.notes) == len(back.track.notes)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/guitar is absent")
+def test_round_trip_over_real_tabs(tok):
+    """At least 99% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
+    files = sorted(p for p in SHARED.rglob("*") if p.suffix.lower() in (".gp3", ".gp4", ".gp5", ".txt")
+                   and "classtab" not in p.parts[:-3])
+    files += sorted((SHARED / "classtab" / "app" / "tabs").glob("*.txt"))
+    random.Random(0).shuffle(files)
+    total = same = parts = 0
+    for f in files[:150]:
+        try:
+            read = read_guitar(f)
+        except Exception:
+            continue
+        for gs in read:
+            if not gs.frets or len(gs.track.notes) < 2:
+                continue
+            parts += 1
+            back, _ = round_trip(tok, gs)
+            want = multiset(dataclasses.replace(gs))
+            got = multiset(back) if back.frets is not None else Counter()
+            total += sum(want.values())
+            same += sum((want & got).values())
+    assert parts > 20 and total > 1000
+    print(f"tab tokens round trip: {same}/{total} notes ({same / total:.2%}) in {parts} parts")
+    assert same / total >= 0.99, f"{same}/{total} notes kept string, fret and technique"
