@@ -10,12 +10,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import symusic
-from music21 import converter, corpus, harmony, meter, stream, tempo
+from music21 import converter, corpus, stream, tempo
 from tqdm import tqdm
 
 from guitarformer.data.prepare import reader_hash, prepare
 from guitarformer.data.tokenization import tokenizer_params
+from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ
+from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
 CORPUS_VERSION = "fiddle-v2"  # v2: sounding an octave below the written fiddle pitch, as guitarists play them
@@ -53,7 +55,7 @@ def source_files() -> list[Path]:
 
 
 def _tempo_of(score) -> float:
-
+    """The first metronome mark in 30-300 BPM (the tunes carry at most one), else 120."""
     for mm in score.recurse().getElementsByClass(tempo.MetronomeMark):
         try:
             bpm = mm.getQuarterBPM()
@@ -77,48 +79,47 @@ def _fit_to_guitar(pitches: list[int]) -> int | None:
     return None
 
 
-def tune_to_score(m21score):
-    """A music21 tune -> symusic Score with one steel-string guitar track (or None when it has no notes)."""
-
-    flat = m21score.flatten()
-    flat.stripTies(inPlace=True)  # the copying default costs as much as expanding the repeats
-    notes = []
-    for el in flat.notes:
-        if isinstance(el, harmony.ChordSymbol):  # chord names above the staff, not played notes
-            continue
-        dur = float(el.quarterLength)
-        if dur <= 0:  # grace notes carry no time of their own
-            continue
-        start = int(round(float(el.offset) * TPQ))
-        length = max(1, int(round(dur * TPQ)))
-        for p in getattr(el, "pitches", ()):
-            notes.append((start, length, int(p.midi)))
-    if not notes:
-        return None, "no notes"
-    shift = _fit_to_guitar([n[2] for n in notes])
-    if shift is None:
-        return None, "range wider than the guitar's"
-
-    score = symusic.Score(TPQ)
-    score.tempos.append(symusic.Tempo(0, _tempo_of(m21score)))
+def _corpus_time_signatures(score: symusic.Score) -> list[tuple[int, int, int]]:
+    """The tune's time signatures the tokenizer can express, the first moved to tick 0 (a pickup bar's
+    signature would otherwise start the tune in 1/16)."""
     last_ts: dict[int, tuple[int, int]] = {}
-    for ts in flat.getElementsByClass(meter.TimeSignature):
-        key = (int(ts.numerator), int(ts.denominator))
-        if key in SUPPORTED_TS:
-            last_ts[int(round(float(ts.offset) * TPQ))] = key
+    for ts in score.time_signatures:
+        if (ts.numerator, ts.denominator) in SUPPORTED_TS:
+            last_ts[int(ts.time)] = (ts.numerator, ts.denominator)
     if not last_ts:
         last_ts[0] = (4, 4)
     first = min(last_ts)
-    if first != 0:  # pickup bars: let the first real signature start at zero
+    if first != 0:
         last_ts[0] = last_ts.pop(first)
-    prev = None
+    out, prev = [], None
     for t in sorted(last_ts):
         if last_ts[t] != prev:
-            score.time_signatures.append(symusic.TimeSignature(t, *last_ts[t]))
+            out.append((t, *last_ts[t]))
             prev = last_ts[t]
+    return out
+
+
+def tune_to_score(m21score) -> tuple[symusic.Score | None, str | None]:
+    """A music21 tune -> (symusic Score with one steel-string guitar track, None), or (None, reason).
+
+    The tune is read by the same `from_music21` users' MusicXML/ABC files go through; the corpus then adds its
+    own policy: an octave below the written pitch (see `_fit_to_guitar`), one tempo, the signatures the
+    tokenizer expresses, and no dynamics."""
+    try:
+        gs = from_music21(m21score, name="Guitar", source_format="abc")[0]
+    except SkipFile:
+        return None, "no notes"
+    notes = list(gs.track.notes)
+    shift = _fit_to_guitar([n.pitch for n in notes])
+    if shift is None:
+        return None, "range wider than the guitar's"
+    score = symusic.Score(TPQ)
+    score.tempos.append(symusic.Tempo(0, _tempo_of(m21score)))
+    for t, num, den in _corpus_time_signatures(gs.score):
+        score.time_signatures.append(symusic.TimeSignature(t, num, den))
     track = symusic.Track(name="Guitar", program=GUITAR_PROGRAM, is_drum=False)
-    for start, length, pitch in sorted(notes):
-        track.notes.append(symusic.Note(start, length, pitch + shift, VELOCITY))
+    for n in sorted(notes, key=lambda n: (n.time, n.duration, n.pitch)):
+        track.notes.append(symusic.Note(n.time, n.duration, n.pitch + shift, VELOCITY))
     score.tracks.append(track)
     return score, None
 
