@@ -16,7 +16,7 @@ from guitarformer.data.tab_tokens import TabREMI, canonical, technique_of, techn
 from guitarformer.data.tokenization import build_tokenizer, decode, decode_guitar, encode, load_tokenizer
 from guitarformer.fretting import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
-from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 from guitarformer.readers import read_guitar
 
 FIX = Path(__file__).parent / "fixtures"
@@ -128,8 +128,19 @@ def test_tuning_decides_the_frets(tok):
     assert back.frets == [f for _, f in sorted(zip([(n.time, n.pitch) for n in gs.track.notes], gs.frets))] or \
         Counter(back.frets) == Counter(gs.frets)
     # a tuning whose strings cannot hold the pitches leaves the fingering to fret()
-    low = decode_guitar(tok, ids, tuple(p + 12 for p in gs.tuning))
+    low = decode_guitar(tok, ids, tuple(p + 30 for p in gs.tuning))
     assert low.frets is None and len(low.track.notes) == len(back.track.notes)
+
+
+def test_unplayable_notes_stay_unplayable(tok):
+    gs = fretted(read_guitar(FIX / "tabs" / "riff.txt")[0])
+    gs.score.tracks[0].notes.append(symusic.Note(0, 240, 30, 90))  # F#1: below a guitar's low E
+    gs.track.notes.sort(key=lambda n: (n.time, n.pitch))
+    gs.frets = fret(gs.track.notes, gs.tuning)
+    assert UNPLAYABLE in gs.frets
+    back, ids = round_trip(tok, gs)
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
+    assert multiset(back) == multiset(gs)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/guitar is absent")

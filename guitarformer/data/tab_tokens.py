@@ -166,8 +166,10 @@ def encode_tab(tok: TabREMI, gs: GuitarScore, base_ids: list[int]) -> list[int]:
         if toks[j].startswith("Duration_") and j >= 2 and toks[j - 2].startswith("Pitch_") and k < len(dnotes):
             n = dnotes[k]
             k += 1
-            cands = keys.get((round(n.time * per_key_tick), n.pitch)) or [(_lowest_fret_string(gs, n.pitch), PLAIN)]
+            cands = keys.get((round(n.time * per_key_tick), n.pitch)) or [(0, PLAIN)]
             string, tech = cands.pop(0) if len(cands) > 1 else cands[0]
+            if not 1 <= string <= min(MAX_STRINGS, len(gs.tuning)):  # unplayable or unknown: the nearest string
+                string = _lowest_fret_string(gs, n.pitch)
             out.append(tok[f"String_{string}"])
             out += [tok[t] for t in technique_tokens(tech)]
     return out

@@ -15,7 +15,8 @@ import miditok
 import symusic
 
 from guitarformer.data.tab_tokens import TabREMI, decode_tab, encode_tab, is_tab_tokenizer
-from guitarformer.music.score import GuitarScore
+from guitarformer.music.guitar import MAX_FRET
+from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
 if TYPE_CHECKING:
     from guitarformer.config import DataConfig
@@ -110,8 +111,8 @@ def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo
 def decode_guitar(tok: miditok.MusicTokenizer, ids: list[int], tuning: tuple[int, ...], capo: int = 0,
                   program: int = 25, tempo: float | None = None, name: str = "") -> GuitarScore:
     """Ids -> GuitarScore. With a tab tokenizer the part keeps the strings and techniques the tokens carry
-    (frets from pitch, string and tuning; a string the tuning lacks, or a pitch below it, is left for
-    `fretting.fret()` to place: `frets` is None then); otherwise only pitches (frets None)."""
+    (frets from pitch, string and tuning; a note its string cannot play in this tuning is UNPLAYABLE, and
+    `frets` is None when no note fits, for `fretting.fret()` to place); otherwise only pitches (frets None)."""
     if not is_tab_tokenizer(tok):
         return GuitarScore(score=decode(tok, ids, program, tempo), tuning=tuple(tuning), capo=capo, name=name,
                            source_format="generated")
@@ -131,12 +132,9 @@ def decode_guitar(tok: miditok.MusicTokenizer, ids: list[int], tuning: tuple[int
     frets: list[tuple[int, int]] | None = []
     for note, s in zip(track.notes, strings):
         f = note.pitch - tuning[n - s] - capo if 1 <= s <= n else -1
-        if f < 0:
-            frets = None
-            break
-        frets.append((s, f))
-    if frets is not None and len(frets) != len(track.notes):
-        frets = None
+        frets.append((s, f) if 0 <= f <= MAX_FRET else UNPLAYABLE)
+    if len(frets) != len(track.notes) or all(f == UNPLAYABLE for f in frets):
+        frets = None  # not this tuning's tab: fret() places the notes
     return GuitarScore(score=score, tuning=tuple(tuning), capo=capo, frets=frets,
                        techniques=techs if len(techs) == len(track.notes) else None, name=name,
                        source_format="generated")

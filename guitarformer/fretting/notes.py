@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-UNPLAYABLE: tuple[int, int] = (-1, -1)  # the (string, fret) of a note no string can take
+from guitarformer.music.score import UNPLAYABLE
+
+__all__ = ["UNPLAYABLE", "group_onsets", "note_tuple"]
 
 
 def note_tuple(n: Any) -> tuple[int, int, int]:

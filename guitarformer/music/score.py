@@ -41,6 +41,7 @@ class Technique:
 
 
 PLAIN = Technique()  # a note played plainly
+UNPLAYABLE: tuple[int, int] = (-1, -1)  # the (string, fret) of a note no string of the tuning can take
 
 
 @dataclass
