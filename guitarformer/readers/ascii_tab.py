@@ -3,7 +3,8 @@
 What is understood:
 - staves of 6 or 7 consecutive tab lines ("e|--0--3-|", "E:---", "|---" or no label at all); 4- and
   5-line staves (bass, mandolin, ukulele) make the file a `SkipFile`, as does text without any staff;
-- tuning from the line labels (pitch class per line; the octave is the one nearest the standard tuning,
+- tuning from the line labels (exact where every label has its octave, "E4" as guitarformer writes them; else
+  the pitch class per line, the octave the one nearest the standard tuning,
   so "D" on the bottom line is drop D, lowered by octaves where needed so open strings rise from low to high:
   "A" on the bottom line under an "A" line is a low A1), else from a "tuning ..." / "drop D" / "6=D" text line; "capo N";
 - bar lines, many staves per file (concatenated in time; lyrics, chord names and text between staves
@@ -21,9 +22,10 @@ What is understood:
   pitch, listed in `extra["harmonics"]` (note indices) since their string/fret names a node, not a fretted pitch.
 
 Rhythm: tab has none, so onsets come from column positions. Each bar is stretched so the file's median
-bar width is one 4/4 bar (a bar twice as wide lasts two bars' time); without bar lines one column is a
-16th note. A note lasts until the next onset, or, when '=' follow it (classtab's "note held": "0====", also across a
-bar line), until the column after the last '='. Tempo is 120 unless the text says "tempo"/"bpm".
+bar width is one bar of the time signature the text states ("time sig: 3/8"; else 4/4): a bar about as wide
+or wider lasts a whole number of bars (twice as wide: two bars' time), a narrower one whole beats; a short bar before a full one is a pickup (at the start, or after a repeat)
+and ends on a bar line of the meter, so the score's bar lines fall where the tab has them. Without bar lines one column is a 16th note. A note lasts until the next onset, or, when '=' follow it (classtab's "note held": "0====", also across a
+bar line), until the column after the last '='. Tempo is 120 unless the text says "tempo"/"bpm" (in the beat it names: "120 bpm (eighth beats)" is 60).
 """
 
 from __future__ import annotations
@@ -39,18 +41,30 @@ from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING,
 from guitarformer.music.score import GuitarScore
 
 _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
-_LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?)?\s*:?\s*(?=[|\-\[])")
+# "e", "F#", "E4|" (an octave only right before the bar line: "C2----" is a barre mark, not a string)
+_LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?(?:[0-8](?=\s*\|))?)?\s*:?\s*(?=[|\-\[])")
 _TAB_CHARS = set("-|0123456789=*o:")  # "=" sustain and "*"/"o" repeat dots in classtab
 _NOTE_NAME = r"[A-Ga-g](?:#|b)?"
+# "time sig: 3/8", "Time Signature - 6/8", "Time: 3/4" (the header guitarformer writes)
+_TIME_SIG = re.compile(r"\btime(?:[ -]*sig(?:nature)?\.?)?\s*[:=-]?\s*(\d{1,2})\s*/\s*(\d{1,2})\b"
+                       r"|\b(\d{1,2})/(\d{1,2})\s+time\b", re.I)  # ... or "2/4 time"
 
 
 def _pitch_class(name: str) -> int:
     pc = _PC[name[0].upper()]
-    if name[1:] in ("#", "♯"):
+    accidental = name[1:].rstrip("0123456789")
+    if accidental in ("#", "♯"):
         pc += 1
-    elif name[1:] in ("b", "♭"):
+    elif accidental in ("b", "♭"):
         pc -= 1
     return pc % 12
+
+
+def _label_pitch(name: str) -> int | None:
+    """The open string's MIDI pitch from a label with an octave ("E4" 64, "D2" 38, as guitarformer writes them)."""
+    if not name[-1].isdigit():
+        return None
+    return 12 * (int(name[-1]) + 1) + _pitch_class(name)
 
 
 def _tuning_from_classes(pcs_low_first: list[int]) -> tuple[int, ...]:
@@ -322,8 +336,10 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     text_tuning = _text_tuning(text if len(part_marks) == 1 else "\n".join(ln for ln, ms in zip(lines, marks) if not ms), n)
     m = re.search(r"\bcapo\b\D{0,12}(\d{1,2})", text, re.I)
     capo = int(m.group(1)) if m and int(m.group(1)) <= 12 else 0
-    m = re.search(r"(?:tempo|bpm|♩\s*=)\D{0,6}(\d{2,3})", text, re.I)
-    qpm = float(m.group(1)) if m and 30 <= int(m.group(1)) <= 300 else 120.0
+    qpm = _text_tempo(text)
+    m = _TIME_SIG.search(text)
+    sig = [int(x) for x in m.groups() if x] if m else []
+    meter = (sig[0], sig[1]) if sig and 1 <= sig[0] <= 16 and sig[1] in (2, 4, 8) else (4, 4)
 
     # Per staff: notes (col, line index 0 = highest string, fret) and bar columns (from the line
     # most of the staff agrees on).
@@ -361,13 +377,15 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
         tuning = None
         for k in mine:
             if all(guitar[k][1]):
-                tuning = _tuning_from_classes([_pitch_class(x) for x in guitar[k][1][::-1]])
+                exact = [_label_pitch(x) for x in guitar[k][1][::-1]]
+                tuning = (tuple(exact) if None not in exact and exact == sorted(exact)
+                          else _tuning_from_classes([_pitch_class(x) for x in guitar[k][1][::-1]]))
                 break
         if tuning is None and mark is not None and len(part_marks) > 1:
             tuning = _part_tuning(lines, marks, mark, n)
         if tuning is None:
             tuning = text_tuning or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
-        gs = _part_score(path, [parsed[k] for k in mine], typical, tuning, capo, qpm, n)
+        gs = _part_score(path, [parsed[k] for k in mine], typical, tuning, capo, qpm, n, meter)
         if gs is None:
             continue
         gs.name = title if len(part_marks) == 1 else f"{title} (guitar {mark or v + 1})"[:96]
@@ -376,6 +394,22 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     if not out:
         raise SkipFile("tab staves hold no fret numbers")
     return out
+
+
+# Beats a text's tempo may count, in quarter notes: "120 bpm (eighth beats)" is 60 quarter notes a minute.
+_BEAT = re.compile(r"dotted quarter|dotted half|dotted eighth|eighth|quarter|half", re.I)
+_BEAT_QUARTERS = {"dotted quarter": 1.5, "dotted half": 3.0, "dotted eighth": 0.75, "eighth": 0.5, "quarter": 1.0,
+                  "half": 2.0}
+
+
+def _text_tempo(text: str) -> float:
+    """Quarter notes per minute from "tempo: 100", "bpm 90", "♩=72" or "120 bpm", counted in the beat the text
+    names next to it ("120 bpm (eighth beats)", "tempo: (eighth note) 150 bpm"); 120 when it says none."""
+    m = re.search(r"(?:tempo|bpm|♩\s*=)\D{0,6}(\d{2,3})", text, re.I) or re.search(r"(\d{2,3})\s*bpm", text, re.I)
+    if not m or not 30 <= int(m.group(1)) <= 300:
+        return 120.0
+    beat = _BEAT.search(text[m.end():m.end() + 30]) or _BEAT.search(text[max(0, m.start() - 20):m.start()])
+    return float(m.group(1)) * (_BEAT_QUARTERS[beat.group(0).lower()] if beat else 1.0)
 
 
 def _title(lines: list[str], fallback: str) -> str:
@@ -391,29 +425,51 @@ def _title(lines: list[str], fallback: str) -> str:
     return fallback
 
 
-def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: int) -> GuitarScore | None:
+def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: int,
+                meter: tuple[int, int] = (4, 4)) -> GuitarScore | None:
     """One guitar's staves (parsed notes and bar segments), concatenated in time, as a GuitarScore; None if
-    they hold no note."""
+    they hold no note. The median bar is one bar of `meter`."""
     events = []  # (tick, string number, fret, natural harmonic, tick its '=' hold ends or None)
-    t0 = 0
+    num, den = meter
+    unit = TPQ * 4 // den  # bar lengths are whole beats of the meter
+    full = num * unit
+
+    def bar_length(w: int) -> float:
+        if not typical:
+            return w * TPQ / 4
+        if num * w / typical >= num - 0.5:  # one bar (or several), however wide its notes made it
+            return full * max(1, round(w / typical))
+        return max(unit, round(num * w / typical) * unit)  # a short bar, in whole beats
+
+    lengths = [bar_length(b - a) for _, segs, _ in parsed for a, b in segs]
+    # Where each bar starts. A short bar followed by a full one is a pickup (at the start, or after a repeat): it
+    # ends on a bar line of the meter; the bar before it, where that one was read too long, ends where it begins.
+    starts, t = [], 0
+    for i, length in enumerate(lengths):
+        if typical and length < full and i + 1 < len(lengths) and lengths[i + 1] >= full:
+            if i == 0:
+                t = full - length
+            else:
+                end = max(starts[-1] + unit + length, round((t + length) / full) * full)
+                if end - length < t:
+                    lengths[i - 1] = end - length - starts[-1]
+                t = end - length
+        starts.append(t)
+        t += length
+    k = 0
     for notes, segs, harmonics in parsed:
         notes.sort()
         placed = []  # (first column, last column, first tick, ticks per column) of each bar segment
         for a, b in segs:
-            w = b - a
-            if typical:
-                bar_ticks = max(TPQ, round(4 * w / typical) * TPQ)
-                tpc = bar_ticks / w
-            else:
-                tpc, bar_ticks = TPQ / 4, w * TPQ / 4
-            placed.append((a, b, t0, tpc))
-            t0 += round(bar_ticks)
+            placed.append((a, b, starts[k], lengths[k] / (b - a)))
+            k += 1
+        staff_end = round(placed[-1][2] + lengths[k - 1]) if placed else 0
 
         def tick(c: int) -> int:  # a column's tick; a bar line's is the next bar's first
             for a, b, start, tpc in placed:
                 if c < b:
-                    return start + round(max(0, c - a) * tpc)
-            return t0
+                    return round(start + max(0, c - a) * tpc)
+            return staff_end
 
         for c, li, f, end in notes:
             if any(a <= c < b for a, b, _, _ in placed):
@@ -430,7 +486,7 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
 
     score = symusic.Score(TPQ)
     score.tempos.append(symusic.Tempo(0, qpm))
-    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    score.time_signatures.append(symusic.TimeSignature(0, num, den))
     track = symusic.Track(path.stem, GUITAR_PROGRAM, False)
     frets, harmonics = [], []
     for k, (t, s, f, h, e) in enumerate(events):
