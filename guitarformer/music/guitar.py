@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from guitarformer.errors import GuitarformerError
 
 TPQ = 480  # ticks per quarter for every score we build ourselves (Guitar Pro, music21, ASCII tab, corpus)
@@ -20,11 +22,45 @@ TUNINGS: dict[str, tuple[int, ...]] = {
     "seven-string": (35, 40, 45, 50, 55, 59, 64),
 }
 GUITAR_PROGRAM = 25  # General MIDI: Acoustic Guitar (steel)
+# General MIDI Level 1 instrument names, by 0-based program number (a MIDI track is named after its instrument).
+GM_PROGRAM_NAMES: tuple[str, ...] = (
+    "Acoustic Grand Piano", "Bright Acoustic Piano", "Electric Grand Piano", "Honky-tonk Piano",
+    "Electric Piano 1", "Electric Piano 2", "Harpsichord", "Clavinet",
+    "Celesta", "Glockenspiel", "Music Box", "Vibraphone", "Marimba", "Xylophone", "Tubular Bells", "Dulcimer",
+    "Drawbar Organ", "Percussive Organ", "Rock Organ", "Church Organ", "Reed Organ", "Accordion", "Harmonica",
+    "Tango Accordion",
+    "Acoustic Guitar (nylon)", "Acoustic Guitar (steel)", "Electric Guitar (jazz)", "Electric Guitar (clean)",
+    "Electric Guitar (muted)", "Overdriven Guitar", "Distortion Guitar", "Guitar Harmonics",
+    "Acoustic Bass", "Electric Bass (finger)", "Electric Bass (pick)", "Fretless Bass", "Slap Bass 1",
+    "Slap Bass 2", "Synth Bass 1", "Synth Bass 2",
+    "Violin", "Viola", "Cello", "Contrabass", "Tremolo Strings", "Pizzicato Strings", "Orchestral Harp", "Timpani",
+    "String Ensemble 1", "String Ensemble 2", "Synth Strings 1", "Synth Strings 2", "Choir Aahs", "Voice Oohs",
+    "Synth Voice", "Orchestra Hit",
+    "Trumpet", "Trombone", "Tuba", "Muted Trumpet", "French Horn", "Brass Section", "Synth Brass 1", "Synth Brass 2",
+    "Soprano Sax", "Alto Sax", "Tenor Sax", "Baritone Sax", "Oboe", "English Horn", "Bassoon", "Clarinet",
+    "Piccolo", "Flute", "Recorder", "Pan Flute", "Blown Bottle", "Shakuhachi", "Whistle", "Ocarina",
+    "Lead 1 (square)", "Lead 2 (sawtooth)", "Lead 3 (calliope)", "Lead 4 (chiff)", "Lead 5 (charang)",
+    "Lead 6 (voice)", "Lead 7 (fifths)", "Lead 8 (bass + lead)",
+    "Pad 1 (new age)", "Pad 2 (warm)", "Pad 3 (polysynth)", "Pad 4 (choir)", "Pad 5 (bowed)", "Pad 6 (metallic)",
+    "Pad 7 (halo)", "Pad 8 (sweep)",
+    "FX 1 (rain)", "FX 2 (soundtrack)", "FX 3 (crystal)", "FX 4 (atmosphere)", "FX 5 (brightness)",
+    "FX 6 (goblins)", "FX 7 (echoes)", "FX 8 (sci-fi)",
+    "Sitar", "Banjo", "Shamisen", "Koto", "Kalimba", "Bagpipe", "Fiddle", "Shanai",
+    "Tinkle Bell", "Agogo", "Steel Drums", "Woodblock", "Taiko Drum", "Melodic Tom", "Synth Drum", "Reverse Cymbal",
+    "Guitar Fret Noise", "Breath Noise", "Seashore", "Bird Tweet", "Telephone Ring", "Helicopter", "Applause",
+    "Gunshot",
+)
 MAX_FRET = 24
 GUITAR_PROGRAMS = range(24, 32)  # General MIDI guitars, 0-based
 BASS_PROGRAMS = range(32, 40)
 BASS_TUNING: tuple[int, ...] = (28, 33, 38, 43)  # E1 A1 D2 G2
 PITCH_NAMES = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
+LOWEST_OPEN, HIGHEST_OPEN = 20, 90  # open strings a tuning may have (G#0..F#6): 7-8 strings and baritones fit
+
+
+def program_name(program: int, is_drum: bool = False) -> str:
+    """The General MIDI name of a 0-based program ("Distortion Guitar" for 30); "Drums" for a drum track."""
+    return "Drums" if is_drum else GM_PROGRAM_NAMES[program] if 0 <= program < 128 else f"Program {program}"
 
 
 def pitch_name(pitch: int) -> str:
@@ -33,15 +69,55 @@ def pitch_name(pitch: int) -> str:
 
 
 def parse_tuning(spec: str) -> tuple[int, ...]:
-    """A tuning name (standard, drop-d, ...) or MIDI numbers low to high ("38,45,50,55,59,64")."""
+    """A tuning: a name (`tuning_lines()` lists them) or the open strings low to high, as MIDI numbers or note
+    names, separated by commas or spaces: "38,45,50,55,59,64", "38 45 50 55 59 64", "D2 A2 D3 G3 B3 E4".
+    Note names without octaves ("D A D G B E", "DADGBE") climb from the lowest string, which sits at B1..A#2."""
     key = spec.strip().lower().replace("_", "-").replace(" ", "-")
     if key in TUNINGS:
         return TUNINGS[key]
-    try:
-        notes = tuple(int(x) for x in spec.split(","))
-    except ValueError:
-        notes = ()
-    if not 4 <= len(notes) <= 8 or not all(20 <= n <= 90 for n in notes):
+    examples = "38,45,50,55,59,64, D2 A2 D3 G3 B3 E4 or D A D G B E"
+    parts = [p for p in re.split(r"[,;\s]+", spec.strip()) if p]
+    if len(parts) == 1:  # "DADGBE", "EbAbDbGbBbEb": note names run together (all lower case: b is the note)
+        word = parts[0].upper() if parts[0].islower() else parts[0]
+        if re.fullmatch(r"(?:[A-G][#b]?){2,}", word):
+            parts = re.findall(r"[A-G][#b]?", word)
+    notes = _open_strings(parts)
+    if notes is None:
         raise GuitarformerError(f"unknown tuning {spec!r}",
-                                f"use one of {', '.join(TUNINGS)} or MIDI numbers low to high, e.g. 38,45,50,55,59,64")
+                                f"use a name ({', '.join(TUNINGS)}) or the open strings low to high, e.g. {examples}")
+    if not 4 <= len(notes) <= 8:
+        raise GuitarformerError(f"tuning {spec!r} has {len(notes)} string{'s' if len(notes) != 1 else ''}: "
+                                "a guitar tuning needs 4-8", f"give every open string, low to high, e.g. {examples}")
+    wild = [n for n in notes if not LOWEST_OPEN <= n <= HIGHEST_OPEN]
+    if wild:
+        raise GuitarformerError(f"tuning {spec!r}: open string {wild[0]} ({pitch_name(wild[0])}) is outside "
+                                f"{LOWEST_OPEN}..{HIGHEST_OPEN} ({pitch_name(LOWEST_OPEN)}..{pitch_name(HIGHEST_OPEN)})",
+                                "give MIDI numbers (E2 = 40) or note names with octaves (E2), low to high")
     return tuple(sorted(notes))
+
+
+def tuning_lines() -> list[str]:
+    """One line per named tuning: its name, open strings low to high as notes and as MIDI numbers."""
+    width = max(map(len, TUNINGS))
+    return [f"{name:<{width}}  {' '.join(pitch_name(p) for p in notes):<24} {','.join(map(str, notes))}"
+            for name, notes in TUNINGS.items()]
+
+
+def _open_strings(parts: list[str]) -> list[int] | None:
+    """MIDI pitches of the open strings written as numbers, or note names with or without octaves; None when a
+    part is neither (or names mix both forms)."""
+    if not parts:
+        return None
+    if all(re.fullmatch(r"\d{1,3}", p) for p in parts):
+        return [int(p) for p in parts]
+    named = [re.fullmatch(r"([A-Ga-g])([#b]?)(-?\d)?", p) for p in parts]
+    if not all(named) or len({m.group(3) is None for m in named}) > 1:
+        return None
+    classes = [(PITCH_NAMES.index(m.group(1).upper()) + {"#": 1, "b": -1, "": 0}[m.group(2)]) % 12 for m in named]
+    if named[0].group(3) is not None:  # E2: pitch class + 12 * (octave + 1); Cb4 and B#3 cross the octave
+        return [12 * (int(m.group(3)) + 1) + c + {"B#": 12, "Cb": -12}.get(m.group(1).upper() + m.group(2), 0)
+                for m, c in zip(named, classes)]
+    notes = [35 + (classes[0] - 35) % 12]  # the lowest string: B1 (35) .. A#2 (46)
+    for c in classes[1:]:  # each next string: the nearest pitch of its class above the previous string
+        notes.append(notes[-1] + ((c - notes[-1]) % 12 or 12))
+    return notes
