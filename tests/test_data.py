@@ -247,3 +247,86 @@ def test_builtin_dataset_is_prepared_again_by_other_reader_code(monkeypatch):
     assert name == builtin_dataset_name(cfg) and name.startswith("builtin-remi-")
     monkeypatch.setattr(corpus, "reader_hash", lambda: "other reader code")
     assert builtin_dataset_name(cfg) != name
+
+
+def test_prepare_reasons_say_what_each_file_is(tmp_path):
+    """Empty files are empty (not duplicates of one another), binaries named .txt are binaries (not chord sheets),
+    unsupported types list the types we read, and no reason carries an exception's class name."""
+    from guitarformer.readers import FORMATS
+
+    src = tmp_path / "in"
+    src.mkdir()
+    _riff(src / "ok.mid")
+    for name in ("empty.mid", "empty.gp5", "empty.txt"):
+        (src / name).write_bytes(b"")
+    (src / "prog.txt").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8)
+    (src / "nul.abc").write_bytes(b"X:1\nT:x\0\0\0\nK:G\n")
+    (src / "accents.txt").write_bytes("Tárrega: Lágrima\nno tab here, just words\n".encode("latin-1"))
+    (src / "notes.foo").write_text("hi")
+    (tmp_path / "single.jams").write_text("{}")
+    prepare([src, tmp_path / "single.jams"], tmp_path / "ds", workers=1, progress=False)
+    by = {}
+    for line in (tmp_path / "ds" / "manifest.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        by[d["path"].rsplit("/", 1)[-1]] = d
+    for name in ("empty.mid", "empty.gp5", "empty.txt"):
+        assert (by[name]["status"], by[name]["reason"]) == ("skipped", "empty file (0 bytes)"), by[name]
+    assert by["prog.txt"]["reason"] == "binary file, not text (an ELF executable)"
+    assert by["nul.abc"]["reason"] == "binary file, not text"
+    assert "binary" not in by["accents.txt"]["reason"]  # 8-bit text is text
+    for name in ("notes.foo", "single.jams"):
+        reason = by[name]["reason"]
+        assert reason.startswith("unsupported file type .") and all(f"{s} " in reason or f"{s})" in reason
+                                                                    for s in FORMATS), reason
+    assert by["ok.mid"]["status"] == "ok"
+    assert not any((d["reason"] or "").startswith(("SkipFile", "GuitarformerError")) for d in by.values())
+
+
+def test_info_on_a_folder_of_music_suggests_a_dataset_folder_of_its_own(tmp_path):
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+
+    raw = tmp_path / "my-tabs"
+    raw.mkdir()
+    _riff(raw / "a.mid")
+    r = CliRunner().invoke(main, ["info", str(raw)])
+    assert r.exit_code == 2
+    assert "not a prepared dataset" in r.stderr and "--out data/prepared/my-tabs" in r.stderr
+    assert f"--out {raw}" not in r.stderr  # never into the user's own folder
+    with pytest.raises(GuitarformerError, match="data/prepared/a"):
+        load_meta(raw / "a.mid")
+
+
+def test_every_type_the_unsupported_message_lists_is_read(shared_guitar):
+    """The list comes from the readers' own table: each suffix in it reads real files (Guitar Pro 6-8 too)."""
+    from guitarformer.data.prepare import readable_types
+    from guitarformer.errors import SkipFile
+    from guitarformer.readers import FORMATS, read_guitar
+
+    listed = readable_types()
+    assert ".gp " in listed or ".gp)" in listed
+    for suffix in FORMATS:
+        files = sorted(shared_guitar.rglob(f"*{suffix}"))[:20]
+        read = 0
+        for f in files:
+            try:
+                read += bool(read_guitar(f, tracks="all"))
+            except SkipFile as e:
+                assert "not supported" not in str(e) and "unsupported" not in str(e), (f, e)
+            except Exception:
+                pass  # a damaged file: the suffix is still one we read
+        assert read or not files, suffix
+
+
+def test_bad_prepare_arguments_leave_an_existing_dataset_alone(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _riff(src / "a.mid")
+    out = tmp_path / "ds"
+    prepare([src], out, workers=1, progress=False)
+    with pytest.raises(GuitarformerError, match="does not exist"):
+        prepare([tmp_path / "typo"], out, workers=1, progress=False)
+    with pytest.raises(GuitarformerError, match="base vocabulary"):
+        prepare([src], out, DataConfig(bpe_vocab_size=5), workers=1, progress=False)
+    assert load_meta(out)["status"]["ok"] == 1  # still a complete dataset

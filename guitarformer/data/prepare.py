@@ -24,17 +24,61 @@ from tqdm import tqdm
 from guitarformer.config import DataConfig
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
 from guitarformer.errors import GuitarformerError, SkipFile
-from guitarformer.readers import detect_format, read_guitar
+from guitarformer.readers import FORMATS, detect_format, read_guitar
 
 SPLITS = ("train", "val", "test")
 DATASET_VERSION = 1
 FILE_TIMEOUT_S = 60  # one pathological file cannot hang a run
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 def split_of(sha256: str) -> str:
     """Deterministic split from the content hash: adding files never moves old ones. val 1/20, test 1/20."""
     r = int(sha256[:8], 16) % 20
     return "val" if r == 0 else "test" if r == 1 else "train"
+
+
+_FORMAT_LABELS = {"midi": "MIDI", "gp": "Guitar Pro", "gp6+": "Guitar Pro", "ascii_tab": "ASCII tab",
+                  "musicxml": "MusicXML", "abc": "ABC"}
+
+
+def readable_types() -> str:
+    """The file types `read_guitar` reads, from its own table: ".mid .midi (MIDI), .gp3 ... (Guitar Pro), ..."."""
+    groups: dict[str, list[str]] = {}
+    for suffix, fmt in FORMATS.items():
+        groups.setdefault(_FORMAT_LABELS.get(fmt, fmt), []).append(suffix)
+    return ", ".join(f"{' '.join(suffixes)} ({label})" for label, suffixes in groups.items())
+
+
+def unsupported_reason(path: Path) -> str:
+    return f"unsupported file type {path.suffix or '(no suffix)'}; readable: {readable_types()}"
+
+
+# What a binary file that claims to be text (.txt, .abc, .xml) really is, from its first bytes.
+_MAGIC = ((b"\x7fELF", "an ELF executable"), (b"MZ", "a Windows executable"), (b"PK\x03\x04", "a zip archive"),
+          (b"%PDF", "a PDF document"), (b"MThd", "a MIDI file: rename it .mid"), (b"\x89PNG", "a PNG image"),
+          (b"\xff\xd8\xff", "a JPEG image"), (b"BCFZ", "a Guitar Pro 6 file: rename it .gpx"),
+          (b"\x18FICHIER GUITAR PRO", "a Guitar Pro 3-5 file: rename it .gp5"))
+_TEXT_FORMATS = ("ascii_tab", "abc")
+_CONTROL = set(range(32)) - {9, 10, 12, 13}
+
+
+def binary_reason(path: Path) -> str | None:
+    """Why a file that should be text is not ("binary file, not text (an ELF executable)"), or None for text.
+
+    Binary: a NUL byte or more than 1 in 20 control characters in its first 8 KiB. Text in any 8-bit encoding
+    passes; UTF-16 (which has NUL bytes) is recognised by its byte-order mark."""
+    fmt = detect_format(path)
+    if fmt not in _TEXT_FORMATS and not (fmt == "musicxml" and path.suffix.lower() != ".mxl"):
+        return None
+    with open(path, "rb") as f:
+        head = f.read(8192)
+    if not head or head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None
+    if b"\0" not in head and sum(b in _CONTROL for b in head) * 20 <= len(head):
+        return None
+    what = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+    return "binary file, not text" + (f" ({what})" if what else "")
 
 
 def collect_files(inputs: Iterable[str | Path]) -> tuple[list[Path], list[dict]]:
@@ -44,14 +88,14 @@ def collect_files(inputs: Iterable[str | Path]) -> tuple[list[Path], list[dict]]
     for inp in inputs:
         p = Path(inp).expanduser()
         if not p.exists():
-            raise GuitarformerError(f"input {p} does not exist", "check the path (files or folders of .mid .gp5 .txt .musicxml .abc)")
+            raise GuitarformerError(f"input {p} does not exist", f"pass files or folders of music ({readable_types()})")
         if p.is_file():
             files.append(p)
             continue
         for q in sorted(p.rglob("*")):
             if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts):
                 if detect_format(q) is None:
-                    passed.append(_line(q, None, "unsupported", "skipped", f"unsupported file type {q.suffix or '(none)'}"))
+                    passed.append(_line(q, None, "unsupported", "skipped", unsupported_reason(q)))
                 else:
                     files.append(q)
     seen: set[Path] = set()
@@ -147,6 +191,11 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
             if use_alarm:
                 signal.alarm(timeout)
 
+            if fmt is None:  # a file passed by name (folders pass these over in collect_files)
+                raise SkipFile(unsupported_reason(path))
+            binary = binary_reason(path)
+            if binary:  # said before a text reader calls it "a chord sheet"
+                raise SkipFile(binary)
             parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
             for gs in parts:
                 ids = encode(_TOK, gs)
@@ -272,15 +321,19 @@ def prepare(
     """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last)."""
 
     data_cfg = data_cfg or DataConfig()
+    tok = build_tokenizer(data_cfg)
+    if 0 < data_cfg.bpe_vocab_size <= len(tok):  # said before anything is read or written
+        raise GuitarformerError(f"a BPE vocabulary of {data_cfg.bpe_vocab_size} is not larger than the "
+                                f"{data_cfg.tokenizer} base vocabulary ({len(tok)} tokens): nothing to merge",
+                                f"give --bpe a size above {len(tok)} (e.g. {4 * len(tok)}), or 0 for no BPE")
+    t0 = time.time()
+    files, lines = collect_files(inputs)  # a missing input is reported before an existing dataset is touched
     out = Path(out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
     cache_dir = out / "cache"
     cache_dir.mkdir(exist_ok=True)
 
-    t0 = time.time()
-    files, lines = collect_files(inputs)
-    tok = build_tokenizer(data_cfg)
     tok_json = out / "tokenizer.json"
     tok.save(tok_json)
     tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg), sort_keys=True, default=str).encode()
@@ -296,6 +349,9 @@ def prepare(
             sha = sha256_file(f)
         except OSError as e:
             lines.append(_line(f, None, detect_format(f), "failed", f"cannot read file: {e.strerror or e}"))
+            continue
+        if sha == EMPTY_SHA256:  # empty files are all alike: each is reported as empty, none as a duplicate
+            lines.append(_line(f, sha, detect_format(f), "skipped", "empty file (0 bytes)"))
             continue
         if sha in by_sha:
             lines.append(_line(f, sha, detect_format(f), "skipped", f"exact duplicate of {by_sha[sha]}"))
@@ -418,9 +474,16 @@ def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, mode
 def load_meta(dataset: str | Path) -> dict:
     d = Path(dataset).expanduser()
     if not d.is_dir():
+        if d.is_file() and detect_format(d):
+            raise GuitarformerError(f"{d} is a music file, not a prepared dataset",
+                                    f"prepare it first: guitarformer prepare {d} --out {suggested_out(d)}")
         raise GuitarformerError(f"dataset folder {d} does not exist", "run `guitarformer prepare FILES... --out DIR` first")
     meta = d / "meta.json"
     if not meta.is_file():
+        if not any((d / name).exists() for name in ("tokenizer.json", "manifest.jsonl", "cache")) and _holds_music(d):
+            # The user's own files, not a dataset: the dataset goes into a folder of its own, not among them.
+            raise GuitarformerError(f"{d} is not a prepared dataset (no meta.json)",
+                                    f"prepare it first: guitarformer prepare {d} --out {suggested_out(d)}")
         raise GuitarformerError(
             f"dataset {d} is incomplete (no meta.json: prepare did not finish)",
             f"run `guitarformer prepare ... --out {d}` again; unchanged files are reused",
@@ -430,6 +493,22 @@ def load_meta(dataset: str | Path) -> dict:
     except (ValueError, OSError) as e:
         raise GuitarformerError(f"dataset {d} has a damaged meta.json ({e})",
                                 f"run `guitarformer prepare ... --out {d}` again; unchanged files are reused") from None
+
+
+def _holds_music(folder: Path, look_at: int = 1000) -> bool:
+    """Whether a folder holds files we read (among the first `look_at` entries, hidden ones left out)."""
+    for k, q in enumerate(folder.rglob("*")):
+        if k >= look_at:
+            break
+        if not q.name.startswith(".") and q.is_file() and detect_format(q):
+            return True
+    return False
+
+
+def suggested_out(source: str | Path) -> Path:
+    """Where `prepare SOURCE` writes by default: data/prepared/<name>, never inside the source folder."""
+    p = Path(source).expanduser().resolve()
+    return Path("data/prepared") / (p.stem if p.is_file() else p.name or "dataset")
 
 
 def summary_lines(meta: dict) -> list[str]:
