@@ -66,10 +66,11 @@ def _progress() -> bool:
 @click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
               help="MIDI: keep guitar tracks (programs 24-31) or every non-drum track.")
 @click.option("--include-bass", is_flag=True, help="Keep bass tracks too.")
-@click.option("--workers", type=int, default=0, help="Processes (0 = all cores).")
+@click.option("--workers", type=click.IntRange(0, 1024), default=0, show_default=True,
+              help="Processes (0 = all cores).")
 @click.option("--set", "overrides", multiple=True, help="Config override, e.g. --set data.num_velocities=8")
 def prepare(inputs, out, config_name, tokenizer, bpe_vocab, tracks, include_bass, workers, overrides):
-    """Tokenize files and folders (MIDI, GP3/4/5, ASCII tab, MusicXML, ABC) into a dataset folder.
+    """Tokenize files and folders (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) into a dataset folder.
 
     With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
     Every input file gets a line in manifest.jsonl saying what happened to it.
@@ -92,17 +93,20 @@ def prepare(inputs, out, config_name, tokenizer, bpe_vocab, tracks, include_bass
         meta = load_meta(path)
     else:
         if out is None:
-            first = inputs[0].resolve()
-            out = Path("data/prepared") / (first.stem if first.is_file() else first.name)
+            from guitarformer.data.prepare import suggested_out
+
+            out = suggested_out(inputs[0])
         meta = run_prepare(list(inputs), out, cfg.data, tracks=tracks, include_bass=include_bass, workers=workers,
                            progress=_progress())
         path = out
     for line in summary_lines(meta):
         click.echo(line)
     if meta["status"].get("ok", 0) == 0:
+        from guitarformer.data.prepare import readable_types
+
         raise GuitarformerError(f"none of the {meta['files']} input files gave usable guitar music "
                                 f"(reasons in {path / 'manifest.jsonl'})",
-                                "pass MIDI, GP3/4/5, ASCII tab, MusicXML or ABC files with a guitar part")
+                                f"pass files with a guitar part: {readable_types()}")
     click.echo(f"wrote {path}  (next: guitarformer train --data {path})")
 
 
@@ -183,31 +187,65 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
 # ---------------------------------------------------------------- sample
 
 
+class _Finite(click.FloatRange):
+    """A FloatRange that also turns away nan and inf (a plain FloatRange lets nan through every bound)."""
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if value != value or value in (float("inf"), float("-inf")):
+            self.fail(f"{value} is not a finite number.", param, ctx)
+        return value
+
+
+def _list_tunings(ctx, param, value):
+    """--tuning list: print the named tunings and stop (eager, so --out is not asked for)."""
+    if value is not None and value.strip().lower() == "list":
+        from guitarformer.music.guitar import tuning_lines
+
+        for line in tuning_lines():
+            click.echo(line)
+        ctx.exit(0)
+    return value
+
+
 @main.command(context_settings=CONTEXT)
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="MIDI file to write (riff.mid).")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="MIDI file to write (riff.mid); with "
+              "--num-samples N: riff_000.mid ... Missing folders are created.")
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="Run directory (default: newest under ./runs).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
 @click.option("--num-samples", type=click.IntRange(1, 1024), default=1, show_default=True)
-@click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Default: the run's sample.max_new_tokens.")
-@click.option("--bars", type=click.IntRange(1), default=None, help="Stop after this many bars.")
-@click.option("--temperature", type=click.FloatRange(0), default=None)
-@click.option("--top-k", type=click.IntRange(0), default=None)
-@click.option("--top-p", type=click.FloatRange(0, 1), default=None)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--prompt", type=click.Path(path_type=Path), default=None, help="MIDI/GP/tab file to continue.")
-@click.option("--tempo", type=click.FloatRange(20, 400), default=None, help="Tempo (BPM) of the output.")
-@click.option("--tuning", default="standard", show_default=True, help="standard, drop-d, open-g, ... or MIDI numbers "
-              "low to high, e.g. 38,45,50,55,59,64.")
-@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default 25, steel guitar); with 29-30 (distorted guitar) the tab is fingered as rock riffs.")
+@click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
+              help="Token budget per riff (default: the run's sample.max_new_tokens, raised to fit --bars).")
+@click.option("--bars", type=click.IntRange(1, 1000), default=None,
+              help="New bars to write at most (after the prompt, with --prompt; default: until the model ends).")
+@click.option("--temperature", type=_Finite(0, 100), default=None,
+              help="0 = always the likeliest token (default: the run's sample.temperature).")
+@click.option("--top-k", type=click.IntRange(0), default=None,
+              help="Sample among the k likeliest tokens; 0 = off (default: the run's sample.top_k).")
+@click.option("--top-p", type=_Finite(0, 1, min_open=True), default=None,
+              help="Nucleus sampling, in (0, 1]; 1 = off (default: the run's sample.top_p).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="Riff k of a call depends only on the run, the options, the seed and k.")
+@click.option("--prompt", type=click.Path(path_type=Path), default=None,
+              help="MIDI/GP/tab/MusicXML file to continue: the output is the file with new bars after it (a "
+                   "'generated' marker where they begin), in its tempo, time signature, program and tuning.")
+@click.option("--tempo", type=_Finite(20, 400), default=None,
+              help="Tempo (BPM) of the new bars (default: the prompt's, else the model's choice).")
+@click.option("--tuning", default=None, is_eager=True, callback=_list_tunings,
+              help="A name, or the open strings low to high: 38,45,50,55,59,64 or 38 45 50 55 59 64 or "
+                   "D2 A2 D3 G3 B3 E4 (default: the prompt's, else standard). `--tuning list` shows the names.")
+@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default: the "
+              "prompt's guitar, else 25, steel guitar); with 29-30 (distorted guitar) the tab is fingered as rock riffs.")
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=None, help="Riffs generated together "
-              "(default: all of --num-samples at once).")
+              "(default: all of --num-samples at once); changes speed and memory, never the riffs.")
 @click.option("--wav", "wav_out", type=click.Path(path_type=Path), default=None,
               help="Also render audio with FluidSynth (soundfont: $GUITARFORMER_SOUNDFONT or a system GM .sf2).")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
               help="Finger the tab in this position where the notes allow (index finger at this fret; 0 = open).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
+              help="auto: a CUDA or Apple GPU when there is one, else the CPU.")
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
            tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, device):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
@@ -220,7 +258,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     write_riffs(out=out, run_dir=run_dir, checkpoint=checkpoint, num_samples=num_samples,
                 max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
                 seed=seed, prompt=prompt, tempo=tempo, tuning=tuning, program=program, tab_out=tab_out,
-                gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out, position=position)
+                gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out,
+                position=position, warn=lambda line: click.echo(line, err=True))
 
 
 # ---------------------------------------------------------------- eval / tab

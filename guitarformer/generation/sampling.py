@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 
@@ -21,14 +23,28 @@ def _filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, 
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                generator: torch.Generator | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
-    """One token per row from last-position logits (B, V); temperature 0 is greedy."""
+                generator: torch.Generator | Sequence[torch.Generator] | None = None,
+                allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """One token per row from last-position logits (B, V); temperature 0 is greedy.
+
+    `generator`: one for the whole batch, or one per row, so that what a row draws never depends on the other
+    rows (riff k of a batch is the riff that row k would give alone, whatever the batch size). A generator on
+    another device than the logits (a CPU one) draws on its own device, so a seed gives the same tokens everywhere.
+    """
     logits = logits.float()
     if allowed is not None:
         logits = logits.masked_fill(~allowed, float("-inf"))
     if temperature <= 0:
         return logits.argmax(-1)
     probs = torch.softmax(_filter_logits(logits, temperature, top_k, top_p), dim=-1)
+    if isinstance(generator, (list, tuple)):
+        if len(generator) != probs.shape[0]:
+            raise ValueError(f"{len(generator)} generators for {probs.shape[0]} rows")
+        on = {g.device for g in generator}
+        rows = probs.cpu() if on == {torch.device("cpu")} else probs  # one transfer, not one per row
+        picked = [torch.multinomial(rows[i:i + 1].to(g.device), 1, generator=g).to(probs.device)
+                  for i, g in enumerate(generator)]
+        return torch.cat(picked).squeeze(-1)
     if generator is not None and generator.device != probs.device:  # a CPU generator: draw on CPU (reproducible)
         return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(probs.device)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
