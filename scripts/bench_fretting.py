@@ -80,7 +80,8 @@ def ascii_parts(path: Path) -> list[Part]:
     parts = []
     for gs in read_ascii_tab(path):
         notes = [(n.time, n.duration, n.pitch) for n in gs.track.notes]  # sounding pitches: capo included
-        harmonics = set(gs.extra.get("harmonics", ()))  # as in the GP loop: a node to touch, not a fretted pitch
+        # as in the GP loop: a harmonic's string/fret is a node to touch, a dead note's no fretted pitch
+        harmonics = {i for i, t in enumerate(gs.techniques or ()) if t.harmonic or t.dead}
         ok = [i for i, f in enumerate(gs.frets) if f[1] >= 0 and i not in harmonics]
         parts.append((path.name, gs.tuning, gs.capo, [notes[i] for i in ok], [gs.frets[i] for i in ok]))
     return parts
@@ -245,7 +246,7 @@ def human_agreement(tab_files, min_run: int = 12) -> tuple[int, int, float, floa
         seqs = []
         for g in versions:
             notes = [(n.time, n.duration, n.pitch) for n in g.track.notes]
-            harmonics = set(g.extra.get("harmonics", ()))
+            harmonics = {i for i, t in enumerate(g.techniques or ()) if t.harmonic or t.dead}
             order = sorted((i for i in range(len(notes)) if i not in harmonics), key=lambda i: (notes[i][0], -notes[i][2]))
             seqs.append((g, order, [notes[i][2] for i in order], fret(notes, g.tuning, g.capo)))
         for a in range(len(seqs)):

@@ -19,13 +19,15 @@ def reference_from_split(dataset: Path, split: str, tokenizer) -> list[Piece]:
 
 
 def _fretted_only(gs) -> list[tuple[int, int]] | None:
-    """The part's human frets with natural harmonics marked unplayable: their string/fret names a node to touch,
-    not a fretted pitch, so `fingering_agreement` leaves them out (as scripts/bench_fretting.py does)."""
+    """The part's human frets with harmonics and dead notes marked unplayable: a harmonic's string/fret names a
+    node to touch and a dead note's no pitch, so `fingering_agreement` leaves them out (as
+    scripts/bench_fretting.py does)."""
     if not gs.frets:
         return gs.frets
 
-    harmonics = set(gs.extra.get("harmonics", ()))
-    return [UNPLAYABLE if i in harmonics else f for i, f in enumerate(gs.frets)]
+    techniques = gs.techniques or ()
+    skip = {i for i, t in enumerate(techniques) if t.harmonic or t.dead}
+    return [UNPLAYABLE if i in skip else f for i, f in enumerate(gs.frets)]
 
 
 def reference_from_dir(folder: Path, limit: int = 500) -> tuple[list[Piece], int]:

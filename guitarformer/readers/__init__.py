@@ -21,7 +21,8 @@ from guitarformer.errors import SkipFile
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers.ascii_tab import read_ascii_tab
 from guitarformer.readers.base import MAX_FILE_BYTES, MAX_QUARTERS, TRACK_CHOICES
-from guitarformer.readers.guitarpro import GP6_MESSAGE, read_gp
+from guitarformer.readers.gpif import read_gpif
+from guitarformer.readers.guitarpro import read_gp
 from guitarformer.readers.midi import read_midi
 from guitarformer.readers.notation import from_music21, read_notation
 
@@ -61,18 +62,21 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
         raise SkipFile(f"unsupported file type {path.suffix!r}; readable: {', '.join(sorted(FORMATS))}")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    if fmt == "gp6+":
-        raise SkipFile(GP6_MESSAGE)
     size = path.stat().st_size
     if size == 0:
         raise SkipFile("empty file (0 bytes)")
     if size > MAX_FILE_BYTES:
         raise SkipFile(f"file too large ({size / 2**20:.0f} MB > {MAX_FILE_BYTES >> 20} MB); "
                        "split it or convert it to MIDI")
+    if fmt in ("gp", "gp6+"):  # by content: a GP6-8 file saved with a .gp5 name is still read
+        with open(path, "rb") as f:
+            head = f.read(4)
+        fmt = "gp6+" if head in (b"BCFZ", b"BCFS") or head[:2] == b"PK" else "gp"
     if fmt == "ascii_tab":
         parts = read_ascii_tab(path)
     else:
-        reader = {"midi": read_midi, "gp": read_gp, "musicxml": read_notation, "abc": read_notation}[fmt]
+        reader = {"midi": read_midi, "gp": read_gp, "gp6+": read_gpif, "musicxml": read_notation,
+                  "abc": read_notation}[fmt]
         parts = reader(path, tracks=tracks, include_bass=include_bass)
     for gs in parts:
         quarters = gs.score.end() / max(1, gs.score.ticks_per_quarter)

@@ -1,4 +1,5 @@
-"""What every reader shares: size and time limits, part names, the score skeleton, timeouts."""
+"""What every reader shares: size and time limits, part names, the score skeleton, timeouts, and how a note's
+techniques sound in MIDI (the same in every reader that knows them)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import symusic
 
 from guitarformer.errors import SkipFile
+from guitarformer.music.guitar import TPQ
+from guitarformer.music.score import Technique
 
 DEFAULT_VELOCITY = 80
 # Sanity bounds: a real guitar file is well under a few MB and a few hours long. A 3 KB MIDI whose
@@ -17,6 +20,9 @@ DEFAULT_VELOCITY = 80
 MAX_FILE_BYTES = 64 << 20
 MAX_QUARTERS = 100_000  # about 14 hours at 120 BPM
 TRACK_CHOICES = ("guitar", "all")  # read_guitar(tracks=...)
+BEND_PER_QUARTER_TONE = 2048  # MIDI pitch-bend units per quarter tone at the default +-2 semitone range
+DEAD_NOTE_TICKS = TPQ // 8  # a dead (x) note sounds as a 1/32 click (at TPQ=480)
+DEAD_NOTE_VELOCITY = 30
 
 
 def copy_timing(src: symusic.Score, dst: symusic.Score) -> None:
@@ -83,3 +89,41 @@ def dedupe_by_time(events: list[tuple]) -> list[tuple]:
         by_time[ev[0]] = ev
     return list(by_time.values())
 
+
+def sounding(duration: int, velocity: int, tech: Technique, staccato: bool = False,
+             accent: bool = False) -> tuple[int, int]:
+    """MIDI length and velocity of a note played with these techniques (ticks at TPQ=480): dead notes are short
+    soft clicks, palm mutes and staccato shorter, ghost notes softer, accents louder."""
+    if tech.dead:
+        duration, velocity = min(duration, DEAD_NOTE_TICKS), min(velocity, DEAD_NOTE_VELOCITY)
+    if tech.palm_mute:
+        duration, velocity = max(1, duration // 2), round(velocity * 0.85)
+    if staccato:
+        duration = max(1, duration // 2)
+    if tech.ghost:
+        velocity = round(velocity * 0.6)
+    if accent:
+        velocity += 15
+    return max(1, duration), max(1, min(127, velocity))
+
+
+def add_pitch_bends(track: symusic.Track, bent: list[tuple[int, int, tuple[tuple[float, float], ...]]]) -> None:
+    """Bends as MIDI pitch bends on `track`: (note start, note duration, bend points) each, points as in
+    Technique.bend; the bend is back at rest when the note ends (a pitch bend holds for the whole channel)."""
+    events = []
+    for start, duration, points in bent:
+        for position, amount in points:
+            value = round(amount * BEND_PER_QUARTER_TONE)
+            events.append((start + round(duration * position), max(-8192, min(8191, value))))
+        events.append((start + duration, 0))
+    for t, value in sorted(events, key=lambda e: e[0]):
+        track.pitch_bends.append(symusic.PitchBend(t, value))
+
+
+def bend_points(amounts: list[float]) -> tuple[tuple[float, float], ...]:
+    """Bend points from the amounts a bend goes through in order (bend and release: 0, 4, 0 quarter tones),
+    spread evenly over the note and held at the last; () when the note never leaves its fret."""
+    if not any(amounts):
+        return ()
+    k = len(amounts)
+    return tuple((round(j / k, 4), a) for j, a in enumerate(amounts)) + ((1.0, amounts[-1]),)

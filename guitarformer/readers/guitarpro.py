@@ -1,39 +1,40 @@
-"""Guitar Pro 3, 4 and 5 (PyGuitarPro): one GuitarScore per guitar track, with the tab's strings and frets."""
+"""Guitar Pro 3, 4 and 5 (PyGuitarPro): one GuitarScore per guitar track, with the tab's strings, frets and
+each note's techniques."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import guitarpro
-import symusic
 
 from guitarformer.errors import SkipFile
-from guitarformer.music.guitar import BASS_PROGRAMS, GUITAR_PROGRAM, TPQ
-from guitarformer.music.score import GuitarScore
-from guitarformer.readers.base import dedupe_by_time, new_score, part_name, time_limit
+from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.readers.base import dedupe_by_time, part_name, sounding, time_limit
+from guitarformer.readers.gp_notes import HARMONIC_KINDS, Row, build_part, gp_role
 
-GP6_MESSAGE = "Guitar Pro 6+ (.gpx/.gp) is not supported by PyGuitarPro; export as GP5 or MIDI"
 GP_QUARTER = 960  # PyGuitarPro's ticks per quarter (Duration.quarterTime)
 GP_MAX_SECONDS = 60  # a corrupt file can make PyGuitarPro crawl; give up rather than hang
-BEND_PER_QUARTER_TONE = 2048  # MIDI pitch-bend units per quarter tone at the default +-2 semitone range
-DEAD_NOTE_TICKS = TPQ // 8  # a dead (x) note sounds as a 1/32 click
-DEAD_NOTE_VELOCITY = 30
+_SLIDES_IN = {guitarpro.SlideType.intoFromBelow: "below", guitarpro.SlideType.intoFromAbove: "above"}
+_SLIDES_OUT = {guitarpro.SlideType.shiftSlideTo: "shift", guitarpro.SlideType.legatoSlideTo: "legato",
+               guitarpro.SlideType.outDownwards: "down", guitarpro.SlideType.outUpwards: "up"}
 
 
 def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     """Guitar Pro 3/4/5 through PyGuitarPro; one GuitarScore per guitar track.
 
     Pitch = open string + capo + fret (Guitar Pro frets, and ours, count from the capo; PyGuitarPro's
-    Note.realValue leaves the capo out). Ties extend the previous note on that string; bends become
-    pitch bends (+-2 semitone range, larger bends clipped); dead notes are short and soft, palm mutes
-    and staccato shorter, ghost notes softer, let-ring notes last until the next note on that string.
-    Repeats are not expanded; grace notes, harmonics' sounding pitch and tremolo-bar dives are ignored (harmonics
-    keep the written fret's pitch; their note indices are in `extra["harmonics"]`, as the ASCII tab reader does).
+    Note.realValue leaves the capo out). Ties extend the previous note on that string; grace notes are short
+    notes before their note (or on its beat, delaying it); techniques are kept per note and shape the sound as
+    in gp_notes (bends as pitch bends, dead and palm-muted notes short, ...). A guitar track has 6-7 strings
+    and a guitar program (24-31): GP3-5 files mark voices, keyboards and winds only by their program.
+    Repeats are not expanded; harmonics keep the written fret's pitch; tremolo-bar dives are ignored.
     """
     with open(path, "rb") as f:
         head = f.read(4)
     if head[:4] in (b"BCFZ", b"BCFS") or head[:2] == b"PK":
-        raise SkipFile(GP6_MESSAGE)  # a GP6/7 file with a GP3-5 suffix
+        raise ValueError(f"{path.name}: a Guitar Pro 6-8 file, not GP3-5; read it through read_guitar")
     try:
         with time_limit(GP_MAX_SECONDS, path):
             song = guitarpro.parse(str(path))
@@ -64,14 +65,19 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
             last = sig
     tempos, time_signatures = dedupe_by_time(tempos), dedupe_by_time(time_signatures)
 
-    candidates = [t for t in song.tracks if not (t.isPercussionTrack or t.channel.isPercussionChannel)]
-    if tracks == "guitar":
-        candidates = [t for t in candidates if _gp_role(t) == "guitar" or (include_bass and _gp_role(t) == "bass")]
+    roles = [_gp_role(t) for t in song.tracks]
+    candidates = [t for t, role in zip(song.tracks, roles)
+                  if role != "drums" and (tracks == "all" or role == "guitar" or (include_bass and role == "bass"))]
     parts = []
     for track in candidates:
-        gs = _gp_track(track, ticks, ticks(song_end), tempos, time_signatures)
-        if gs is None:
-            continue  # no notes
+        rows = _track_rows(track, ticks)
+        if not rows:
+            continue
+        strings = sorted(track.strings, key=lambda s: s.number)  # 1 = highest
+        program = int(track.channel.instrument) if 0 <= track.channel.instrument <= 127 else GUITAR_PROGRAM
+        gs = build_part(rows, tuning=tuple(s.value for s in reversed(strings)), capo=max(0, int(track.offset or 0)),
+                        program=program, track_name=track.name, end=ticks(song_end), tempos=tempos,
+                        time_signatures=time_signatures, source_format="gp")
         gs.name = part_name(path, track.name, len(candidates))
         gs.extra["path"] = str(path)
         parts.append(gs)
@@ -79,29 +85,41 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         if candidates:
             raise SkipFile(f"no notes in the {len(candidates)} guitar track(s) of {len(song.tracks)} tracks")
         raise SkipFile(
-            f"no guitar track (6/7-string, non-percussion) among {len(song.tracks)} tracks; "
+            f"no guitar track (6-8 strings, guitar program, not percussion) among {len(song.tracks)} tracks; "
             "use --tracks all to keep every track"
         )
     return parts
 
 
 def _gp_role(track) -> str:
-    """'guitar' (6/7 strings), 'bass' (4/5 strings, or a 6-string bass on a bass program) or 'other'."""
-    n = len(track.strings)
-    if n in (4, 5) or (n == 6 and track.channel.instrument in BASS_PROGRAMS):
-        return "bass"
-    return "guitar" if n in (6, 7) else "other"
+    percussion = track.isPercussionTrack or track.channel.isPercussionChannel
+    return gp_role(len(track.strings), int(track.channel.instrument), percussion)
 
 
-def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | None:
-    """One PyGuitarPro track as a GuitarScore, or None when it has no notes."""
+def _track_rows(track, ticks) -> list[Row]:
+    """The sounding notes of one PyGuitarPro track."""
     NoteType, BeatStatus = guitarpro.NoteType, guitarpro.BeatStatus
-    strings = sorted(track.strings, key=lambda s: s.number)  # 1 = highest
-    open_pitch = {s.number: s.value for s in strings}
+    open_pitch = {s.number: s.value for s in track.strings}
     capo = max(0, int(track.offset or 0))
-    # one row per sounding note: [time, pitch, duration, velocity, string, fret, let_ring, bend, harmonic]
-    rows: list[list] = []
-    sounding: dict[tuple[int, int], int] = {}  # (voice index, string) -> row of the note a tie extends
+    rows: list[Row] = []
+    sounding_rows: dict[tuple[int, int], Row] = {}  # (voice index, string) -> the note a tie extends
+    hopo_from: set[tuple[int, int]] = set()  # (voice index, string) whose last note hammers/pulls to the next
+
+    def place(v, string, fret, start, duration, velocity, tech, staccato=False, accent=False, hopo=False):
+        key = (v, string)
+        if key in hopo_from:
+            tech = replace(tech, hammer=True)
+            hopo_from.discard(key)
+        if hopo:
+            hopo_from.add(key)
+        pitch = open_pitch[string] + capo + fret
+        if not 0 <= pitch <= 127:
+            return
+        dur, vel = sounding(duration, velocity, tech, staccato, accent)
+        row = Row(start, pitch, dur, vel, string, fret, tech)
+        rows.append(row)
+        sounding_rows[key] = row
+
     for measure in track.measures:
         for v, voice in enumerate(measure.voices):
             for beat in voice.beats:
@@ -113,64 +131,62 @@ def _gp_track(track, ticks, end: int, tempos, time_signatures) -> GuitarScore | 
                     if note.string not in open_pitch or note.type == NoteType.rest:
                         continue
                     key = (v, note.string)
-                    if note.type == NoteType.tie and key in sounding:
-                        row = rows[sounding[key]]
-                        row[2] = max(row[2], start + beat_dur - row[0])
-                        continue
                     eff = note.effect
-                    fret = max(0, int(note.value))
-                    pitch = open_pitch[note.string] + capo + fret
-                    if not 0 <= pitch <= 127:
+                    if note.type == NoteType.tie and key in sounding_rows:
+                        row = sounding_rows[key]
+                        row.duration = max(row.duration, start + beat_dur - row.time)
+                        hopo_from.discard(key)
+                        if eff.hammer:
+                            hopo_from.add(key)
                         continue
-                    dur = max(1, round(beat_dur * (note.durationPercent or 1.0)))
-                    vel = int(note.velocity or 95)
-                    if note.type == NoteType.dead:
-                        dur, vel = min(dur, DEAD_NOTE_TICKS), min(vel, DEAD_NOTE_VELOCITY)
-                    if eff.palmMute:
-                        dur, vel = max(1, dur // 2), round(vel * 0.85)
-                    if eff.staccato:
-                        dur = max(1, dur // 2)
-                    if eff.ghostNote:
-                        vel = round(vel * 0.6)
-                    if eff.accentuatedNote or eff.heavyAccentuatedNote:
-                        vel += 15
-                    bend = eff.bend if eff.isBend else None
-                    sounding[key] = len(rows)
-                    rows.append([start, pitch, dur, max(1, min(127, vel)), note.string, fret, eff.letRing, bend,
-                                 eff.isHarmonic])
-    if not rows:
-        return None
+                    shift = 0
+                    if eff.grace is not None:
+                        shift = _grace(eff.grace, v, note.string, start, place)
+                    place(v, note.string, max(0, int(note.value)), start + shift, max(1, beat_dur - shift),
+                          int(note.velocity or 95), _technique(note, beat), eff.staccato,
+                          eff.accentuatedNote or eff.heavyAccentuatedNote, eff.hammer)
+    return rows
 
-    # let ring: hold until the next note on the same string (or the end of the song)
-    by_string: dict[int, list[list]] = {}
-    for row in sorted(rows, key=lambda r: r[0]):
-        by_string.setdefault(row[4], []).append(row)
-    for same in by_string.values():
-        for row, nxt in zip(same, same[1:] + [None]):
-            if row[6]:
-                row[2] = max(row[2], (nxt[0] if nxt is not None else end) - row[0])
 
-    rows.sort(key=lambda r: (r[0], r[1], r[4]))
-    score = new_score(TPQ, tempos, time_signatures)
-    program = int(track.channel.instrument) if 0 <= track.channel.instrument <= 127 else GUITAR_PROGRAM
-    out = symusic.Track(track.name or "", program, False)
-    bends = []
-    for start, pitch, dur, vel, _string, _fret, _ring, bend, _harmonic in rows:
-        out.notes.append(symusic.Note(start, dur, pitch, vel))
-        if bend is not None:
-            for point in bend.points:
-                t = start + round(dur * point.position / guitarpro.BendEffect.maxPosition)
-                bends.append((t, max(-8192, min(8191, point.value * BEND_PER_QUARTER_TONE))))
-            bends.append((start + dur, 0))  # release: the bend is channel-wide in MIDI
-    for t, value in sorted(bends, key=lambda b: b[0]):
-        out.pitch_bends.append(symusic.PitchBend(t, value))
-    score.tracks.append(out)
-    return GuitarScore(
-        score=score,
-        tuning=tuple(s.value for s in reversed(strings)),  # lowest string first
-        capo=capo,
-        frets=[(r[4], r[5]) for r in rows],
-        source_format="gp",
-        extra={"program": program, "track_name": track.name, "harmonics": [k for k, r in enumerate(rows) if r[8]]},
-    )
+def _grace(grace, v: int, string: int, start: int, place) -> int:
+    """Place a grace note before its note (or on the beat); returns how late the note itself starts."""
+    length = max(1, round(grace.durationTime * TPQ / GP_QUARTER))
+    on_beat = grace.isOnBeat or start - length < 0
+    tech = Technique(dead=True) if grace.isDead else PLAIN
+    hopo = grace.transition == guitarpro.GraceEffectTransition.hammer
+    if grace.transition == guitarpro.GraceEffectTransition.slide:
+        tech = replace(tech, slide_out="legato")
+    place(v, string, max(0, int(grace.fret)), start if on_beat else start - length, length, int(grace.velocity),
+          tech, hopo=hopo)
+    return length if on_beat else 0
 
+
+def _technique(note, beat) -> Technique:
+    eff = note.effect
+    found = {}
+    if eff.isBend:
+        max_position = guitarpro.BendEffect.maxPosition
+        found["bend"] = tuple((round(p.position / max_position, 4), float(p.value)) for p in eff.bend.points)
+        if not any(a for _, a in found["bend"]):
+            del found["bend"]
+    for slide in eff.slides:
+        if slide in _SLIDES_IN:
+            found.setdefault("slide_in", _SLIDES_IN[slide])
+        elif slide in _SLIDES_OUT:
+            found.setdefault("slide_out", _SLIDES_OUT[slide])
+    if eff.palmMute:
+        found["palm_mute"] = True
+    if note.type == guitarpro.NoteType.dead:
+        found["dead"] = True
+    if eff.ghostNote:
+        found["ghost"] = True
+    if eff.harmonic is not None:
+        kind = getattr(eff.harmonic, "type", 1)
+        found["harmonic"] = HARMONIC_KINDS[kind - 1] if 1 <= kind <= len(HARMONIC_KINDS) else "natural"
+    if eff.vibrato or (beat.effect is not None and beat.effect.vibrato):
+        found["vibrato"] = True
+    if eff.letRing:
+        found["let_ring"] = True
+    if beat.effect is not None and beat.effect.slapEffect == guitarpro.SlapEffect.tapping:
+        found["tap"] = True
+    return Technique(**found) if found else PLAIN
