@@ -7,6 +7,9 @@ import pytest
 from guitarformer.readers.ascii_tab import read_ascii_tab
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
 from guitarformer.errors import SkipFile
+from guitarformer.music.score import Technique
+from guitarformer.readers.ascii_tab import _parse_line
+from guitarformer.readers.base import DEAD_NOTE_TICKS, DEAD_NOTE_VELOCITY
 
 FIX = Path(__file__).parent / "fixtures" / "tabs"
 CLASSTAB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar" / "classtab" / "app" / "tabs"
@@ -25,10 +28,20 @@ def test_riff_notes_and_techniques():
     assert gs.source_format == "ascii_tab" and gs.tuning == STANDARD_TUNING and gs.capo == 0
     _check_frets(gs)
     # bar 1: A3 A5 D2 D4 D5 h D7 p D5 A5; bar 2: E0+A3, A5 (slide target is a note), A5, b7 is a bend
-    # target (no new note), x is dead (skipped), E12.
+    # target (no new note), E12, x is a dead note (written at fret 0).
     # Notes are in onset order, then by string number.
     assert gs.frets == [(5, 3), (5, 5), (4, 2), (4, 4), (4, 5), (4, 7), (4, 5), (5, 5),
-                        (5, 3), (6, 0), (5, 5), (5, 5), (6, 12)]
+                        (5, 3), (6, 0), (5, 5), (5, 5), (6, 12), (4, 0)]
+    tech = gs.techniques
+    assert len(tech) == len(gs.frets)
+    assert tech[5] == Technique(hammer=True) and tech[6] == Technique(hammer=True)  # 5h7p5: both legato
+    assert tech[8] == Technique(slide_out="legato") and not tech[10]  # 3/5: the slide leaves the 3
+    assert tech[11].bend == ((0, 0), (0.5, 4), (1, 4)) and not tech[11].release  # 5b7: a whole tone up
+    assert tech[13] == Technique(dead=True)
+    assert [i for i, t in enumerate(tech) if t] == [5, 6, 8, 11, 13]
+    bent, dead = gs.track.notes[11], gs.track.notes[13]
+    assert any(b.value == 8191 and bent.time < b.time < bent.end for b in gs.track.pitch_bends)
+    assert dead.duration <= DEAD_NOTE_TICKS and dead.velocity <= DEAD_NOTE_VELOCITY  # a click, as in GP
     assert gs.track.notes[0].time == 0
     onsets = [n.time for n in gs.track.notes]
     assert onsets == sorted(onsets)
@@ -150,14 +163,14 @@ def test_solo_tab_with_stacked_staves_stays_one_part(tmp_path):
 
 
 def test_natural_harmonics_are_marked(tmp_path):
-    """'<12>' is a natural harmonic: a note at the written fret's pitch whose index is listed in extra['harmonics']
-    (its string/fret names a node to touch, not a fretted pitch); plain frets around it are not."""
+    """'<12>' is a natural harmonic: a note at the written fret's pitch whose technique says so (its string/fret
+    names a node to touch, not a fretted pitch); plain frets around it are not."""
     lines = ["|--0--<12>--3--|", "|-------------|", "|--------<7>--|", "|-------------|", "|-------------|", "|-------------|"]
     (tmp_path / "harm.txt").write_text("\n".join(lines) + "\n")
     (gs,) = read_ascii_tab(tmp_path / "harm.txt")
     _check_frets(gs)
     assert gs.frets == [(1, 0), (1, 12), (3, 7), (1, 3)]
-    assert gs.extra["harmonics"] == [1, 2]
+    assert [t.harmonic for t in gs.techniques] == ["", "natural", "natural", ""]
 
 
 def test_title_skips_banners(tmp_path):
@@ -212,3 +225,36 @@ def test_held_notes_last_to_the_end_of_their_equals_signs(tmp_path):
     assert e.time == low.time and b.time > e.time
     assert e.end == b.time  # "0===": held 4 columns, which is where the B string's 1 comes in
     assert low.end > e.end and low.end > b.end  # "3=====|==": held past the bar line, beyond the next onset
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("--7b9r7--", {2: {"bend": ((0, 0), (1 / 3, 4), (2 / 3, 0), (1, 0))}}),  # bend and release: one note
+    ("--7b-----", {2: {"bend": ((0, 0), (0.5, 4), (1, 4))}}),  # no target: a whole tone
+    ("--5~~~---", {2: {"vibrato": True}}),
+    ("--/5--\\7-", {3: {"slide_in": "below"}, 7: {"slide_in": "above"}}),
+    ("--5/---7\\--", {2: {"slide_out": "up"}, 7: {"slide_out": "down"}}),
+    ("--5/-|7--", {2: {"slide_out": "legato"}}),  # to the next fret, over a bar line
+    ("--5s7----", {2: {"slide_out": "legato"}}),
+    ("--x--x|", {2: {"dead": True}, 5: {"dead": True}}),
+    ("--2x-----", {}),  # "2x" (play twice) is no dead note
+    ("--(5)h7--", {6: {"hammer": True}}),  # the bracketed fret is skipped; the hammer still lands on the 7
+])
+def test_technique_marks(body, expected):
+    _, _, found = _parse_line(body)
+    found = {c: {k: (tuple((round(p, 4), a) for p, a in v) if k == "bend" else v) for k, v in f.items()}
+             for c, f in found.items()}
+    want = {c: {k: (tuple((round(p, 4), a) for p, a in v) if k == "bend" else v) for k, v in f.items()}
+            for c, f in expected.items()}
+    assert found == want
+
+
+def test_palm_mute_line_marks_the_notes_under_it(tmp_path):
+    """A 'PM----' line right above a staff palm-mutes the notes in the columns it spans (shorter, softer in MIDI);
+    a legend line of words ("PM = palm muting") marks nothing."""
+    lines = ["PM = palm muting", "", "   PM-----", "e|-----------|", "B|-----------|", "G|-----------|", "D|-----------|",
+             "A|-----------|", "E|--0--0--0--|"]
+    (tmp_path / "pm.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "pm.txt")
+    assert [t.palm_mute for t in gs.techniques] == [True, True, False]
+    assert gs.track.notes[0].duration < gs.track.notes[2].duration
+    assert gs.track.notes[0].velocity < gs.track.notes[2].velocity

@@ -16,16 +16,23 @@ What is understood:
 - several versions (arrangements) of a piece in one text, as classtab publishes them (a header listing
   "1st version - ...", "2nd version - in Dm, drop D tuning", then each version after a line of asterisks) become
   one part each (or more, if a version is a duet), with the tuning and capo of their own header line and text;
-- technique marks h p / \\ s ~ are ignored and the fret after them is a new note; the fret after b
-  (bend target) or r (release) is not a new note; x (dead note) and parenthesised frets (ties or
-  ghost notes, depending on the author) are skipped; natural harmonics ("<12>") are notes at the written fret's
-  pitch, listed in `extra["harmonics"]` (note indices) since their string/fret names a node, not a fretted pitch.
+- techniques, one Technique per note: h/p before a fret is a hammer-on/pull-off; 5/7, 5\\3, 5s7 (also 5/-7
+  and 5/|7) slide to the next fret (a new note), 5/-- and 5\\-- slide off the note, -/5 and -\\5 into it; ~
+  after a fret is vibrato; the frets after b (bend target) and r (release) are the bent note's pitches, not
+  notes (7b9r7: a whole-tone bend and release; a b without a target bends a whole tone); x is a dead note
+  (muted, written at fret 0); a "PM---" line right above a staff palm-mutes the notes under it; natural
+  harmonics ("<12>") are notes at the written fret's pitch (their string/fret names a node to touch, not a
+  fretted pitch). Parenthesised frets (ties or ghost notes, depending on the author) are skipped. In MIDI,
+  dead and palm-muted notes are shorter and softer and bends are pitch bends, as in the Guitar Pro readers.
 
 Rhythm: tab has none, so onsets come from column positions. Each bar is stretched so the file's median
 bar width is one bar of the time signature the text states ("time sig: 3/8"; else 4/4): a bar about as wide
-or wider lasts a whole number of bars (twice as wide: two bars' time), a narrower one whole beats; a short bar before a full one is a pickup (at the start, or after a repeat)
-and ends on a bar line of the meter, so the score's bar lines fall where the tab has them. Without bar lines one column is a 16th note. A note lasts until the next onset, or, when '=' follow it (classtab's "note held": "0====", also across a
-bar line), until the column after the last '='. Tempo is 120 unless the text says "tempo"/"bpm" (in the beat it names: "120 bpm (eighth beats)" is 60).
+or wider lasts a whole number of bars (twice as wide: two bars' time), a narrower one whole beats; a short bar
+before a full one is a pickup (at the start, or after a repeat) and ends on a bar line of the meter, so the
+score's bar lines fall where the tab has them. Without bar lines one column is a 16th note. A note lasts until
+the next onset, or, when '=' follow it (classtab's "note held": "0====", also across a bar line), until the
+column after the last '='. Tempo is 120 unless the text says "tempo"/"bpm" (counted in the beat it names:
+"120 bpm (eighth beats)" is 60 quarter notes a minute).
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ import symusic
 
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ, TUNINGS
-from guitarformer.music.score import GuitarScore
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.readers.base import add_pitch_bends, bend_points, sounding
 
 _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # "e", "F#", "E4|" (an octave only right before the bar line: "C2----" is a barre mark, not a string)
@@ -205,14 +213,17 @@ def _held_until(body: str, j: int) -> int | None:
     return k if k > j else None
 
 
-def _parse_line(body: str) -> tuple[list[tuple[int, int, int | None]], list[int], set[int]]:
-    """Notes (column, fret, held-until column or None), bar-line columns and the columns of natural harmonics
-    ("<12>") of one tab line body."""
-    notes, bars, i, prev = [], [], 0, ""
-    depth = 0
-    harmonics, in_harmonic = set(), False
+def _parse_line(body: str) -> tuple[list[tuple[int, int, int | None]], list[int], dict[int, dict]]:
+    """Notes (column, fret, held-until column or None), bar-line columns and the techniques of one tab line body's
+    notes ({column: Technique fields}, for the notes that have any)."""
+    notes, bars, marks = [], [], {}
+    i, prev, depth, in_harmonic = 0, "", 0, False
+    last = None  # column of the last note: the one a slide, bend or vibrato mark after it belongs to
+    hammer = slide_in = ""  # marks before the next fret: h/p, or a slide from nowhere (/5, \5)
+    bend: list[float] = []  # the last note's bend so far, in quarter tones: [0, b target, r target, ...]
     while i < len(body):
         ch = body[i]
+        nxt = body[i + 1] if i + 1 < len(body) else ""
         if ch == "|":
             bars.append(i)
         elif ch == "(":
@@ -225,18 +236,50 @@ def _parse_line(body: str) -> tuple[list[tuple[int, int, int | None]], list[int]
             j = i + 1
             if j < len(body) and body[j].isdigit() and int(body[i : j + 1]) <= MAX_FRET:
                 j += 1
-            if depth == 0 and prev not in ("b", "r", "B", "R"):
-                notes.append((i, int(body[i:j]), _held_until(body, j)))
+            fret = int(body[i:j])
+            if prev in ("b", "r", "B", "R"):  # a bend's target or a release's: the bent note's pitch, not a note
+                if last is not None and bend:
+                    base = next(f for c, f, _ in reversed(notes) if c == last)
+                    bend.append(max(0.0, 2.0 * (fret - base)))
+                    marks.setdefault(last, {})["bend"] = bend_points(bend)
+            elif depth == 0:
+                notes.append((i, fret, _held_until(body, j)))
+                found = marks.setdefault(i, {})
                 if in_harmonic:
-                    harmonics.add(i)
+                    found["harmonic"] = "natural"
+                if hammer:
+                    found["hammer"] = True
+                if slide_in:
+                    found["slide_in"] = slide_in
+                last, bend, hammer, slide_in = i, [], "", ""
             prev = "0"
             i = j
             continue
-        prev = ch if ch != "-" or prev not in ("b", "r") else prev
-        if ch == "-":
-            prev = "-"
+        elif ch in "hpHP" and nxt.isdigit():
+            hammer = ch
+        elif ch in "/\\" or (ch in "sS" and nxt.isdigit()):
+            if prev == "0" and last is not None:  # 5/7, 5s7, 5/-7: a slide to the next fret; 5\--: off the note
+                to_fret = re.match(r"[-|]{0,2}\d", body[i + 1 : i + 4]) is not None
+                marks.setdefault(last, {})["slide_out"] = "legato" if to_fret else "down" if ch == "\\" else "up"
+            elif nxt.isdigit() and ch in "/\\":  # -/7: into the note from below, -\7: from above
+                slide_in = "below" if ch == "/" else "above"
+        elif ch == "~" and prev in ("0", "~") and last is not None:
+            marks.setdefault(last, {})["vibrato"] = True
+        elif ch in "bB" and prev == "0" and last is not None:
+            bend = bend or [0.0]
+            if not nxt.isdigit():  # a bend without its target: a whole tone
+                bend.append(4.0)
+                marks.setdefault(last, {})["bend"] = bend_points(bend)
+        elif ch in "rR" and prev == "0" and last is not None and bend and not nxt.isdigit():
+            bend.append(0.0)  # a release without its target: back to the fretted pitch
+            marks.setdefault(last, {})["bend"] = bend_points(bend)
+        elif ch in "xX" and depth == 0 and prev in ("", "-", "|", "=") and nxt in ("", "-", "|", " "):
+            notes.append((i, 0, None))  # a dead note: muted, no pitch (written at fret 0)
+            marks[i] = {"dead": True}
+            last, bend, hammer, slide_in = None, [], "", ""
+        prev = ch
         i += 1
-    return notes, bars, harmonics
+    return notes, bars, {c: found for c, found in marks.items() if found}
 
 
 def read_ascii_tab(path) -> list[GuitarScore]:
@@ -345,12 +388,16 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     # most of the staff agrees on).
     parsed = []
     widths = []
-    for _, _, bodies in guitar:
-        notes, bar_sets, harmonics = [], [], set()
+    for start, _, bodies in guitar:
+        notes, bar_sets, techniques = [], [], {}
+        muted = _palm_muted(lines, start)
         for li, body in enumerate(bodies):
-            ns, bs, hs = _parse_line(body)
+            ns, bs, found = _parse_line(body)
             notes += [(c, li, f, end) for c, f, end in ns]
-            harmonics |= {(c, li) for c in hs}
+            for c, _, _ in ns:
+                fields = {**found.get(c, {}), **({"palm_mute": True} if c in muted else {})}
+                if fields:
+                    techniques[(c, li)] = Technique(**fields)
             bar_sets.append(tuple(bs))
         bars = sorted(set(statistics.mode(bar_sets))) if bar_sets else []
         width = max(len(b) for b in bodies)
@@ -366,7 +413,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
             if b > a:
                 segs.append((a, b))
         widths += [b - a for a, b in segs if cuts]
-        parsed.append((notes, segs, harmonics))
+        parsed.append((notes, segs, techniques))
     typical = statistics.median(widths) if widths else None
 
     out = []
@@ -429,7 +476,7 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
                 meter: tuple[int, int] = (4, 4)) -> GuitarScore | None:
     """One guitar's staves (parsed notes and bar segments), concatenated in time, as a GuitarScore; None if
     they hold no note. The median bar is one bar of `meter`."""
-    events = []  # (tick, string number, fret, natural harmonic, tick its '=' hold ends or None)
+    events = []  # (tick, string number, fret, technique, tick its '=' hold ends or None)
     num, den = meter
     unit = TPQ * 4 // den  # bar lengths are whole beats of the meter
     full = num * unit
@@ -457,7 +504,7 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
         starts.append(t)
         t += length
     k = 0
-    for notes, segs, harmonics in parsed:
+    for notes, segs, techniques in parsed:
         notes.sort()
         placed = []  # (first column, last column, first tick, ticks per column) of each bar segment
         for a, b in segs:
@@ -473,14 +520,14 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
 
         for c, li, f, end in notes:
             if any(a <= c < b for a, b, _, _ in placed):
-                events.append((tick(c), li + 1, f, (c, li) in harmonics, None if end is None else tick(end)))
+                events.append((tick(c), li + 1, f, techniques.get((c, li), PLAIN), None if end is None else tick(end)))
     if not events:
         return None
     # One note per string per onset (a stray digit under another one is noise).
     uniq = {}
     for t, s, f, h, e in events:
         uniq.setdefault((t, s), (f, h, e))
-    events = sorted((t, s, f, h, e) for (t, s), (f, h, e) in uniq.items())
+    events = [(t, s, f, h, e) for (t, s), (f, h, e) in sorted(uniq.items(), key=lambda kv: kv[0])]
     onsets = sorted({t for t, _, _, _, _ in events})
     nxt = {t: u for t, u in zip(onsets, onsets[1:] + [onsets[-1] + TPQ])}
 
@@ -488,13 +535,29 @@ def _part_score(path: Path, parsed, typical, tuning, capo: int, qpm: float, n: i
     score.tempos.append(symusic.Tempo(0, qpm))
     score.time_signatures.append(symusic.TimeSignature(0, num, den))
     track = symusic.Track(path.stem, GUITAR_PROGRAM, False)
-    frets, harmonics = [], []
-    for k, (t, s, f, h, e) in enumerate(events):
+    frets, techniques, bent = [], [], []
+    for t, s, f, tech, e in events:
         pitch = tuning[n - s] + capo + f
-        track.notes.append(symusic.Note(t, max(1, (nxt[t] if e is None else e) - t), pitch, 80))
+        duration, velocity = sounding(max(1, (nxt[t] if e is None else e) - t), 80, tech)
+        track.notes.append(symusic.Note(t, duration, pitch, velocity))
         frets.append((s, f))
-        if h:
-            harmonics.append(k)
+        techniques.append(tech)
+        if tech.bend:
+            bent.append((t, duration, tech.bend))
+    add_pitch_bends(track, bent)
     score.tracks.append(track)
-    return GuitarScore(score, tuning=tuning, capo=capo, frets=frets, name="", source_format="ascii_tab",
-                       extra={"path": str(path), "harmonics": harmonics})
+    return GuitarScore(score, tuning=tuning, capo=capo, frets=frets, techniques=techniques, name="",
+                       source_format="ascii_tab", extra={"path": str(path)})
+
+
+# "PM----|", "P.M. - - -": a palm-mute line above a staff, over the columns it spans.
+_PALM_MUTE = re.compile(r"P\.?M\.?(?:[-_.|]|\s+(?=[-_.|]))*")
+
+
+def _palm_muted(lines: list[str], start: int) -> set[int]:
+    """Body columns of the staff starting at line `start` that a palm-mute line right above it spans."""
+    above = lines[start - 1] if start > 0 else ""
+    if not above.strip() or _PALM_MUTE.search(above) is None or re.search(r"[a-zA-Z]{3,}", above):
+        return set()  # no mark, or a line of words ("PM = palm muting") rather than a mark over the staff
+    offset = _is_tab_line(lines[start]).end()  # the staff's bodies start after its labels
+    return {c - offset for m in _PALM_MUTE.finditer(above) for c in range(m.start(), m.end())}
