@@ -19,8 +19,18 @@ from guitarformer.music.guitar import (
     TPQ,
     TUNINGS,
 )
-from guitarformer.music.score import GuitarScore
-from guitarformer.readers.base import DEFAULT_VELOCITY, TRACK_CHOICES, dedupe_by_time, new_score, no_guitar, time_limit
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.readers.base import (
+    DEFAULT_VELOCITY,
+    TRACK_CHOICES,
+    add_pitch_bends,
+    bend_points,
+    dedupe_by_time,
+    new_score,
+    no_guitar,
+    sounding,
+    time_limit,
+)
 
 M21_MAX_SECONDS = 120  # music21 is slow on big scores; a stuck parse is reported, not waited on
 
@@ -30,7 +40,7 @@ def read_notation(path: Path, tracks: str, include_bass: bool) -> list[GuitarSco
         with open(path, "rb") as f:
             head = f.read(4096)
         if b"<GPIF" in head:
-            raise SkipFile("Guitar Pro 6+ internal XML (GPIF) is not MusicXML; export as GP5, MusicXML or MIDI")
+            raise SkipFile("Guitar Pro 6+ internal XML (GPIF) is not MusicXML; read the .gp/.gpx file it came from")
         if b"score-partwise" not in head and b"score-timewise" not in head:
             raise SkipFile("XML file is not MusicXML (no score-partwise/score-timewise root)")
     fmt = "abc" if path.suffix.lower() == ".abc" else "musicxml"
@@ -126,6 +136,7 @@ def from_music21(
         tempos = []
     tempos = dedupe_by_time(tempos) or [(0, 120.0)]
 
+    linked = _linked_notes(m21score)
     out = []
     for part, role in keep:
         if part.atSoundingPitch is False or part.atSoundingPitch == "unknown":
@@ -142,9 +153,9 @@ def from_music21(
             start = round(float(el.offset) * TPQ)
             dur = max(1, round(float(el.quarterLength) * TPQ))
             vel = el.volume.velocity if el.volume is not None and el.volume.velocity else DEFAULT_VELOCITY
-            for midi, sf in _m21_pitches_with_frets(el):
+            for midi, sf, tech in _m21_pitches_with_frets(el, linked, float(el.offset)):
                 if 0 <= midi <= 127:
-                    raw.append((start, midi, dur, int(vel), sf))
+                    raw.append((start, midi, dur, int(vel), sf, tech))
         if not raw:
             continue
         # Two voices sharing a note (common in notation) would be two overlapping MIDI notes of one
@@ -162,14 +173,21 @@ def from_music21(
         if tracks == "guitar" and not is_bass and (program is None or program not in GUITAR_PROGRAMS):
             program = GUITAR_PROGRAM
         track = symusic.Track(str(part.partName or name or ""), int(program if program is not None else 0), False)
-        for start, pitch, dur, vel, _sf in raw:
+        bent = []
+        for start, pitch, dur, vel, _sf, tech in raw:
+            dur, vel = sounding(dur, vel, tech)
             track.notes.append(symusic.Note(start, dur, pitch, vel))
+            if tech.bend:
+                bent.append((start, dur, tech.bend))
+        add_pitch_bends(track, bent)
         score.tracks.append(track)
         part_label = str(part.partName or "")
+        techniques = [n[5] for n in raw]
         out.append(GuitarScore(
             score=score,
             tuning=tuning,
             frets=frets,
+            techniques=techniques if frets is not None or any(techniques) else None,
             name=f"{name} [{part_label}]" if part_label and len(keep) > 1 else name,
             source_format=source_format,
             extra={"part_name": part_label},
@@ -179,35 +197,102 @@ def from_music21(
     return out
 
 
-def _m21_pitches_with_frets(el) -> list[tuple[int, tuple[int, int] | None]]:
-    """(MIDI pitch, (string, fret) or None) for each pitch of a music21 note or chord. MusicXML TAB staves
-    (and tab-aware notation) carry <technical><string>/<fret>, which music21 keeps as articulations: on each
-    note of a chord, or gathered on the chord itself in note order."""
+def _m21_pitches_with_frets(el, linked: dict, offset: float) -> list[tuple[int, tuple[int, int] | None, Technique]]:
+    """(MIDI pitch, (string, fret) or None, technique) for each pitch of a music21 note or chord. MusicXML TAB
+    staves (and tab-aware notation) carry <technical><string>/<fret> (and <bend>, <harmonic>, <tap>), which
+    music21 keeps as articulations: on each note of a chord, or gathered on the chord itself in note order.
+    `linked`: see _linked_notes."""
 
-    def pairs(arts) -> list[tuple[int, int]]:
-        """(string, fret) pairs in order; each pair's two marks may come in either order."""
-        out, st, fr = [], None, None
+    def groups(arts) -> list[list]:
+        """The articulations of each note, split where a note's (string, fret) pair is complete."""
+        out, current, st, fr = [], [], None, None
         for a in arts:
+            current.append(a)
             if isinstance(a, articulations.StringIndication):
                 st = a.number
-            elif isinstance(a, articulations.FretIndication):
+            elif isinstance(a, articulations.FretIndication) and not isinstance(a, (articulations.FretBend,
+                                                                                   articulations.FretTap)):
                 fr = a.number
             if isinstance(st, int) and isinstance(fr, int):
-                out.append((st, fr))
-                st = fr = None
-        return out if all(s >= 1 and f >= 0 for s, f in out) else []
+                out.append(current)
+                current, st, fr = [], None, None
+        if out and current:
+            out[-1] += current  # a bend written after the pair still belongs to that note
+        return out
+
+    def pair(arts) -> tuple[int, int] | None:
+        st = next((a.number for a in arts if isinstance(a, articulations.StringIndication)), None)
+        fr = next((a.number for a in arts if isinstance(a, articulations.FretIndication)
+                   and not isinstance(a, (articulations.FretBend, articulations.FretTap))), None)
+        return (st, fr) if isinstance(st, int) and isinstance(fr, int) and st >= 1 and fr >= 0 else None
 
     notes = list(getattr(el, "notes", ()))
     if not notes:
-        own = pairs(getattr(el, "articulations", ()))
-        return [(int(p.midi), own[0] if len(own) == 1 else None) for p in getattr(el, "pitches", ())]
-    per_note = [pairs(getattr(n, "articulations", ())) for n in notes]
-    sfs = [p[0] if len(p) == 1 else None for p in per_note]
-    if all(sf is None for sf in sfs):
-        on_chord = pairs(getattr(el, "articulations", ()))
+        own = groups(getattr(el, "articulations", ()))
+        arts = own[0] if len(own) == 1 else list(getattr(el, "articulations", ()))
+        sf = pair(own[0]) if len(own) == 1 else None
+        return [(int(p.midi), sf, _m21_technique(el, arts, linked, offset)) for p in getattr(el, "pitches", ())]
+    per_note = [list(getattr(n, "articulations", ())) for n in notes]
+    if not any(pair(arts) for arts in per_note):
+        on_chord = groups(getattr(el, "articulations", ()))
         if len(on_chord) == len(notes):
-            sfs = list(on_chord)
-    return [(int(n.pitch.midi), sf) for n, sf in zip(notes, sfs)]
+            per_note = on_chord
+    return [(int(n.pitch.midi), pair(arts), _m21_technique(n, arts, linked, offset)) for n, arts in zip(notes, per_note)]
+
+
+def _linked_notes(m21score) -> dict[tuple[float, int], dict]:
+    """Technique fields that music21 keeps as spanners between two notes, by (offset, MIDI pitch) of the note
+    they belong to: a hammer-on or pull-off (on the note it lands on) and a slide (on the note it leaves)."""
+    out: dict[tuple[float, int], dict] = {}
+
+    def key(n) -> tuple[float, int] | None:
+        if not hasattr(n, "pitch"):
+            return None
+        offset, site = float(n.offset), n.activeSite
+        while site is not None and not isinstance(site, music21.stream.Part):  # voice -> measure -> part
+            offset += float(site.offset)
+            site = site.activeSite
+        return offset, int(n.pitch.midi)
+
+    for sp in m21score.recurse().getElementsByClass((articulations.HammerOn, articulations.PullOff,
+                                                     music21.spanner.Glissando)):
+        spanned = sp.getSpannedElements()
+        if len(spanned) < 2:
+            continue
+        if isinstance(sp, music21.spanner.Glissando):
+            k, fields = key(spanned[0]), {"slide_out": "legato"}
+        else:
+            k, fields = key(spanned[-1]), {"hammer": True}
+        if k is not None:
+            out.setdefault(k, {}).update(fields)
+    return out
+
+
+def _m21_technique(note, arts, linked: dict, offset: float) -> Technique:
+    """A note's techniques from its articulations (bends, harmonics, taps), notehead (x: dead, in parentheses:
+    ghost) and the spanners `linked` found."""
+    found = dict(linked.get((offset, int(note.pitch.midi)), {})) if hasattr(note, "pitch") else {}
+    amounts, bent = [0.0], False
+    for a in arts:
+        if isinstance(a, articulations.FretBend) and a.bendAlter is not None:
+            semitones = float(a.bendAlter.semitones) if hasattr(a.bendAlter, "semitones") else float(a.bendAlter)
+            if a.preBend:  # bent before it sounds: the bend starts there
+                amounts[0] = max(0.0, 2 * semitones)
+            else:
+                amounts.append(max(0.0, amounts[-1] + 2 * semitones))
+            bent = True
+        elif isinstance(a, articulations.Harmonic):
+            kind = getattr(a, "harmonicType", "natural")
+            found["harmonic"] = "artificial" if kind == "artificial" else "natural"
+        elif isinstance(a, articulations.FretTap):
+            found["tap"] = True
+    if bent and any(amounts):
+        found["bend"] = bend_points(amounts)
+    if getattr(note, "notehead", None) == "x":
+        found["dead"] = True
+    if getattr(note, "noteheadParenthesis", False):
+        found["ghost"] = True
+    return Technique(**found) if found else PLAIN
 
 
 def _tab_tuning_and_frets(raw: list[tuple], default: tuple[int, ...]
@@ -227,13 +312,13 @@ def _tab_tuning_and_frets(raw: list[tuple], default: tuple[int, ...]
     else:
         return default, None
     votes: dict[int, Counter] = {}
-    for (_t, pitch, _d, _v, (st, fr)) in raw:
+    for _t, pitch, _d, _v, (st, fr), *_ in raw:
         votes.setdefault(st, Counter())[pitch - fr] += 1
     opens = {s: base[n_strings - s] for s in range(1, n_strings + 1)}  # base: lowest string first; tab: 1 = highest
     for st, c in votes.items():
         opens[st] = c.most_common(1)[0][0]
     tuning = tuple(opens[s] for s in range(n_strings, 0, -1))
-    if any(pitch - fr != opens[st] for (_t, pitch, _d, _v, (st, fr)) in raw) or list(tuning) != sorted(tuning):
+    if any(pitch - fr != opens[st] for _t, pitch, _d, _v, (st, fr), *_ in raw) or list(tuning) != sorted(tuning):
         return default, None  # inconsistent fingering, or strings not ordered low to high: keep the pitches only
     return tuning, list(sfs)
 
