@@ -305,41 +305,127 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
         click.echo(f"wrote {json_out}")
 
 
+def _bar_range(ctx, param, value):
+    """--bars 5-8 / --bars 5 as (first, last), 1-based."""
+    if value is None:
+        return None
+    text = value.replace(" ", "")
+    try:
+        first, _, last = text.partition("-")
+        a, b = int(first), int(last or first)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a bar range; write it like 5-8 or 5") from None
+    if not 1 <= a <= b:
+        raise click.BadParameter(f"{value!r}: bars count from 1 and the first comes before the last")
+    return a, b
+
+
+def _pick_track(parts, track: str, file: Path, tracks: str):
+    """The part `--track` names: its number in the file's part list (1-based) or its track name."""
+    names = [gs.extra.get("track_name") or gs.name for gs in parts]
+    listing = ", ".join(f"{k + 1} {name!r}" for k, name in enumerate(names))
+    more = "" if tracks == "all" else "; add --tracks all to choose among every track, not only guitars"
+    if track.isdigit():
+        k = int(track)
+        if 1 <= k <= len(parts):
+            return [parts[k - 1]]
+        raise GuitarformerError(f"{file.name} has no track {k}: its tracks are {listing}",
+                                f"pass --track 1 to {len(parts)}, or a track name{more}")
+    key = track.strip().lower()
+    hits = [gs for gs, name in zip(parts, names) if name.strip().lower() == key]
+    hits = hits or [gs for gs, name in zip(parts, names) if key in name.lower()]
+    if len(hits) == 1:
+        return hits
+    problem = (f"--track {track!r} matches {len(hits)} tracks of {file.name}" if hits
+               else f"{file.name} has no track named {track!r}")
+    raise GuitarformerError(f"{problem}: its tracks are {listing}", f"pass a track number or a full name{more}")
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write to FILE instead of printing: .txt for the ASCII tab, .gp5 for Guitar Pro 5.")
+@click.option("--track", default=None, help="Only this track: its number (1 = the first listed) or its name.")
+@click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
+              help="Which tracks of a MIDI/Guitar Pro/MusicXML file to show: guitar tracks only, or every "
+                   "non-drum track.")
+@click.option("--bars", "bar_range", callback=_bar_range, default=None, metavar="A-B",
+              help="Only these bars (numbered from 1, as the tab numbers them), e.g. 5-8.")
 @click.option("--tuning", default=None, help="Override the tuning (name or MIDI numbers low to high).")
-@click.option("--width", type=int, default=80, show_default=True)
+@click.option("--width", type=click.IntRange(20), default=80, show_default=True,  # render.ascii_tab.MIN_WIDTH
+              help="Characters per tab line (at least 20); systems wrap to it.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
               help="Re-finger in this position where the notes allow (index finger at this fret; 0 = open).")
 @click.option("--program", type=click.IntRange(0, 127), default=None,
               help="Re-finger as this General MIDI program is played (29-30, distorted guitar: rock riffs; "
                    "default: each track's own program).")
-def tab(file, tuning, width, position, program):
-    """Print a playable ASCII tab of any MIDI, Guitar Pro, MusicXML/ABC or tab file (its own fingering where it
-    has one, unless --tuning, --position or --program asks for another)."""
+def tab(file, out, track, tracks, bar_range, tuning, width, position, program):
+    """Show a playable tab of any MIDI, Guitar Pro 3-5, MusicXML/ABC or ASCII tab file: printed, or written to
+    --out as text or Guitar Pro 5. A file's own fingering is kept unless --tuning, --position or --program asks
+    for another; notes the tuning cannot hold are reported, never dropped silently."""
+    from guitarformer.errors import SkipFile
     from guitarformer.fretting import fret
     from guitarformer.music.guitar import parse_tuning
     from guitarformer.readers import read_guitar
-    from guitarformer.render.ascii_tab import render_ascii_tab
+    from guitarformer.render.ascii_tab import bars_of, describe_unplaced, render_ascii_tab, unplaced_notes
 
+    kind = None
+    if out is not None:
+        kind = {".txt": "txt", ".tab": "txt", ".gp5": "gp5"}.get(out.suffix.lower())
+        if kind is None:
+            raise GuitarformerError(f"--out {out}: cannot write {out.suffix or 'a file without a suffix'}",
+                                    "name the file .txt (or .tab) for an ASCII tab, or .gp5 for Guitar Pro 5")
     if not file.is_file():
         raise GuitarformerError(f"{file} does not exist", "pass a .mid, .gp5, .txt, .musicxml or .abc file")
     try:
-        parts = read_guitar(file)
+        parts = read_guitar(file, tracks=tracks)
     except GuitarformerError:
         raise
+    except SkipFile as e:
+        reason = str(e)
+        raise GuitarformerError(f"{file.name}: {reason}", None if "--tracks" in reason else
+                                "pass a MIDI, Guitar Pro 3-5, ASCII tab, MusicXML or ABC file with a guitar part") from None
     except Exception as e:
         raise GuitarformerError(f"could not read {file}: {type(e).__name__}: {e}",
                                 "check that the file is a valid MIDI/GP/tab/MusicXML file") from None
+    if track is not None:
+        parts = _pick_track(parts, track, file, tracks)
+    new_tuning = parse_tuning(tuning) if tuning else None
+
+    fingered = []
     for gs in parts:
-        if tuning:
-            gs.tuning = parse_tuning(tuning)
-        keep = gs.frets and not tuning and position is None and program is None
+        if new_tuning:
+            gs.tuning = new_tuning
+        keep = gs.frets and not new_tuning and position is None and program is None
         frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position,
                                            program=gs.track.program if program is None else program)
-        if gs.name:
-            click.echo(f"# {gs.name}")
-        click.echo(render_ascii_tab(gs, frets, width=width))
+        if bar_range:
+            n_bars = len(bars_of(gs.score, max((x.time + 1 for x in gs.track.notes), default=1)))
+            if bar_range[0] > n_bars:
+                raise GuitarformerError(f"--bars {bar_range[0]}-{bar_range[1]}: {gs.name or file.name} has "
+                                        f"{n_bars} bars", f"pass bars between 1 and {n_bars}")
+        fingered.append((gs, frets))
+
+    if kind == "gp5":
+        from guitarformer.render.gp5 import write_gp5_parts
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        left_out = write_gp5_parts(fingered, out, bars=bar_range)
+    else:
+        texts = [render_ascii_tab(gs, frets, width=width, bars=bar_range) for gs, frets in fingered]
+        if kind == "txt":
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("\n".join(texts), encoding="utf-8")
+        else:
+            click.echo("\n".join(texts), nl=False)
+        lo, hi = bar_range or (1, 10**9)
+        left_out = [[u for u in unplaced_notes(gs, frets) if lo <= u.bar <= hi] for gs, frets in fingered]
+    for (gs, _), missing in zip(fingered, left_out):
+        if missing:
+            where = f"{gs.name}: " if len(fingered) > 1 and gs.name else ""
+            click.echo(f"warning: {where}{describe_unplaced(missing, gs.tuning, gs.capo)}", err=True)
+    if out is not None:
+        click.echo(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def _score(tuning=STANDARD_TUNING, capo=0):
 def test_render_shape():
     text = render_ascii_tab(_score(), width=40)
     staff = [ln for ln in text.splitlines() if "|" in ln]
-    assert [ln[0] for ln in staff[:6]] == list("eBGDAE")
+    assert [ln.split("|")[0] for ln in staff[:6]] == ["E4", "B3", "G3", "D3", "A2", "E2"]
     assert all(len(ln) <= 40 for ln in staff)
     assert len(staff) >= 12  # wrapped into at least two staves
 
@@ -411,8 +411,8 @@ def test_tab_cli_position(tmp_path):
     path = write_midi(GuitarScore(score=score), tmp_path / "line.mid")
     r = CliRunner().invoke(main, ["tab", str(path), "--position", "7"])
     assert r.exit_code == 0, r.output
-    frets = [int(x) for ln in r.output.splitlines() if ln[:2] in {"e|", "B|", "G|", "D|", "A|", "E|"}
-             for x in __import__("re").findall(r"\d+", ln[2:])]
+    frets = [int(x) for ln in r.output.splitlines() if ln[:3] in {"E4|", "B3|", "G3|", "D3|", "A2|", "E2|"}
+             for x in __import__("re").findall(r"\d+", ln[3:])]
     assert len(frets) == 8 and all(7 <= f <= 10 for f in frets), r.output
     r = CliRunner().invoke(main, ["tab", str(path), "--position", "30"])
     assert r.exit_code == 2 and "--position" in r.output
@@ -472,7 +472,7 @@ def test_tab_cli_fingers_by_program(tmp_path):
     write_midi(steel, tmp_path / "steel.mid", program=25)
     write_midi(dist, tmp_path / "dist.mid", program=30)
     def staff(text):  # the tab lines only (the header names the track)
-        return [ln for ln in text.splitlines() if ln[:2] in {"e|", "B|", "G|", "D|", "A|", "E|"}]
+        return [ln for ln in text.splitlines() if ln[:3] in {"E4|", "B3|", "G3|", "D3|", "A2|", "E2|"}]
 
     rock = staff(render_ascii_tab(dist, fret(list(dist.track.notes), costs=DISTORTED_COSTS)))
     plain = staff(render_ascii_tab(steel, fret(list(steel.track.notes))))

@@ -1,11 +1,16 @@
-"""Guitar Pro 5 out (PyGuitarPro): one track with its tuning, capo, tempo, time signatures, strings and frets."""
+"""Guitar Pro 5 out (PyGuitarPro): one track per part with its tuning, capo, strings and frets, the score's tempo and
+time signatures, and each note's techniques as Guitar Pro effects."""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import guitarpro as gp
 
 from guitarformer.music.guitar import MAX_FRET
-from guitarformer.render.ascii_tab import bars_of, resolve_frets
+from guitarformer.music.score import Technique
+from guitarformer.render.ascii_tab import (Unplaced, bars_of, resolve_frets, signature_at, tempo_at, techniques_of,
+                                           unplaced_notes)
 
 # Guitar Pro durations (ticks at 960 per quarter), longest first: (ticks, value, dotted).
 _GP_Q = 960
@@ -14,6 +19,11 @@ _GP_DURATIONS = [
 ]
 _GP_DURATIONS.sort(key=lambda x: -x[0])
 _GP_GRID = _GP_Q // 16  # a 64th note: onsets are quantised to it
+_SLIDES = {"below": gp.SlideType.intoFromBelow, "above": gp.SlideType.intoFromAbove,
+           "shift": gp.SlideType.shiftSlideTo, "legato": gp.SlideType.legatoSlideTo,
+           "down": gp.SlideType.outDownwards, "up": gp.SlideType.outUpwards}
+_HARMONICS = {"natural": gp.NaturalHarmonic, "artificial": gp.ArtificialHarmonic, "pinch": gp.PinchHarmonic,
+              "semi": gp.SemiHarmonic}
 
 
 def _split_duration(ticks: int) -> list[tuple[int, int, bool]]:
@@ -26,78 +36,150 @@ def _split_duration(ticks: int) -> list[tuple[int, int, bool]]:
     return out
 
 
-def write_gp5(gs, path, frets=None) -> None:
-    """Write the part as a one-track Guitar Pro 5 file (tuning, capo, tempo, time signatures, string/fret).
+def _bend(points) -> gp.BendEffect | None:
+    """Technique bend points (position 0..1, quarter tones) as a Guitar Pro bend (positions 0..12)."""
+    pts = [(min(1.0, max(0.0, p)), round(a)) for p, a in sorted(points)]
+    peak = max((a for _, a in pts), default=0)
+    if peak <= 0:
+        return None
+    first, last = pts[0][1], pts[-1][1]
+    if first > 0:
+        kind = gp.BendType.prebendRelease if last < first else gp.BendType.prebend
+    else:
+        downs = sum(1 for (_, a), (_, b) in zip(pts, pts[1:]) if b < a)
+        ups = sum(1 for (_, a), (_, b) in zip(pts, pts[1:]) if b > a)
+        kind = gp.BendType.bendReleaseBend if downs and ups > 1 else gp.BendType.bendRelease if downs else gp.BendType.bend
+    scale = gp.BendEffect.maxPosition
+    return gp.BendEffect(type=kind, value=peak * 25, points=[gp.BendPoint(round(p * scale), a) for p, a in pts])
 
-    Onsets are quantised to 64th notes; each onset is a beat lasting until the next onset (or the bar
-    end), split into Guitar Pro durations with rests, so held notes that overlap later onsets are
-    shortened. Unplayable notes and a second note on an already used string at one onset are left out.
+
+def _effect(t: Technique, fret: int, hammer_to_next: bool) -> gp.NoteEffect:
+    """A Technique as a Guitar Pro note effect. Guitar Pro marks a hammer-on/pull-off on the note it starts from,
+    the score on the note it lands on: `hammer_to_next` says the next note on this string is hammered or pulled."""
+    eff = gp.NoteEffect(hammer=hammer_to_next, palmMute=t.palm_mute, ghostNote=t.ghost, vibrato=t.vibrato,
+                        letRing=t.let_ring)
+    if t.bend and not t.dead:
+        eff.bend = _bend(t.bend)
+    eff.slides = [_SLIDES[x] for x in (t.slide_in, t.slide_out) if x in _SLIDES]
+    if t.harmonic == "tap":
+        eff.harmonic = gp.TappedHarmonic(fret=min(MAX_FRET, fret + 12))
+    elif t.harmonic in _HARMONICS:
+        eff.harmonic = _HARMONICS[t.harmonic]()
+    return eff
+
+
+def write_gp5(gs, path, frets=None, bars: tuple[int, int] | None = None) -> list[Unplaced]:
+    """Write the part as a one-track Guitar Pro 5 file; returns the notes it could not write (see `write_gp5_parts`)."""
+    return write_gp5_parts([(gs, frets)], path, bars)[0]
+
+
+def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None = None) -> list[list[Unplaced]]:
+    """Write (GuitarScore, frets or None) parts as one Guitar Pro 5 file, a track each (tuning, capo, program,
+    string/fret, techniques), bars and tempo from the first part's score. `bars` = (first, last), 1-based, writes
+    only those bars. Returns, per part, the notes left out: unplayable on the tuning, or a second note on a string
+    at one onset.
+
+    Onsets are quantised to 64th notes; each onset is a beat lasting until the next onset (or the bar end), split
+    into Guitar Pro durations with rests, so held notes that overlap later onsets are shortened.
     """
-    frets = resolve_frets(gs, frets)
-    notes = gs.track.notes
-    tpq = gs.score.ticks_per_quarter
-    n_str = len(gs.tuning)
-
-    def q(t: int) -> int:
-        return round(t * _GP_Q / tpq / _GP_GRID) * _GP_GRID
-
-    end_src = max((x.time + x.duration for x in notes), default=1)
-    bars = bars_of(gs.score, end_src)
+    if not parts:
+        raise ValueError("no parts to write")
+    first_gs = parts[0][0]
+    score = first_gs.score
+    end_src = max((x.time + x.duration for gs, _ in parts for x in gs.track.notes), default=1)
+    layout = bars_of(score, end_src)
+    a, b = bars or (1, len(layout))
+    if not 1 <= a <= b or a > len(layout):
+        raise ValueError(f"bars {a}-{b}: the part has {len(layout)} bars")
+    chosen = layout[a - 1:b]
 
     song = gp.models.Song()
-    song.title = gs.name or ""
-    song.tempo = int(round(gs.score.tempos[0].qpm)) if len(gs.score.tempos) else 120
-    track = song.tracks[0]
-    track.name = (gs.name or "Guitar")[:40]
-    track.strings = [gp.models.GuitarString(i + 1, p) for i, p in enumerate(reversed(gs.tuning))]
-    track.offset = gs.capo
-    track.fretCount = MAX_FRET
-    track.channel.instrument = int(gs.track.program) if not gs.track.is_drum else 25
+    song.title = first_gs.name or ""
+    song.tempo = int(round(tempo_at(score, chosen[0][0])))
+    song.tracks.clear()
     song.measureHeaders.clear()
-    track.measures.clear()
-
-    # Time signature per bar, from the source.
-    ts_list = sorted((ts.time, ts.numerator, ts.denominator) for ts in gs.score.time_signatures) or [(0, 4, 4)]
-    by_onset: dict[int, list[tuple[int, int, int]]] = {}
-    for x, (s, f) in zip(notes, frets):
-        if f >= 0 and 1 <= s <= n_str:
-            by_onset.setdefault(q(x.time), []).append((s, f, int(x.velocity)))
-
     gp_start = _GP_Q  # GP's first measure starts at one quarter
-    for k, (start, length) in enumerate(bars):
-        num, den = 4, 4
-        for t, nu, de in ts_list:
-            if t <= start:
-                num, den = nu, de
+    for k, (start, _length) in enumerate(chosen):
+        num, den = signature_at(score, start)
         header = gp.models.MeasureHeader(number=k + 1, start=gp_start)
         header.timeSignature.numerator = num
         header.timeSignature.denominator = gp.models.Duration(value=den)
         header.song = song
         song.measureHeaders.append(header)
+        gp_start += header.length
+
+    left_out = []
+    for i, (gs, frets) in enumerate(parts):
+        left_out.append(_write_track(song, i, gs, resolve_frets(gs, frets), chosen, (a, b)))
+    gp.write(song, str(path), version=(5, 1, 0))
+    return left_out
+
+
+def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
+    notes = gs.track.notes
+    techs = techniques_of(gs)
+    tpq = gs.score.ticks_per_quarter
+    n_str = len(gs.tuning)
+    channel = i if i < 9 else i + 1  # channel 10 is drums
+    track = gp.models.Track(song, number=i + 1, name=(gs.name or "Guitar")[:40], offset=gs.capo, fretCount=MAX_FRET)
+    track.measures.clear()  # PyGuitarPro gives a new track an empty measure per header; ours are built below
+    track.strings = [gp.models.GuitarString(k + 1, p) for k, p in enumerate(reversed(gs.tuning))]
+    track.channel = gp.models.MidiChannel(channel=channel % 16, effectChannel=channel % 16,
+                                          instrument=int(gs.track.program) if not gs.track.is_drum else 25)
+    song.tracks.append(track)
+
+    def q(t: int) -> int:
+        return round(t * _GP_Q / tpq / _GP_GRID) * _GP_GRID
+
+    # A hammer-on/pull-off is marked in Guitar Pro on the note before it on the string.
+    hammer_from = set()
+    last_on: dict[int, int] = {}
+    for k in sorted(range(len(notes)), key=lambda k: notes[k].time):
+        s, f = frets[k]
+        if f < 0 or not 1 <= s <= n_str:
+            continue
+        if techs[k].hammer and s in last_on:
+            hammer_from.add(last_on[s])
+        last_on[s] = k
+
+    unplaced = unplaced_notes(gs, frets)
+    left_out = [u for u in unplaced if bar_range[0] <= u.bar <= bar_range[1]]
+    skip = {u.index for u in unplaced}
+    by_onset: dict[int, list[int]] = {}
+    for k, x in enumerate(notes):
+        if k not in skip:
+            by_onset.setdefault(q(x.time), []).append(k)
+
+    for header, (start, _length) in zip(song.measureHeaders, chosen):
         measure = gp.models.Measure(track, header)
         track.measures.append(measure)
         voice = measure.voices[0]
-
-        b0, b1 = q(start), q(start) + header.length
+        b0 = q(start)
+        b1 = b0 + header.length
         onsets = sorted(t for t in by_onset if b0 <= t < b1)
         points = onsets + [b1]
         if not onsets or onsets[0] > b0:
             points = [b0] + points  # leading rest
-        for i in range(len(points) - 1):
-            t, nxt = points[i], points[i + 1]
-            parts = _split_duration(nxt - t)
-            for j, (_, v, d) in enumerate(parts):
+        for j in range(len(points) - 1):
+            t, nxt = points[j], points[j + 1]
+            for part, (_, v, d) in enumerate(_split_duration(nxt - t)):
                 beat = gp.models.Beat(voice, duration=gp.models.Duration(value=v, isDotted=d))
-                if j == 0 and t in by_onset:
+                beat.status = gp.models.BeatStatus.rest
+                if part == 0 and t in by_onset:
                     used = set()
-                    for s, f, vel in by_onset[t]:
-                        if s in used:
+                    for k in by_onset[t]:
+                        s, f = frets[k]
+                        if s in used:  # two onsets quantised together on one string
+                            left_out.append(Unplaced(k, header.number + bar_range[0] - 1, int(notes[k].pitch), "busy"))
                             continue
                         used.add(s)
-                        beat.notes.append(gp.models.Note(beat, value=f, string=s, velocity=vel, type=gp.NoteType.normal))
+                        tech = techs[k]
+                        beat.notes.append(gp.models.Note(
+                            beat, value=f, string=s, velocity=int(notes[k].velocity),
+                            type=gp.NoteType.dead if tech.dead else gp.NoteType.normal,
+                            effect=_effect(tech, f, k in hammer_from)))
+                        if tech.tap:
+                            beat.effect.slapEffect = gp.SlapEffect.tapping
                     beat.status = gp.models.BeatStatus.normal
-                else:
-                    beat.status = gp.models.BeatStatus.rest
                 voice.beats.append(beat)
-        gp_start += header.length
-    gp.write(song, str(path), version=(5, 1, 0))
+    return left_out
