@@ -93,6 +93,42 @@ def test_musicxml_tab_staff_keeps_string_fret_and_tuning():
     assert plain.frets is None and plain.tuning == STANDARD_TUNING  # notation without tab: pitches only
 
 
+def test_musicxml_tab_techniques(tmp_path):
+    """<technical> on a TAB staff: hammer-on start/stop (the note it lands on is the hammer), a bend, a harmonic,
+    a slide and an x notehead (dead); notes without marks are plain."""
+
+    def note(step, octave, string, fret, technical="", notations="", notehead=""):
+        head = f"<notehead>{notehead}</notehead>" if notehead else ""
+        return (f"<note><pitch><step>{step}</step><octave>{octave}</octave></pitch><duration>1</duration>"
+                f"<voice>1</voice><type>quarter</type>{head}<notations>{notations}<technical>"
+                f"<string>{string}</string><fret>{fret}</fret>{technical}</technical></notations></note>")
+
+    notes = [
+        note("A", 2, 6, 5, '<hammer-on number="1" type="start">H</hammer-on>'),
+        note("B", 2, 6, 7, '<hammer-on number="1" type="stop"/>'),
+        note("D", 3, 5, 5, "<bend><bend-alter>2</bend-alter></bend>"),
+        note("E", 5, 1, 12, "<harmonic><natural/></harmonic>"),
+        note("E", 2, 6, 0, notehead="x"),
+        note("G", 3, 4, 5, notations='<slide type="start" number="1"/>'),
+        note("A", 3, 4, 7, notations='<slide type="stop" number="1"/>'),
+        note("E", 4, 1, 0),
+    ]
+    xml = ('<?xml version="1.0" encoding="UTF-8"?><score-partwise version="3.1"><part-list><score-part id="P1">'
+           '<part-name>Guitar</part-name></score-part></part-list><part id="P1"><measure number="1"><attributes>'
+           "<divisions>1</divisions><time><beats>8</beats><beat-type>4</beat-type></time><clef><sign>TAB</sign>"
+           "<line>5</line></clef></attributes>" + "".join(notes) + "</measure></part></score-partwise>")
+    (tmp_path / "tech.musicxml").write_text(xml)
+    (gs,) = read_guitar(tmp_path / "tech.musicxml")
+    assert gs.frets == [(6, 5), (6, 7), (5, 5), (1, 12), (6, 0), (4, 5), (4, 7), (1, 0)]
+    t = gs.techniques
+    assert not t[0] and t[1] == Technique(hammer=True)
+    assert t[2].bend == ((0, 0), (0.5, 4), (1, 4))  # two semitones: four quarter tones
+    assert t[3] == Technique(harmonic="natural") and t[4] == Technique(dead=True)
+    assert t[5] == Technique(slide_out="legato") and not t[6] and not t[7]
+    assert gs.track.notes[4].duration <= DEAD_NOTE_TICKS  # dead: a click, as in the other readers
+    assert any(b.value == 8191 for b in gs.track.pitch_bends)
+
+
 def test_real_musicxml_tab_with_capo_and_chords():
     path = SHARED / "alphatab/packages/alphatab/test-data/musicxml-samples/BrookeWestSample.xml"
     if not path.is_file():

@@ -22,8 +22,8 @@ from xml.etree import ElementTree as ET
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import MAX_FILE_BYTES, dedupe_by_time, part_name, sounding
-from guitarformer.readers.bcfz import MAX_RATIO, gpx_files
+from guitarformer.readers.base import MAX_FILE_BYTES, dedupe_by_time, part_name, sounding, time_limit
+from guitarformer.readers.bcfz import gpx_files
 from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build_part, gp_role
 
 # GP7+ write each note's pitch twice more as notation (ConcertPitch, TransposedPitch) and each beat's display
@@ -31,7 +31,13 @@ from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build
 _UNUSED = re.compile(rb'<Property name="(?:ConcertPitch|TransposedPitch|PrimaryPickupVolume|PrimaryPickupTone)">'
                      rb".*?</Property>|<(TransposedPitchStemOrientation|ConcertPitchStemOrientation|"
                      rb"InstrumentArticulation)>[^<]*</\1>", re.S)
+# Bounds on what a file may expand to: real .gp scores deflate at most ~35:1 (XML), and no real score.gpif comes
+# near 256 MB; a header declaring more is corrupt or hostile, and honouring it could take all the memory.
+ZIP_MAX_RATIO = 200
+MAX_GPIF_BYTES = 4 * MAX_FILE_BYTES
 MIN_QPM = 1.0  # a tempo below this is corrupt data, not music (it would stretch one bar over hours)
+MAX_OCCURRENCES = 2_000_000  # beats placed in one staff: real scores place thousands; ids reused without end would hang
+GPIF_MAX_SECONDS = 60
 NOTE_VALUES = {  # quarter notes per GPIF NoteValue
     "Long": 16, "DoubleWhole": 8, "Whole": 4, "Half": 2, "Quarter": 1, "Eighth": Fraction(1, 2),
     "16th": Fraction(1, 4), "32nd": Fraction(1, 8), "64th": Fraction(1, 16), "128th": Fraction(1, 32),
@@ -42,8 +48,7 @@ SLIDE_OUT = ((1, "shift"), (2, "legato"), (4, "down"), (8, "up"))  # Slide/Flags
 SLIDE_IN = ((16, "below"), (32, "above"))
 TECHNIQUES = frozenset({"Bended", "Slide", "PalmMuted", "Muted", "Tapped", "LeftHandTapped", "HarmonicType", "Harmonic"})
 TECHNIQUE_TAGS = frozenset({"LetRing", "Vibrato", "AntiAccent"})
-HARMONICS = {"natural": "natural", "artificial": "artificial", "pinch": "pinch", "tap": "tap", "semi": "semi",
-             "feedback": "feedback"}
+HARMONICS = frozenset({"natural", "artificial", "pinch", "tap", "semi", "feedback"})  # HarmonicType/HType, lower-cased
 
 
 def read_gpif(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
@@ -55,7 +60,7 @@ def read_gpif(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     notes before their beat (or on it, delaying the main note on that string); repeats and simile bars are
     not expanded; ottava marks are notation and do not change the pitch. Techniques come per note.
     """
-    with _no_gc():
+    with time_limit(GPIF_MAX_SECONDS, path), _no_gc():
         root = parse_gpif(gpif_bytes(path.read_bytes(), path.name), path.name)
         return scores_from_gpif(root, path, tracks, include_bass)
 
@@ -89,12 +94,16 @@ def gpif_bytes(data: bytes, name: str) -> bytes:
                 info = next((i for i in zf.infolist() if i.filename.lower().endswith("score.gpif")), None)
                 if info is None:
                     raise ValueError(f"{name}: a zip without Content/score.gpif (not a Guitar Pro 7/8 file)")
-                limit = min(4 * MAX_FILE_BYTES, max(1 << 20, MAX_RATIO * len(data)))
+                limit = min(MAX_GPIF_BYTES, max(1 << 20, ZIP_MAX_RATIO * len(data)))
                 if info.file_size > limit:
                     raise ValueError(f"{name}: score.gpif declares {info.file_size:,} bytes in a "
                                      f"{len(data):,}-byte file (corrupt zip)")
                 with zf.open(info) as f:
-                    return f.read(limit + 1)[:limit]
+                    xml = f.read(limit + 1)  # never more than the bound, whatever the header says
+                if len(xml) > limit:
+                    raise ValueError(f"{name}: score.gpif holds more than the {info.file_size:,} bytes its zip "
+                                     "entry declares (corrupt zip)")
+                return xml
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, NotImplementedError) as e:
             raise ValueError(f"{name}: unreadable Guitar Pro 7/8 zip ({type(e).__name__}: {e})") from None
     raise ValueError(f"{name}: not a Guitar Pro 6-8 file (starts with {data[:4]!r}, "
@@ -102,10 +111,10 @@ def gpif_bytes(data: bytes, name: str) -> bytes:
 
 
 def parse_gpif(xml: bytes, name: str) -> ET.Element:
+    """The <GPIF> root of a score.gpif. A locked (protected) file's gpif is not XML at all: SkipFile."""
     head = xml[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head.startswith(b"<"):
-        raise SkipFile("score.gpif is not XML: a locked (protected) Guitar Pro file; "
-                       "unlock it in Guitar Pro or export it as GP5/MusicXML")
+        raise SkipFile("score.gpif is not XML: a locked (protected) Guitar Pro file; unlock it in Guitar Pro")
     try:
         root = ET.fromstring(_UNUSED.sub(b"", xml))
     except ET.ParseError as e:
@@ -303,6 +312,7 @@ class _Document:
         """The sounding notes of one staff: bar_ids[i] is its Bar in master bar i ("-1": none)."""
         n_strings = len(tuning)
         rows: list[Row] = []
+        placed = 0
         for v in range(4):
             open_notes: dict[int, Row] = {}  # string -> the note a tie on that string extends (this voice)
             hopo_from: set[int] = set()  # strings whose last note hammers/pulls to the next one
@@ -316,7 +326,12 @@ class _Document:
                     continue
                 t: int | Fraction = starts[bar_index]
                 graces: list[_Beat] = []
-                for beat_id in (voice.findtext("Beats") or "").split():
+                beat_ids = (voice.findtext("Beats") or "").split()
+                placed += len(beat_ids)
+                if placed > MAX_OCCURRENCES:
+                    raise ValueError(f"{self.name}: more than {MAX_OCCURRENCES:,} beats in one staff "
+                                     "(corrupt or looping references)")
+                for beat_id in beat_ids:
                     beat = self.beat(beat_id)
                     if beat is None:
                         continue
@@ -499,7 +514,7 @@ def _technique(props: dict, tags: dict) -> Technique:
         found["tap"] = True
     if "HarmonicType" in props or "Harmonic" in props:
         kind = (_value(props.get("HarmonicType")) or "natural").strip().lower()
-        found["harmonic"] = HARMONICS.get(kind, "natural")
+        found["harmonic"] = kind if kind in HARMONICS else "natural"
     if "LetRing" in tags:
         found["let_ring"] = True
     if (tags["Vibrato"].text or "").strip() if "Vibrato" in tags else False:
