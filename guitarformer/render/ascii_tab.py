@@ -17,9 +17,9 @@ How a tab reads (the header of every tab says the essentials):
 - Techniques: x dead note; (5) ghost note; 5h7 hammer-on, 7p5 pull-off (h when the pitch rises from the previous
   note on the string, p when it falls); 5/7 and 7\\5 slides, /7 and \\7 slides into a note (from below, above),
   7\\ and 7/ slides off it; 7b9 bend (to the pitch of fret 9: a full step), 7b9r7 bend and release, 7pb9 pre-bend,
-  7b¼ a bend by an amount that is not whole frets (here a quarter tone); 7~ vibrato; <12> natural harmonic,
-  [12] artificial (pinch, tapped, semi) harmonic; t12 tapped note; a "PM" line above the strings spans
-  palm-muted notes, a "let ring" line notes left ringing.
+  7b7½ a quarter-tone bend (half a fret); 7~ vibrato; <12> natural harmonic, [12] artificial (pinch, tapped,
+  semi) harmonic; t12 tapped note; a "PM" line right above the strings spans palm-muted notes, a "let ring"
+  line notes left ringing.
 - Runs of empty bars (before the guitar enters, or four or more in a row later) fold into one line such as
   "[bars 1-35: rest]". Notes that cannot be placed on the tuning are listed under the tab, never dropped silently
   (`unplaced_notes`, `describe_unplaced`).
@@ -44,7 +44,8 @@ GRID_NAMES = {1: "1/4", 2: "1/8", 3: "1/8 triplet", 4: "1/16", 6: "1/16 triplet"
               16: "1/64"}
 _CELL = 2  # characters per grid step at least: a one-digit fret and a dash
 _CONNECTORS = set("hp/\\t")  # marks that may sit in the dash between two notes (5h7, 5/7)
-_SPANS = (("PM", "palm_mute"), ("let ring", "let_ring"))  # marker lines above the strings, top to bottom
+# Span lines above the strings, top to bottom; PM right above them, where tab readers look for it.
+_SPANS = (("let ring", "let_ring"), ("PM", "palm_mute"))
 
 
 # ---------------------------------------------------------------- facts every output shares
@@ -178,8 +179,8 @@ def describe_unplaced(unplaced: Sequence[Unplaced], tuning: Sequence[int], capo:
     why = []
     for reason, text in (("below", f"below the lowest string ({pitch_name(min(tuning) + capo)})"),
                          ("above", f"above fret {MAX_FRET} of the top string"),
-                         ("chord", f"more notes at once than the {len(tuning)} strings"),
-                         ("busy", "no free string at that moment")):
+                         ("chord", f"in chords of more notes than the {len(tuning)} strings"),
+                         ("busy", "with no free string at that moment")):
         group = [u for u in unplaced if u.reason == reason]
         if group:
             names = sorted({u.pitch for u in group})
@@ -205,7 +206,8 @@ def _number_list(nums: list[int], limit: int = 12) -> str:
 
 
 def _bend_text(fret_: int, points) -> str:
-    """'b9', 'b9r7', 'pb9r7', 'b¼': the bend's turning points as target frets (amounts in quarter tones)."""
+    """'b9', 'b9r7', 'pb9r7', 'b7½' (from fret 7): the bend's turning points as the frets whose pitch they reach
+    (points in quarter tones; an odd number of them is half a fret)."""
     amounts = [round(a) for _, a in sorted(points)]
     turns: list[int] = []
     for a in amounts:
@@ -218,11 +220,8 @@ def _bend_text(fret_: int, points) -> str:
     if max(turns, default=0) <= 0:
         return ""
 
-    def target(q: int) -> str:
-        if q % 2 == 0:
-            return str(fret_ + q // 2)
-        whole, quarter = divmod(q, 4)  # odd quarter tones: the amount in whole steps and quarters
-        return f"{whole or ''}{'¼' if quarter == 1 else '¾'}" if quarter in (1, 3) else f"{whole}½"
+    def target(q: int) -> str:  # the fret whose pitch the bend reaches; a quarter tone is half a fret
+        return f"{fret_ + q // 2}{'½' if q % 2 else ''}"
 
     out = f"pb{target(turns[0])}" if turns[0] > 0 else ""
     for prev, a in zip(turns, turns[1:]):
@@ -237,20 +236,14 @@ def _note_marks(t: Technique, fret_: int, pitch: int, prev_pitch: int | None, ne
     slide to the next note: '/') right of it."""
     core = "x" if t.dead else str(fret_)
     conn = ("p" if prev_pitch is not None and pitch < prev_pitch else "h") if t.hammer else ""
-    opening, closing = "", ""
-    if t.slide_in:  # from no particular fret: a dash before it, so it does not read as a slide from the last note
-        opening += "/" if t.slide_in == "below" else "\\"
-    if t.tap:
-        opening += "t"
+    # a slide into the note comes from no particular fret: it gets a dash before it, so it does not read as a slide
+    # from the previous note
+    opening = {"below": "/", "above": "\\"}.get(t.slide_in, "") + ("t" if t.tap else "")
+    bracket = ("<", ">") if t.harmonic == "natural" else ("[", "]") if t.harmonic and not t.dead else ("", "")
+    closing = bracket[1] + (_bend_text(fret_, t.bend) if t.bend and not t.dead else "") + ("~" if t.vibrato else "")
     if t.ghost:
-        opening, closing = opening + "(", ")"
-    if t.harmonic and not t.dead:
-        br = "<>" if t.harmonic == "natural" else "[]"
-        core = br[0] + core + br[1]
-    if t.bend and not t.dead:
-        closing = _bend_text(fret_, t.bend) + closing
-    if t.vibrato:
-        closing = "~" + closing if t.ghost else closing + "~"
+        opening, closing = opening + "(", closing + ")"
+    opening += bracket[0]
     if t.slide_out in ("shift", "legato"):
         closing += "\\" if next_pitch is not None and next_pitch < pitch else "/"
     elif t.slide_out:
@@ -502,8 +495,8 @@ def render_ascii_tab(gs, frets=None, width: int = 80, bars: tuple[int, int] | No
 
 
 def _split_bar(bar: _Bar, room: int) -> list[_Bar]:
-    """A bar wider than a line, cut at columns where no note's marks are (the pieces after the first are marked
-    as the bar's continuation and the bar line comes only after the last)."""
+    """A bar wider than a line, cut between two dashes on every string where it can, else after a dash (the pieces
+    after the first are marked as the bar's continuation and the bar line comes only after the last)."""
     if len(bar.lines[0]) + 1 <= room:
         return [bar]
     pieces, lines, spans = [], bar.lines, bar.spans["onsets"]
@@ -511,8 +504,9 @@ def _split_bar(bar: _Bar, room: int) -> list[_Bar]:
     while begin < len(lines[0]):
         stop = min(len(lines[0]), begin + room - 1)
         if stop < len(lines[0]):  # cut before a note's marks, not through them
-            cuts = [c for c in range(begin + 1, stop + 1) if all(ln[c - 1] == "-" for ln in lines)]
-            stop = max(cuts) if cuts else stop
+            between = [c for c in range(begin + 1, stop + 1) if all(ln[c - 1:c + 1] == "--" for ln in lines)]
+            after = [c for c in range(begin + 1, stop + 1) if all(ln[c - 1] == "-" for ln in lines)]
+            stop = max(between or after or [stop])
         pieces.append(_Bar(bar.number, bar.start, bar.length, [], True, bar.grid, [ln[begin:stop] for ln in lines],
                            {"onsets": [(a - begin, b - begin, f) for a, b, f in spans if begin <= a < stop]},
                            bar.marks if part == 0 else ["(cont.)"], open_end=stop < len(lines[0])))
