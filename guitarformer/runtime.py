@@ -9,14 +9,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed
-import torch.distributed as dist
 
 from guitarformer.errors import GuitarformerError
 
 # Dense bf16 peak FLOP/s by device name, for model-FLOPs utilisation.
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40": 181e12, "A10": 125e12, "4090": 165e12, "3090": 71e12}
-
-
 
 
 @dataclass
@@ -36,9 +33,17 @@ def setup_distributed(device_pref: str) -> Dist:
         return Dist()
 
     use_cuda = torch.cuda.is_available() and device_pref in ("auto", "cuda")
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    d = Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:  # before the process group: every rank of the node stops with the same message, none hangs
+        per_node = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), local_rank + 1)
+        gpus = torch.cuda.device_count()
+        if per_node > gpus:
+            raise GuitarformerError(
+                f"torchrun started {per_node} ranks per node but this machine has {gpus} GPU(s): one GPU per rank",
+                f"run torchrun --nproc_per_node={gpus}, or add --device cpu to train those ranks on the CPU (gloo)")
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(backend="nccl" if use_cuda else "gloo")
+    d = Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local_rank)
     if use_cuda:
         torch.cuda.set_device(d.local_rank)
     return d
