@@ -142,15 +142,21 @@ def info(dataset):
 @main.command(context_settings=CONTEXT)
 @click.option("--config", "config_name", default=None, help="Config name (configs/NAME.yaml) or YAML file; "
               "default decoder-small.")
-@click.option("--model", "model_kind", type=click.Choice(["decoder", "encoder-decoder"]), default=None)
+@click.option("--model", "model_kind", type=click.Choice(["decoder", "encoder-decoder"]), default=None,
+              help="Model family (default: the config's; encoder-decoder alone picks encdec-small).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="Prepared dataset folder (default: the built-in corpus, prepared on first use).")
-@click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Default: runs/<timestamp>.")
-@click.option("--max-steps", type=int, default=None)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None)
+@click.option("--run-dir", type=click.Path(path_type=Path), default=None,
+              help="Default: runs/<timestamp>. A folder that already holds a run needs --resume or --force.")
+@click.option("--force", is_flag=True, help="Start afresh in a --run-dir that holds a run (deletes its checkpoints "
+              "and logs).")
+@click.option("--max-steps", type=click.IntRange(1), default=None,
+              help="Optimizer steps (default: the config's train.max_steps; with --resume: train on to this step).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
+              help="Default: the config's train.device (auto: a GPU where there is one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, help="Continue a run exactly.")
 @click.option("--set", "overrides", multiple=True, help="Config override section.key=value (repeatable).")
-def train(config_name, model_kind, data, run_dir, max_steps, device, resume, overrides):
+def train(config_name, model_kind, data, run_dir, force, max_steps, device, resume, overrides):
     """Train a decoder or encoder-decoder; checkpoints and TensorBoard logs go to the run directory.
 
     Multi-GPU: torchrun --nproc_per_node=N -m guitarformer train ...
@@ -167,6 +173,9 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
     if device:
         flags.append(f"train.device={device}")
     if resume is not None:
+        if force:
+            raise GuitarformerError("--force starts a run afresh but --resume continues one",
+                                    f"drop --force to continue {resume}, or drop --resume to start over there")
         from guitarformer.training.loop import train as run_train
         from guitarformer.config import Config
 
@@ -177,7 +186,7 @@ def train(config_name, model_kind, data, run_dir, max_steps, device, resume, ove
         cfg = load_config(config_name, flags)  # config errors surface before torch is imported
         from guitarformer.training.loop import train as run_train
 
-        summary = run_train(cfg, run_dir=run_dir, progress=_progress())
+        summary = run_train(cfg, run_dir=run_dir, progress=_progress(), force=force)
     if summary.get("interrupted"):  # checkpoint saved; a scheduler can tell this from a finished run
         click.echo(f"interrupted ({summary['stopped_by']}); resume with: guitarformer train --resume {summary['run_dir']}",
                    err=True)

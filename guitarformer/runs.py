@@ -13,22 +13,30 @@ from guitarformer.training.checkpoint import load_checkpoint
 
 
 def new_run_dir(base: str | Path = "runs") -> Path:
+    """A new, empty folder base/<timestamp> (base/<timestamp>-N when that is taken), created here so that two runs
+    started in the same second never share one."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    p = Path(base) / stamp
-    i = 1
-    while p.exists():
-        p = Path(base) / f"{stamp}-{i}"
-        i += 1
-    return p
+    p, i = Path(base) / stamp, 0
+    while True:
+        try:
+            p.mkdir(parents=True)
+            return p
+        except FileExistsError:
+            i += 1
+            p = Path(base) / f"{stamp}-{i}"
 
 
 def newest_run(base: str | Path = "runs") -> Path:
+    """The run under base whose checkpoint was written last (a resumed run counts from its newest checkpoint)."""
     base = Path(base)
-    runs = sorted((p for p in base.glob("*") if (p / "ckpt").is_dir() and any((p / "ckpt").glob("*.pt"))),
-                  key=lambda p: p.stat().st_mtime) if base.is_dir() else []
-    if not runs:
+    written = {}
+    for p in base.glob("*") if base.is_dir() else []:
+        times = [c.stat().st_mtime for c in p.glob("ckpt/*.pt")]
+        if times:
+            written[p] = max(times)
+    if not written:
         raise GuitarformerError(f"no trained run under {base}/", "train one with `guitarformer train`, or pass --run DIR / --checkpoint FILE")
-    return runs[-1]
+    return max(written, key=written.get)
 
 
 def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None, device: str = "cpu"):

@@ -1,4 +1,9 @@
-"""train: one readable loop for both model kinds — AMP, DDP, exact resume, atomic checkpoints, TensorBoard."""
+"""train: one readable loop for both model kinds — AMP, DDP, exact resume, atomic checkpoints, TensorBoard.
+
+`train()` at the bottom reads top to bottom: set the run up (device, data, run directory, model, state), then per
+step: learning rate, forward/backward over grad_accum micro-batches, optimizer step, logs; at an evaluation:
+validate, checkpoint, early stopping. What a resume needs lives in TrainState (training/state.py).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,15 @@ import math
 import shutil
 import signal
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from guitarformer import IGNORE_INDEX
@@ -27,8 +33,11 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.runs import new_run_dir
 from guitarformer.runtime import Dist, autocast_ctx, peak_flops, resolve_device, resolve_dtype, setup_distributed
-from guitarformer.training.checkpoint import CKPT_VERSION, load_checkpoint, save_checkpoint, unwrap
-from guitarformer.training.progress import log_riff
+from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.training.progress import RunLog
+from guitarformer.training.state import TrainState, checkpoint_dict, new_state, restore, rng_states, saved_world
+
+RUN_OUTPUTS = ("ckpt", "tb", "metrics.jsonl", "summary.json")  # what a run writes into its directory
 
 
 def lr_at(step: int, cfg) -> float:
@@ -46,20 +55,30 @@ def lr_at(step: int, cfg) -> float:
 
 
 class Data:
-    """Train/val sources for the configured model kind, with the tokenizer that made them."""
+    """Train/val sources for the configured model kind, with the tokenizer that made them.
+
+    A dataset too small to have val files validates on its training data (`val_is_train`): the val numbers then
+    say how well the model fits, not how well it generalises, and the run says so.
+    """
 
     def __init__(self, cfg: Config, dataset: Path):
-
         self.dataset = dataset
+        self.meta = load_meta(dataset)
         self.tokenizer = load_tokenizer(dataset / "tokenizer.json")
         train = TokenSplit(dataset, "train")
         val = TokenSplit(dataset, "val")
         if len(train) < 2:
+            held_out = sum(self.meta.get("sequences", {}).get(k, 0) for k in ("val", "test"))
+            if held_out:  # a handful of files, all drawn into the held-out splits
+                raise GuitarformerError(
+                    f"dataset {dataset} has no training tokens: its {held_out} sequence(s) all landed in the val/test "
+                    "splits (prepare holds out about 1 file in 20 for each, chosen by content)",
+                    "add more files (a few dozen give every split some) and prepare again")
             raise GuitarformerError(f"dataset {dataset} has no training tokens",
                                     "prepare a folder with readable guitar files (see its manifest.jsonl for reasons)")
         self.val_is_train = len(val) < 2
         if self.val_is_train:
-            val = train  # too few files for a held-out split: validation falls back to training data
+            val = train
         shifter = PitchShifter(self.tokenizer, cfg.data.transpose) if cfg.data.transpose > 0 else None
         m = cfg.model
         if m.kind == "decoder":
@@ -71,11 +90,21 @@ class Data:
             self.train = Seq2SeqPairs(train, *args, shifter=shifter)
             self.val = Seq2SeqPairs(val, *args)
 
+    @property
+    def val_split(self) -> str:
+        """The split the val numbers come from."""
+        return "train" if self.val_is_train else "val"
+
+    def val_warning(self) -> str:
+        files = self.meta.get("status", {}).get("ok", self.meta.get("sequences", {}).get("train", 0))
+        return (f"dataset {self.dataset} has no validation files ({files} usable files, all in train); validating "
+                "on training data, so val/ numbers measure fit, not generalisation — add files (about 1 in 20 goes "
+                "to val) and prepare again")
+
 
 def resolve_dataset(cfg: Config, dist: Dist, progress: bool = True) -> Path:
     """The configured dataset folder, or the built-in corpus (prepared by rank 0 on first use)."""
     if cfg.data.dataset:
-
         p = Path(cfg.data.dataset).expanduser()
         load_meta(p)  # clear error when missing or incomplete
         return p
@@ -90,7 +119,7 @@ def resolve_dataset(cfg: Config, dist: Dist, progress: bool = True) -> Path:
 
 
 def model_inputs(kind: str, batch, device):
-    """(args, targets) for model(*args, targets=targets) from a batch of either data source."""
+    """(args, kwargs, targets) for model(*args, targets=targets, **kwargs) from a batch of either data source."""
     if kind == "decoder":
         x, y = (t.to(device, non_blocking=True) for t in batch)
         return (x,), {}, y
@@ -118,7 +147,7 @@ def evaluate(model, data: Data, kind: str, device, dtype, batch_size: int, max_b
     return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "accuracy": correct / max(count, 1), "tokens": count}
 
 
-def compile_or_eager(raw, data: "Data", kind: str, batch_size: int, device, dtype, verbose: bool):
+def compile_or_eager(raw, data: Data, kind: str, batch_size: int, device, dtype, verbose: bool):
     """torch.compile(raw), checked on one training step; the eager model where this machine cannot compile
     (no C++ compiler, an unsupported backend): a slower run beats a failed one."""
     compiled = torch.compile(raw)
@@ -138,7 +167,126 @@ def compile_or_eager(raw, data: "Data", kind: str, batch_size: int, device, dtyp
         raw.zero_grad(set_to_none=True)
 
 
-# ---------------------------------------------------------------- the loop
+# ---------------------------------------------------------------- the run directory
+
+
+def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
+    ck = run_dir / "ckpt" / "last.pt"
+    if not ck.is_file():
+        raise GuitarformerError(f"run {run_dir} has no checkpoint to resume (ckpt/last.pt missing)",
+                                "pass a run directory written by `guitarformer train`")
+    return load_checkpoint(ck)
+
+
+def prepare_run_dir(run_dir: Path | None, cfg: Config, dataset: Path, resumed: bool, force: bool) -> Path:
+    """The run directory with config.yaml and tokenizer.json written (rank 0's job).
+
+    A new run never trains over another one's checkpoints and logs: that needs `force`, which deletes them first.
+    """
+    where = run_dir or "runs/"
+    try:
+        run_dir = Path(run_dir) if run_dir else new_run_dir()
+        if not resumed:
+            found = [n for n in RUN_OUTPUTS if (run_dir / n).exists()]
+            if found and not force:
+                raise GuitarformerError(
+                    f"{run_dir} already holds a run ({', '.join(found)}); training there would overwrite its "
+                    "checkpoints and mix its metrics with the new run's",
+                    f"continue it with `guitarformer train --resume {run_dir}`, pick a new --run-dir, or add --force "
+                    "to start afresh there (its checkpoints and logs are deleted)")
+            for n in found:
+                shutil.rmtree(run_dir / n) if (run_dir / n).is_dir() else (run_dir / n).unlink()
+        (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
+    except OSError as e:  # a run dir under a file, no permission, a full disk: before any training time is spent
+        raise GuitarformerError(f"cannot write the run directory {where}: {e.strerror or e}",
+                                "pass a writable --run-dir (a folder, not a file), or free disk space") from e
+    return run_dir
+
+
+def on_main(dist: Dist, fn: Callable[[], Any]) -> Any:
+    """fn() on rank 0 alone; its result, or its GuitarformerError, reaches every rank, so all go on or all stop."""
+    result, error = None, None
+    if dist.main:
+        try:
+            result = fn()
+        except GuitarformerError as e:
+            error = (e.problem, e.fix)
+    if dist.world > 1:
+        box = [(result, error)]
+        torch.distributed.broadcast_object_list(box, src=0)
+        result, error = box[0]
+    if error is not None:
+        raise GuitarformerError(*error)
+    return result
+
+
+# ---------------------------------------------------------------- one step, one evaluation
+
+
+def forward_backward(model, data: Data, state: TrainState, cfg: Config, device, dtype, dist: Dist) -> float:
+    """grad_accum micro-batches forward and backward (DDP syncs gradients on the last); this rank's mean loss."""
+    B, A = cfg.train.batch_size, cfg.train.grad_accum
+    loss_sum = 0.0
+    for micro in range(A):
+        args, kw, y = model_inputs(cfg.model.kind, data.train.batch(B, state.data_rng), device)
+        sync = nullcontext() if (dist.world == 1 or micro == A - 1) else model.no_sync()
+        with sync:
+            with autocast_ctx(device, dtype):
+                _, loss = model(*args, targets=y, **kw)
+            state.scaler.scale(loss / A).backward()
+        loss_sum += loss.detach().float().item() / A
+    return loss_sum
+
+
+def optimizer_step(model, state: TrainState, grad_clip: float) -> float:
+    """Clip, step, zero the gradients; the gradient norm before clipping."""
+    state.scaler.unscale_(state.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip > 0 else float("inf"))
+    state.scaler.step(state.optimizer)
+    state.scaler.update()
+    state.optimizer.zero_grad(set_to_none=True)
+    return float(grad_norm)
+
+
+def mean_over_ranks(x: float, dist: Dist, device) -> float:
+    if dist.world == 1:
+        return x
+    t = torch.tensor([x], device=device)
+    torch.distributed.all_reduce(t)
+    return t.item() / dist.world
+
+
+def any_rank(flags: list[bool], dist: Dist, device) -> list[bool]:
+    """Each flag, true where it is true on any rank."""
+    if dist.world == 1:
+        return flags
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
+    torch.distributed.all_reduce(t)
+    return [v > 0 for v in t.tolist()]
+
+
+def validate(raw, data: Data, cfg: Config, device, dtype, dist: Dist) -> dict[str, float]:
+    """Val numbers of the plain module (eager: no recompiles for eval shapes), measured on rank 0 and shared, so
+    early stopping and best.pt decide alike on every rank."""
+    val = evaluate(raw, data, cfg.model.kind, device, dtype, cfg.train.batch_size, cfg.train.eval_iters) \
+        if dist.main else None
+    if dist.world > 1:
+        box = [val]
+        torch.distributed.broadcast_object_list(box, src=0)
+        val = box[0]
+    return val
+
+
+def save_checkpoints(ckpt_dir: Path, raw, state: TrainState, cfg: Config, dist: Dist, device, best: bool) -> None:
+    """ckpt/last.pt, and ckpt/best.pt too when `best`. Every rank calls it (its random streams go in); rank 0 writes."""
+    rng = rng_states(state, dist, device)
+    if dist.main:
+        ck = checkpoint_dict(raw, state, cfg, rng)
+        save_checkpoint(ckpt_dir / "last.pt", ck)
+        if best:
+            save_checkpoint(ckpt_dir / "best.pt", ck)
 
 
 class _Stop:
@@ -166,35 +314,41 @@ class _Stop:
             signal.signal(s, h)
 
 
+# ---------------------------------------------------------------- the loop
+
+
 def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | None = None,
           progress: bool = True, resume_overrides: list[str] | None = None,
-          stop_at: int | None = None) -> dict[str, Any]:
+          stop_at: int | None = None, force: bool = False) -> dict[str, Any]:
     """Train cfg.model on cfg.data; returns a summary (run_dir, best/last val loss, steps, seconds).
 
     With `resume`, the run's own config is used (cfg is ignored) and `resume_overrides` (`section.key=value`)
     may change it, e.g. train.max_steps to train longer. `stop_at` ends the run (with a checkpoint) after
-    that many steps while keeping the schedule of train.max_steps: a pre-emptible job's slice.
+    that many steps while keeping the schedule of train.max_steps: a pre-emptible job's slice. A `run_dir`
+    that already holds a run is refused unless `force` (which deletes that run's checkpoints and logs).
     """
-    state = None
+    ckpt = None
     if resume is not None:
         run_dir = Path(resume)
-        ck = run_dir / "ckpt" / "last.pt"
-        if not ck.is_file():
-            raise GuitarformerError(f"run {run_dir} has no checkpoint to resume (ckpt/last.pt missing)",
-                                    "pass a run directory written by `guitarformer train`")
-        state = load_checkpoint(ck)
-        cfg = apply_overrides(from_dict(state["config"]), resume_overrides or [])
+        ckpt = load_resume_checkpoint(run_dir)
+        cfg = apply_overrides(from_dict(ckpt["config"]), resume_overrides or [])
+    t = cfg.train
+    if t.max_steps < 1:
+        raise GuitarformerError(f"train.max_steps is {t.max_steps}: a run needs at least one step",
+                                "pass --max-steps 1 or more")
 
-    dist = setup_distributed(cfg.train.device)
-    device = resolve_device(cfg.train.device, dist)
-    dtype = resolve_dtype(cfg.train.dtype, device)
-    if cfg.train.num_threads > 0:
-        torch.set_num_threads(cfg.train.num_threads)
-    torch.manual_seed(cfg.train.seed + dist.rank)
+    # Where and how: one process, or one of torchrun's ranks.
+    dist = setup_distributed(t.device)
+    device = resolve_device(t.device, dist)
+    dtype = resolve_dtype(t.dtype, device)
+    if t.num_threads > 0:
+        torch.set_num_threads(t.num_threads)
+    torch.manual_seed(t.seed + dist.rank)  # each rank its own dropout masks
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
+    # Data, then the run directory (the config it saves knows the vocabulary and the dataset's full path).
     dataset = resolve_dataset(cfg, dist, progress)
     data = Data(cfg, dataset)
     V = len(data.tokenizer)
@@ -202,223 +356,120 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
         raise GuitarformerError(f"model.vocab_size={cfg.model.vocab_size} but the dataset's tokenizer has {V} tokens",
                                 "leave model.vocab_size at 0 so it is taken from the dataset")
     cfg.model.vocab_size = V
-    cfg.data.dataset = str(dataset)
-
-    run_dir = Path(run_dir) if run_dir else new_run_dir()
+    cfg.data.dataset = str(dataset.resolve())  # absolute: `eval` and `--resume` work from any folder
+    run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
     ckpt_dir = run_dir / "ckpt"
-    if dist.main:
-        try:
-            ckpt_dir.mkdir(parents=True, exist_ok=True)
-            save_config(cfg, run_dir / "config.yaml")
-            shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
-        except OSError as e:  # a run dir under a file, no permission, a full disk: before any training time is spent
-            raise GuitarformerError(f"cannot write the run directory {run_dir}: {e.strerror or e}",
-                                    "pass a writable --run-dir (a folder, not a file), or free disk space") from e
 
-
+    # Model and state: fresh, or exactly where the checkpoint left off.
     model = build_model(cfg.model).to(device)
-    optimizer = model.configure_optimizer(cfg.train.weight_decay, cfg.train.lr, (cfg.train.beta1, cfg.train.beta2),
-                                          device.type)
-    scaler = torch.amp.GradScaler(device.type, enabled=(dtype == torch.float16))
-    gen = torch.Generator().manual_seed(cfg.train.seed * 1000 + dist.rank)  # data order, separate from dropout
-    step, best_val, bad_evals = 0, float("inf"), 0
-    if state is not None:
-        try:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            if state.get("scaler"):
-                scaler.load_state_dict(state["scaler"])
-            step, best_val, bad_evals = int(state["step"]), float(state["best_val"]), int(state.get("bad_evals", 0))
-            rng = state["rng"]
-            gen.set_state(rng["data"][dist.rank] if isinstance(rng["data"], list) else rng["data"])
-            torch.set_rng_state(rng["torch"])
-            if device.type == "cuda" and rng.get("cuda") is not None:
-                torch.cuda.set_rng_state(rng["cuda"])
-        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as e:  # a damaged or foreign checkpoint
-            raise GuitarformerError(
-                f"checkpoint {run_dir / 'ckpt' / 'last.pt'} does not match its own config or lacks training state "
-                f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''})",
-                "resume from a checkpoint written by `guitarformer train`, or start a new run") from e
-
-    raw = model
-    if cfg.train.compile:
-        model = compile_or_eager(raw, data, cfg.model.kind, cfg.train.batch_size, device, dtype, dist.main)
+    state = new_state(model, cfg, device, dtype, dist.rank)
+    if ckpt is not None:
+        restore(model, state, ckpt, dist.rank, device, where=str(ckpt_dir / "last.pt"))
+    raw = model  # the plain module: evaluation, checkpoints and samples use it
+    if t.compile:
+        model = compile_or_eager(raw, data, cfg.model.kind, t.batch_size, device, dtype, dist.main)
     if dist.world > 1:
-
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    writer = None
-    if dist.main:
-
-        writer = SummaryWriter(str(run_dir / "tb"), purge_step=step if state is not None else None)
-        if state is None:
-            writer.add_text("config", "```\n" + (run_dir / "config.yaml").read_text() + "\n```", 0)
-    metrics_file = open(run_dir / "metrics.jsonl", "a") if dist.main else None
-
-    def log(kind: str, s: int, **vals):
-        if writer is not None:
-            for k, v in vals.items():
-                writer.add_scalar(f"{kind}/{k}", v, s)
-            metrics_file.write(json.dumps({"step": s, "kind": kind, **vals}) + "\n")
-            metrics_file.flush()
-
-    def checkpoint(name: str, s: int):
-        if not dist.main:
-            return
-        gens = [gen.get_state()]
-        if dist.world > 1:  # every rank's data position, so a resume continues each one
-            gathered = [None] * dist.world
-            torch.distributed.all_gather_object(gathered, gen.get_state())
-            gens = gathered
-        save_checkpoint(ckpt_dir / name, {
-            "version": CKPT_VERSION,
-            "model": unwrap(raw).state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-            "step": s, "best_val": best_val, "bad_evals": bad_evals,
-            "config": cfg.to_dict(),
-            "rng": {"data": gens if dist.world > 1 else gens[0], "torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None},
-        })
-
-    def gather_gens():
-        if dist.world > 1 and not dist.main:
-            torch.distributed.all_gather_object([None] * dist.world, gen.get_state())
-
-    kind = cfg.model.kind
-    t = cfg.train
-    B, A = t.batch_size, t.grad_accum
-    tokens_per_step = B * A * cfg.model.block_size * dist.world
-    flops_tok = raw.flops_per_token()
-    peak = peak_flops(device)
+    log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
     if dist.main:
         n = raw.num_params(non_embedding=False)
         where = f"{device.type}" + (f" x{dist.world}" if dist.world > 1 else "") + f", {str(dtype).replace('torch.', '')}"
-        print(f"guitarformer: {kind} {n / 1e6:.2f}M params, vocab {V}, context {cfg.model.block_size}, on {where}; "
-              f"data {dataset} ({len(data.train.split):,} train tokens); run {run_dir}"
-              + (f"; resumed at step {step}" if state is not None else ""), flush=True)
+        print(f"guitarformer: {cfg.model.kind} {n / 1e6:.2f}M params, vocab {V}, context {cfg.model.block_size}, "
+              f"on {where}; data {dataset} ({len(data.train.split):,} train tokens); run {run_dir}"
+              + (f"; resumed at step {state.step}" if ckpt is not None else ""), flush=True)
+        if ckpt is not None and saved_world(ckpt) != dist.world:
+            print(f"guitarformer: the checkpoint was written by {saved_world(ckpt)} process(es) and resumes on "
+                  f"{dist.world}: training goes on, but not step for step as it would have", flush=True)
         if data.val_is_train:
-            print("guitarformer: the val split is empty (too few files); validating on training data", flush=True)
+            print(f"guitarformer: warning: {data.val_warning()}", flush=True)
+            log.text("warning", data.val_warning(), state.step)
 
-
-    bar = tqdm(total=t.max_steps, initial=step, desc="train", unit="step", disable=not (progress and dist.main),
-               dynamic_ncols=True)
-    t_start = time.time()
-    t_last, tok_since = time.time(), 0
+    tokens_per_step = t.batch_size * t.grad_accum * cfg.model.block_size * dist.world
+    flops_tok, peak = raw.flops_per_token(), peak_flops(device)
+    t_start = t_last = time.time()
+    tok_since = 0
     last_val: dict[str, float] | None = None
     stopped_by: str | None = None
     model.train()
-
-    def run_eval(s: int) -> bool:
-        """Evaluate, log, checkpoint; returns True when early stopping says stop."""
-        nonlocal best_val, bad_evals, last_val
-        last_val = evaluate(raw, data, kind, device, dtype, B, t.eval_iters)  # eager: no recompiles for eval shapes
-        log("val", s, loss=last_val["loss"], ppl=last_val["ppl"], accuracy=last_val["accuracy"])
-        improved = last_val["loss"] < best_val
-        if improved:
-            best_val, bad_evals = last_val["loss"], 0
-        else:
-            bad_evals += 1
-        checkpoint("last.pt", s)
-        if improved:
-            checkpoint("best.pt", s)
-        if not dist.main:
-            gather_gens()
-            if improved:
-                gather_gens()
-        return t.patience > 0 and bad_evals >= t.patience
-
-    with _Stop() as stop:
-        while step < t.max_steps:
-            lr = lr_at(step, cfg)
-            for g in optimizer.param_groups:
+    with _Stop() as stop, tqdm(total=t.max_steps, initial=state.step, desc="train", unit="step",
+                               disable=not (progress and dist.main), dynamic_ncols=True) as bar:
+        while state.step < t.max_steps:
+            lr = lr_at(state.step, cfg)
+            for g in state.optimizer.param_groups:
                 g["lr"] = lr
-            loss_sum = 0.0
-            for micro in range(A):
-                batch = data.train.batch(B, gen)
-                args, kw, y = model_inputs(kind, batch, device)
-                sync = nullcontext() if (dist.world == 1 or micro == A - 1) else model.no_sync()
-                with sync:
-                    with autocast_ctx(device, dtype):
-                        _, loss = model(*args, targets=y, **kw)
-                    scaler.scale(loss / A).backward()
-                loss_sum += loss.detach().float().item() / A
-            if not math.isfinite(loss_sum):
-                bar.close()
+            loss = forward_backward(model, data, state, cfg, device, dtype, dist)
+            if not math.isfinite(loss):
                 raise GuitarformerError(
-                    f"training loss became {loss_sum} at step {step}; stopped without saving the bad weights "
+                    f"training loss became {loss} at step {state.step}; stopped without saving the bad weights "
                     f"(the last good checkpoint is {ckpt_dir / 'last.pt'})",
-                    "lower train.lr, raise train.warmup_steps, or use --set train.dtype=float32",
-                )
-            scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip if t.grad_clip > 0 else float("inf"))
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
+                    "lower train.lr, raise train.warmup_steps, or use --set train.dtype=float32")
+            grad_norm = optimizer_step(model, state, t.grad_clip)
+            state.step += 1
+            step = state.step
             tok_since += tokens_per_step
             bar.update(1)
 
-            if dist.world > 1:
-                lt = torch.tensor([loss_sum], device=device)
-                torch.distributed.all_reduce(lt)
-                loss_sum = lt.item() / dist.world
+            loss = mean_over_ranks(loss, dist, device)
             if step % t.log_interval == 0 or step == 1:
-                dt = max(time.time() - t_last, 1e-9)
-                tps = tok_since / dt
-                extra = {"mfu": flops_tok * tps / (peak * dist.world)} if peak else {}
+                tps = tok_since / max(time.time() - t_last, 1e-9)
+                perf = {"mfu": flops_tok * tps / (peak * dist.world)} if peak else {}
                 if device.type == "cuda":  # what the run needs of the card, for choosing batch and context
-                    extra["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
-                log("train", step, loss=loss_sum, lr=lr, grad_norm=float(grad_norm))
-                log("perf", step, tokens_per_s=tps, **extra)
+                    perf["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+                log.scalars("train", step, loss=loss, lr=lr, grad_norm=grad_norm)
+                log.scalars("perf", step, tokens_per_s=tps, **perf)
                 t_last, tok_since = time.time(), 0
-                bar.set_postfix(loss=f"{loss_sum:.3f}", val=f"{last_val['loss']:.3f}" if last_val else "-")
+                bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val['loss']:.3f}" if last_val else "-")
 
-            over_time = t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes
+            out_of_time, signalled = any_rank(  # the clock or a signal on one rank stops them all
+                [t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes, stop.signal is not None],
+                dist, device)
+            halt = out_of_time or signalled
             sliced = stop_at is not None and step >= stop_at
-            if dist.world > 1:
-                flag = torch.tensor([1.0 if (over_time or stop.signal) else 0.0], device=device)
-                torch.distributed.all_reduce(flag)
-                over_time = over_time or flag.item() > 0
-            if step % t.eval_interval == 0 or step == t.max_steps or over_time or sliced or stop.signal:
-                if run_eval(step) and step < t.max_steps:
+            if step % t.eval_interval == 0 or step == t.max_steps or halt or sliced:
+                last_val = validate(raw, data, cfg, device, dtype, dist)
+                log.scalars("val", step, extra={"split": data.val_split},
+                            loss=last_val["loss"], ppl=last_val["ppl"], accuracy=last_val["accuracy"])
+                improved = state.record_eval(last_val["loss"])
+                save_checkpoints(ckpt_dir, raw, state, cfg, dist, device, best=improved)
+                if state.patience_spent(t.patience) and step < t.max_steps:
                     stopped_by = f"early stopping (no val improvement in {t.patience} evaluations)"
                     break
-                if writer is not None and t.sample_interval and step % t.sample_interval == 0:
-                    log_riff(writer, raw, data.tokenizer, cfg, step, device)
+                if t.sample_interval and step % t.sample_interval == 0:
+                    log.riff(raw, data.tokenizer, cfg, step, device)
             if stop.signal:
                 stopped_by = "signal " + signal.Signals(stop.signal).name
-                break
-            if over_time:
+            elif out_of_time:
                 stopped_by = f"time limit ({t.max_minutes} min)"
-                break
-            if sliced:
+            elif signalled:
+                stopped_by = "a signal to another rank"
+            elif sliced:
                 stopped_by = f"stop_at={stop_at}"
+            if stopped_by:
                 break
-    bar.close()
 
     seconds = time.time() - t_start
+    interrupted = bool(stopped_by and stopped_by.startswith("signal"))
     summary = {
-        "run_dir": str(run_dir), "step": step, "best_val_loss": best_val,
+        "run_dir": str(run_dir), "step": state.step, "best_val_loss": state.best_val,
         "val_loss": last_val["loss"] if last_val else None, "seconds": round(seconds, 1),
-        "stopped_by": stopped_by, "device": device.type, "world": dist.world,
+        "stopped_by": stopped_by, "device": device.type, "world": dist.world, "val_split": data.val_split,
     }
-    if writer is not None:
-        if stopped_by is None or not stopped_by.startswith("signal"):
-            log_riff(writer, raw, data.tokenizer, cfg, step, device)
-        writer.add_hparams(
-            {"kind": kind, "n_layer": cfg.model.n_layer, "n_embd": cfg.model.n_embd, "n_head": cfg.model.n_head,
-             "block_size": cfg.model.block_size, "lr": t.lr, "batch_size": B * A * dist.world, "pos": cfg.model.pos},
-            {"hparam/best_val_loss": best_val, "hparam/steps": step}, run_name="hparams")
-        writer.close()
-        metrics_file.close()
+    if dist.main:
+        if not interrupted:
+            log.riff(raw, data.tokenizer, cfg, state.step, device)
+        log.close(
+            {"kind": cfg.model.kind, "n_layer": cfg.model.n_layer, "n_embd": cfg.model.n_embd,
+             "n_head": cfg.model.n_head, "block_size": cfg.model.block_size, "lr": t.lr,
+             "batch_size": t.batch_size * t.grad_accum * dist.world, "pos": cfg.model.pos},
+            {"hparam/best_val_loss": state.best_val, "hparam/steps": state.step})
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        ckpt = ckpt_dir / ("best.pt" if (ckpt_dir / "best.pt").exists() else "last.pt")
+        ck = ckpt_dir / ("best.pt" if (ckpt_dir / "best.pt").exists() else "last.pt")
         why = f" (stopped by {stopped_by})" if stopped_by else ""
-        print(f"guitarformer: {step} steps in {seconds / 60:.1f} min{why}; best val loss {best_val:.4f} nats/token; "
-              f"checkpoint {ckpt}\n  next: guitarformer sample --run {run_dir} --out riff.mid", flush=True)
+        print(f"guitarformer: {state.step} steps in {seconds / 60:.1f} min{why}; best val loss {state.best_val:.4f} "
+              f"nats/token; checkpoint {ck}\n  next: guitarformer sample --run {run_dir} --out riff.mid", flush=True)
     if dist.world > 1:
         torch.distributed.barrier()
-    if stopped_by and stopped_by.startswith("signal"):
+    if interrupted:
         summary["interrupted"] = True
     return summary
