@@ -412,3 +412,29 @@ def test_tab_bars_selects_an_excerpt(tmp_path):
     write_midi(gs, tmp_path / "a.mid")
     r = CliRunner().invoke(main, ["tab", str(tmp_path / "a.mid"), "--bars", "20-22"])
     assert r.exit_code == 2 and "10 bars" in r.output
+
+
+# ---------------------------------------------------------------- the committed examples
+
+
+def _example_commands() -> list[list[str]]:
+    """The `guitarformer tab ...` commands docs/examples/README.md gives for its files, as argument lists."""
+    import shlex
+
+    readme = Path(__file__).resolve().parents[1] / "docs" / "examples" / "README.md"
+    return [shlex.split(cmd)[1:] for cmd in re.findall(r"`(guitarformer tab [^`]+)`", readme.read_text())]
+
+
+@pytest.mark.parametrize("args", _example_commands(), ids=lambda a: Path(a[a.index("--out") + 1]).name)
+def test_committed_examples_are_what_the_commands_write(args, tmp_path, monkeypatch):
+    """Each example under docs/examples is exactly what its command writes today (regenerate them with the
+    README's commands when the tab output changes on purpose)."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    if not Path(args[1]).is_file():
+        pytest.skip(f"{args[1]} is absent (../shared/data/guitar is not checked out)")
+    k = args.index("--out")
+    committed = root / args[k + 1]
+    r = CliRunner().invoke(main, [*args[:k + 1], str(tmp_path / committed.name), *args[k + 2:]])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / committed.name).read_text() == committed.read_text()
