@@ -136,7 +136,7 @@ def test_unplayable_notes_stay_unplayable(tok):
     gs = fretted(read_guitar(FIX / "tabs" / "riff.txt")[0])
     gs.score.tracks[0].notes.append(symusic.Note(0, 240, 30, 90))  # F#1: below a guitar's low E
     gs.track.notes.sort(key=lambda n: (n.time, n.pitch))
-    gs.frets = fret(gs.track.notes, gs.tuning)
+    gs.frets, gs.techniques = fret(gs.track.notes, gs.tuning), None
     assert UNPLAYABLE in gs.frets
     back, ids = round_trip(tok, gs)
     assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0

@@ -115,7 +115,7 @@ def _note_keys(tok: miditok.MusicTokenizer, gs: GuitarScore) -> tuple[dict[tuple
     where quantisation moves notes; two strings sharing a key (a unison) keep both entries. Also returns the
     ticks per quarter of those times."""
     notes = gs.track.notes
-    techs = gs.techniques or [PLAIN] * len(notes)
+    techs = gs.techniques if gs.techniques and len(gs.techniques) == len(notes) else [PLAIN] * len(notes)
     by_string: dict[int, list[int]] = {}
     for i, (s, _f) in enumerate(gs.frets or []):
         by_string.setdefault(s, []).append(i)
