@@ -16,7 +16,7 @@ from guitarformer.errors import SkipFile
 from guitarformer.music.score import Technique
 from guitarformer.readers import read_guitar
 from guitarformer.readers.base import DEAD_NOTE_TICKS, DEAD_NOTE_VELOCITY
-from guitarformer.readers.bcfz import SECTOR, decompress, gpx_files, read_bcfs
+from guitarformer.readers.bcfz import SECTOR, decompress, gpx_file, gpx_files, read_bcfs
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar"
 
@@ -28,14 +28,16 @@ def bits_to_bytes(bits: str) -> bytes:
     return bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8))
 
 
-def literal_bcfz(content: bytes) -> bytes:
-    """A valid BCFZ block of literal runs only (no back-references): what the decompressor must undo."""
+def literal_bcfz(content: bytes, then: str = "", declared: int | None = None) -> bytes:
+    """A valid BCFZ block of literal runs only (no back-references): what the decompressor must undo; `then`:
+    more bits after them."""
     bits = []
     for i in range(0, len(content), 3):
         run = content[i:i + 3]
         n = len(run)
         bits.append("0" + f"{n & 1}{n >> 1}" + "".join(f"{b:08b}" for b in run))  # n: two bits, lowest first
-    return b"BCFZ" + struct.pack("<i", len(content)) + bits_to_bytes("".join(bits))
+    length = len(content) if declared is None else declared
+    return b"BCFZ" + struct.pack("<i", length) + bits_to_bytes("".join(bits) + then)
 
 
 def bcfs(files: dict[str, bytes]) -> bytes:
@@ -348,6 +350,16 @@ def test_literal_container_round_trip():
     files = {"score.gpif": b"<GPIF/>" * 2000, "misc.xml": b"<misc/>"}
     assert gpx_files(literal_bcfz(bcfs(files))) == files
     assert read_bcfs(bcfs(files)) == files
+
+
+def test_only_the_score_is_expanded():
+    """The reader expands a .gpx only as far as score.gpif's last sector: a stream broken after it still reads
+    (the whole stream does not)."""
+    files = {"score.gpif": b"<GPIF/>", "BinaryStylesheet": bytes(5000)}
+    data = literal_bcfz(bcfs(files), then="1" + "0001" + "0" + "1", declared=len(bcfs(files)) + 1)
+    assert gpx_file(data) == b"<GPIF/>"
+    with pytest.raises(ValueError, match="0 bytes back"):
+        decompress(data)
 
 
 def test_bcfs_entry_pointing_past_the_end():

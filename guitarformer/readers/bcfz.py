@@ -44,104 +44,168 @@ def decompress(data: bytes, limit: int | None = None) -> bytes:
     `limit` caps the declared length (default: MAX_RATIO times the input, at most MAX_OUTPUT); a header
     that declares more raises ValueError instead of allocating it.
     """
-    if len(data) < 8 or data[:4] != b"BCFZ":
-        raise ValueError("not a BCFZ block (no BCFZ header)")
-    expected = struct.unpack_from("<i", data, 4)[0]
-    if limit is None:
-        limit = min(MAX_OUTPUT, max(1 << 20, MAX_RATIO * len(data)))
-    if expected <= 0:
-        raise ValueError(f"BCFZ header declares {expected} bytes of content")
-    if expected > limit:
-        raise ValueError(f"BCFZ header declares {expected:,} bytes from a {len(data):,}-byte file "
-                         f"(more than {limit:,}): corrupt header")
-    stream = data[8:]
-    total_bits = 8 * len(stream)
-    stream += bytes(8)  # so an 8-byte window never runs past the end
-    rev = _REV15
-    from_bytes = int.from_bytes
-    out = bytearray()
-    size = 0  # len(out)
-    pos = 0  # bit position in the stream
-    # Each step takes at most 1 + 4 + 2*15 = 35 bits, so one 64-bit window read at the step's first byte
-    # (at most 7 of its bits already used) holds all of it: one int.from_bytes per step, then shifts.
-    while size < expected:
-        byte = pos >> 3
-        window = from_bytes(stream[byte:byte + 8], "big")
-        left = 64 - (pos & 7)  # bits of the window at and after pos
-        head = (window >> (left - 5)) & 31  # the flag bit and the next four
-        if head & 16:  # back-reference: w = the four bits
-            w = head & 15
-            step = 5 + 2 * w
-            if pos + step > total_bits:
-                break
-            pair = (window >> (left - step)) & ((1 << (2 * w)) - 1)  # offset bits then length bits
-            shift = 15 - w
-            offset = rev[pair >> w] >> shift
-            length = rev[pair & ((1 << w) - 1)] >> shift
-            pos += step
-            start = size - offset
-            if offset == 0 or start < 0:
-                raise ValueError(f"corrupt BCFZ stream: a back-reference {offset} bytes back from byte {size:,}")
-            if length <= offset:
-                out += out[start:start + length]
-            else:  # the copy overlaps what it writes: the last `offset` bytes repeat
-                out += (out[start:] * (length // offset + 1))[:length]
-            size += length
-        else:  # literal run: n = the next two bits, lowest first
-            n = _LITERALS[head >> 2]
-            step = 3 + 8 * n
-            if pos + step > total_bits:
-                break
-            if n:
-                out += ((window >> (left - step)) & ((1 << (8 * n)) - 1)).to_bytes(n, "big")
-            pos += step
-            size += n
-    del out[expected:]
-    return bytes(out)
+    stream = _Expansion(data, limit)
+    stream.grow(stream.expected)
+    return bytes(stream.out)
 
 
-def read_bcfs(data: bytes) -> dict[str, bytes]:
-    """The files of a BCFS sector file system (magic included): name -> bytes.
+class _Expansion:
+    """A BCFZ block expanded on demand: grow(n) decompresses until the output holds n bytes (or the stream ends),
+    so that a reader wanting one file stops at that file's last sector."""
 
-    Raises ValueError for a file entry whose sectors or size run past the data (a truncated container).
-    """
-    if data[:4] != b"BCFS":
-        raise ValueError("the container holds no BCFS file system")
-    body = memoryview(data)[4:]
-    files: dict[str, bytes] = {}
-    for sector in range(1, (len(body) - 0x98) // SECTOR + 1):
-        at = sector * SECTOR
-        if struct.unpack_from("<i", body, at)[0] != 2:
-            continue
-        raw_name = bytes(body[at + 4:at + 0x84])
-        name = raw_name.split(b"\0", 1)[0].decode("latin-1")
-        size = struct.unpack_from("<i", body, at + 0x8C)[0]
-        if size < 0 or size > len(body):
-            raise ValueError(f"BCFS entry {name!r} declares {size:,} bytes in a {len(body):,}-byte container "
-                             "(truncated or corrupt)")
-        parts = []
-        p = at + 0x94
-        got = 0
-        while got < size and p + 4 <= min(at + SECTOR, len(body)):
-            index = struct.unpack_from("<i", body, p)[0]
-            if index == 0:
-                break
-            if index < 0 or index * SECTOR >= len(body):  # a last sector cut short is left to the size check
-                raise ValueError(f"BCFS entry {name!r} points at sector {index}, past the container's "
-                                 f"{len(body) // SECTOR + 1} sectors (truncated container)")
-            parts.append(body[index * SECTOR:(index + 1) * SECTOR])
-            got += SECTOR
-            p += 4
-        content = b"".join(parts)
-        if len(content) < size:
-            raise ValueError(f"BCFS entry {name!r} holds {len(content):,} of its {size:,} bytes "
-                             "(truncated container)")
-        files[name] = content[:size]
-    return files
+    def __init__(self, data: bytes, limit: int | None = None):
+        if len(data) < 8 or data[:4] != b"BCFZ":
+            raise ValueError("not a BCFZ block (no BCFZ header)")
+        expected = struct.unpack_from("<i", data, 4)[0]
+        if limit is None:
+            limit = min(MAX_OUTPUT, max(1 << 20, MAX_RATIO * len(data)))
+        if expected <= 0:
+            raise ValueError(f"BCFZ header declares {expected} bytes of content")
+        if expected > limit:
+            raise ValueError(f"BCFZ header declares {expected:,} bytes from a {len(data):,}-byte file "
+                             f"(more than {limit:,}): corrupt header")
+        self.expected = expected
+        self.total_bits = 8 * (len(data) - 8)
+        self.stream = data[8:] + bytes(8)  # so an 8-byte window never runs past the end
+        self.out = bytearray()
+        self.pos = 0  # bit position in the stream
+        self.ended = False  # the input ran out before the declared length
+
+    def grow(self, target: int) -> None:
+        target = min(target, self.expected)
+        out, stream, total_bits, rev = self.out, self.stream, self.total_bits, _REV15
+        from_bytes = int.from_bytes
+        size, pos = len(out), self.pos
+        # Each step takes at most 1 + 4 + 2*15 = 35 bits, so one 64-bit window read at the step's first byte
+        # (at most 7 of its bits already used) holds all of it: one int.from_bytes per step, then shifts.
+        while size < target:
+            byte = pos >> 3
+            window = from_bytes(stream[byte:byte + 8], "big")
+            left = 64 - (pos & 7)  # bits of the window at and after pos
+            head = (window >> (left - 5)) & 31  # the flag bit and the next four
+            if head & 16:  # back-reference: w = the four bits
+                w = head & 15
+                step = 5 + 2 * w
+                if pos + step > total_bits:
+                    self.ended = True
+                    break
+                pair = (window >> (left - step)) & ((1 << (2 * w)) - 1)  # offset bits then length bits
+                shift = 15 - w
+                offset = rev[pair >> w] >> shift
+                length = rev[pair & ((1 << w) - 1)] >> shift
+                pos += step
+                start = size - offset
+                if offset == 0 or start < 0:
+                    raise ValueError(f"corrupt BCFZ stream: a back-reference {offset} bytes back from byte {size:,}")
+                if length <= offset:
+                    out += out[start:start + length]
+                else:  # the copy overlaps what it writes: the last `offset` bytes repeat
+                    out += (out[start:] * (length // offset + 1))[:length]
+                size += length
+            else:  # literal run: n = the next two bits, lowest first
+                n = _LITERALS[head >> 2]
+                step = 3 + 8 * n
+                if pos + step > total_bits:
+                    self.ended = True
+                    break
+                if n:
+                    out += ((window >> (left - step)) & ((1 << (8 * n)) - 1)).to_bytes(n, "big")
+                pos += step
+                size += n
+        del out[self.expected:]
+        self.pos = pos
+
+
+class _Stored:
+    """A BCFS file system given whole (a .gpx stored without compression), with _Expansion's interface."""
+
+    def __init__(self, data: bytes):
+        self.out, self.ended = data, False
+
+    def grow(self, target: int) -> None:
+        pass
+
+
+def _entry(out, sector: int) -> tuple[str, int, list[int]]:
+    """(name, size, sector numbers) of the file entry at `sector` of a BCFS image (magic included)."""
+    at = 4 + sector * SECTOR
+    name = bytes(out[at + 4:at + 0x84]).split(b"\0", 1)[0].decode("latin-1")
+    size = struct.unpack_from("<i", out, at + 0x8C)[0]
+    numbers = []
+    end = min(at + SECTOR, len(out))
+    for p in range(at + 0x94, end - 3, 4):
+        number = struct.unpack_from("<i", out, p)[0]
+        if number == 0 or len(numbers) * SECTOR >= max(0, size):
+            break
+        numbers.append(number)
+    return name, size, numbers
+
+
+def _content(out, name: str, size: int, numbers: list[int]) -> bytes:
+    """A file's bytes: its sectors joined and cut to its size."""
+    body = len(out) - 4
+    if size < 0 or size > body:
+        raise ValueError(f"BCFS entry {name!r} declares {size:,} bytes in a {body:,}-byte container "
+                         "(truncated or corrupt)")
+    for number in numbers:
+        if number < 0 or number * SECTOR >= body:  # a last sector cut short is left to the size check
+            raise ValueError(f"BCFS entry {name!r} points at sector {number}, past the container's "
+                             f"{body // SECTOR + 1} sectors (truncated container)")
+    content = b"".join(bytes(out[4 + k * SECTOR:4 + (k + 1) * SECTOR]) for k in numbers)
+    if len(content) < size:
+        raise ValueError(f"BCFS entry {name!r} holds {len(content):,} of its {size:,} bytes (truncated container)")
+    return content[:size]
+
+
+def _source(data: bytes):
+    if data[:4] == b"BCFZ":
+        return _Expansion(data)
+    if data[:4] == b"BCFS":
+        return _Stored(data)
+    raise ValueError(f"not a Guitar Pro 6 container (starts with {data[:4]!r}, not BCFZ or BCFS)")
+
+
+def _entries(source):
+    """(sector, name, size, sector numbers) of each file entry, expanding the source as far as each one. Sectors
+    that hold an earlier entry's data are not entries, whatever their first bytes say."""
+    data_sectors: set[int] = set()
+    sector = 1
+    while True:
+        source.grow(4 + (sector + 1) * SECTOR)
+        out = source.out
+        if out[:4] != b"BCFS":
+            raise ValueError("the container holds no BCFS file system")
+        if 4 + sector * SECTOR + 0x98 > len(out):
+            return
+        if sector not in data_sectors and struct.unpack_from("<i", out, 4 + sector * SECTOR)[0] == 2:
+            name, size, numbers = _entry(out, sector)
+            data_sectors.update(numbers)
+            yield sector, name, size, numbers
+        sector += 1
+
+
+def gpx_file(data: bytes, wanted: str = "score.gpif") -> bytes | None:
+    """One file of a .gpx (BCFZ or BCFS), or None where the container holds no such file. A BCFZ stream is
+    expanded only as far as that file's last sector. ValueError for a truncated or corrupt container."""
+    source = _source(data)
+    for _, name, size, numbers in _entries(source):
+        if name == wanted:
+            if numbers:
+                source.grow(4 + (max(numbers) + 1) * SECTOR)
+            return _content(source.out, name, size, numbers)
+    if source.ended:
+        raise ValueError(f"the container ends before its {wanted} (truncated container)")
+    return None
 
 
 def gpx_files(data: bytes) -> dict[str, bytes]:
-    """The files inside a .gpx: BCFZ (compressed) or BCFS (stored)."""
-    if data[:4] == b"BCFZ":
-        data = decompress(data)
-    return read_bcfs(data)
+    """Every file inside a .gpx: BCFZ (compressed) or BCFS (stored)."""
+    source = _source(data)
+    found = list(_entries(source))
+    source.grow(1 << 62)
+    return {name: _content(source.out, name, size, numbers) for _, name, size, numbers in found}
+
+
+def read_bcfs(data: bytes) -> dict[str, bytes]:
+    """The files of a BCFS sector file system (magic included): name -> bytes."""
+    return gpx_files(data)

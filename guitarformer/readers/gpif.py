@@ -23,7 +23,7 @@ from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import MAX_FILE_BYTES, dedupe_by_time, part_name, sounding, time_limit
-from guitarformer.readers.bcfz import gpx_files
+from guitarformer.readers.bcfz import gpx_file
 from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build_part, gp_role
 
 # GP7+ write each note's pitch twice more as notation (ConcertPitch, TransposedPitch) and each beat's display
@@ -82,12 +82,12 @@ def gpif_bytes(data: bytes, name: str) -> bytes:
     """The score.gpif inside a .gp (zip) or .gpx (BCFZ/BCFS) file's bytes."""
     if data[:4] in (b"BCFZ", b"BCFS"):
         try:
-            files = gpx_files(data)
+            xml = gpx_file(data, "score.gpif")
         except (ValueError, IndexError) as e:  # struct errors on cut-off data are ValueErrors too
             raise ValueError(f"{name}: unreadable Guitar Pro 6 container ({e})") from None
-        if "score.gpif" not in files:
-            raise ValueError(f"{name}: Guitar Pro 6 container without a score.gpif (holds {sorted(files)})")
-        return files["score.gpif"]
+        if xml is None:
+            raise ValueError(f"{name}: Guitar Pro 6 container without a score.gpif")
+        return xml
     if data[:2] == b"PK":
         try:
             with zipfile.ZipFile(BytesIO(data)) as zf:
