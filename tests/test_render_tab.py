@@ -197,6 +197,26 @@ def test_gp5_bars_follow_time_signature_changes(tmp_path):
            [(3, 8), (3, 8), (2, 4)]
 
 
+def test_gp5_keeps_tempo_changes_and_every_part(tmp_path):
+    from guitarformer.render.gp5 import write_gp5_parts
+
+    rhythm = _score([(k * 480, 480, 5, 3) for k in range(12)], tempos=((0, 165.0), (1920, 120.2)),
+                    name="song [Rhythm]")
+    lead = _score([(k * 240, 240, 1, k % 5) for k in range(24)], tempos=((0, 165.0), (1920, 120.2)),
+                  name="song [Lead]")
+    lead.extra["track_name"] = "Lead"
+    write_gp5_parts([(rhythm, None), (lead, None)], tmp_path / "song.gp5")
+    song = guitarpro.parse(str(tmp_path / "song.gp5"))
+    assert song.title == "song" and [t.name for t in song.tracks] == ["song [Rhythm]", "Lead"]
+    assert len({t.channel.channel for t in song.tracks}) == 2
+    tempos = [(m.number, b.effect.mixTableChange.tempo.value) for m in song.tracks[0].measures
+              for b in m.voices[0].beats if b.effect.mixTableChange and b.effect.mixTableChange.tempo]
+    assert song.tempo == 165 and tempos == [(2, 120)]
+    back = read_guitar(tmp_path / "song.gp5")
+    assert [len(gs.track.notes) for gs in back] == [12, 24]
+    assert "tempo 120" in render_ascii_tab(back[0])
+
+
 def test_a_three_eight_tab_with_a_pickup_keeps_its_bars(tmp_path):
     """A 3/8 tab with a one-eighth pickup: the reader takes the stated time signature and ends the pickup on a bar
     line, so the tab written back has the same bars (each full bar starts with its first note)."""

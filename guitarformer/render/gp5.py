@@ -94,7 +94,7 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
     chosen = layout[a - 1:b]
 
     song = gp.models.Song()
-    song.title = first_gs.name or ""
+    song.title = (first_gs.name or "").split(" [")[0]  # a part's name is "song [track]"
     song.tempo = int(round(tempo_at(score, chosen[0][0])))
     song.tracks.clear()
     song.measureHeaders.clear()
@@ -111,8 +111,29 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
     left_out = []
     for i, (gs, frets) in enumerate(parts):
         left_out.append(_write_track(song, i, gs, resolve_frets(gs, frets), chosen, (a, b)))
+    _write_tempo_changes(song, score, chosen)
     gp.write(song, str(path), version=(5, 1, 0))
     return left_out
+
+
+def _write_tempo_changes(song, score, chosen) -> None:
+    """Tempo changes inside the written bars, as mix-table changes on the first track's beat where each falls
+    (Guitar Pro tempos are whole BPM; the song's tempo is the one in force at the first bar)."""
+    tpq = score.ticks_per_quarter
+    start, end = chosen[0][0], chosen[-1][0] + chosen[-1][1]
+    beats = [b for m in song.tracks[0].measures for b in m.voices[0].beats]
+    current = song.tempo
+    for t in score.tempos:
+        if not start < t.time < end:
+            continue
+        qpm = int(round(t.qpm))
+        gp_time = _GP_Q + round((t.time - start) * _GP_Q / tpq)  # GP's first measure starts at one quarter
+        at = [b for b in beats if b.start <= gp_time]
+        if qpm == current or not at:
+            continue
+        at[-1].effect.mixTableChange = gp.MixTableChange(tempo=gp.MixTableItem(value=qpm, duration=0),
+                                                         hideTempo=False)
+        current = qpm
 
 
 def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
@@ -121,7 +142,8 @@ def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
     tpq = gs.score.ticks_per_quarter
     n_str = len(gs.tuning)
     channel = i if i < 9 else i + 1  # channel 10 is drums
-    track = gp.models.Track(song, number=i + 1, name=(gs.name or "Guitar")[:40], offset=gs.capo, fretCount=MAX_FRET)
+    name = gs.extra.get("track_name") or gs.name or "Guitar"
+    track = gp.models.Track(song, number=i + 1, name=name[:40], offset=gs.capo, fretCount=MAX_FRET)
     track.measures.clear()  # PyGuitarPro gives a new track an empty measure per header; ours are built below
     track.strings = [gp.models.GuitarString(k + 1, p) for k, p in enumerate(reversed(gs.tuning))]
     track.channel = gp.models.MidiChannel(channel=channel % 16, effectChannel=channel % 16,
@@ -162,8 +184,10 @@ def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
             points = [b0] + points  # leading rest
         for j in range(len(points) - 1):
             t, nxt = points[j], points[j + 1]
-            for part, (_, v, d) in enumerate(_split_duration(nxt - t)):
-                beat = gp.models.Beat(voice, duration=gp.models.Duration(value=v, isDotted=d))
+            at = header.start + t - b0
+            for part, (ticks, v, d) in enumerate(_split_duration(nxt - t)):
+                beat = gp.models.Beat(voice, duration=gp.models.Duration(value=v, isDotted=d), start=at)
+                at += ticks
                 beat.status = gp.models.BeatStatus.rest
                 if part == 0 and t in by_onset:
                     used = set()
