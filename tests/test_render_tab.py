@@ -156,7 +156,7 @@ def test_gp5_writes_the_techniques(tmp_path):
     notes = [(b, n) for m in guitarpro.parse(str(tmp_path / "t.gp5")).tracks[0].measures
              for b in m.voices[0].beats for n in b.notes]
     assert len(notes) == len(events)
-    (b0, hammer_from), _, (_, bend), (_, slide), (_, into), (_, pm), (_, dead), (_, ghost), (_, harm), (tap, _) = notes
+    (_, hammer_from), _, (_, bend), (_, slide), (_, into), (_, pm), (_, dead), (_, ghost), (_, harm), (tap, _) = notes
     assert hammer_from.effect.hammer  # Guitar Pro marks the note the hammer-on starts from
     assert bend.effect.bend.type == guitarpro.BendType.bendRelease and bend.effect.vibrato
     assert [(p.position, p.value) for p in bend.effect.bend.points] == [(0, 0), (6, 4), (12, 0)]
@@ -283,7 +283,8 @@ def test_string_labels_tell_every_string_apart(tmp_path, name, labels):
     assert [ln.split("|")[0] for ln in text.splitlines() if "|" in ln] == labels
     write_ascii_tab(gs, tmp_path / "t.txt")
     (back,) = read_ascii_tab(tmp_path / "t.txt")
-    assert back.tuning == tuning and sorted(n.pitch for n in back.track.notes) == sorted(n.pitch for n in gs.track.notes)
+    assert back.tuning == tuning
+    assert sorted(n.pitch for n in back.track.notes) == sorted(n.pitch for n in gs.track.notes)
 
 
 # ---------------------------------------------------------------- width, grids, folding, titles
@@ -347,7 +348,7 @@ def test_notes_below_the_tuning_are_reported(tmp_path):
     missing = unplaced_notes(gs, frets)
     assert [(u.bar, u.reason) for u in missing] == [(1, "below"), (2, "below")]
     assert describe_unplaced(missing, gs.tuning) == \
-        "2 notes could not be placed on this tuning: bars 1, 2 (E2 below the lowest string (A2))"
+        "2 notes could not be placed on this tuning: bars 1, 2 (E2 below the lowest string, A2)"
     assert "Not shown: 2 notes could not be placed" in render_ascii_tab(gs, frets)
     write_midi(_score([(0, 480, 6, 0), (1920, 480, 6, 0), (3840, 480, 4, 2)]), tmp_path / "low.mid")
     r = CliRunner().invoke(main, ["tab", str(tmp_path / "low.mid"), "--tuning", "45,50,55,59,64,69"])
@@ -398,7 +399,10 @@ def _band(path: Path) -> Path:
 
 def test_tab_track_selection(tmp_path):
     path = _band(tmp_path / "band.mid")
-    run = lambda *a: CliRunner().invoke(main, ["tab", str(path), *a])  # noqa: E731
+
+    def run(*args):
+        return CliRunner().invoke(main, ["tab", str(path), *args])
+
     both = run()
     assert both.exit_code == 0 and "[Rhythm]" in both.output and "[Lead]" in both.output
     lead = run("--track", "lead")

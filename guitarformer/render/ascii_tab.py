@@ -177,7 +177,8 @@ def describe_unplaced(unplaced: Sequence[Unplaced], tuning: Sequence[int], capo:
     bars = sorted({u.bar for u in unplaced})
     where = f"bar {bars[0]}" if len(bars) == 1 else "bars " + _number_list(bars)
     why = []
-    for reason, text in (("below", f"below the lowest string ({pitch_name(min(tuning) + capo)})"),
+    lowest = pitch_name(min(tuning) + capo) + (f" with capo {capo}" if capo else "")
+    for reason, text in (("below", f"below the lowest string, {lowest}"),
                          ("above", f"above fret {MAX_FRET} of the top string"),
                          ("chord", f"in chords of more notes than the {len(tuning)} strings"),
                          ("busy", "with no free string at that moment")):
@@ -272,7 +273,7 @@ class _Bar:
     sounding: bool  # a note sounds in it (an onset, or one held from before)
     grid: int = 0
     lines: list[str] | None = None
-    spans: dict | None = None  # span kind -> [(first column, last column)] of its flagged onsets, and 'onsets'
+    onsets: list | None = None  # (first column, last column, span kinds such as "PM") of each column with notes
     marks: list[str] | None = None  # text written above the bar
     open_end: bool = False  # a piece of a bar too wide for a line, continued on the next system
 
@@ -305,7 +306,7 @@ def _loose_grid(tpq: int, length: int, ticks: list[int], base: int) -> int:
 
 
 def _lay_out_bar(bar: _Bar, tpq: int, n_strings: int, cell: int) -> None:
-    """Fill bar.lines (one string of characters per tab line, without bar lines) and bar.spans; a grid step is
+    """Fill bar.lines (one string of characters per tab line, without bar lines) and bar.onsets; a grid step is
     `cell` characters, more where a note's marks need them."""
     step = tpq / bar.grid
     n_slots = max(1, round(bar.length / step))
@@ -320,7 +321,7 @@ def _lay_out_bar(bar: _Bar, tpq: int, n_strings: int, cell: int) -> None:
     rows = [[] for _ in range(n_strings)]  # (column, text) per string
     last_end = [0] * n_strings  # first free column after the previous note's marks on each string
     linked_from: set[int] = set()  # strings whose last note slides into the next one
-    spans: dict[str, list] = {"onsets": []}
+    onsets = []
     col = 1  # one dash after the bar line
     for k in range(n_slots):
         col = max(col, 1 + k * cell)
@@ -341,8 +342,8 @@ def _lay_out_bar(bar: _Bar, tpq: int, n_strings: int, cell: int) -> None:
             step = max(step, len(core) + len(closing) + (0 if linked else 1))
         if here:
             ends = max(last_end[s] for s in here)
-            spans["onsets"].append((col, ends - 1, {kind for kind, attr in _SPANS
-                                                    if any(getattr(x.tech, attr) for x in here.values())}))
+            onsets.append((col, ends - 1, {kind for kind, attr in _SPANS
+                                           if any(getattr(x.tech, attr) for x in here.values())}))
         col += step
     length = max(col, max(last_end) + 1)
     lines = []
@@ -351,7 +352,7 @@ def _lay_out_bar(bar: _Bar, tpq: int, n_strings: int, cell: int) -> None:
         for c, text in rows[s]:
             chars[c:c + len(text)] = text
         lines.append("".join(chars))
-    bar.lines, bar.spans = lines, spans
+    bar.lines, bar.onsets = lines, onsets
 
 
 def render_ascii_tab(gs, frets=None, width: int = 80, bars: tuple[int, int] | None = None) -> str:
@@ -363,16 +364,73 @@ def render_ascii_tab(gs, frets=None, width: int = 80, bars: tuple[int, int] | No
     if width < MIN_WIDTH:
         raise ValueError(f"width {width} is too narrow for a tab (at least {MIN_WIDTH} characters)")
     frets = resolve_frets(gs, frets)
-    techs = techniques_of(gs)
-    notes = gs.track.notes
+    all_bars = _bars_with_notes(gs, frets)
+    first, last = (1, len(all_bars)) if bars is None else bars
+    if not 1 <= first <= last:
+        raise ValueError(f"bars {first}-{last}: first must be at least 1 and not after last")
+    shown = all_bars[first - 1:last]
+    if not shown:
+        raise ValueError(f"bars {first}-{last}: the part has {len(all_bars)} bars")
     score = gs.score
     tpq = score.ticks_per_quarter
-    n = len(gs.tuning)
-    end = max((x.time + 1 for x in notes), default=1)
-    layout = bars_of(score, end)
-    starts = [b[0] for b in layout]
-    all_bars = [_Bar(k + 1, t, length, [], False) for k, (t, length) in enumerate(layout)]
 
+    # A grid step is as wide as the widest fret and a dash, in every bar, so that columns are time and bars of one
+    # grid are equally wide; marks that need more room (7b9r7, <12>) widen their own step only.
+    cell = max(_CELL, 1 + max((len(x.marks[2]) for bar in shown for x in bar.notes), default=1))
+    base = _choose_grids(shown, tpq)
+    for bar in shown:
+        _lay_out_bar(bar, tpq, len(gs.tuning), cell)
+
+    # Written above each bar: time signature and tempo changes, a grid other than the base.
+    sig0 = signature_at(score, shown[0].start)
+    tempo0 = format_tempo(tempo_at(score, shown[0].start))
+    sig, tempo = sig0, tempo0
+    for bar in shown:
+        here = signature_at(score, bar.start), format_tempo(tempo_at(score, bar.start))
+        bar.marks = ([f"{here[0][0]}/{here[0][1]}"] * (here[0] != sig) + [f"tempo {here[1]}"] * (here[1] != tempo)
+                     + [f"[{GRID_NAMES[bar.grid]}]"] * (bar.grid != base))
+        sig, tempo = here
+
+    labels = string_labels(gs.tuning)
+    lw = max(len(x) for x in labels)
+    name = tuning_name(gs.tuning)
+    out = [gs.name] if gs.name else []
+    out.append("Tuning: " + " ".join(labels[::-1]) + " (low to high" + (f", {name})" if name else ")")
+               + (f"   Capo: {gs.capo}" if gs.capo else ""))
+    eighths = f" (eighth = {format_tempo(float(tempo0) * 2)})" if sig0[1] == 8 else ""
+    out.append(f"Time: {sig0[0]}/{sig0[1]}   Tempo: {tempo0} bpm{eighths}")
+    out.append((f"One column = 1/{base * 4} note" if base in (1, 2, 4, 8, 16) else f"One column = {GRID_NAMES[base]}")
+               + (" (bars marked [..] above use their own grid)" if any(b.grid != base for b in shown) else ""))
+    out.append("")
+
+    room = width - lw - 1  # characters after the label's "|"
+    system: list[_Bar] = []
+    for item in _fold_rests(shown):
+        pieces = _split_bar(item, room) if isinstance(item, _Bar) else [item]
+        for piece in pieces:
+            if system and (isinstance(piece, str) or sum(len(b.lines[0]) + 1 for b in system + [piece]) > room):
+                out += _system_text(system, labels, lw, len(gs.tuning)) + [""]
+                system = []
+            if isinstance(piece, str):
+                out += [piece, ""]
+            else:
+                system.append(piece)
+    if system:
+        out += _system_text(system, labels, lw, len(gs.tuning)) + [""]
+    missing = describe_unplaced([u for u in unplaced_notes(gs, frets) if first <= u.bar <= last], gs.tuning, gs.capo)
+    if missing:
+        out += [f"Not shown: {missing}", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _bars_with_notes(gs, frets) -> list[_Bar]:
+    """Every bar of the part with its playable notes (and their marks) and whether anything sounds in it."""
+    techs = techniques_of(gs)
+    notes = gs.track.notes
+    n = len(gs.tuning)
+    layout = bars_of(gs.score, max((x.time + 1 for x in notes), default=1))
+    starts = [b[0] for b in layout]
+    bars = [_Bar(k + 1, t, length, [], False) for k, (t, length) in enumerate(layout)]
     # Neighbours on each string, in time order, for h/p and slide directions.
     order = sorted((i for i, (s, f) in enumerate(frets) if f >= 0 and 1 <= s <= n), key=lambda i: notes[i].time)
     prev_on: dict[int, int] = {}
@@ -389,109 +447,47 @@ def render_ascii_tab(gs, frets=None, width: int = 80, bars: tuple[int, int] | No
         prev = notes[prev_on[i]].pitch if i in prev_on else None
         nxt = notes[next_on[i]].pitch if i in next_on else None
         marks = _note_marks(techs[i], f, x.pitch, prev, nxt)
-        all_bars[b].notes.append(_Note(i, s - 1, x.time - starts[b], marks, techs[i]))
+        bars[b].notes.append(_Note(i, s - 1, x.time - starts[b], marks, techs[i]))
     for x in notes:  # what sounds in each bar, held notes included
         b0 = bisect.bisect_right(starts, x.time) - 1
         b1 = bisect.bisect_left(starts, x.time + max(1, x.duration)) - 1
-        for b in range(b0, min(b1, len(all_bars) - 1) + 1):
-            all_bars[b].sounding = True
+        for b in range(b0, min(b1, len(bars) - 1) + 1):
+            bars[b].sounding = True
+    return bars
 
-    first, last_bar = (1, len(all_bars)) if bars is None else bars
-    if not 1 <= first <= last_bar:
-        raise ValueError(f"bars {first}-{last_bar}: first must be at least 1 and not after last")
-    shown = all_bars[first - 1:last_bar]
-    if not shown:
-        raise ValueError(f"bars {first}-{last_bar}: the part has {len(all_bars)} bars")
 
-    # A grid step is as wide as the widest fret and a dash, in every bar, so that columns are time and bars of one
-    # grid are equally wide; marks that need more room (7b9r7, <12>) widen their own step only.
-    cell = max(_CELL, 1 + max((len(x.marks[2]) for bar in shown for x in bar.notes), default=1))
-    # Grids: the one most bars need is the base; a bar it cannot hold gets its own.
-    needs = {}
-    for bar in shown:
-        ticks = [x.tick for x in bar.notes]
-        needs[bar.number] = _bar_grid(tpq, bar.length, ticks) if ticks else None
+def _choose_grids(bars: list[_Bar], tpq: int) -> int:
+    """Set each bar's grid and return the base: the grid that holds the onsets of 80% of the bars with notes; a bar
+    it cannot hold gets the coarsest grid that does (or, for onsets off every grid, one that keeps them apart)."""
+    needs = {bar.number: _bar_grid(tpq, bar.length, [x.tick for x in bar.notes]) for bar in bars if bar.notes}
     exact = sorted((g for g in needs.values() if g), key=GRIDS.index)
     base = exact[max(0, math.ceil(0.8 * len(exact)) - 1)] if exact else 2
-    for bar in shown:
+    for bar in bars:
         ticks = [x.tick for x in bar.notes]
         if _grid_fits(base, tpq, bar.length, ticks):
             bar.grid = base
         else:
-            bar.grid = needs[bar.number] or _loose_grid(tpq, bar.length, ticks, base)
-        _lay_out_bar(bar, tpq, n, cell)
+            bar.grid = needs.get(bar.number) or _loose_grid(tpq, bar.length, ticks, base)
+    return base
 
-    # What is written above each bar: time signature and tempo changes, a grid other than the base.
-    sig0 = signature_at(score, shown[0].start)
-    tempo0 = format_tempo(tempo_at(score, shown[0].start))
-    sig, tempo = sig0, tempo0
-    for bar in shown:
-        bar.marks = []
-        s_here, t_here = signature_at(score, bar.start), format_tempo(tempo_at(score, bar.start))
-        if s_here != sig:
-            bar.marks.append(f"{s_here[0]}/{s_here[1]}")
-        if t_here != tempo:
-            bar.marks.append(f"tempo {t_here}")
-        if bar.grid != base:
-            bar.marks.append(f"[{GRID_NAMES[bar.grid]}]")
-        sig, tempo = s_here, t_here
 
-    # Header.
-    labels = string_labels(gs.tuning)
-    lw = max(len(x) for x in labels)
-    header = [gs.name] if gs.name else []
-    name = tuning_name(gs.tuning)
-    header.append("Tuning: " + " ".join(labels[::-1]) + " (low to high" + (f", {name})" if name else ")")
-                  + (f"   Capo: {gs.capo}" if gs.capo else ""))
-    tempo_line = f"Tempo: {tempo0} bpm"
-    if sig0[1] == 8:
-        tempo_line += f" (eighth = {format_tempo(float(tempo0) * 2)})"
-    header.append(f"Time: {sig0[0]}/{sig0[1]}   {tempo_line}")
-    header.append(f"One column = 1/{base * 4} note" if base in (1, 2, 4, 8, 16)
-                  else f"One column = {GRID_NAMES[base]}")
-    header[-1] += " (bars marked [..] above use their own grid)" if any(b.grid != base for b in shown) else ""
-
-    # Fold runs of empty bars: all of them before the first note, four or more later.
-    items: list = []  # a _Bar, or a fold line
+def _fold_rests(bars: list[_Bar]) -> list:
+    """The bars, with runs of bars where nothing sounds (all of them before the first note, four or more later)
+    as one line: '[bars 1-35: rest]'."""
+    items: list = []
     k = 0
-    while k < len(shown):
+    while k < len(bars):
         j = k
-        while j < len(shown) and not shown[j].sounding:
+        while j < len(bars) and not bars[j].sounding:
             j += 1
-        run = j - k
-        if run and (k == 0 or run >= 4):
-            a, b = shown[k].number, shown[j - 1].number
+        if j > k and (k == 0 or j - k >= 4):
+            a, b = bars[k].number, bars[j - 1].number
             items.append(f"[bar {a}: rest]" if a == b else f"[bars {a}-{b}: rest]")
             k = j
-            continue
-        items.append(shown[k])
-        k += 1
-
-    out = header + [""]
-    system: list[_Bar] = []
-    room = width - lw - 1  # characters after the label's "|"
-
-    def flush():
-        if system:
-            out.extend(_system_text(system, labels, lw, n))
-            out.append("")
-            system.clear()
-
-    for item in items:
-        if isinstance(item, str):
-            flush()
-            out.extend([item, ""])
-            continue
-        for piece in _split_bar(item, room):
-            if system and sum(len(b.lines[0]) + 1 for b in system) + len(piece.lines[0]) + 1 > room:
-                flush()
-            system.append(piece)
-    flush()
-    missing = describe_unplaced([u for u in unplaced_notes(gs, frets) if first <= u.bar <= last_bar],
-                                gs.tuning, gs.capo)
-    if missing:
-        out += [f"Not shown: {missing}", ""]
-    return "\n".join(out).rstrip("\n") + "\n"
+        else:
+            items.append(bars[k])
+            k += 1
+    return items
 
 
 def _split_bar(bar: _Bar, room: int) -> list[_Bar]:
@@ -499,7 +495,7 @@ def _split_bar(bar: _Bar, room: int) -> list[_Bar]:
     after the first are marked as the bar's continuation and the bar line comes only after the last)."""
     if len(bar.lines[0]) + 1 <= room:
         return [bar]
-    pieces, lines, spans = [], bar.lines, bar.spans["onsets"]
+    pieces, lines = [], bar.lines
     begin, part = 0, 0
     while begin < len(lines[0]):
         stop = min(len(lines[0]), begin + room - 1)
@@ -508,7 +504,7 @@ def _split_bar(bar: _Bar, room: int) -> list[_Bar]:
             after = [c for c in range(begin + 1, stop + 1) if all(ln[c - 1] == "-" for ln in lines)]
             stop = max(between or after or [stop])
         pieces.append(_Bar(bar.number, bar.start, bar.length, [], True, bar.grid, [ln[begin:stop] for ln in lines],
-                           {"onsets": [(a - begin, b - begin, f) for a, b, f in spans if begin <= a < stop]},
+                           [(a - begin, b - begin, f) for a, b, f in bar.onsets if begin <= a < stop],
                            bar.marks if part == 0 else ["(cont.)"], open_end=stop < len(lines[0])))
         begin, part = stop, part + 1
     return pieces
@@ -531,7 +527,7 @@ def _system_text(system: list[_Bar], labels: list[str], lw: int, n: int) -> list
     for kind, _ in _SPANS:
         # onsets in system order: (first column, last column, flagged); a span runs over consecutive flagged onsets
         onsets = [(starts[i] + a, starts[i] + b, kind in f) for i, bar in enumerate(system)
-                  for a, b, f in bar.spans["onsets"]]
+                  for a, b, f in bar.onsets]
         if not any(f for _, _, f in onsets):
             continue
         chars = [" "] * width

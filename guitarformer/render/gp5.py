@@ -48,7 +48,8 @@ def _bend(points) -> gp.BendEffect | None:
     else:
         downs = sum(1 for (_, a), (_, b) in zip(pts, pts[1:]) if b < a)
         ups = sum(1 for (_, a), (_, b) in zip(pts, pts[1:]) if b > a)
-        kind = gp.BendType.bendReleaseBend if downs and ups > 1 else gp.BendType.bendRelease if downs else gp.BendType.bend
+        kind = (gp.BendType.bendReleaseBend if downs and ups > 1 else gp.BendType.bendRelease if downs
+                else gp.BendType.bend)
     scale = gp.BendEffect.maxPosition
     return gp.BendEffect(type=kind, value=peak * 25, points=[gp.BendPoint(round(p * scale), a) for p, a in pts])
 
@@ -95,7 +96,7 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
 
     song = gp.models.Song()
     song.title = (first_gs.name or "").split(" [")[0]  # a part's name is "song [track]"
-    song.tempo = int(round(tempo_at(score, chosen[0][0])))
+    song.tempo = round(tempo_at(score, chosen[0][0]))
     song.tracks.clear()
     song.measureHeaders.clear()
     gp_start = _GP_Q  # GP's first measure starts at one quarter
@@ -126,7 +127,7 @@ def _write_tempo_changes(song, score, chosen) -> None:
     for t in score.tempos:
         if not start < t.time < end:
             continue
-        qpm = int(round(t.qpm))
+        qpm = round(t.qpm)
         gp_time = _GP_Q + round((t.time - start) * _GP_Q / tpq)  # GP's first measure starts at one quarter
         at = [b for b in beats if b.start <= gp_time]
         if qpm == current or not at:
