@@ -8,8 +8,10 @@ Conventions shared by the readers:
 - Time is in ticks. GP, ASCII tab and music21 sources are written at TPQ=480; MIDI keeps its own TPQ.
 - Each GuitarScore holds one track plus the song's tempos and time signatures (a 120 BPM, 4/4
   default is written when the source has none, which is what MIDI assumes anyway).
-- Notes are sorted by (time, pitch); `frets`, where the source knows it, follows that order.
+- Notes are sorted by (time, pitch); `frets` and `techniques`, where the source knows them, follow that order.
 - Repeats are not expanded: a score plays straight through once, as written.
+- Guitar Pro files are told apart by their bytes, not their suffix: a zip or BCFZ/BCFS container is GP6-8
+  (gpif.py, with bcfz.py), anything else GP3-5 (guitarpro.py); both build their parts alike (gp_notes.py).
 """
 
 from __future__ import annotations
