@@ -483,3 +483,17 @@ def test_tab_cli_fingers_by_program(tmp_path):
         assert r.exit_code == 0, r.output
         out[name] = staff(r.output)
     assert out["dist"] == out["steel30"] == rock and out["steel"] == plain
+
+
+def test_loading_the_string_model_leaves_the_global_rng_alone():
+    """fret() inside a training run (the TensorBoard riff) must not move torch's RNG: resume would drift."""
+    import torch
+
+    from guitarformer.fretting import string_model
+
+    string_model.load.cache_clear()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    assert string_model.load() is not None
+    assert torch.equal(torch.rand(3), expected)

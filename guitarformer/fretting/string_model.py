@@ -107,12 +107,13 @@ class FretNet(nn.Module):
 
 @functools.lru_cache(maxsize=2)
 def load(path: str | None = None):
-    """The trained model (eval mode), or None when the weights file or torch is missing."""
+    """The trained model (eval mode), or None when the weights file is missing."""
     p = Path(path) if path else WEIGHTS
     if not p.exists():
         return None
     blob = torch.load(p, map_location="cpu", weights_only=True)
-    model = FretNet(**blob["config"])
+    with torch.random.fork_rng(devices=[]):  # the random init is overwritten: it must not move the caller's RNG
+        model = FretNet(**blob["config"])
     model.load_state_dict(blob["state"])
     model.eval()
     return model
