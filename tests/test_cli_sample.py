@@ -221,6 +221,16 @@ def test_riff_k_depends_only_on_seed_and_k(run_dir, tmp_path):
     assert len({riff("four", k, 4) for k in range(4)}) == 4  # and they are four different riffs
 
 
+def test_riff_ids_do_not_depend_on_the_batch(run_dir):
+    from guitarformer.runs import load_run
+
+    model, tok, cfg = load_run(run_dir, None, "cpu")
+    alone = riffs_mod.generate_riffs(model, tok, cfg, num=1, seed=4, max_new_tokens=150, bars=2)
+    batch = riffs_mod.generate_riffs(model, tok, cfg, num=6, seed=4, max_new_tokens=150, bars=2)
+    assert alone[0].ids == batch[0].ids  # no end-token padding from the batch's longest riff
+    assert all(r.ids.count(tok["EOS_None"]) <= 1 for r in batch)
+
+
 def test_sample_next_with_one_generator_per_row_draws_each_row_alone():
     torch.manual_seed(0)
     logits = torch.randn(3, 50)

@@ -33,7 +33,7 @@ from guitarformer.runtime import resolve_device
 
 MAX_SEED = 2**63 - 1
 MAX_AUTO_TOKENS = 16384  # the most tokens `--bars` raises the budget to on its own
-TOKENS_PER_BAR = 30  # without a prompt or the run's data: REMI tokens per bar of the built-in corpus (29.5)
+TOKENS_PER_BAR = 33  # without a prompt or the run's data: REMI tokens per bar, first 8 built-in tunes (32.7)
 BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its last bar, so room costs nothing)
 
 
@@ -120,7 +120,8 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                                   position)
         else:
             riff = _riff_of(decode(tokenizer, body, program=program, tempo=tempo), window, tuning, position)
-        riff.ids, riff.ended = row, ended
+        # The batch pads finished rows with end tokens until its last row ends: a riff's ids stop at its own end.
+        riff.ids, riff.ended = (row[:t0 + row[t0:].index(sp["eos"]) + 1] if ended else row), ended
         riffs.append(riff)
     return riffs
 

@@ -40,11 +40,17 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     if isinstance(generator, (list, tuple)):
         if len(generator) != probs.shape[0]:
             raise ValueError(f"{len(generator)} generators for {probs.shape[0]} rows")
-        on = {g.device for g in generator}
-        rows = probs.cpu() if on == {torch.device("cpu")} else probs  # one transfer, not one per row
-        picked = [torch.multinomial(rows[i:i + 1].to(g.device), 1, generator=g).to(probs.device)
-                  for i, g in enumerate(generator)]
-        return torch.cat(picked).squeeze(-1)
+        # One uniform number per row from that row's generator, then the inverse of the row's cumulative
+        # distribution, batched: a draw per row is all that is done row by row.
+        wide = torch.float32 if probs.device.type == "mps" else torch.float64  # MPS has no float64
+        home = generator[0].device
+        u = torch.stack([torch.rand((), generator=g, dtype=torch.float64, device=g.device).to(home)
+                         for g in generator]).to(probs.device, wide)  # (B,) one transfer for the batch
+        cdf = probs.to(wide).cumsum(-1)  # (B, V)
+        total = cdf[:, -1]
+        x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))  # below the total, always
+        # right=True: the first token whose cdf passes x, so a token of probability 0 is never drawn
+        return torch.searchsorted(cdf, x.unsqueeze(1), right=True).squeeze(1)
     if generator is not None and generator.device != probs.device:  # a CPU generator: draw on CPU (reproducible)
         return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(probs.device)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
