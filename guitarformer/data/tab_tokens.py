@@ -9,7 +9,7 @@ whole fingering, and the pitch stays explicit for everything that reads pitches 
 Techniques are the per-note `Technique` record as tokens, in a fixed order: ``Bend_<quarter tones>`` (the
 bend's peak, 1-8) with ``Tech_Release`` when it comes back down, then ``Tech_*`` for slides (SlideInBelow,
 SlideInAbove, SlideShift, SlideLegato, SlideOutDown, SlideOutUp), Hammer, PalmMute, Dead, Ghost, harmonics
-(HarmNatural, HarmArtificial, HarmPinch, HarmTap, HarmSemi), Vibrato, LetRing, Tap. A bend comes back as
+(HarmNatural, HarmArtificial, HarmPinch, HarmTap, HarmSemi, HarmFeedback), Vibrato, LetRing, Tap. A bend comes back as
 its shape's summary (peak at mid-note, release to the fretted pitch at the end), which is what tab writes.
 
 Everything else is MidiTok's REMI: tokenizer.json save/load, BPE, `tokens_types_graph` (extended here with the
@@ -35,7 +35,7 @@ _FLAGS = (("hammer", "Hammer"), ("palm_mute", "PalmMute"), ("dead", "Dead"), ("g
 _SLIDE_IN = {"below": "SlideInBelow", "above": "SlideInAbove"}
 _SLIDE_OUT = {"shift": "SlideShift", "legato": "SlideLegato", "down": "SlideOutDown", "up": "SlideOutUp"}
 _HARMONIC = {"natural": "HarmNatural", "artificial": "HarmArtificial", "pinch": "HarmPinch", "tap": "HarmTap",
-             "semi": "HarmSemi"}
+             "semi": "HarmSemi", "feedback": "HarmFeedback"}
 TECH_VALUES = ("Release", *_SLIDE_IN.values(), *_SLIDE_OUT.values(), *(v for _, v in _FLAGS), *_HARMONIC.values())
 _FROM_TECH = {v: ("slide_in", k) for k, v in _SLIDE_IN.items()} | {v: ("slide_out", k) for k, v in _SLIDE_OUT.items()} \
     | {v: ("harmonic", k) for k, v in _HARMONIC.items()} | {v: (f, True) for f, v in _FLAGS}

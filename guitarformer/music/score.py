@@ -26,7 +26,7 @@ class Technique:
     palm_mute: bool = False
     dead: bool = False  # muted, no pitch: "x" in tab
     ghost: bool = False
-    harmonic: str = ""  # "" | "natural" | "artificial" | "pinch" | "tap" | "semi"
+    harmonic: str = ""  # "" | "natural" | "artificial" | "pinch" | "tap" | "semi" | "feedback"
     vibrato: bool = False
     let_ring: bool = False
     tap: bool = False
