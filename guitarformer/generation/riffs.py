@@ -14,7 +14,7 @@ import numpy as np
 import symusic
 import torch
 
-from guitarformer.data.prepare import binary_reason
+from guitarformer.data.prepare import binary_reason, unsupported_reason
 from guitarformer.data.tokenization import bar_ids, decode, encode, special_ids
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
@@ -23,7 +23,7 @@ from guitarformer.generation.engine import generate
 from guitarformer.music.guitar import (GUITAR_PROGRAM, GUITAR_PROGRAMS, MAX_FRET, STANDARD_TUNING, parse_tuning,
                                        pitch_name)
 from guitarformer.music.score import PLAIN, GuitarScore
-from guitarformer.readers import read_guitar
+from guitarformer.readers import detect_format, read_guitar
 from guitarformer.render.ascii_tab import write_ascii_tab
 from guitarformer.render.audio import find_synth, render_wav
 from guitarformer.render.gp5 import write_gp5
@@ -293,6 +293,8 @@ def read_prompt(tokenizer, path: Path, max_tokens: int) -> Prompt:
     if not path.is_file():
         raise GuitarformerError(f"prompt file {path} does not exist", fix)
     try:
+        if detect_format(path) is None:
+            raise SkipFile(unsupported_reason(path))
         binary = binary_reason(path)
         if binary:
             raise SkipFile(binary)
@@ -301,7 +303,7 @@ def read_prompt(tokenizer, path: Path, max_tokens: int) -> Prompt:
         except SkipFile:  # no guitar part: a piano or flute melody can be continued on guitar too
             parts = read_guitar(path, tracks="all")
     except SkipFile as e:
-        raise GuitarformerError(f"prompt {path}: {e}", fix) from None
+        raise GuitarformerError(f"prompt {path} is not readable music: {e}", fix) from None
     except GuitarformerError:
         raise
     except Exception as e:
