@@ -360,7 +360,8 @@ def _pick_track(parts, track: str, file: Path, tracks: str):
                    "non-drum track.")
 @click.option("--bars", "bar_range", callback=_bar_range, default=None, metavar="A-B",
               help="Only these bars (numbered from 1, as the tab numbers them), e.g. 5-8.")
-@click.option("--tuning", default=None, help="Override the tuning (name or MIDI numbers low to high).")
+@click.option("--tuning", default=None, is_eager=True, callback=_list_tunings,
+              help="Override the tuning: a name, MIDI numbers or note names low to high; `--tuning list` shows the names.")
 @click.option("--width", type=click.IntRange(20), default=80, show_default=True,  # render.ascii_tab.MIN_WIDTH
               help="Characters per tab line (at least 20); systems wrap to it.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
@@ -369,7 +370,7 @@ def _pick_track(parts, track: str, file: Path, tracks: str):
               help="Re-finger as this General MIDI program is played (29-30, distorted guitar: rock riffs; "
                    "default: each track's own program).")
 def tab(file, out, track, tracks, bar_range, tuning, width, position, program):
-    """Show a playable tab of any MIDI, Guitar Pro 3-5, MusicXML/ABC or ASCII tab file: printed, or written to
+    """Show a playable tab of any MIDI, Guitar Pro (3-8), MusicXML/ABC or ASCII tab file: printed, or written to
     --out as text or Guitar Pro 5. A file's own fingering is kept unless --tuning, --position or --program asks
     for another; notes the tuning cannot hold are reported, never dropped silently."""
     from guitarformer.errors import SkipFile
@@ -385,7 +386,7 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program):
             raise GuitarformerError(f"--out {out}: cannot write {out.suffix or 'a file without a suffix'}",
                                     "name the file .txt (or .tab) for an ASCII tab, or .gp5 for Guitar Pro 5")
     if not file.is_file():
-        raise GuitarformerError(f"{file} does not exist", "pass a .mid, .gp5, .txt, .musicxml or .abc file")
+        raise GuitarformerError(f"{file} does not exist", "pass a .mid, .gp5, .gp, .gpx, .txt, .musicxml or .abc file")
     try:
         parts = read_guitar(file, tracks=tracks)
     except GuitarformerError:
@@ -393,9 +394,9 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program):
     except SkipFile as e:
         reason = str(e)
         raise GuitarformerError(f"{file.name}: {reason}", None if "--tracks" in reason else
-                                "pass a MIDI, Guitar Pro 3-5, ASCII tab, MusicXML or ABC file with a guitar part") from None
-    except Exception as e:
-        raise GuitarformerError(f"could not read {file}: {type(e).__name__}: {e}",
+                                "pass a MIDI, Guitar Pro, ASCII tab, MusicXML or ABC file with a guitar part") from None
+    except Exception as e:  # the readers' own messages name the file and the problem
+        raise GuitarformerError(f"could not read {file}: {e}",
                                 "check that the file is a valid MIDI/GP/tab/MusicXML file") from None
     if track is not None:
         parts = _pick_track(parts, track, file, tracks)

@@ -462,3 +462,27 @@ def test_committed_examples_are_what_the_commands_write(args, tmp_path, monkeypa
     r = CliRunner().invoke(main, [*args[:k + 1], str(tmp_path / committed.name), *args[k + 2:]])
     assert r.exit_code == 0, r.output
     assert (tmp_path / committed.name).read_text() == committed.read_text()
+
+
+def test_generated_bars_are_marked_in_the_tab():
+    """A continued prompt: the bar where the model's notes begin says so above it."""
+    from guitarformer.readers import read_guitar
+
+    gs = read_guitar(Path(__file__).parent / "fixtures" / "tabs" / "riff.txt")[0]
+    plain = render_ascii_tab(gs)
+    assert "generated" not in plain
+    gs.extra["generated_from_tick"] = 4 * gs.score.ticks_per_quarter  # bar 2 in 4/4
+    marked = render_ascii_tab(gs)
+    assert marked.count("[generated from here]") == 1
+    line = next(x for x in marked.splitlines() if "[generated from here]" in x)
+    top = marked.splitlines()[marked.splitlines().index(line) + 1]
+    assert line.index("[generated") > top.index("|") + 1  # above the second bar, not the first
+
+
+def test_tab_lists_tunings():
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+
+    r = CliRunner().invoke(main, ["tab", "--tuning", "list"])
+    assert r.exit_code == 0 and "drop-d" in r.output and "D2 A2 D3 G3 B3 E4" in r.output

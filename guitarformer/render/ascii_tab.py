@@ -385,9 +385,12 @@ def render_ascii_tab(gs, frets=None, width: int = 80, bars: tuple[int, int] | No
     sig0 = signature_at(score, shown[0].start)
     tempo0 = format_tempo(tempo_at(score, shown[0].start))
     sig, tempo = sig0, tempo0
+    generated = gs.extra.get("generated_from_tick")  # a continued prompt: where the model's bars begin
     for bar in shown:
         here = signature_at(score, bar.start), format_tempo(tempo_at(score, bar.start))
-        bar.marks = ([f"{here[0][0]}/{here[0][1]}"] * (here[0] != sig) + [f"tempo {here[1]}"] * (here[1] != tempo)
+        new_here = generated is not None and bar.start <= generated < bar.start + bar.length
+        bar.marks = (["[generated from here]"] * new_here
+                     + [f"{here[0][0]}/{here[0][1]}"] * (here[0] != sig) + [f"tempo {here[1]}"] * (here[1] != tempo)
                      + [f"[{GRID_NAMES[bar.grid]}]"] * (bar.grid != base))
         sig, tempo = here
 
