@@ -60,7 +60,9 @@ def _progress() -> bool:
 @click.option("--out", type=click.Path(path_type=Path), help="Dataset folder (default: data/prepared/<name>; "
               "no INPUTS: the built-in corpus in the cache).")
 @click.option("--config", "config_name", default=None, help="Config name or YAML file (its data section is used).")
-@click.option("--tokenizer", type=click.Choice(["REMI", "TSD", "MIDILike", "Structured"]), default=None)
+@click.option("--tokenizer", type=click.Choice(["TabREMI", "REMI", "TSD", "MIDILike", "Structured"]), default=None,
+              help="TabREMI: REMI whose notes carry string and techniques. Default: the config's.")
+@click.option("--force", is_flag=True, help="Replace a dataset in --out that was prepared with other token settings.")
 @click.option("--bpe", "bpe_vocab", type=click.IntRange(0), default=None,
               help="Train miditok BPE to this vocabulary size (0 = base tokens).")
 @click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
@@ -69,7 +71,7 @@ def _progress() -> bool:
 @click.option("--workers", type=click.IntRange(0, 1024), default=0, show_default=True,
               help="Processes (0 = all cores).")
 @click.option("--set", "overrides", multiple=True, help="Config override, e.g. --set data.num_velocities=8")
-def prepare(inputs, out, config_name, tokenizer, bpe_vocab, tracks, include_bass, workers, overrides):
+def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, include_bass, workers, overrides):
     """Tokenize files and folders (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) into a dataset folder.
 
     With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
@@ -97,7 +99,7 @@ def prepare(inputs, out, config_name, tokenizer, bpe_vocab, tracks, include_bass
 
             out = suggested_out(inputs[0])
         meta = run_prepare(list(inputs), out, cfg.data, tracks=tracks, include_bass=include_bass, workers=workers,
-                           progress=_progress())
+                           progress=_progress(), force=force)
         path = out
     for line in summary_lines(meta):
         click.echo(line)

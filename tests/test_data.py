@@ -330,3 +330,26 @@ def test_bad_prepare_arguments_leave_an_existing_dataset_alone(tmp_path):
     with pytest.raises(GuitarformerError, match="base vocabulary"):
         prepare([src], out, DataConfig(bpe_vocab_size=5), workers=1, progress=False)
     assert load_meta(out)["status"]["ok"] == 1  # still a complete dataset
+
+
+def test_prepare_refuses_to_replace_a_dataset_of_other_token_settings(tmp_path):
+    """prepare --tokenizer TSD --out EXISTING_REMI_DATASET used to replace it silently (its runs then failed)."""
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(3):
+        _riff(src / f"r{i}.mid", pitches=(50 + i, 53 + i, 57, 60))
+    out = tmp_path / "ds"
+    prepare([src], out, DataConfig(), workers=1, progress=False)
+    prepare([src], out, DataConfig(), workers=1, progress=False)  # same settings: an update, allowed
+    before = (out / "meta.json").read_text()
+    r = CliRunner().invoke(main, ["prepare", str(src), "--out", str(out), "--tokenizer", "TSD", "--workers", "1"])
+    assert r.exit_code == 2 and "--force" in r.output and "tokenizer REMI -> TSD" in r.output, r.output
+    assert (out / "meta.json").read_text() == before and load_meta(out)["tokenizer"] == "REMI"
+    r = CliRunner().invoke(main, ["prepare", str(src), "--out", str(out), "--tokenizer", "TSD", "--workers", "1",
+                                  "--force"])
+    assert r.exit_code == 0, r.output
+    assert load_meta(out)["tokenizer"] == "TSD"

@@ -277,3 +277,25 @@ def test_fingering_agreement_fingers_by_the_track_program():
     assert rock.program == 30 and plain.program == 25
     assert fingering_agreement([rock])["agreement"] == 1.0
     assert fingering_agreement([plain])["agreement"] < 1.0
+
+
+def test_eval_on_an_empty_split_says_why_and_what_to_do(riff_runs):
+    """A dataset too small for a val split: the message says the files are too few and names a split that has them."""
+    import json
+    import shutil
+
+    from guitarformer.errors import GuitarformerError
+    from guitarformer.evaluation.report import evaluate_run
+
+    root, runs = riff_runs
+    dataset = root / "ds"
+    small = root / "ds-noval"
+    if not small.exists():
+        shutil.copytree(dataset, small)
+        meta = json.loads((small / "meta.json").read_text())
+        meta["tokens"]["val"] = 0
+        (small / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(GuitarformerError) as e:
+        evaluate_run(runs["decoder"], data=small, split="val", device="cpu", samples=False)
+    msg = str(e.value)
+    assert "too few" in msg and "--split test" in msg and "evaluate on --split val" not in msg

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -317,8 +318,12 @@ def prepare(
     progress: bool = True,
     timeout: int = FILE_TIMEOUT_S,
     sources: list[str] | None = None,
+    force: bool = False,
 ) -> dict:
-    """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last)."""
+    """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last).
+
+    Re-running into a dataset made with the same tokenizer settings updates it (unchanged files come from the
+    cache); a dataset made with other settings is replaced only with `force` (runs trained on it need it)."""
 
     data_cfg = data_cfg or DataConfig()
     tok = build_tokenizer(data_cfg)
@@ -329,6 +334,7 @@ def prepare(
     t0 = time.time()
     files, lines = collect_files(inputs)  # a missing input is reported before an existing dataset is touched
     out = Path(out).expanduser()
+    _refuse_other_settings(out, data_cfg, force)
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
     cache_dir = out / "cache"
@@ -469,6 +475,29 @@ def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, mode
         if seqs:
             encoded = tok._model.encode_batch([pieces(s) for s in seqs], is_pretokenized=True)
             split_seqs[split] = [[bos, *e.ids, eos] for e in encoded]
+
+
+def _token_settings(data: dict) -> dict:
+    """The data-config fields that decide the token ids (what a trained run depends on)."""
+    keys = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures", "bpe_vocab_size", "bpe_model")
+    return {k: data.get(k) for k in keys}
+
+
+def _refuse_other_settings(out: Path, data_cfg: DataConfig, force: bool) -> None:
+    meta_path = out / "meta.json"
+    if force or not meta_path.is_file():
+        return
+    try:
+        old = json.loads(meta_path.read_text()).get("data_config") or {}
+    except (OSError, ValueError):
+        return  # an unreadable meta.json is not a dataset anyone can train on: prepare it again
+    before, now = _token_settings(old), _token_settings(dataclasses.asdict(data_cfg))
+    if before != now:
+        changed = ", ".join(f"{k} {before[k]} -> {now[k]}" for k in now if before[k] != now[k])
+        raise GuitarformerError(
+            f"{out} already holds a dataset prepared with other token settings ({changed}); preparing into it "
+            "would replace it, and runs trained on it could no longer resume or be evaluated",
+            "choose a new --out folder, or pass --force to replace it")
 
 
 def load_meta(dataset: str | Path) -> dict:

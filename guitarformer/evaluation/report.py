@@ -16,7 +16,11 @@ from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, compare, piece_of, segments
-from guitarformer.evaluation.likelihood import continuation_nll, ngram_continuation, stream_nll
+from guitarformer.evaluation.likelihood import (
+    continuation_nll,
+    ngram_continuation,
+    stream_nll,
+)
 from guitarformer.evaluation.ngram import KneserNey
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
@@ -40,7 +44,11 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     dataset = Path(data) if data else Path(cfg.data.dataset)
     meta = load_meta(dataset)
     if meta["tokens"].get(split, 0) < 2:
-        raise GuitarformerError(f"the {split} split of {dataset} is empty", "evaluate on --split val, or prepare more files")
+        held = [s for s in ("val", "test") if s != split and meta["tokens"].get(s, 0) >= 2]
+        raise GuitarformerError(
+            f"the {split} split of {dataset} is empty: its {meta['files']} files are too few for every split "
+            f"(val and test each hold about 1 file in 20, chosen by content hash)",
+            (f"evaluate with --split {held[0]}, or " if held else "") + "prepare a dataset with more files")
     if len(tokenizer) != cfg.model.vocab_size:
         raise GuitarformerError(f"the run's vocabulary ({cfg.model.vocab_size}) does not match {dataset}'s tokenizer",
                                 "evaluate on the dataset the run was trained on (--data)")
