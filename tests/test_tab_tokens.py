@@ -168,3 +168,28 @@ def test_round_trip_over_real_tabs(tok):
     assert parts > 20 and total > 1000
     print(f"tab tokens round trip: {same}/{total} notes ({same / total:.2%}) in {parts} parts")
     assert same / total >= 0.99, f"{same}/{total} notes kept string, fret and technique"
+
+
+def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
+    """Sources with a fingering keep the human one; the others get fret()'s; the manifest says which."""
+    import json
+    import shutil
+
+    from guitarformer.data.dataset import TokenSplit
+    from guitarformer.data.prepare import prepare
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("io/drop_d_capo.gp5", "io/band.mid", "tabs/riff.txt", "tabs/drop_d.txt"):
+        shutil.copy(FIX / name, src / Path(name).name)
+    out = tmp_path / "ds"
+    meta = prepare([src], out, DataConfig(tokenizer="TabREMI"), workers=1, progress=False)
+    lines = {Path(d["path"]).name: d for d in map(json.loads, (out / "manifest.jsonl").read_text().splitlines())}
+    ok = {k: v for k, v in lines.items() if v["status"] == "ok"}
+    assert {k: v["fingering"] for k, v in ok.items()} == {
+        "drop_d_capo.gp5": "source", "band.mid": "fret()", "riff.txt": "source", "drop_d.txt": "source"}
+    tok = load_tokenizer(out / "tokenizer.json")
+    assert isinstance(tok, TabREMI) and meta["tokenizer"] == "TabREMI"
+    strings = sum(1 for split in ("train", "val", "test") if meta["tokens"].get(split)
+                  for i in TokenSplit(out, split).sequence(0).tolist() if tok[int(i)].startswith("String_"))
+    assert strings > 0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import dataclasses
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -23,8 +23,16 @@ import numpy as np
 from tqdm import tqdm
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
+from guitarformer.data.tab_tokens import is_tab_tokenizer
+from guitarformer.data.tokenization import (
+    bar_ids,
+    build_tokenizer,
+    encode,
+    load_tokenizer,
+    tokenizer_params,
+)
 from guitarformer.errors import GuitarformerError, SkipFile
+from guitarformer.fretting import fret
 from guitarformer.readers import FORMATS, detect_format, read_guitar
 
 SPLITS = ("train", "val", "test")
@@ -198,10 +206,17 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
             if binary:  # said before a text reader calls it "a chord sheet"
                 raise SkipFile(binary)
             parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
+            fingerings = set()
             for gs in parts:
+                if is_tab_tokenizer(_TOK):  # the tokens carry strings: a source without them gets fret()'s
+                    fingerings.add("source" if gs.frets is not None else "fret()")
+                    if gs.frets is None:
+                        gs.frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
                 ids = encode(_TOK, gs)
                 if len(ids) > 2:  # BOS + EOS only: an empty part
                     seqs.append(ids)
+            if fingerings:
+                rec["fingering"] = fingerings.pop() if len(fingerings) == 1 else "source+fret()"
             if not seqs:
                 raise SkipFile("no notes in the guitar part(s)")
             rec["tracks"] = len(seqs)
@@ -234,12 +249,13 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
 
 @functools.lru_cache(maxsize=1)
 def reader_hash() -> str:
-    """A hash of the code that turns a file into tokens (the readers, the score, this package's data modules), so
+    """A hash of the code that turns a file into tokens (readers, score, fretting, this package's data modules), so
     that a cached tokenization is reused only by the reader code that made it: after an upgrade that reads a format
     differently (say, note lengths in ASCII tab), a re-run into the same folder reads every file again."""
     h = hashlib.sha256()
     pkg = Path(__file__).resolve().parent.parent
-    files = [*(pkg / "readers").glob("*.py"), *(pkg / "music").glob("*.py"), *(pkg / "data").glob("*.py")]
+    files = [*(pkg / "readers").glob("*.py"), *(pkg / "music").glob("*.py"), *(pkg / "data").glob("*.py"),
+             *(pkg / "fretting").glob("*.py"), *(pkg / "fretting").glob("*.json")]  # fret() fingers tab tokens
     for f in sorted(files, key=lambda f: f.relative_to(pkg).as_posix()):
         if f.name != "dataset.py":  # loads prepared arrays for training; reads no input file
             h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes())
@@ -349,7 +365,6 @@ def prepare(
     # Hash everything first: duplicates are tokenized once and unchanged files come from the cache.
     by_sha: dict[str, Path] = {}
     todo: list[tuple[Path, str]] = []
-    per_file: dict[str, dict] = {}
     for f in files:
         try:
             sha = sha256_file(f)
@@ -399,8 +414,9 @@ def prepare(
     for f, sha in todo:
         rec, seqs = results[sha]
         split = split_of(sha) if rec["status"] == "ok" else None
+        extra = {"fingering": rec["fingering"]} if rec.get("fingering") and split else {}
         lines.append(_line(f, sha, rec["format"], rec["status"], rec["reason"], tracks=rec["tracks"],
-                           n_tokens=rec["n_tokens"], split=split))
+                           n_tokens=rec["n_tokens"], split=split, **extra))
         if split:
             split_seqs[split].extend(seqs)
     lines.sort(key=lambda d: d["path"])
