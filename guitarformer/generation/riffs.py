@@ -15,14 +15,15 @@ import symusic
 import torch
 
 from guitarformer.data.prepare import binary_reason, unsupported_reason
-from guitarformer.data.tokenization import bar_ids, decode, encode, special_ids
+from guitarformer.data.tab_tokens import is_tab_tokenizer
+from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, encode, special_ids
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.music.guitar import (GUITAR_PROGRAM, GUITAR_PROGRAMS, MAX_FRET, STANDARD_TUNING, parse_tuning,
                                        pitch_name)
-from guitarformer.music.score import PLAIN, GuitarScore
+from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
 from guitarformer.readers import detect_format, read_guitar
 from guitarformer.render.ascii_tab import write_ascii_tab
 from guitarformer.render.audio import find_synth, render_wav
@@ -118,6 +119,9 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
         if file is not None:
             riff = _continue_file(file, decode(tokenizer, body, program=program), window, tuning, tempo, program,
                                   position)
+        elif is_tab_tokenizer(tokenizer):  # the model wrote strings and techniques: keep them
+            played = decode_guitar(tokenizer, body, tuple(tuning), capo, program, tempo)
+            riff = _riff_of(played.score, window, tuning, position, played)
         else:
             riff = _riff_of(decode(tokenizer, body, program=program, tempo=tempo), window, tuning, position)
         # The batch pads finished rows with end tokens until its last row ends: a riff's ids stop at its own end.
@@ -126,15 +130,25 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
     return riffs
 
 
-def _riff_of(score: symusic.Score, window: symusic.Score | None, tuning, position) -> Riff:
-    """A riff decoded whole (no prompt, or a prompt given as token ids), new bars marked after a prompt."""
-    score = clamp_to_tuning(score, tuning)
-    gs = GuitarScore(score=score, tuning=tuple(tuning), name="riff", source_format="generated")
+def _riff_of(score: symusic.Score, window: symusic.Score | None, tuning, position,
+             played: GuitarScore | None = None) -> Riff:
+    """A riff decoded whole (no prompt, or a prompt given as token ids), new bars marked after a prompt. `played`:
+    the same notes with the strings and techniques a tab-token model wrote, kept unless `position` asks for a
+    re-fingering (a note its string cannot play gets `fret()`'s choice)."""
+    if played is None:
+        score = clamp_to_tuning(score, tuning)
+    gs = GuitarScore(score=score, tuning=tuple(tuning), capo=played.capo if played else 0, name="riff",
+                     source_format="generated")
     new_from = 0
     if window is not None:
         new_from = _new_bars_from(score, window)
         gs.extra["generated_from_tick"] = new_from
-    gs.frets = fret_score(gs, position)
+    if played is not None and played.frets is not None and position is None:
+        gs.techniques = played.techniques
+        fallback = fret_score(gs) if UNPLAYABLE in played.frets else None
+        gs.frets = [f if f != UNPLAYABLE else fallback[k] for k, f in enumerate(played.frets)]
+    else:
+        gs.frets = fret_score(gs, position)
     new = [n for n in gs.track.notes if n.time >= new_from]
     end = max((n.time + n.duration for n in new), default=new_from)
     return Riff(ids=[], gs=gs, frets=gs.frets, new_notes=len(new), new_bars=_bars_spanned(score, new_from, end))
@@ -317,8 +331,18 @@ def read_prompt(tokenizer, path: Path, max_tokens: int) -> Prompt:
     lines = _bar_lines(score, last + 1)  # bar starts, then the first bar line after the last onset
     starts = lines[:-1]
 
+    tab = is_tab_tokenizer(tokenizer)
+    if tab and gs.frets is None:  # a tab-token model reads strings: a prompt without them gets fret()'s
+        gs.frets = fret_score(gs)
+
     def window(i: int) -> list[int]:
-        return encode(tokenizer, _from_tick(score, starts[i]))[:-1]
+        part = _from_tick(score, starts[i])
+        if tab:  # the window's notes keep their fingering and techniques (notes from `start` on, in order)
+            keep = [k for k, n in enumerate(gs.track.notes) if n.time >= starts[i]]
+            techs = gs.techniques
+            part = GuitarScore(score=part, tuning=gs.tuning, capo=gs.capo, frets=[gs.frets[k] for k in keep],
+                               techniques=[techs[k] for k in keep] if techs else None)
+        return encode(tokenizer, part)[:-1]
 
     lo, hi = 0, len(starts) - 1  # the earliest bar whose window fits (the last bar always does: a bar is whole)
     best = window(hi)
