@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from guitarformer.config import DataConfig
@@ -142,6 +143,9 @@ def _init_worker(tokenizer_json: str, opts: dict[str, Any]) -> None:
     if multiprocessing.parent_process() is not None:  # a pool worker, not a caller running _process in-process
         # Ctrl-C reaches the whole process group: let the parent alone stop the pool (no worker tracebacks).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # One thread per worker: the pool already has a worker per core, and fret()'s string model (tab tokens)
+        # would otherwise start a thread per core in every worker (16 workers x 16 threads stalled a 16-core box).
+        torch.set_num_threads(1)
         _cap_memory()
 
 
