@@ -3,7 +3,7 @@ alphaTab/slundi test scores saved as GP3-5 and GP6-8 read against each other (sk
 
 from __future__ import annotations
 
-import re
+import importlib.util
 import struct
 import zipfile
 from collections import Counter
@@ -400,26 +400,16 @@ def test_serenade_reads_alike_from_gp6_and_gp7():
         assert [(t.time, t.qpm) for t in x.score.tempos] == [(t.time, t.qpm) for t in y.score.tempos]
 
 
+def _bench_gpif():
+    """scripts/bench_gpif.py, which pairs the twins (the test and the benchmark read the same pairs)."""
+    spec = importlib.util.spec_from_file_location("bench_gpif", Path(__file__).resolve().parents[1] / "scripts" / "bench_gpif.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def twin_pairs(data: Path) -> list[tuple[Path, Path]]:
-    """(GP6-8 file, its GP5 twin (else GP4, GP3)): alphaTab's guitarproN folders hold one score per name in
-    every version; elsewhere (conversion/, slundi's test/) twins share a folder. (scripts/bench_gpif.py pairs
-    them the same way.)"""
-
-    def family(f: Path) -> str:
-        return "guitarpro" if re.fullmatch(r"guitarpro\d", f.parent.name) else str(f.parent)
-
-    pairs = []
-    for base in (data / "alphatab", data / "slundi-guitarpro"):
-        files = sorted(base.rglob("*.gp*"))
-        old: dict[tuple[str, str], dict[str, Path]] = {}
-        for f in files:
-            if f.suffix.lower() in (".gp3", ".gp4", ".gp5"):
-                old.setdefault((family(f), f.stem), {})[f.suffix.lower()] = f
-        for f in files:
-            twins = old.get((family(f), f.stem))
-            if f.suffix.lower() in (".gp", ".gpx") and twins:
-                pairs.append((f, twins.get(".gp5") or twins.get(".gp4") or twins[".gp3"]))
-    return pairs
+    return _bench_gpif().twin_pairs(data)
 
 
 def _comparable(gs) -> list[tuple]:
