@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.data.dataset import DecoderWindows
-
-
-def _ce_stats(logits, y) -> tuple[float, int, int]:
-
-    logits = logits.float()
-    nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE_INDEX, reduction="sum").item()
-    valid = y != IGNORE_INDEX
-    return nll, int(((logits.argmax(-1) == y) & valid).sum().item()), int(valid.sum().item())
-
-
-def _summary(nll: float, correct: int, count: int) -> dict[str, float]:
-    loss = nll / max(count, 1)
-    return {"nll": loss, "ppl": math.exp(min(loss, 50.0)), "accuracy": correct / max(count, 1), "tokens": count}
+from guitarformer.models.loss import summarize, token_stats
 
 
 def continuation_nll(model, kind: str, pairs, device, batch_size: int = 16) -> dict[str, float]:
@@ -52,12 +37,12 @@ def continuation_nll(model, kind: str, pairs, device, batch_size: int = 16) -> d
                     x[i, : len(r)] = r
                     yy[i, : len(t)] = t
                 logits, _ = model(x.to(device))
-                a, b, c = _ce_stats(logits, yy.to(device))
+                a, b, c = token_stats(logits, yy.to(device))
             else:
                 logits, _ = model(src.to(device), tgt.to(device), src_key_mask=mask.to(device))
-                a, b, c = _ce_stats(logits, y.to(device))
+                a, b, c = token_stats(logits, y.to(device))
             nll, correct, count = nll + a, correct + b, count + c
-    return _summary(nll, correct, count)
+    return summarize(nll, correct, count)
 
 
 def stream_nll(model, part, block_size: int, device, batch_size: int = 16) -> dict[str, float]:
@@ -69,9 +54,9 @@ def stream_nll(model, part, block_size: int, device, batch_size: int = 16) -> di
     with torch.no_grad():
         for x, y in DecoderWindows(part, block_size).eval_batches(batch_size):
             logits, _ = model(x.to(device))
-            a, b, c = _ce_stats(logits, y.to(device))
+            a, b, c = token_stats(logits, y.to(device))
             nll, correct, count = nll + a, correct + b, count + c
-    return _summary(nll, correct, count)
+    return summarize(nll, correct, count)
 
 
 def ngram_continuation(lm, pairs) -> dict[str, float]:
@@ -84,4 +69,4 @@ def ngram_continuation(lm, pairs) -> dict[str, float]:
             nll += r["nll"] * r["tokens"]
             correct += round(r["accuracy"] * r["tokens"])
             count += r["tokens"]
-    return _summary(nll, correct, count)
+    return summarize(nll, correct, count)

@@ -19,23 +19,41 @@ from typing import Any
 
 import torch
 import torch.distributed
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from guitarformer import IGNORE_INDEX
 from guitarformer.config import Config, apply_overrides, from_dict, save_config
 from guitarformer.data.corpus import ensure_builtin_dataset
-from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import (
+    DecoderWindows,
+    PitchShifter,
+    Seq2SeqPairs,
+    TokenSplit,
+)
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
+from guitarformer.models.loss import summarize, token_stats
 from guitarformer.runs import new_run_dir
-from guitarformer.runtime import Dist, autocast_ctx, peak_flops, resolve_device, resolve_dtype, setup_distributed
+from guitarformer.runtime import (
+    Dist,
+    autocast_ctx,
+    peak_flops,
+    resolve_device,
+    resolve_dtype,
+    setup_distributed,
+)
 from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.progress import RunLog
-from guitarformer.training.state import TrainState, checkpoint_dict, new_state, restore, rng_states, saved_world
+from guitarformer.training.state import (
+    TrainState,
+    checkpoint_dict,
+    new_state,
+    restore,
+    rng_states,
+    saved_world,
+)
 
 RUN_OUTPUTS = ("ckpt", "tb", "metrics.jsonl", "summary.json")  # what a run writes into its directory
 
@@ -137,14 +155,11 @@ def evaluate(model, data: Data, kind: str, device, dtype, batch_size: int, max_b
         args, kw, y = model_inputs(kind, batch, device)
         with autocast_ctx(device, dtype):
             logits, _ = model(*args, **kw)
-        logits = logits.float()
-        nll += F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE_INDEX, reduction="sum").item()
-        valid = y != IGNORE_INDEX
-        correct += ((logits.argmax(-1) == y) & valid).sum().item()
-        count += valid.sum().item()
+        a, b, c = token_stats(logits, y)
+        nll, correct, count = nll + a, correct + b, count + c
     model.train(was_training)
-    loss = nll / max(count, 1)
-    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "accuracy": correct / max(count, 1), "tokens": count}
+    r = summarize(nll, correct, count)
+    return {"loss": r["nll"], "ppl": r["ppl"], "accuracy": r["accuracy"], "tokens": r["tokens"]}
 
 
 def compile_or_eager(raw, data: Data, kind: str, batch_size: int, device, dtype, verbose: bool):
