@@ -1,0 +1,116 @@
+"""The tokenizer's grammar as tensors: which token may follow which, and each token's kind and value.
+
+miditok's `tokens_types_graph` names the token types that may follow each type; here it becomes a (V, V)
+matrix (row: the last token, column: the next one), so every tokenization miditok offers starts constrained
+for free. Each token's kind (Pitch, Duration, Bar, ...) and value are read once, for the guitar state
+(timing.py, strings.py) to index.
+"""
+
+from __future__ import annotations
+
+import symusic
+import torch
+
+from guitarformer.music.guitar import GUITAR_PROGRAM
+
+NO_PITCH = 128  # a dummy pitch column: empty string slots, tokens that are not notes
+
+# Kinds of token, as bits: the constraint updates only the parts of its state that the kinds present can change.
+BAR, TIMESIG, POSITION, SHIFT, PITCH, DURATION, NOTE_OFF = 1, 2, 4, 8, 16, 32, 64
+ALL_KINDS = 127
+
+_NOT_ON_A_GUITAR = ("PAD", "BOS", "MASK", "PitchDrum", "DrumOn", "DrumOff")  # never generated after BOS
+
+
+def _first_type(tokenizer) -> str:
+    """The type of the first token the tokenizer writes for a one-note score (REMI: Bar; TSD: TimeSig ...)."""
+    s = symusic.Score(tokenizer.time_division)
+    s.tempos.append(symusic.Tempo(0, 120))
+    s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=GUITAR_PROGRAM)
+    tr.notes.append(symusic.Note(0, tokenizer.time_division, 64, 100))
+    s.tracks.append(tr)
+    seq = tokenizer.encode(s)
+    seq = seq[0] if isinstance(seq, list) else seq
+    return str(seq.tokens[0]).split("_")[0]
+
+
+class Grammar:
+    """Per-token tables of one tokenizer (V = vocabulary size), on `device`.
+
+    `allowed` (V, V): may column follow row. `is_<kind>` (V,) bool per token kind; `<kind>_cols` the ids of
+    that kind; `pitch_val`/`pos_val` (V,) the value of Pitch/NoteOn/NoteOff and Position tokens. The
+    `may_<kind>` lists (host side) say, per last token, whether a token of that kind may come next at all,
+    and `kind_bits` which kinds (BAR ... NOTE_OFF) each token is: a constraint on CPU skips the work for
+    kinds that cannot come or tokens that change nothing.
+    """
+
+    def __init__(self, tokenizer, device: torch.device | str = "cpu") -> None:
+        V = len(tokenizer)
+        self.V, self.kind = V, type(tokenizer).__name__
+        self.bos, self.eos = tokenizer["BOS_None"], tokenizer["EOS_None"]
+        toks = [str(tokenizer[i]) for i in range(V)]
+        self.types = [t.split("_")[0] for t in toks]
+        self.values = [t.split("_", 1)[1] if "_" in t else "" for t in toks]
+        type_ids: dict[str, list[int]] = {}
+        for i, t in enumerate(self.types):
+            type_ids.setdefault(t, []).append(i)
+
+        graph = getattr(tokenizer, "tokens_types_graph", {})
+        M = torch.zeros(V, V, dtype=torch.bool)
+        for t, nxt in graph.items():
+            cols = sorted({j for nt in nxt for j in type_ids.get(nt.split("_")[0], [])})
+            if cols and t in type_ids:
+                M[torch.tensor(type_ids[t]).unsqueeze(1), torch.tensor(cols).unsqueeze(0)] = True
+        for t in _NOT_ON_A_GUITAR:
+            M[:, type_ids.get(t, [])] = False
+        # After BOS a piece starts the way the tokenizer itself starts one.
+        M[self.bos] = False
+        M[self.bos, type_ids.get(_first_type(tokenizer), [])] = True
+
+        def mark(*names: str) -> torch.Tensor:
+            return torch.tensor([t in names for t in self.types])
+
+        is_pitch, is_off, is_dur, is_vel = mark("Pitch", "NoteOn"), mark("NoteOff"), mark("Duration"), mark("Velocity")
+        is_bar, is_pos, is_shift = mark("Bar"), mark("Position"), mark("TimeShift")
+        is_timesig, is_tempo, is_eos = mark("TimeSig"), mark("Tempo"), mark("EOS")
+        pitch_val = torch.tensor([int(v) if t in ("Pitch", "NoteOn", "NoteOff") else NO_PITCH
+                                  for t, v in zip(self.types, self.values)])
+        pos_val = torch.tensor([int(v) if t == "Position" else 0 for t, v in zip(self.types, self.values)])
+
+        def cols(m: torch.Tensor) -> torch.Tensor:
+            return m.nonzero().squeeze(1)
+
+        # Host side, before the move: which kinds may follow each last token, which kinds each token is.
+        def may_follow(kind: torch.Tensor) -> list[bool]:
+            c = cols(kind)
+            return M[:, c].any(1).tolist() if c.numel() else [False] * V
+
+        self.may_pitch, self.may_pos, self.may_timesig = may_follow(is_pitch), may_follow(is_pos), may_follow(is_timesig)
+        self.may_shift, self.may_dur = may_follow(is_shift), may_follow(is_dur)
+        bits = torch.zeros(V, dtype=torch.long)
+        for flag, kind in ((BAR, is_bar), (TIMESIG, is_timesig), (POSITION, is_pos), (SHIFT, is_shift),
+                           (PITCH, is_pitch), (DURATION, is_dur), (NOTE_OFF, is_off)):
+            bits |= kind.long() * flag
+        self.kind_bits = bits.tolist()  # per token: which parts of the state it can change (0: none)
+
+        dev = torch.device(device)
+        self.allowed = M.to(dev)
+        self.is_pitch, self.is_off, self.is_dur, self.is_vel = (t.to(dev) for t in (is_pitch, is_off, is_dur, is_vel))
+        self.is_bar, self.is_pos, self.is_shift = (t.to(dev) for t in (is_bar, is_pos, is_shift))
+        self.is_timesig, self.is_eos = is_timesig.to(dev), is_eos.to(dev)
+        self.pitch_val, self.pos_val = pitch_val.to(dev), pos_val.to(dev)
+        self.pitch_cols, self.off_cols, self.dur_cols = cols(self.is_pitch), cols(self.is_off), cols(self.is_dur)
+        self.pos_cols, self.shift_cols, self.ts_cols = cols(self.is_pos), cols(self.is_shift), cols(self.is_timesig)
+        self.bar_cols = cols(self.is_bar)
+        self.time_cols = cols(self.is_shift | is_tempo.to(dev) | self.is_timesig)  # tokens that move on in time
+        self.finishing = self.is_off | self.is_eos | self.is_vel | self.is_dur  # what may follow the last bar's end
+        self.pitch_cols_val, self.off_cols_val = self.pitch_val[self.pitch_cols], self.pitch_val[self.off_cols]
+        self.pos_cols_val = self.pos_val[self.pos_cols]
+
+    def kinds(self, tokens: list[int]) -> int:
+        """The kinds (bits) among these tokens: 0 when none of them changes the guitar state."""
+        bits = 0
+        for t in tokens:
+            bits |= self.kind_bits[t]
+        return bits
