@@ -13,17 +13,22 @@ import symusic
 from music21 import converter, corpus, stream, tempo
 from tqdm import tqdm
 
-from guitarformer.data.prepare import reader_hash, prepare
+from guitarformer.data.prepare import prepare, reader_hash
 from guitarformer.data.tokenization import tokenizer_params
 from guitarformer.errors import SkipFile
-from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ
+from guitarformer.music.guitar import (
+    GUITAR_PROGRAM,
+    STANDARD_TUNING,
+    TPQ,
+    playable_range,
+)
 from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
 CORPUS_VERSION = "fiddle-v2"  # v2: sounding an octave below the written fiddle pitch, as guitarists play them
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
-LOW, HIGH = STANDARD_TUNING[0], STANDARD_TUNING[-1] + MAX_FRET - 2  # E2 .. D6 (22-fret guitar)
+LOW, HIGH = playable_range(STANDARD_TUNING, frets=22)  # E2 .. D6 (a 22-fret guitar)
 # Time signatures the default miditok config can express; others (pickup artefacts like 1/16) are dropped.
 SUPPORTED_TS = {(n, 4) for n in (1, 2, 3, 4, 5, 6)} | {(n, 8) for n in range(3, 13)} | {(2, 2), (3, 2)}
 

@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING, Any
 import miditok
 import symusic
 
-from guitarformer.data.tab_tokens import TabREMI, decode_tab, encode_tab, is_tab_tokenizer
-from guitarformer.music.guitar import MAX_FRET
+from guitarformer.data.tab_tokens import (
+    TabREMI,
+    decode_tab,
+    encode_tab,
+    is_tab_tokenizer,
+)
+from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
 if TYPE_CHECKING:
@@ -28,15 +33,13 @@ TOKENIZERS = {
     "MIDILike": miditok.MIDILike,
     "Structured": miditok.Structured,
 }
-# Guitar range with room for 7-string and drop tunings (B1) and bass when asked (E1), up to fret 24 on high E.
-PITCH_RANGE = (28, 97)
 TIME_SIGNATURES = {2: [2, 3], 4: [1, 2, 3, 4, 5, 6, 7], 8: [3, 5, 6, 7, 9, 12]}
 
 
 def tokenizer_params(cfg: "DataConfig") -> dict[str, Any]:
     """The miditok TokenizerConfig arguments for a data config (stored in meta.json)."""
     return dict(
-        pitch_range=PITCH_RANGE,
+        pitch_range=TOKEN_PITCH_RANGE,
         num_velocities=cfg.num_velocities,
         use_tempos=cfg.use_tempos,
         use_time_signatures=cfg.use_time_signatures and cfg.tokenizer in ("REMI", "TabREMI", "TSD", "MIDILike"),

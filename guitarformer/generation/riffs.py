@@ -16,13 +16,25 @@ import torch
 
 from guitarformer.data.prepare import binary_reason, unsupported_reason
 from guitarformer.data.tab_tokens import is_tab_tokenizer
-from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, encode, special_ids
+from guitarformer.data.tokenization import (
+    bar_ids,
+    decode,
+    decode_guitar,
+    encode,
+    special_ids,
+)
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
-from guitarformer.music.guitar import (GUITAR_PROGRAM, GUITAR_PROGRAMS, MAX_FRET, STANDARD_TUNING, parse_tuning,
-                                       pitch_name)
+from guitarformer.music.guitar import (
+    GUITAR_PROGRAM,
+    GUITAR_PROGRAMS,
+    STANDARD_TUNING,
+    parse_tuning,
+    pitch_name,
+    playable_range,
+)
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
 from guitarformer.readers import detect_format, read_guitar
 from guitarformer.render.ascii_tab import write_ascii_tab
@@ -259,7 +271,7 @@ def clamp_to_tuning(score, tuning: tuple[int, ...]):
     """Lenient repair: notes outside the tuning's range move by octaves into it; at most len(tuning) notes
     start together (the highest-velocity ones kept)."""
 
-    lo, hi = min(tuning), max(tuning) + MAX_FRET
+    lo, hi = playable_range(tuning)
     for tr in score.tracks:
         notes = []
         for n in tr.notes:

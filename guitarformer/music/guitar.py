@@ -51,6 +51,14 @@ GM_PROGRAM_NAMES: tuple[str, ...] = (
     "Gunshot",
 )
 MAX_FRET = 24
+# Every pitch the tokenizers cover, end exclusive: E1 (a bass's low E) .. C7 (room above fret 24 of a high E).
+TOKEN_PITCH_RANGE = (28, 97)
+
+
+def playable_range(tuning: tuple[int, ...], capo: int = 0, frets: int = MAX_FRET) -> tuple[int, int]:
+    """Lowest and highest pitch a guitar in `tuning` plays: the lowest open string (at the capo) to the highest
+    string's last fret (frets count from the nut here; a capo does not add frets)."""
+    return min(tuning) + capo, max(tuning) + frets
 GUITAR_PROGRAMS = range(24, 32)  # General MIDI guitars, 0-based
 BASS_PROGRAMS = range(32, 40)
 BASS_TUNING: tuple[int, ...] = (28, 33, 38, 43)  # E1 A1 D2 G2

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import symusic
 
-from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
+from guitarformer.music.guitar import STANDARD_TUNING, playable_range
 
 
 @dataclass(frozen=True)
@@ -70,4 +70,4 @@ class GuitarScore:
     @property
     def pitch_range(self) -> tuple[int, int]:
         """Lowest and highest playable MIDI pitch for this tuning and capo."""
-        return min(self.tuning) + self.capo, max(self.tuning) + MAX_FRET
+        return playable_range(self.tuning, self.capo)
