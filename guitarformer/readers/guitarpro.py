@@ -14,7 +14,7 @@ from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import dedupe_by_time, part_name, sounding, time_limit
 from guitarformer.readers.gp_notes import HARMONIC_KINDS, Row, build_part, gp_role
 
-GP_QUARTER = 960  # PyGuitarPro's ticks per quarter (Duration.quarterTime)
+GP_QUARTER = guitarpro.Duration.quarterTime  # PyGuitarPro's ticks per quarter (960)
 GP_MAX_SECONDS = 60  # a corrupt file can make PyGuitarPro crawl; give up rather than hang
 _SLIDES_IN = {guitarpro.SlideType.intoFromBelow: "below", guitarpro.SlideType.intoFromAbove: "above"}
 _SLIDES_OUT = {guitarpro.SlideType.shiftSlideTo: "shift", guitarpro.SlideType.legatoSlideTo: "legato",

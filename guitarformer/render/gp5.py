@@ -13,7 +13,7 @@ from guitarformer.render.ascii_tab import (Unplaced, bars_of, resolve_frets, sig
                                            unplaced_notes)
 
 # Guitar Pro durations (ticks at 960 per quarter), longest first: (ticks, value, dotted).
-_GP_Q = 960
+_GP_Q = gp.Duration.quarterTime  # PyGuitarPro's ticks per quarter (960)
 _GP_DURATIONS = [
     (int(_GP_Q * 4 / v * (1.5 if d else 1)), v, d) for v in (1, 2, 4, 8, 16, 32, 64) for d in (True, False)
 ]
