@@ -241,3 +241,47 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
                                   "--prompt", str(FIX / "tabs" / "riff.txt"), "--bars", "2", "--tab",
                                   str(tmp_path / "p" / "r.txt")])
     assert r.exit_code in (0, 2) and "Traceback" not in r.output, r.output
+
+
+def test_constraint_allows_only_strings_that_can_play_the_note(tok):
+    """After a note's Duration the next token is a String that can play its pitch in the tuning (and capo)."""
+    import torch
+
+    from guitarformer.generation.constraint import GuitarConstraint
+
+    head = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
+    note = [tok["Velocity_79"], tok["Duration_1.0.8"]]
+    cases = [(STANDARD_TUNING, 0, 40, {6}), (STANDARD_TUNING, 0, 64, {1, 2, 3, 4, 5, 6}), (STANDARD_TUNING, 0, 65, {1, 2, 3, 4, 5}),
+             (TUNINGS["drop-d"], 0, 38, {6}), (STANDARD_TUNING, 2, 42, {6}), (STANDARD_TUNING, 0, 90, set())]
+    for tuning, capo, pitch, want in cases:
+        c = GuitarConstraint(tok, tuning, capo=capo)
+        ids = torch.tensor([head + [tok[f"Pitch_{pitch}"]] + note])
+        c.start(ids)
+        allowed = c.mask(ids[:, -1])[0]
+        got = {s for s in range(1, 9) if allowed[tok[f"String_{s}"]]}
+        if want:
+            assert got == want, (tuning, capo, pitch, got)
+            assert not allowed[tok["Pitch_60"]]  # the grammar: a String first
+
+
+def test_constrained_tab_sampling_writes_only_playable_strings(tok):
+    import torch
+
+    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.engine import generate
+    from guitarformer.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model(dict(kind="decoder", vocab_size=len(tok), block_size=128, n_layer=1, n_head=2, n_embd=32,
+                             dropout=0.0))
+    start = torch.tensor([[tok["BOS_None"]]] * 4)
+    out = generate(model, start, 120, 1.0, None, None, torch.Generator().manual_seed(0), True,
+                   GuitarConstraint(tok, TUNINGS["drop-d"]), tok["EOS_None"])
+    notes = 0
+    for row in out.tolist():
+        gs = decode_guitar(tok, row, TUNINGS["drop-d"])
+        if gs.frets is not None:
+            notes += len(gs.frets)
+            assert UNPLAYABLE not in gs.frets
+        assert tok.tokens_errors(miditok.TokSequence(ids=[i for i in row[1:] if i != tok["EOS_None"]])) == 0
+    assert notes > 0

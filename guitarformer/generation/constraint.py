@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from guitarformer.generation.grammar import ALL_KINDS, DURATION, Grammar
+from guitarformer.data.tab_tokens import MAX_STRINGS, is_tab_tokenizer
+from guitarformer.generation.grammar import ALL_KINDS, DURATION, NO_PITCH, Grammar
 from guitarformer.generation.strings import StringState
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
@@ -46,6 +47,17 @@ class GuitarConstraint:
         self.grammar = Grammar(tokenizer, self.device)
         self.time = TimeState(tokenizer, self.grammar, self.device)
         self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device)
+        # Tab tokens (TabREMI): a note's String token names a string that can play its pitch in this tuning.
+        self.string_cols = self.string_fits = None
+        if is_tab_tokenizer(tokenizer):
+            n = len(tuning)
+            cols = [tokenizer[f"String_{s}"] for s in range(1, MAX_STRINGS + 1)]
+            fits = torch.zeros(NO_PITCH + 1, len(cols), dtype=torch.bool)
+            for k in range(min(n, MAX_STRINGS)):  # String_{k+1}: tab string k+1, open pitch tuning[n - 1 - k]
+                lo = tuning[n - 1 - k] + capo
+                fits[lo:min(NO_PITCH, tuning[n - 1 - k] + max_fret) + 1, k] = True
+            self.string_cols = torch.tensor(cols, device=self.device)
+            self.string_fits = fits.to(self.device)
         # On CPU the grammar's host-side tables let `mask` skip the blocks whose columns the grammar already
         # rules out after the last token, and `update` skip tokens that change no state (Velocity, Tempo, ...).
         # Both are exact: a skipped block would only AND columns that are already False. (On a GPU, asking
@@ -121,6 +133,9 @@ class GuitarConstraint:
             mid_note = g.is_vel[last] | g.is_pitch[last]  # (B,) a note begun must get its Velocity/Duration
             finished = ((now >= limit) & ~mid_note).unsqueeze(1)
             m &= ~finished | g.finishing  # finish notes, then end
+        if self.string_cols is not None:  # only follows a Duration (the grammar): the pending note's strings
+            m[:, self.string_cols] &= self.string_fits[strings.pending]
+            m[:, g.eos] &= ~g.is_dur[last]  # a note is not finished before its String
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note.
         m[:, g.eos] &= time.started
         if g.kind == "REMI" and time.max_bars is not None:

@@ -8,6 +8,7 @@ for free. Each token's kind (Pitch, Duration, Bar, ...) and value are read once,
 
 from __future__ import annotations
 
+import miditok
 import symusic
 import torch
 
@@ -47,7 +48,8 @@ class Grammar:
 
     def __init__(self, tokenizer, device: torch.device | str = "cpu") -> None:
         V = len(tokenizer)
-        self.V, self.kind = V, type(tokenizer).__name__
+        # The tokenization family: TabREMI is REMI with string and technique tokens after each note's Duration.
+        self.V, self.kind = V, "REMI" if isinstance(tokenizer, miditok.REMI) else type(tokenizer).__name__
         self.bos, self.eos = tokenizer["BOS_None"], tokenizer["EOS_None"]
         toks = [str(tokenizer[i]) for i in range(V)]
         self.types = [t.split("_")[0] for t in toks]
