@@ -31,6 +31,15 @@ class Row:
         self.string, self.fret, self.technique = string, fret, technique
 
 
+def extend_tie(row: Row, end: int, hopo_from: set, key, hammer_out: bool) -> None:
+    """A tied note: lengthen the note it continues to `end`; the tie's own hammer-on mark (to the next note on
+    the string) replaces the one the first note carried. Both Guitar Pro readers tie notes this way."""
+    row.duration = max(row.duration, end - row.time)
+    hopo_from.discard(key)
+    if hammer_out:
+        hopo_from.add(key)
+
+
 def gp_role(strings: int, program: int, percussion: bool, instrument: str = "") -> str:
     """'guitar', 'bass', 'drums' or 'other' for a Guitar Pro track, the same way for every version.
 

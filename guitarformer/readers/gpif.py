@@ -24,7 +24,7 @@ from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import MAX_FILE_BYTES, dedupe_by_time, part_name, sounding, time_limit
 from guitarformer.readers.bcfz import gpx_file
-from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build_part, gp_role
+from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build_part, extend_tie, gp_role
 
 # GP7+ write each note's pitch twice more as notation (ConcertPitch, TransposedPitch) and each beat's display
 # settings; nothing here reads them, and cutting them before parsing spares the parser a third of its elements.
@@ -361,11 +361,7 @@ class _Document:
         else:
             return
         if note.tie_in and string in open_notes:
-            row = open_notes[string]
-            row.duration = max(row.duration, start + duration - row.time)
-            hopo_from.discard(string)
-            if note.hopo_out:
-                hopo_from.add(string)
+            extend_tie(open_notes[string], start + duration, hopo_from, string, note.hopo_out)
             return
         if not 0 <= pitch <= 127:
             return

@@ -12,7 +12,7 @@ from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import dedupe_by_time, part_name, sounding, time_limit
-from guitarformer.readers.gp_notes import HARMONIC_KINDS, Row, build_part, gp_role
+from guitarformer.readers.gp_notes import HARMONIC_KINDS, Row, build_part, extend_tie, gp_role
 
 GP_QUARTER = guitarpro.Duration.quarterTime  # PyGuitarPro's ticks per quarter (960)
 GP_MAX_SECONDS = 60  # a corrupt file can make PyGuitarPro crawl; give up rather than hang
@@ -133,11 +133,7 @@ def _track_rows(track, ticks) -> list[Row]:
                     key = (v, note.string)
                     eff = note.effect
                     if note.type == NoteType.tie and key in sounding_rows:
-                        row = sounding_rows[key]
-                        row.duration = max(row.duration, start + beat_dur - row.time)
-                        hopo_from.discard(key)
-                        if eff.hammer:
-                            hopo_from.add(key)
+                        extend_tie(sounding_rows[key], start + beat_dur, hopo_from, key, eff.hammer)
                         continue
                     shift = 0
                     if eff.grace is not None:
