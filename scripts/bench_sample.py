@@ -6,6 +6,9 @@ ours is also timed with the guitar constraint on. Prints a Markdown table (docs/
 
     python scripts/bench_sample.py [--threads 1] [--new 256] [--prompt 512] [--repeat 3]
     python scripts/bench_sample.py --device cuda --dims base --batches 1,32   # GPU, decoder-base dims
+
+To compare two versions of the package, run it with PYTHONPATH set to each checkout in turn, alternating
+(A B A B ...): on a shared CPU one run's ratio moves by ±15%, so compare ratios over several runs.
 """
 
 from __future__ import annotations

@@ -153,11 +153,11 @@ def test_small_models_decode_on_one_cpu_thread_and_restore_the_setting():
     torch.set_num_threads(2)
     try:
         generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 4)
-        assert seen == [1] and torch.get_num_threads() == 2
+        assert seen == [1] * 4 and torch.get_num_threads() == 2  # the prompt, then one forward per new token
         sample_mod.SMALL_STEP_WORK = 0  # "a big model": the caller's threads are left alone
         seen.clear()
         generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 4)
-        assert seen == [2]
+        assert seen == [2] * 4
     finally:
         sample_mod.SMALL_STEP_WORK = limit
         torch.set_num_threads(1)

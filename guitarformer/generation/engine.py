@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import torch
 
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import sample_next
-from guitarformer.models.fast_decode import DecodeStep
 
 SMALL_STEP_WORK = 32_000_000  # parameters x rows per decoding step below which one CPU thread is fastest
 
@@ -44,9 +44,9 @@ def _one_thread_for_small_steps(fn):
 @_one_thread_for_small_steps
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             top_p: float | None = None, generator: torch.Generator | None = None, use_cache: bool = True,
-             constraint: GuitarConstraint | None = None, eos_id: int | None = None, max_bars: int | None = None,
-             bar_ids: list[int] | None = None, src: torch.Tensor | None = None,
+             top_p: float | None = None, generator: torch.Generator | Sequence[torch.Generator] | None = None,
+             use_cache: bool = True, constraint: GuitarConstraint | None = None, eos_id: int | None = None,
+             max_bars: int | None = None, bar_ids: list[int] | None = None, src: torch.Tensor | None = None,
              src_key_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Continue prompt_ids (B, T0) by up to max_new_tokens; returns (B, T0 + n) ids.
 
@@ -54,7 +54,7 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
     (usually [BOS]). Rows that reach EOS (or finish `max_bars` bars) are padded with EOS afterwards.
     Past the context length the window slides: the cache is rebuilt from the last half of the context.
     With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens past the limit
-    (REMI) become EOS either way.
+    (REMI) become EOS either way. `generator`: one for the batch or one per row (see `sample_next`).
     """
     model.eval()
     device = next(model.parameters()).device
@@ -82,20 +82,19 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
     eos = torch.full((B,), eos_id if eos_id is not None else 0, dtype=torch.long, device=device)
     sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
 
-    def run(tokens: torch.Tensor, cache):
+    def run(tokens: torch.Tensor, cache):  # (B, T) -> last position's logits (B, V)
         if is_encdec:
-            return model.decode(tokens, memory, src_key_mask, cache=cache)
-        return model(tokens, cache=cache)[0]
+            return model.decode(tokens, memory, src_key_mask, cache=cache)[:, -1]
+        return model(tokens, cache=cache)[0][:, -1]
 
-    cache = step_fn = None
+    cache = None
     if use_cache:
         cache = model.new_cache(B, ctx, device=device)
-        logits = run(idx[:, -ctx:], cache)[:, -1]
-        step_fn = DecodeStep(model)  # one token per step without module calls: same math, ~1.3x faster on CPU
+        logits = run(idx[:, -ctx:], cache)
     n = T0
     for step in range(max_new_tokens):
         if not use_cache:
-            logits = run(out[:, max(0, n - ctx):n], None)[:, -1]
+            logits = run(out[:, max(0, n - ctx):n], None)
         allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
         nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
         if check_bars:
@@ -118,7 +117,7 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
         if use_cache:
             if cache.length >= ctx:  # context full: slide, rebuild the cache from the last half
                 cache = model.new_cache(B, ctx, device=device)
-                logits = run(out[:, n - ctx // 2:n], cache)[:, -1]
-            else:
-                logits = step_fn(nxt, cache, src_key_mask)
+                logits = run(out[:, n - ctx // 2:n], cache)
+            else:  # the model's own forward, one new token against the cache
+                logits = run(out[:, n - 1:n], cache)
     return out[:, :n]

@@ -15,6 +15,8 @@ from guitarformer.models.layers import (
     TokenEmbedding,
     as_model_config,
     init_gpt2_,
+    layer_norm,
+    linear,
 )
 
 
@@ -51,7 +53,7 @@ class Decoder(LanguageModel):
         rope = self.rotary(start, T) if self.rotary is not None else None
         for i, block in enumerate(self.blocks):
             x = block(x, rope=rope, cache=cache, layer=i)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        logits = linear(layer_norm(x, self.ln_f), self.lm_head)  # (B, T, V)
         if cache is not None:
             cache.advance(T)
         loss = None

@@ -15,6 +15,8 @@ from guitarformer.models.layers import (
     TokenEmbedding,
     as_model_config,
     init_gpt2_,
+    layer_norm,
+    linear,
 )
 
 
@@ -58,7 +60,7 @@ class EncoderDecoder(LanguageModel):
         rope = self.rotary(0, S) if self.rotary is not None else None
         for block in self.encoder:
             x = block(x, key_mask=src_key_mask, rope=rope)
-        return self.ln_enc(x)
+        return layer_norm(x, self.ln_enc)
 
     def decode(
         self,
@@ -77,7 +79,7 @@ class EncoderDecoder(LanguageModel):
             x = block(x, memory=memory, memory_mask=src_key_mask, rope=rope, cache=cache, layer=i)
         if cache is not None:
             cache.advance(T)
-        return self.lm_head(self.ln_f(x))  # (B, T, V)
+        return linear(layer_norm(x, self.ln_f), self.lm_head)  # (B, T, V)
 
     def forward(
         self,
