@@ -164,6 +164,28 @@ def test_small_models_decode_on_one_cpu_thread_and_restore_the_setting():
 
 
 @pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
+def test_generate_runs_in_eval_mode_and_gives_the_model_back_in_its_own(kind):
+    """Training samples a riff mid-run: dropout must be off while sampling and back on for the steps after."""
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    model = tiny(tok, kind, block_size=48)
+    seen = []
+    model.register_forward_pre_hook(lambda m, a: seen.append(m.training))
+    if kind == "encoder_decoder":
+        model.decoder[0].register_forward_pre_hook(lambda m, a: seen.append(m.training))
+    kw = {"src": torch.randint(5, len(tok), (2, 20))} if kind == "encoder_decoder" else {}
+    for mode in (True, False):
+        model.train(mode)
+        seen.clear()
+        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 6, **kw)
+        assert seen and not any(seen)
+        assert model.training is mode and all(m.training is mode for m in model.modules())
+    model.train()
+    with pytest.raises(IndexError):  # a failing call (a token id past the vocabulary) gives the mode back too
+        generate(model, torch.full((2, 1), len(tok) + 5), 6, **kw)
+    assert model.training
+
+
+@pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
 def test_greedy_is_identical_with_and_without_cache(kind):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     sp = special_ids(tok)

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import sample_next
@@ -41,7 +42,24 @@ def _one_thread_for_small_steps(fn):
     return wrapper
 
 
+def _in_eval_mode(fn):
+    """Run `fn(model, ...)` in eval mode (no dropout) and give the model back in the mode it came in:
+    training samples riffs mid-run, and dropout must be back on for the steps after."""
+
+    @functools.wraps(fn)
+    def wrapper(model: nn.Module, *args, **kwargs):
+        was_training = model.training
+        model.eval()
+        try:
+            return fn(model, *args, **kwargs)
+        finally:
+            model.train(was_training)
+
+    return wrapper
+
+
 @_one_thread_for_small_steps
+@_in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, generator: torch.Generator | Sequence[torch.Generator] | None = None,
@@ -55,8 +73,8 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
     Past the context length the window slides: the cache is rebuilt from the last half of the context.
     With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens past the limit
     (REMI) become EOS either way. `generator`: one for the batch or one per row (see `sample_next`).
+    The model runs in eval mode and is left in the mode it came in.
     """
-    model.eval()
     device = next(model.parameters()).device
     idx = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
     if idx.dim() == 1:
