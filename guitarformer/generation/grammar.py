@@ -88,8 +88,8 @@ class Grammar:
             c = cols(kind)
             return M[:, c].any(1).tolist() if c.numel() else [False] * V
 
-        self.may_pitch, self.may_pos, self.may_timesig = may_follow(is_pitch), may_follow(is_pos), may_follow(is_timesig)
-        self.may_shift, self.may_dur = may_follow(is_shift), may_follow(is_dur)
+        self.may_pitch, self.may_pos, self.may_dur = may_follow(is_pitch), may_follow(is_pos), may_follow(is_dur)
+        self.may_timesig, self.may_shift = may_follow(is_timesig), may_follow(is_shift)
         bits = torch.zeros(V, dtype=torch.long)
         for flag, kind in ((BAR, is_bar), (TIMESIG, is_timesig), (POSITION, is_pos), (SHIFT, is_shift),
                            (PITCH, is_pitch), (DURATION, is_dur), (NOTE_OFF, is_off)):

@@ -125,8 +125,9 @@ class TimeState:
         if self.remi:
             ok = self.grammar.is_bar[last].unsqueeze(1)
             if self.max_bars is not None:
-                new_limit = self.bar_start.unsqueeze(1) + self.ts_bar[self.grammar.ts_cols] * self.bars_left().unsqueeze(1)
-                ok = ok & (new_limit >= rings_until.unsqueeze(1))  # (B, nTS)
+                bar = self.ts_bar[self.grammar.ts_cols]  # (nTS,) the bar length each TimeSig would set
+                new_limit = self.bar_start.unsqueeze(1) + bar * self.bars_left().unsqueeze(1)  # (B, nTS)
+                ok = ok & (new_limit >= rings_until.unsqueeze(1))
             return ok
         return (~self.started & ~self.had_ts & (self.now == 0)).unsqueeze(1)
 

@@ -1,4 +1,7 @@
-"""Decoder-only causal Transformer language model (GPT style), with a KV cache for sampling."""
+"""Decoder-only causal Transformer language model (GPT style), with a KV cache for sampling.
+
+Shapes: B batch, T tokens, C width, V vocabulary (the legend is in layers.py).
+"""
 
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ class Decoder(LanguageModel):
             cache.advance(T)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)
         return logits, loss
 
     def num_params(self, non_embedding: bool = True) -> int:

@@ -1,4 +1,7 @@
-"""Encoder-decoder Transformer (source bars -> continuation bars) with a cross-attention-aware KV cache."""
+"""Encoder-decoder Transformer (source bars -> continuation bars) with a cross-attention-aware KV cache.
+
+Shapes: B batch, S source tokens, T target tokens, C width, V vocabulary (the legend is in layers.py).
+"""
 
 from __future__ import annotations
 
@@ -93,7 +96,7 @@ class EncoderDecoder(LanguageModel):
         logits = self.decode(tgt, memory, src_key_mask)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)
         return logits, loss
 
     # ------------------------------------------------------------------ accounting

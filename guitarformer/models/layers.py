@@ -229,11 +229,12 @@ class SelfAttention(nn.Module):
     ) -> Tensor:
         B, T, C = x.shape
         # One matmul for q, k and v, then views only: SDPA takes strided inputs, so no contiguous copies.
-        qkv = linear(x, self.c_attn).view(B, T, 3, self.n_head, self.head_size).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hs)
+        qkv = linear(x, self.c_attn).view(B, T, 3, self.n_head, self.head_size)  # (B, T, 3, nh, hs)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hs): q, k, v as views
         if rope is None:
             q, k, v = qkv.unbind(0)  # (B, nh, T, hs) each
         else:
-            q, k = apply_rope(qkv[:2], rope).unbind(0)  # q and k rotated in one pass
+            q, k = apply_rope(qkv[:2], rope).unbind(0)  # (B, nh, T, hs) each, rotated in one pass
             v = qkv[2]
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, nh, L, hs)
@@ -323,7 +324,7 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         h = linear(x, self.c_fc)  # (B, T, hidden) or (B, T, 2*hidden)
         if self.swiglu:
-            gate, up = h.chunk(2, dim=-1)
+            gate, up = h.chunk(2, dim=-1)  # (B, T, hidden) each
             h = F.silu(gate) * up
         else:
             h = F.gelu(h)  # exact erf form: on CPU ~1.5x faster fwd+bwd than the tanh approximation
