@@ -139,14 +139,19 @@ def _train_losses(run: Path) -> dict[int, float]:
     return out
 
 
+def _full_and_resumed(cfg, tmp_path, stop_at: int) -> tuple[dict, dict]:
+    """Train losses by step of one run straight through, and of one stopped at `stop_at` and resumed."""
+    train(copy.deepcopy(cfg), run_dir=tmp_path / "full", progress=False)
+    train(copy.deepcopy(cfg), run_dir=tmp_path / "split", progress=False, stop_at=stop_at)
+    train(copy.deepcopy(cfg), resume=tmp_path / "split", progress=False)
+    return _train_losses(tmp_path / "full"), _train_losses(tmp_path / "split")
+
+
 def test_exact_resume(tiny_cfg, tiny_dataset, tmp_path):
     cfg = _cfg(tiny_cfg, tiny_dataset, log_interval=1, max_steps=16, eval_interval=4)
     cfg.model.dropout = 0.1  # dropout RNG must be restored too
     cfg.data.transpose = 3  # and the augmentation's draws
-    train(copy.deepcopy(cfg), run_dir=tmp_path / "full", progress=False)
-    train(copy.deepcopy(cfg), run_dir=tmp_path / "split", progress=False, stop_at=7)
-    train(copy.deepcopy(cfg), resume=tmp_path / "split", progress=False)
-    full, split = _train_losses(tmp_path / "full"), _train_losses(tmp_path / "split")
+    full, split = _full_and_resumed(cfg, tmp_path, stop_at=7)
     assert sorted(full) == sorted(split) == list(range(1, 17))
     for s in range(1, 17):
         assert split[s] == pytest.approx(full[s], abs=1e-6), s
@@ -167,10 +172,7 @@ def test_exact_resume_with_riffs_sampled_during_training(tiny_cfg, tiny_dataset,
     monkeypatch.setattr(progress, "generate_riff", sampler_with_side_effects)
     cfg = _cfg(tiny_cfg, tiny_dataset, log_interval=1, max_steps=8, eval_interval=4, sample_interval=4)
     cfg.model.dropout = 0.2
-    train(copy.deepcopy(cfg), run_dir=tmp_path / "full", progress=False)
-    train(copy.deepcopy(cfg), run_dir=tmp_path / "split", progress=False, stop_at=4)
-    train(copy.deepcopy(cfg), resume=tmp_path / "split", progress=False)
-    full, split = _train_losses(tmp_path / "full"), _train_losses(tmp_path / "split")
+    full, split = _full_and_resumed(cfg, tmp_path, stop_at=4)
     assert sorted(full) == sorted(split) == list(range(1, 9))
     for s in range(5, 9):
         assert split[s] == pytest.approx(full[s], abs=1e-6), s
