@@ -26,6 +26,8 @@ from tqdm import tqdm
 from guitarformer.config import DataConfig
 from guitarformer.data.tab_tokens import is_tab_tokenizer
 from guitarformer.data.tokenization import (
+    bpe_encode_pretokenized,
+    ids_to_bpe_text,
     bar_ids,
     build_tokenizer,
     encode,
@@ -484,7 +486,7 @@ def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, mode
             if i in bars or not out:
                 out.append([])
             out[-1].append(int(i))
-        return [tok._ids_to_bytes(c, as_one_str=True) for c in out]
+        return [ids_to_bpe_text(tok, c) for c in out]
 
     train = split_seqs.get("train", [])
     if not train:
@@ -493,8 +495,8 @@ def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, mode
     bos, eos = tok["BOS_None"], tok["EOS_None"]
     for split, seqs in split_seqs.items():
         if seqs:
-            encoded = tok._model.encode_batch([pieces(s) for s in seqs], is_pretokenized=True)
-            split_seqs[split] = [[bos, *e.ids, eos] for e in encoded]
+            encoded = bpe_encode_pretokenized(tok, [pieces(s) for s in seqs])
+            split_seqs[split] = [[bos, *e, eos] for e in encoded]
 
 
 def _token_settings(data: dict) -> dict:

@@ -163,7 +163,7 @@ def encode_tab(tok: TabREMI, gs: GuitarScore, base_ids: list[int]) -> list[int]:
     toks = [tok[i] for i in base_ids]
     for j, i in enumerate(base_ids):
         out.append(i)
-        if toks[j].startswith("Duration_") and j >= 2 and toks[j - 2].startswith("Pitch_") and k < len(dnotes):
+        if _closes_note(toks, j) and k < len(dnotes):
             n = dnotes[k]
             k += 1
             cands = keys.get((round(n.time * per_key_tick), n.pitch)) or [(0, PLAIN)]
@@ -173,6 +173,12 @@ def encode_tab(tok: TabREMI, gs: GuitarScore, base_ids: list[int]) -> list[int]:
             out.append(tok[f"String_{string}"])
             out += [tok[t] for t in technique_tokens(tech)]
     return out
+
+
+def _closes_note(toks: list[str], j: int) -> bool:
+    """Token j is the Duration of a whole note (Pitch Velocity Duration), as REMI decoding reads one."""
+    return (toks[j].startswith("Duration_") and j >= 2 and toks[j - 2].startswith("Pitch_")
+            and toks[j - 1].startswith("Velocity_"))
 
 
 def _lowest_fret_string(gs: GuitarScore, pitch: int) -> int:
@@ -191,7 +197,7 @@ def decode_tab(tok: TabREMI, ids: list[int]) -> tuple[symusic.Score, list[int], 
     pending: list[str] | None = None
     for j, t in enumerate(toks):
         kind = t.split("_")[0]
-        if kind == "Duration" and j >= 2 and toks[j - 2].startswith("Pitch_") and toks[j - 1].startswith("Velocity_"):
+        if _closes_note(toks, j):
             if pending is not None:
                 techs.append(technique_of(pending))
             strings.append(0)

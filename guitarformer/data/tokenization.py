@@ -97,10 +97,20 @@ def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_e
 
 def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo: float | None = None) -> symusic.Score:
     """Ids -> symusic Score with one track. Special tokens are dropped; miditok skips ill-ordered tokens."""
+    clean = _content_ids(tok, ids)
+    score = tok.decode([clean]) if clean else symusic.Score(tok.time_division)
+    return _as_part(score, program, tempo)
+
+
+def _content_ids(tok: miditok.MusicTokenizer, ids: list[int]) -> list[int]:
+    """The ids without special tokens (PAD, BOS, EOS, MASK) or out-of-vocabulary values."""
     sp = special_ids(tok)
     drop = {sp["pad"], sp["bos"], sp["eos"], tok["MASK_None"]}
-    clean = [int(i) for i in ids if int(i) not in drop and 0 <= int(i) < len(tok)]
-    score = tok.decode([clean]) if clean else symusic.Score(tok.time_division)
+    return [int(i) for i in ids if int(i) not in drop and 0 <= int(i) < len(tok)]
+
+
+def _as_part(score: symusic.Score, program: int, tempo: float | None) -> symusic.Score:
+    """A decoded score as one guitar part: at least one track, each on `program`, and `tempo` if given."""
     if not score.tracks:
         score.tracks.append(symusic.Track(program=program))
     for tr in score.tracks:
@@ -119,18 +129,11 @@ def decode_guitar(tok: miditok.MusicTokenizer, ids: list[int], tuning: tuple[int
     if not is_tab_tokenizer(tok):
         return GuitarScore(score=decode(tok, ids, program, tempo), tuning=tuple(tuning), capo=capo, name=name,
                            source_format="generated")
-    sp = special_ids(tok)
-    drop = {sp["pad"], sp["bos"], sp["eos"], tok["MASK_None"]}
-    clean = [int(i) for i in ids if int(i) not in drop and 0 <= int(i) < len(tok)]
+    clean = _content_ids(tok, ids)
     if tok.is_trained:
         clean = _bpe_decode(tok, clean)
     score, strings, techs = decode_tab(tok, clean)
-    if not score.tracks:
-        score.tracks.append(symusic.Track(program=program))
-    track = score.tracks[0]
-    track.program, track.is_drum = program, False
-    if tempo is not None:
-        score.tempos = [symusic.Tempo(0, float(tempo))]
+    track = _as_part(score, program, tempo).tracks[0]
     n = len(tuning)
     frets: list[tuple[int, int]] | None = []
     for note, s in zip(track.notes, strings):
