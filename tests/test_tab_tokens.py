@@ -285,3 +285,30 @@ def test_constrained_tab_sampling_writes_only_playable_strings(tok):
             assert UNPLAYABLE not in gs.frets
         assert tok.tokens_errors(miditok.TokSequence(ids=[i for i in row[1:] if i != tok["EOS_None"]])) == 0
     assert notes > 0
+
+
+def test_transposition_moves_the_hand_not_the_string(tok):
+    """Augmenting tab tokens shifts pitches with their strings kept, so no fret may leave the neck: a line at
+    at fret 3 on the A string and fret 22 on the B string can move down 3 and up 2 semitones, never further
+    (the pitch range alone would allow -5..+5)."""
+    import numpy as np
+    import torch
+
+    from guitarformer.data.dataset import PitchShifter
+
+    score = symusic.Score(480)
+    track = symusic.Track(program=25)
+    for time, pitch in ((0, 48), (480, 81)):
+        track.notes.append(symusic.Note(time, 480, pitch, 90))
+    score.tracks.append(track)
+    ids = encode(tok, GuitarScore(score, frets=[(5, 3), (2, 22)]))
+    shifter = PitchShifter(tok, 5)
+    window = np.array(ids)
+    seen = set()
+    for seed in range(60):
+        out = shifter(window, torch.Generator().manual_seed(seed))
+        pitches = [int(tok[int(i)].split("_")[1]) for i in out if tok[int(i)].startswith("Pitch_")]
+        seen.add(pitches[0] - 48)
+        assert pitches[1] - 81 == pitches[0] - 48  # one shift for the whole window
+        assert [tok[int(i)] for i in out if tok[int(i)].startswith("String_")] == ["String_5", "String_2"]
+    assert seen == set(range(-3, 3))
