@@ -486,3 +486,26 @@ def test_tab_lists_tunings():
 
     r = CliRunner().invoke(main, ["tab", "--tuning", "list"])
     assert r.exit_code == 0 and "drop-d" in r.output and "D2 A2 D3 G3 B3 E4" in r.output
+
+
+def test_midi_bends_and_vibrato_become_pitch_bend_curves(tmp_path):
+    """A full-step bend and release peaks at +2 semitones and comes back; vibrato wobbles both ways; the plain note
+    stays on its own track, unbent (MIDI bends a whole channel)."""
+    from guitarformer.render.midi import BEND_RANGE, write_midi
+
+    score = symusic.Score(480)
+    track = symusic.Track(program=29)
+    for time, pitch in ((0, 64), (480, 67), (960, 69)):
+        track.notes.append(symusic.Note(time, 480, pitch, 90))
+    score.tracks.append(track)
+    techs = [Technique(), Technique(bend=((0.0, 0.0), (0.5, 4.0), (1.0, 0.0))), Technique(vibrato=True)]
+    back = symusic.Score(str(write_midi(GuitarScore(score, frets=[(1, 0), (1, 3), (1, 5)], techniques=techs),
+                                        tmp_path / "bend.mid")))
+    plain, bent = back.tracks
+    assert [n.pitch for n in plain.notes] == [64] and len(plain.pitch_bends) == 0
+    assert [n.pitch for n in bent.notes] == [67, 69] and bent.program == 29
+    in_bend = [b.value for b in bent.pitch_bends if 480 <= b.time < 960]
+    assert max(in_bend) == round(8191 * 2 / BEND_RANGE) and in_bend[0] == 0
+    in_vibrato = [b.value for b in bent.pitch_bends if 960 <= b.time < 1440]
+    assert max(in_vibrato) > 0 > min(in_vibrato) and bent.pitch_bends[-1].value == 0
+    assert {(c.number, c.value) for c in bent.controls} >= {(101, 0), (100, 0), (6, BEND_RANGE)}
