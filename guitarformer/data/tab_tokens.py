@@ -14,6 +14,12 @@ its shape's summary (peak at mid-note, release to the fretted pitch at the end),
 
 Everything else is MidiTok's REMI: tokenizer.json save/load, BPE, `tokens_types_graph` (extended here with the
 new types, so the sampler's grammar and `tokens_errors` cover them).
+
+With controls on (the tokenizer config's ``guitar_controls`` parameter, off by default), the vocabulary also holds
+the control tokens of data/controls.py: piece controls (``CtrlTuning CtrlCapo CtrlKey CtrlStyle``) right after BOS,
+bar controls (``CtrlDensity CtrlPoly CtrlPos CtrlPM CtrlTech``) right after each Bar, each optional, always in that
+order. `insert_controls` writes them into a piece's ids from its own decoded notes; `strip_controls` takes them out.
+The style vocabulary depends on the dataset, so it is kept in that same parameter, which tokenizer.json saves.
 """
 
 from __future__ import annotations
@@ -24,10 +30,25 @@ from typing import Any
 import miditok
 import symusic
 
+from guitarformer.data.controls import (
+    BAR_CONTROLS,
+    PIECE_CONTROLS,
+    PREFIX,
+    PlayedNote,
+    bar_controls,
+    control_token,
+    control_type,
+    control_vocabulary,
+    piece_controls,
+    style_name,
+)
+from guitarformer.errors import GuitarformerError
+from guitarformer.music.guitar import MAX_FRET
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 
 MAX_STRINGS = 8
 MAX_BEND_QUARTER_TONES = 8  # two whole steps: the most a guitar string bends
+CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...]} turns controls on
 
 # Flag fields of Technique and their Tech_ values, in token order.
 _FLAGS = (("hammer", "Hammer"), ("palm_mute", "PalmMute"), ("dead", "Dead"), ("ghost", "Ghost"),
@@ -49,6 +70,9 @@ class TabREMI(miditok.REMI):
         vocab += [f"String_{s}" for s in range(1, MAX_STRINGS + 1)]
         vocab += [f"Bend_{q}" for q in range(1, MAX_BEND_QUARTER_TONES + 1)]
         vocab += [f"Tech_{v}" for v in TECH_VALUES]
+        styles = control_styles(self)
+        if styles is not None:
+            vocab += control_vocabulary(styles)
         return vocab
 
     def _create_token_types_graph(self) -> dict[str, set[str]]:
@@ -58,7 +82,33 @@ class TabREMI(miditok.REMI):
         graph["String"] = after_note | {"Bend", "Tech"}
         graph["Bend"] = after_note | {"Tech"}
         graph["Tech"] = after_note | {"Tech"}
+        if control_styles(self) is not None:
+            # Each control may be left out, so each one leads to any later one of its group or past the group.
+            piece = [control_type(n) for n in PIECE_CONTROLS]
+            for k, t in enumerate(piece):  # reached only from BOS (miditok lets BOS lead to any type)
+                graph[t] = set(piece[k + 1:]) | {"Bar"}
+            bar = [control_type(n) for n in BAR_CONTROLS]
+            after_bar = set(graph["Bar"])
+            for k, t in enumerate(bar):
+                graph[t] = set(bar[k + 1:]) | after_bar
+            graph["Bar"] = after_bar | set(bar)
         return graph
+
+
+def control_params(styles: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The TokenizerConfig parameter that turns controls on, with this style vocabulary (cleaned, sorted)."""
+    return {CONTROLS_PARAM: {"styles": sorted({style_name(s) for s in styles})}}
+
+
+def control_styles(tok: miditok.MusicTokenizer) -> list[str] | None:
+    """The style vocabulary of a tokenizer with controls; None when controls are off."""
+    params = getattr(tok.config, "additional_params", None) or {}
+    on = params.get(CONTROLS_PARAM)
+    return list(on.get("styles", [])) if isinstance(tok, TabREMI) and isinstance(on, dict) else None
+
+
+def has_controls(tok: miditok.MusicTokenizer) -> bool:
+    return control_styles(tok) is not None
 
 
 def is_tab_tokenizer(tok: miditok.MusicTokenizer) -> bool:
@@ -190,7 +240,8 @@ def _lowest_fret_string(gs: GuitarScore, pitch: int) -> int:
 def decode_tab(tok: TabREMI, ids: list[int]) -> tuple[symusic.Score, list[int], list[Technique]]:
     """(score, string per note, technique per note) from tab token ids, notes in token order (REMI's)."""
     toks = [tok[int(i)] for i in ids]
-    base = [int(i) for i, t in zip(ids, toks) if t.split("_")[0] not in ("String", "Bend", "Tech", "BOS", "EOS", "PAD", "MASK")]
+    base = [int(i) for i, t in zip(ids, toks) if t.split("_")[0] not in ("String", "Bend", "Tech", "BOS", "EOS", "PAD", "MASK")
+            and not t.startswith(PREFIX)]
     score = tok.decode([base]) if base else symusic.Score(tok.time_division)
     strings: list[int] = []
     techs: list[Technique] = []
@@ -212,3 +263,79 @@ def decode_tab(tok: TabREMI, ids: list[int]) -> tuple[symusic.Score, list[int], 
     if pending is not None:
         techs.append(technique_of(pending))
     return score, strings, techs
+
+
+# ---------------------------------------------------------------- control tokens
+
+
+def bar_notes(tok: TabREMI, ids: list[int], tuning: tuple[int, ...], capo: int = 0
+              ) -> tuple[list[list[PlayedNote]], list[int], int]:
+    """The notes of tab token ids grouped by the Bar tokens they follow, with each bar's length in ticks (from
+    the TimeSig in force) and the ticks per quarter of those times. Frets come from string, pitch and tuning
+    (-1 where the string cannot play the note). Notes before the first Bar (none in REMI) join the first bar."""
+    toks = [tok[int(i)] for i in ids]
+    content = [int(i) for i, t in zip(ids, toks) if t.split("_")[0] not in ("BOS", "EOS", "PAD", "MASK")]
+    score, strings, techs = decode_tab(tok, content)
+    tpq = score.ticks_per_quarter
+    notes = list(score.tracks[0].notes) if score.tracks else []
+    n_strings = len(tuning)
+    sig = (4, 4) if not score.time_signatures else (score.time_signatures[0].numerator,
+                                                    score.time_signatures[0].denominator)
+    bars: list[list[PlayedNote]] = [[]]  # bars[0] is open before the first Bar token, and is that bar's
+    lengths = [sig[0] * tpq * 4 // sig[1]]
+    seen_bar, k = False, 0
+    for j, t in enumerate(toks):
+        if t == "Bar_None":
+            if seen_bar:
+                bars.append([])
+                lengths.append(lengths[-1])
+            seen_bar = True
+        elif t.startswith("TimeSig_"):
+            num, den = (int(x) for x in t.split("_")[1].split("/"))
+            lengths[-1] = num * tpq * 4 // den
+        elif _closes_note(toks, j) and k < len(notes):
+            n, s = notes[k], strings[k] if k < len(strings) else 0
+            f = n.pitch - tuning[n_strings - s] - capo if 1 <= s <= n_strings else -1
+            tech = techs[k] if k < len(techs) else PLAIN
+            bars[-1].append(PlayedNote(n.time, n.duration, n.pitch, s, f if 0 <= f <= MAX_FRET else -1, tech))
+            k += 1
+    return bars, lengths, tpq
+
+
+def insert_controls(tok: TabREMI, ids: list[int], gs: GuitarScore, style: str | None = None) -> list[int]:
+    """`ids` (base tab token ids of `gs`, as `encode` gives them, BOS and EOS optional) with the piece controls
+    after BOS (or at the start) and each bar's controls after its Bar token, all computed from the notes the
+    ids decode to, so that they describe what the model sees. `style` None: no style token."""
+    styles = control_styles(tok)
+    if styles is None:
+        raise GuitarformerError("this tokenizer has no control tokens", "build TabREMI with control_params(styles)")
+    if tok.is_trained:
+        raise GuitarformerError("control tokens go into base ids, before BPE", "insert them before training BPE "
+                                "and keep BPE off (bpe_vocab_size 0) for a dataset with controls")
+    if style is not None and style_name(style) not in styles:
+        raise GuitarformerError(f"style {style!r} is not in this tokenizer's styles",
+                                f"use one of: {', '.join(styles) or '(none)'}")
+    bars, lengths, tpq = bar_notes(tok, ids, gs.tuning, gs.capo)
+    piece = piece_controls([n for b in bars for n in b], gs.tuning, gs.capo, style)
+    head = [tok.vocab[control_token(name, piece[name])] for name in PIECE_CONTROLS
+            if name in piece and control_token(name, piece[name]) in tok.vocab]
+    per_bar = [bar_controls(b, tpq, n) for b, n in zip(bars, lengths)]
+    out: list[int] = []
+    bar = -1
+    at = 1 if ids and int(ids[0]) == tok["BOS_None"] else 0
+    for j, i in enumerate(ids):
+        if j == at:
+            out += head
+        out.append(int(i))
+        if tok[int(i)] == "Bar_None":
+            bar += 1
+            values = per_bar[bar] if bar < len(per_bar) else {}
+            out += [tok.vocab[control_token(n, values[n])] for n in BAR_CONTROLS if n in values]
+    if at >= len(ids):
+        out += head
+    return out
+
+
+def strip_controls(tok: miditok.MusicTokenizer, ids: list[int]) -> list[int]:
+    """The ids without control tokens."""
+    return [int(i) for i in ids if not tok[int(i)].startswith(PREFIX)]

@@ -1,0 +1,304 @@
+"""Control values: what a piece and each of its bars are like, computed from the notes alone.
+
+A model trained with these values as tokens (TabREMI with controls, data/tab_tokens.py) can be asked for them;
+the same functions then score the notes it wrote (control adherence), so everything here reads plain notes
+(`PlayedNote`: onset, duration, pitch, string, fret, technique) plus ticks per quarter and time signatures, never
+tokens or files.
+
+Piece controls, one value per piece:
+  Tuning  a name of music.guitar.TUNINGS, else "other";  Capo  0..12;
+  Key     "E:minor": the Krumhansl-Kessler key profile that best correlates with the piece's duration-weighted
+          pitch classes (sources often leave the key signature at its default, and generated notes have none,
+          so the key is always estimated, the same way for training data and for samples);
+  Style   given by the caller (by default the dataset's folder name), cleaned to [a-z0-9-].
+Bar controls, one value per bar that has notes (a bar without notes gets none):
+  Density  onsets (distinct note starts) per quarter note: low / mid / high, split at DENSITY_THRESHOLDS, the
+           tertiles of real tabs and the built-in corpus (onsets, not notes, so a strummed chord counts once and
+           polyphony stays a control of its own);
+  Poly     the most common onset size, 1 / 2 / 3+ notes: single / dyads / chords (a tie goes to the larger);
+  Pos      the hand position, the median fret of the bar's fretted (non-open) notes: 0-4, 5-9, 10-14, 15+
+           (all open strings: 0-4; no known fret: none);
+  PM       the share of palm-muted notes: none (0), some (under half), most (half or more);
+  Tech     the same share for every other technique (bends, slides, legato, vibrato, harmonics, dead and
+           ghost notes, let ring, tapping).
+
+As tokens each control is its own type, ``Ctrl<Name>_<value>`` (no underscore in a value, so MidiTok's
+"Type_Value" split holds), and each type is dropped on its own at training time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from guitarformer.errors import GuitarformerError
+from guitarformer.music.guitar import PITCH_NAMES, TUNINGS
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
+
+PIECE_CONTROLS = ("Tuning", "Capo", "Key", "Style")  # after BOS, in this order
+BAR_CONTROLS = ("Density", "Poly", "Pos", "PM", "Tech")  # after each Bar, in this order
+CONTROLS = PIECE_CONTROLS + BAR_CONTROLS
+PREFIX = "Ctrl"
+
+TUNING_VALUES = (*TUNINGS, "other")
+MAX_CAPO = 12
+CAPO_VALUES = tuple(str(c) for c in range(MAX_CAPO + 1))
+KEY_VALUES = tuple(f"{n}:{mode}" for mode in ("major", "minor") for n in PITCH_NAMES)
+DENSITY_VALUES = ("low", "mid", "high")
+# Onsets per quarter note: low below the first, high from the second (tertiles measured by
+# scripts/measure_controls.py over the shared real tabs and the built-in corpus; see the commit that set them).
+DENSITY_THRESHOLDS = (1.0, 2.0)
+POLY_VALUES = ("single", "dyads", "chords")
+POS_VALUES = ("0-4", "5-9", "10-14", "15+")
+SHARE_VALUES = ("none", "some", "most")  # palm mute and other techniques
+FIXED_VALUES: dict[str, tuple[str, ...]] = {
+    "Tuning": TUNING_VALUES, "Capo": CAPO_VALUES, "Key": KEY_VALUES, "Density": DENSITY_VALUES,
+    "Poly": POLY_VALUES, "Pos": POS_VALUES, "PM": SHARE_VALUES, "Tech": SHARE_VALUES,
+}
+
+# Krumhansl & Kessler's probe-tone ratings, tonic first.
+_MAJOR_PROFILE = np.array([6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88])
+_MINOR_PROFILE = np.array([6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17])
+
+
+@dataclass(frozen=True)
+class PlayedNote:
+    """One note as the controls see it; fret -1 where no fret is known."""
+
+    onset: int
+    duration: int
+    pitch: int
+    string: int = 0
+    fret: int = -1
+    technique: Technique = PLAIN
+
+
+def notes_of(gs: GuitarScore) -> list[PlayedNote]:
+    """The notes of a guitar part, with its strings, frets and techniques where it has them."""
+    notes = gs.track.notes
+    frets = gs.frets if gs.frets is not None and len(gs.frets) == len(notes) else [(0, -1)] * len(notes)
+    techs = gs.techniques if gs.techniques is not None and len(gs.techniques) == len(notes) else [PLAIN] * len(notes)
+    return [PlayedNote(n.time, n.duration, n.pitch, s, f, t) for n, (s, f), t in zip(notes, frets, techs)]
+
+
+# ---------------------------------------------------------------- piece controls
+
+
+def tuning_name(tuning: Sequence[int]) -> str:
+    """The name of a tuning in music.guitar.TUNINGS, or "other"."""
+    t = tuple(tuning)
+    return next((name for name, notes in TUNINGS.items() if notes == t), "other")
+
+
+def capo_value(capo: int) -> str:
+    return str(min(MAX_CAPO, max(0, int(capo))))
+
+
+def estimate_key(notes: Iterable[PlayedNote]) -> str | None:
+    """"E:minor": the major or minor key whose Krumhansl-Kessler profile best correlates with the
+    duration-weighted pitch classes (dead notes left out); None without a pitched note."""
+    hist = np.zeros(12)
+    for n in notes:
+        if not n.technique.dead:
+            hist[n.pitch % 12] += max(1, n.duration)
+    if not hist.any():
+        return None
+    best, name = -2.0, None
+    for mode, profile in (("major", _MAJOR_PROFILE), ("minor", _MINOR_PROFILE)):
+        for tonic in range(12):
+            r = np.corrcoef(hist, np.roll(profile, tonic))[0, 1] if hist.std() > 0 else 0.0
+            if r > best:
+                best, name = r, f"{PITCH_NAMES[tonic]}:{mode}"
+    return name
+
+
+def style_name(style: str) -> str:
+    """A style as a token value: lower case, runs of anything but letters and digits as one '-'."""
+    s = re.sub(r"[^a-z0-9]+", "-", style.lower()).strip("-")
+    if not s:
+        raise GuitarformerError(f"style {style!r} has no letters or digits", "name a style like 'metal' or 'folk'")
+    return s
+
+
+def style_of(path: str | Path, root: str | Path) -> str | None:
+    """The default style of a file under a dataset folder: the first folder below `root` that holds it
+    (root/metal/x.gp5 -> "metal"); None for a file directly in `root` or outside it."""
+    try:
+        rel = Path(path).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return None
+    return style_name(rel.parts[0]) if len(rel.parts) > 1 and re.search(r"[A-Za-z0-9]", rel.parts[0]) else None
+
+
+def piece_controls(notes: Sequence[PlayedNote], tuning: Sequence[int], capo: int = 0,
+                   style: str | None = None) -> dict[str, str]:
+    """The piece's control values: Tuning, Capo, Key (left out without notes), Style (where given)."""
+    out = {"Tuning": tuning_name(tuning), "Capo": capo_value(capo)}
+    key = estimate_key(notes)
+    if key is not None:
+        out["Key"] = key
+    if style:
+        out["Style"] = style_name(style)
+    return out
+
+
+# ---------------------------------------------------------------- bar controls
+
+
+def density_value(onsets_per_quarter: float) -> str:
+    low, high = DENSITY_THRESHOLDS
+    return "low" if onsets_per_quarter < low else "mid" if onsets_per_quarter < high else "high"
+
+
+def position_value(fret: float) -> str:
+    """The hand-position bin of a fret (CLI: --position 7 -> "5-9")."""
+    return POS_VALUES[min(len(POS_VALUES) - 1, max(0, int(fret)) // 5)]
+
+
+def share_value(share: float) -> str:
+    return "none" if share <= 0 else "some" if share < 0.5 else "most"
+
+
+def _other_technique(t: Technique) -> bool:
+    return bool(t) and t != Technique(palm_mute=True)
+
+
+def bar_controls(notes: Sequence[PlayedNote], ticks_per_quarter: int, bar_ticks: int) -> dict[str, str]:
+    """The control values of one bar `bar_ticks` long, from the notes that start in it ({} when none do)."""
+    if not notes:
+        return {}
+    sizes: dict[int, int] = {}
+    for n in notes:
+        sizes[n.onset] = sizes.get(n.onset, 0) + 1
+    quarters = max(bar_ticks, 1) / ticks_per_quarter
+    counts = [sum(1 for k in sizes.values() if min(k, 3) == c) for c in (1, 2, 3)]
+    poly = max(range(3), key=lambda c: (counts[c], c))
+    out = {"Density": density_value(len(sizes) / quarters), "Poly": POLY_VALUES[poly]}
+    frets = [n.fret for n in notes if n.fret >= 0]
+    if frets:
+        fretted = [f for f in frets if f > 0]
+        out["Pos"] = position_value(median(fretted)) if fretted else POS_VALUES[0]
+    out["PM"] = share_value(sum(n.technique.palm_mute for n in notes) / len(notes))
+    out["Tech"] = share_value(sum(_other_technique(n.technique) for n in notes) / len(notes))
+    return out
+
+
+def bar_starts(time_signatures: Sequence[tuple[int, int, int]], ticks_per_quarter: int, end: int) -> list[int]:
+    """Start ticks of the bars up to `end`, from (time, numerator, denominator) time signatures (4/4 before
+    the first); a signature that falls inside a bar starts a new bar there, as notation does."""
+    sigs = sorted((int(t), int(n), int(d)) for t, n, d in time_signatures) or [(0, 4, 4)]
+    if sigs[0][0] > 0:
+        sigs.insert(0, (0, 4, 4))
+    starts: list[int] = []
+    for k, (t, num, den) in enumerate(sigs):
+        stop = sigs[k + 1][0] if k + 1 < len(sigs) else max(end, t + 1)
+        length = max(1, num * ticks_per_quarter * 4 // den)
+        starts.extend(range(t, stop, length))
+    return [s for s in starts if s < max(end, 1)]
+
+
+def controls_per_bar(notes: Sequence[PlayedNote], ticks_per_quarter: int,
+                     time_signatures: Sequence[tuple[int, int, int]]) -> list[dict[str, str]]:
+    """Each bar's control values (bars from the time signatures), notes assigned to the bar they start in."""
+    if not notes:
+        return []
+    end = max(n.onset for n in notes) + 1
+    starts = bar_starts(time_signatures, ticks_per_quarter, end)
+    bounds = starts + [max(end, starts[-1] + 1)]
+    per_bar: list[list[PlayedNote]] = [[] for _ in starts]
+    for n in notes:
+        per_bar[int(np.searchsorted(starts, n.onset, side="right")) - 1].append(n)
+    # The last bar's length is the meter's, not the distance to the last onset.
+    lengths = [b - a for a, b in zip(bounds, bounds[1:])]
+    sig_at = sorted(time_signatures) or [(0, 4, 4)]
+    last_sig = [s for s in sig_at if s[0] <= starts[-1]] or [(0, 4, 4)]
+    lengths[-1] = last_sig[-1][1] * ticks_per_quarter * 4 // last_sig[-1][2]
+    return [bar_controls(ns, ticks_per_quarter, n) for ns, n in zip(per_bar, lengths)]
+
+
+# ---------------------------------------------------------------- as tokens
+
+
+def control_type(name: str) -> str:
+    """The token type of a control: "Density" -> "CtrlDensity"."""
+    return PREFIX + name
+
+
+def control_token(name: str, value: str) -> str:
+    return f"{control_type(name)}_{value}"
+
+
+def control_vocabulary(styles: Sequence[str]) -> list[str]:
+    """Every control token, piece controls first, for a tokenizer whose style vocabulary is `styles`."""
+    values = dict(FIXED_VALUES, Style=tuple(style_name(s) for s in styles))
+    return [control_token(name, v) for name in CONTROLS for v in values[name]]
+
+
+def control_index(token: str) -> int:
+    """Index in CONTROLS of a control token's type, -1 for any other token."""
+    kind = token.split("_", 1)[0]
+    return CONTROLS.index(kind[len(PREFIX):]) if kind.startswith(PREFIX) and kind[len(PREFIX):] in CONTROLS else -1
+
+
+def control_kinds(vocab: dict[str, int], size: int) -> np.ndarray:
+    """(V,) int: index in CONTROLS of each id's control type, -1 for ids that are no control."""
+    out = np.full(size, -1, dtype=np.int64)
+    for token, i in vocab.items():
+        if 0 <= i < size:
+            out[i] = control_index(token)
+    return out
+
+
+def _option_value(name: str, value: str | int) -> str:
+    """A sampling option as a control value: --position 7 -> "5-9", --palm-mute high -> "most", --tuning
+    "drop d" -> "drop-d"; anything else must be one of the control's values."""
+    v = str(value).strip().lower()
+    if name == "Pos" and re.fullmatch(r"\d+", v):
+        return position_value(int(v))
+    if name in ("PM", "Tech"):
+        v = {"low": "some", "high": "most", "off": "none", "0": "none"}.get(v, v)
+    if name == "Tuning":
+        v = v.replace("_", "-").replace(" ", "-")
+    if name == "Key":  # "e minor", "Em", "E:min" -> "E:minor"
+        m = re.fullmatch(r"([a-g])([#b]?)[\s:_-]*(major|minor|maj|min|m)?", v)
+        if m:
+            idx = (PITCH_NAMES.index(m.group(1).upper()) + {"#": 1, "b": -1, "": 0}[m.group(2)]) % 12
+            mode = "minor" if (m.group(3) or "major") in ("minor", "min", "m") else "major"
+            return f"{PITCH_NAMES[idx]}:{mode}"
+    if name == "Style":
+        return style_name(v)
+    return v
+
+
+def prompt_tokens(vocab: dict[str, int], **options: str | int | None) -> tuple[list[int], list[int]]:
+    """Token ids to ask a model with controls for what the options say: (piece ids, to follow BOS; bar ids,
+    to follow every Bar). Options are control names in any case (tuning, capo, key, style, density, poly,
+    pos, pm, tech); None leaves a control out. An unknown value is a GuitarformerError naming the known ones."""
+    by_lower = {c.lower(): c for c in CONTROLS}
+    chosen: dict[str, str] = {}
+    for key, value in options.items():
+        name = by_lower.get(key.lower().replace("_", "").replace("-", ""))
+        if name is None:
+            raise GuitarformerError(f"unknown control {key!r}", f"use one of {', '.join(c.lower() for c in CONTROLS)}")
+        if value is not None:
+            chosen[name] = _option_value(name, value)
+    piece: list[int] = []
+    bar: list[int] = []
+    for name in CONTROLS:
+        if name not in chosen:
+            continue
+        token = control_token(name, chosen[name])
+        if token not in vocab:
+            known = sorted(t.split("_", 1)[1] for t in vocab if t.startswith(control_type(name) + "_"))
+            if not known:
+                raise GuitarformerError(f"this model was trained without {name.lower()} controls",
+                                        "sample without that option, or train on a dataset prepared with controls")
+            raise GuitarformerError(f"{name.lower()} {chosen[name]!r} is not among this model's values",
+                                    f"use one of: {', '.join(known)}")
+        (piece if name in PIECE_CONTROLS else bar).append(vocab[token])
+    return piece, bar
