@@ -19,7 +19,7 @@ DEFAULT_CONFIG = "decoder-small"
 @dataclass
 class DataConfig:
     dataset: str | None = None  # prepared dataset folder; None = the built-in corpus
-    tokenizer: str = "REMI"  # REMI | TSD | MIDILike | Structured
+    tokenizer: str = "TabREMI"  # TabREMI (REMI + string and techniques per note) | REMI | TSD | MIDILike | Structured
     num_velocities: int = 16
     use_tempos: bool = True
     use_time_signatures: bool = True
@@ -53,6 +53,11 @@ class TrainConfig:
     grad_accum: int = 1
     max_steps: int = 3000
     max_minutes: float = 0.0  # wall-clock cap (0 = none); the schedule still follows max_steps
+    # Fit the run to this many minutes (0 = off): after a few timed steps the run lowers max_steps (never raises
+    # it) so that training and evaluation end in about this time, and the schedule decays to the new end. The
+    # decided max_steps is saved with the run, so --resume stays exact.
+    time_budget_min: float = 0.0
+    budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup_steps: int = 100
@@ -245,9 +250,11 @@ def validate(cfg: Config) -> None:
         (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
         (t.batch_size > 0 and t.grad_accum > 0, "train.batch_size and train.grad_accum must be positive"),
         (t.lr > 0, "train.lr must be positive"),
+        (t.time_budget_min >= 0 and t.max_minutes >= 0, "train.time_budget_min and train.max_minutes must be >= 0"),
         (t.device in ("auto", "cpu", "cuda", "mps") or t.device.startswith("cuda:"), "train.device must be auto, cpu, cuda or mps"),
         (t.dtype in ("auto", "float32", "bfloat16", "float16"), "train.dtype must be auto, float32, bfloat16 or float16"),
-        (cfg.data.tokenizer in ("REMI", "TSD", "MIDILike", "Structured"), "data.tokenizer must be REMI, TSD, MIDILike or Structured"),
+        (cfg.data.tokenizer in ("TabREMI", "REMI", "TSD", "MIDILike", "Structured"),
+         "data.tokenizer must be TabREMI, REMI, TSD, MIDILike or Structured"),
         (cfg.data.bpe_model in ("BPE", "Unigram"), "data.bpe_model must be BPE or Unigram"),
         (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),

@@ -17,7 +17,7 @@ from guitarformer.config import load_config
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
-from guitarformer.training.loop import Data, evaluate, lr_at, train
+from guitarformer.training.loop import Data, evaluate, fit_steps_to_budget, lr_at, train
 
 
 def _cfg(tiny_cfg, tiny_dataset, **train_kw):
@@ -128,6 +128,31 @@ def test_lr_schedule(tiny_cfg):
     assert lr_at(9, cfg) == pytest.approx(1.0)
     assert lr_at(55, cfg) == pytest.approx(0.55)
     assert lr_at(100, cfg) == pytest.approx(0.1)
+
+
+def test_time_budget_arithmetic(tiny_cfg):
+    """15 minutes, 60 s spent by step 13, 1 s a step and evals worth 10% more: 763 steps; capped by max_steps;
+    never fewer than one more step."""
+    cfg = copy.deepcopy(tiny_cfg)
+    cfg.train.time_budget_min, cfg.train.max_steps, cfg.train.eval_interval, cfg.train.eval_iters = 15, 5000, 100, 30
+    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, 0, 1000) == 13 + int(840 / 1.1)
+    cfg.train.max_steps = 500
+    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, 0, 1000) == 500
+    assert fit_steps_to_budget(cfg, 13, 2000.0, 1.0, 0, 1000) == 14
+    cfg.train.eval_iters = 0  # whole val split: 300,000 tokens at 1,000 a step, a third the cost: 100 steps per eval
+    cfg.train.max_steps = 5000
+    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, 300_000, 1000) == 13 + int(840 / 2.0)
+
+
+def test_time_budget_fixes_the_steps_and_resume_keeps_them(tiny_cfg, tiny_dataset, tmp_path):
+    """A budget too small for max_steps ends the run early with the schedule decayed to that end; the decided
+    steps are in config.yaml and a resumed run trains to them, loss for loss."""
+    cfg = _cfg(tiny_cfg, tiny_dataset, log_interval=1, max_steps=40, eval_interval=8, time_budget_min=1e-4)
+    full, split = _full_and_resumed(cfg, tmp_path, stop_at=13)  # stopped right after the budget is fixed
+    assert sorted(full) == sorted(split) == list(range(1, 15))  # step 13 + at least one more
+    assert load_config(str(tmp_path / "full" / "config.yaml")).train.max_steps == 14
+    for s in full:
+        assert split[s] == pytest.approx(full[s], abs=1e-6), s
 
 
 def _train_losses(run: Path) -> dict[int, float]:

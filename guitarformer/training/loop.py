@@ -273,6 +273,30 @@ def mean_over_ranks(x: float, dist: Dist, device) -> float:
     return t.item() / dist.world
 
 
+BUDGET_TIMED_STEPS = (3, 13)  # steps timed for train.time_budget_min: after compilation, before the first eval
+BUDGET_EVAL_STEPS_PER_TOKEN = 1 / 3  # an eval token costs about a third of a training token (forward only)
+
+
+def fit_steps_to_budget(cfg: Config, step: int, elapsed_s: float, s_per_step: float, val_tokens: int,
+                        tokens_per_step: int) -> int:
+    """max_steps that ends the run within cfg.train.time_budget_min, given `elapsed_s` so far (at `step`) and the
+    measured seconds per step; never above the configured max_steps, never below the step reached."""
+    t = cfg.train
+    left = t.time_budget_min * 60.0 - elapsed_s
+    eval_steps = val_tokens * BUDGET_EVAL_STEPS_PER_TOKEN / max(1, tokens_per_step) if t.eval_iters == 0 \
+        else t.eval_iters * BUDGET_EVAL_STEPS_PER_TOKEN
+    per_step = s_per_step * (1 + eval_steps / max(1, t.eval_interval))  # evals spread over the steps
+    return max(step + 1, min(t.max_steps, step + int(left / per_step)))
+
+
+def min_over_ranks(x: int, dist: Dist, device) -> int:
+    if dist.world == 1:
+        return x
+    t = torch.tensor([float(x)], device=device)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
+    return int(t.item())
+
+
 def any_rank(flags: list[bool], dist: Dist, device) -> list[bool]:
     """Each flag, true where it is true on any rank."""
     if dist.world == 1:
@@ -422,6 +446,19 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
             grad_norm = optimizer_step(model, state, t.grad_clip)
             state.step += 1
             step = state.step
+            if t.time_budget_min > 0 and not t.budget_fitted and step in BUDGET_TIMED_STEPS:
+                if step == BUDGET_TIMED_STEPS[0]:
+                    t_timed = time.time()
+                else:  # fix max_steps once; the checkpoints and config.yaml carry it, so a resume keeps it
+                    planned = fit_steps_to_budget(cfg, step, time.time() - t_start,
+                                                  (time.time() - t_timed) / (step - BUDGET_TIMED_STEPS[0]),
+                                                  len(data.val.split), tokens_per_step)
+                    t.max_steps, t.budget_fitted = min_over_ranks(planned, dist, device), True
+                    bar.total = t.max_steps
+                    if dist.main:
+                        save_config(cfg, run_dir / "config.yaml")
+                        print(f"\nguitarformer: {t.time_budget_min:g}-minute budget: {t.max_steps} steps "
+                              f"(train.time_budget_min; the schedule decays to step {t.max_steps})", flush=True)
             tok_since += tokens_per_step
             bar.update(1)
 
