@@ -294,13 +294,35 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write every number here.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto")
+@click.option("--fingering", "fingering_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
+              default=None, help="Only this: how often the model (a TabREMI decoder) fingers the notes of the "
+              "tabs and Guitar Pro files under DIR as their authors did, vs fret(), per folder and pooled.")
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="With --fingering: windows of the files fingered together.")
 def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_samples, ngram_order, cont_src,
-             cont_tgt, seed, json_out, device):
+             cont_tgt, seed, json_out, device, fingering_dir, batch_size):
     """Is this model any good? Likelihood vs a Kneser-Ney n-gram, music metrics vs real music, playability.
 
     Numbers also go to the run's TensorBoard under eval/<split>/. docs/EVAL.md says how to read them.
+    With --fingering DIR, only the agreement of the model's fingering with human tabs (docs/FINGERING_MODEL.md).
     """
     import json
+
+    if fingering_dir is not None:
+        from guitarformer.generation.fingering import check_fingering_run, evaluate_folder, format_report
+        from guitarformer.runs import load_run
+        from guitarformer.runtime import resolve_device
+
+        dev = resolve_device(device)
+        model, tokenizer, _ = load_run(run_dir, None, str(dev))
+        check_fingering_run(model, tokenizer)
+        report = evaluate_folder(model, tokenizer, fingering_dir, dev, batch_size)
+        click.echo(format_report(report))
+        if json_out:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(report.as_dict(), indent=2, allow_nan=False))
+            click.echo(f"wrote {json_out}")
+        return
 
     from guitarformer.evaluation.report import evaluate_run, format_table, jsonable, log_tensorboard
 
@@ -371,10 +393,17 @@ def _pick_track(parts, track: str, file: Path, tracks: str):
 @click.option("--program", type=click.IntRange(0, 127), default=None,
               help="Re-finger as this General MIDI program is played (29-30, distorted guitar: rock riffs; "
                    "default: each track's own program).")
-def tab(file, out, track, tracks, bar_range, tuning, width, position, program):
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
+              help="Let this run's model (a decoder on TabREMI tab tokens) choose every note's string and fret.")
+@click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
+              help="As --run, from a checkpoint file inside its run directory.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
+              help="Where the --run model runs.")
+def tab(file, out, track, tracks, bar_range, tuning, width, position, program, run_dir, checkpoint, device):
     """Show a playable tab of any MIDI, Guitar Pro (3-8), MusicXML/ABC or ASCII tab file: printed, or written to
     --out as text or Guitar Pro 5. A file's own fingering is kept unless --tuning, --position or --program asks
-    for another; notes the tuning cannot hold are reported, never dropped silently."""
+    for another, or --run lets a tab-token model finger it; notes the tuning cannot hold are reported, never
+    dropped silently."""
     from guitarformer.errors import SkipFile
     from guitarformer.fretting import fret
     from guitarformer.music.guitar import parse_tuning
@@ -403,14 +432,33 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program):
     if track is not None:
         parts = _pick_track(parts, track, file, tracks)
     new_tuning = parse_tuning(tuning) if tuning else None
+    by_model = None
+    if run_dir is not None or checkpoint is not None:
+        if position is not None or program is not None:
+            raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
+                                    "drop --run to re-finger with fret(), or drop --position/--program")
+        from guitarformer.generation.fingering import check_fingering_run, finger
+        from guitarformer.runs import load_run
+        from guitarformer.runtime import resolve_device
+
+        dev = resolve_device(device)
+        model, tokenizer, _ = load_run(run_dir, checkpoint, str(dev))
+        check_fingering_run(model, tokenizer)
+        for gs in parts:
+            if new_tuning:
+                gs.tuning = new_tuning
+        by_model = [f.frets for f in finger(model, tokenizer, parts, dev)]
 
     fingered = []
-    for gs in parts:
+    for k, gs in enumerate(parts):
         if new_tuning:
             gs.tuning = new_tuning
         keep = gs.frets and not new_tuning and position is None and program is None
-        frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position,
-                                           program=gs.track.program if program is None else program)
+        if by_model is not None:
+            frets = by_model[k]
+        else:
+            frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position,
+                                               program=gs.track.program if program is None else program)
         if bar_range:
             n_bars = len(bars_of(gs.score, max((x.time + 1 for x in gs.track.notes), default=1)))
             if bar_range[0] > n_bars:

@@ -1,0 +1,549 @@
+"""The model fingers other music: a tab-token model chooses the string of every note of a file.
+
+A TabREMI note is ``Pitch Velocity Duration String [Bend] [Tech ...]``: the string comes after everything
+else about the note, so a decoder trained on tab tokens has, at each Duration, a distribution over the
+strings that could play it. `refinger` reads a part's token ids with teacher forcing (every token as the file
+has it) except String tokens, which the model chooses: at each String position the likeliest String token the
+guitar allows, and that choice (never the one in the ids) is what the model reads next. The fret follows from
+pitch, string, tuning and capo.
+
+What the guitar allows is `GuitarConstraint`'s mask at that step (strings that can play the pitch in the part's
+tuning and capo, and whatever else the constraint knows about strings still sounding), less the strings already
+taken at the same onset, and those that would leave the onset's later notes (known ahead: teacher forcing) no
+distinct strings (checked here, so a greedy choice never doubles a string in a chord). Where that leaves
+nothing, the same without the constraint's mask, then without the chord, then any string that can play the
+pitch; where no string can, any string of the tuning (the note is unplayable anyway).
+
+Batched: each sequence is cut into windows of at most the model's block_size tokens, cut before a Bar where one
+is in the window's second half (REMI writes the bar's TimeSig after it, so the constraint's clock is right from
+the window's start; notes ringing into a window from the one before are not seen), else before a Position (an
+onset's notes stay together), else before a Pitch. Windows of all sequences are rows of one batch, longest
+first; every step feeds one token per row through the KV cache (rows that are done feed PAD, which the causal
+mask keeps from earlier positions).
+
+`finger(model, tokenizer, scores)` does this for GuitarScores and maps the strings back to the score's notes:
+the ids come from encoding the part with `fretting.fret()`'s frets as placeholders (their String tokens are
+never fed). The tokenizer quantises onsets, so notes are matched to token notes by quantised onset and pitch,
+in order. A note with no token note left (its pitch outside the tokenizer's range, or a duplicate the tokenizer
+dropped), or whose string another note of its onset took (two onsets quantised together), keeps fret()'s
+fingering where that string is free, else the lowest free fret; `Fingered.fallback` counts them.
+
+`compare_part` and `score_parts` measure agreement with a human fingering in token space: the part encoded
+with the human frets (ids_h), the model re-choosing every String of ids_h, fret()'s frets through the same
+encoder; accuracy = share of notes whose String equals the human one (with the pitch the same, so is the
+fret). Dead notes and natural harmonics are left out (their string and fret are no fretted pitch), and so are
+notes whose human string cannot sound their pitch.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import symusic
+import torch
+
+from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer
+from guitarformer.data.tokenization import encode
+from guitarformer.errors import GuitarformerError, SkipFile
+from guitarformer.fretting import fret
+from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.grammar import NO_PITCH
+from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
+from guitarformer.music.score import UNPLAYABLE, GuitarScore
+
+Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
+NOT_FRETTED = ("Tech_Dead", "Tech_HarmNatural")  # a note with one of these has no fretted pitch to compare
+
+_TRAIN_TAB = ("train a run on tab tokens: `guitarformer prepare DIR --tokenizer TabREMI` then `guitarformer train "
+              "--data THAT_DATASET` (or `guitarformer train --set data.tokenizer=TabREMI`), without BPE")
+
+
+def check_fingering_run(model, tokenizer) -> None:
+    """One clear error unless the run can finger music: a decoder trained on TabREMI tokens without BPE."""
+    kind = getattr(getattr(model, "config", None), "kind", "decoder")
+    if kind != "decoder" or not hasattr(model, "new_cache"):
+        raise GuitarformerError(f"fingering needs a decoder run; this one is a {kind}", _TRAIN_TAB)
+    if not is_tab_tokenizer(tokenizer):
+        raise GuitarformerError(f"fingering needs a run on tab tokens (TabREMI); this run uses "
+                                f"{type(tokenizer).__name__}, whose notes carry no string", _TRAIN_TAB)
+    if getattr(tokenizer, "is_trained", False):
+        raise GuitarformerError("fingering needs one String token per note; this run's tokenizer merges tokens "
+                                "with BPE", _TRAIN_TAB)
+
+
+# ---------------------------------------------------------------- the model chooses the strings
+
+
+class _Vocab:
+    """Token tables the refingering loop reads: String ids, what starts an onset, what ends a note's tail."""
+
+    def __init__(self, tokenizer) -> None:
+        toks = [str(tokenizer[i]) for i in range(len(tokenizer))]
+        kinds = [t.split("_")[0] for t in toks]
+        self.string_ids = [tokenizer[f"String_{s}"] for s in range(1, MAX_STRINGS + 1)]
+        self.string_of = {i: s for s, i in enumerate(self.string_ids, 1)}
+        self.pitch_of = {i: int(t.split("_")[1]) for i, t in enumerate(toks) if kinds[i] == "Pitch"}
+        self.bar = {i for i, k in enumerate(kinds) if k == "Bar"}
+        self.onset = {i for i, k in enumerate(kinds) if k in ("Bar", "Position")}
+        self.position = {i for i, k in enumerate(kinds) if k == "Position"}
+        self.tail = {i for i, k in enumerate(kinds) if k in ("Bend", "Tech")}
+        self.not_fretted = {tokenizer[t] for t in NOT_FRETTED}
+        self.pad = tokenizer.pad_token_id
+
+
+def _windows(ids: Sequence[int], block: int, v: _Vocab) -> list[tuple[int, int]]:
+    """[start, end) pieces of at most `block` tokens covering ids, each cut before a Bar in its second half,
+    else before a Position there (an onset's notes stay together), else before a Pitch, else at the block;
+    never right before a String (its Duration, whose logits choose it, stays in the same window)."""
+    out, start, n = [], 0, len(ids)
+    while start < n:
+        end = min(start + block, n)
+        if end < n:
+            half = start + max(1, block // 2)
+            cut = end
+            for kind in (v.bar, v.position, v.pitch_of):  # the first kind found in the second half
+                cut = next((j for j in range(end, half, -1) if ids[j] in kind), None)
+                if cut is not None:
+                    break
+            cut = end if cut is None else cut
+            while ids[cut] in v.string_of and cut > start + 1:
+                cut -= 1
+            end = cut
+        out.append((start, end))
+        start = end
+    return out
+
+
+class _Rows:
+    """One (tuning, capo) group of rows of a batch: its constraint and which strings can play each pitch."""
+
+    def __init__(self, tokenizer, guitar: Guitar, device: torch.device) -> None:
+        tuning, capo = guitar
+        self.constraint = GuitarConstraint(tokenizer, tuning, capo, device=device)
+        fits = torch.zeros(NO_PITCH + 1, MAX_STRINGS, dtype=torch.bool)
+        n = len(tuning)
+        for k in range(min(n, MAX_STRINGS)):  # String_{k+1} is tab string k+1, open pitch tuning[n - 1 - k]
+            fits[tuning[n - 1 - k] + capo: min(NO_PITCH, tuning[n - 1 - k] + MAX_FRET) + 1, k] = True
+        self.fits = fits.to(device)
+        self.any_string = torch.zeros(MAX_STRINGS, dtype=torch.bool, device=device)
+        self.any_string[:min(n, MAX_STRINGS)] = True
+        # Host side, for the chord check: bit k set where String_{k+1} can play the pitch.
+        self.fit_bits = [sum(1 << k for k, f in enumerate(row) if f) for row in fits.tolist()]
+        self.all_bits = (1 << min(n, MAX_STRINGS)) - 1
+
+
+def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequence[Guitar],
+             device: torch.device | str | None = None, batch_size: int = 64) -> list[list[int]]:
+    """Each id sequence with every String token chosen by the model (see the module docstring); `guitars[k]`:
+    the (tuning, capo) of sequence k. Everything but String tokens is returned as given."""
+    check_fingering_run(model, tokenizer)
+    if len(guitars) != len(sequences):
+        raise ValueError("one (tuning, capo) per sequence")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    v = _Vocab(tokenizer)
+    block = model.config.block_size
+    out = [list(map(int, s)) for s in sequences]
+    rows = [(k, a, b) for k, s in enumerate(out) for a, b in _windows(s, block, v)]
+    rows = [r for r in rows if any(out[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
+    rows.sort(key=lambda r: r[1] - r[2])  # longest first: little padding in a batch
+    groups: dict[Guitar, _Rows] = {}
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for b in range(0, len(rows), batch_size):
+                batch = rows[b:b + batch_size]
+                for g in {tuple(guitars[k]) for k, _, _ in batch}:
+                    if g not in groups:
+                        groups[g] = _Rows(tokenizer, (tuple(g[0]), int(g[1])), device)
+                chosen = _refinger_batch(model, v, [out[k][a:c] for k, a, c in batch],
+                                         [groups[tuple(guitars[k])] for k, _, _ in batch], device)
+                for (k, a, _), row in zip(batch, chosen):
+                    for j, s in row:
+                        out[k][a + j] = s
+    finally:
+        model.train(was_training)
+    return out
+
+
+def _refinger_batch(model, v: _Vocab, rows: list[list[int]], row_groups: list[_Rows],
+                    device: torch.device) -> list[list[tuple[int, int]]]:
+    """Teacher-force the rows one token per step; returns, per row, (position, chosen String id) pairs."""
+    B, T = len(rows), max(len(r) for r in rows)
+    x = torch.full((B, T), v.pad, dtype=torch.long)
+    pitch = torch.full((B, T), NO_PITCH, dtype=torch.long)
+    need: list[list[int]] = [[] for _ in range(T)]  # need[t]: rows whose token t is a String to choose
+    later: dict[tuple[int, int], tuple[int, ...]] = {}  # (row, t) -> fit masks of the onset's notes still to come
+    for r, row in enumerate(rows):
+        x[r, :len(row)] = torch.tensor(row)
+        onset: list[tuple[int, int]] = []  # (position, pitch) of the String tokens since the last Bar/Position
+        for j in range(1, len(row) + 1):
+            if j == len(row) or row[j] in v.onset:
+                for k, (jj, _) in enumerate(onset):
+                    if k + 1 < len(onset):
+                        later[(r, jj)] = tuple(row_groups[r].fit_bits[p] for _, p in onset[k + 1:])
+                onset = []
+            elif row[j] in v.string_of:
+                need[j].append(r)
+                p = v.pitch_of.get(row[j - 3], NO_PITCH) if j >= 3 else NO_PITCH  # Pitch Velocity Duration String
+                pitch[r, j] = p
+                onset.append((j, p))
+    x, pitch = x.to(device), pitch.to(device)
+    string_ids = torch.tensor(v.string_ids, device=device)
+    onset_ids = torch.tensor(sorted(v.onset), device=device)
+    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}  # id(group) -> (group, its rows)
+    member = {}
+    for r, g in enumerate(row_groups):
+        member.setdefault(id(g), (g, []))[1].append(r)
+    for key, (g, rs) in member.items():
+        groups[key] = (g, torch.tensor(rs, device=device))
+        g.constraint.start(x[groups[key][1], :0])
+    row_group = [id(g) for g in row_groups]
+    taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings struck at the current onset
+    cache = model.new_cache(B, T, device=device)
+    for t in range(T):
+        tok = x[:, t]
+        logits = model(tok.unsqueeze(1), cache=cache)[0][:, -1]  # (B, V)
+        for g, rs in groups.values():
+            g.constraint.update(tok[rs])
+        taken &= ~torch.isin(tok, onset_ids).unsqueeze(1)
+        struck = torch.isin(tok, string_ids)
+        s_idx = (tok.unsqueeze(1) == string_ids).float().argmax(1)  # (B,) which string, where struck
+        taken[struck, s_idx[struck]] = True
+        if t + 1 >= T or not need[t + 1]:
+            continue
+        allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+        fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+        anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+        for key in {row_group[r] for r in need[t + 1]}:
+            g, rs = groups[key]
+            allowed[rs] = g.constraint.mask(tok[rs])[:, string_ids]
+            fits[rs] = g.fits[pitch[rs, t + 1]]
+            anys[rs] = g.any_string
+        rs = torch.tensor(need[t + 1], device=device)
+        free = ~taken[rs]
+        chord = _leaves_room(need[t + 1], t + 1, later, free, row_groups)  # the rest of the onset still fits
+        ok = allowed[rs] & free & chord
+        for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
+            ok = torch.where(ok.any(1, keepdim=True), ok, wider)  # the fallbacks, in order
+        score = logits[rs][:, string_ids].masked_fill(~ok, float("-inf"))
+        x[rs, t + 1] = string_ids[score.argmax(1)]
+    chosen = x.cpu().tolist()
+    return [[(j, chosen[r][j]) for j in range(1, len(row)) if row[j] in v.string_of] for r, row in enumerate(rows)]
+
+
+def _leaves_room(rs: list[int], t: int, later: dict, free: torch.Tensor, row_groups: list[_Rows]) -> torch.Tensor:
+    """(len(rs), MAX_STRINGS) bool: choosing that string for row rs[i]'s note at t still leaves distinct free strings
+    for the notes after it at the same onset (all True for a note that is last at its onset). Without this a
+    greedy choice can take the one string a later, lower note needs."""
+    out = torch.ones(len(rs), MAX_STRINGS, dtype=torch.bool)
+    todo = [(i, later[(r, t)]) for i, r in enumerate(rs) if (r, t) in later]
+    if todo:
+        free_host = free.cpu().tolist()
+        for i, masks in todo:
+            bits = sum(1 << k for k, f in enumerate(free_host[i]) if f) & row_groups[rs[i]].all_bits
+            for k in range(MAX_STRINGS):
+                if bits >> k & 1:
+                    out[i, k] = _matchable(masks, bits & ~(1 << k))
+    return out.to(free.device)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _matchable(masks: tuple[int, ...], free: int) -> bool:
+    """Can each note (a bit mask of the strings that can play it) get its own string among `free` (bits)?"""
+    if not masks:
+        return True
+    options = masks[0] & free
+    while options:
+        bit = options & -options
+        if _matchable(masks[1:], free & ~bit):
+            return True
+        options &= ~bit
+    return False
+
+
+# ---------------------------------------------------------------- back to the score's notes
+
+
+@dataclass
+class Fingered:
+    """The model's fingering of one part: one (string, fret) per note of `gs.track.notes` (UNPLAYABLE where no
+    string of the tuning sounds the pitch); `fallback`: notes that kept fret()'s fingering (module docstring)."""
+
+    frets: list[tuple[int, int]]
+    fallback: int = 0
+    strings_chosen: int = 0
+
+
+def finger(model, tokenizer, scores: Sequence[GuitarScore], device: torch.device | str | None = None,
+           batch_size: int = 64) -> list[Fingered]:
+    """The model's fingering of every note of each part (module docstring). The model runs in eval mode under
+    inference mode and is given back in the mode it came in."""
+    check_fingering_run(model, tokenizer)
+    placeholders = [fret(list(gs.track.notes), gs.tuning, gs.capo, program=gs.track.program) for gs in scores]
+    seqs = [encode(tokenizer, replace(gs, frets=p)) for gs, p in zip(scores, placeholders)]
+    ids = refinger(model, tokenizer, seqs, [(tuple(gs.tuning), gs.capo) for gs in scores], device, batch_size)
+    return [_to_notes(tokenizer, gs, p, i) for gs, p, i in zip(scores, placeholders, ids)]
+
+
+def _onset_map(tokenizer, gs: GuitarScore) -> tuple[dict[int, int], int]:
+    """Each onset tick of the part -> the tick the tokenizer quantises it to, and that time's ticks per quarter.
+    One probe note per onset, pitches cycling through the token range so no two probes merge."""
+    onsets = sorted({n.time for n in gs.track.notes})
+    probe = symusic.Score(gs.score.ticks_per_quarter)
+    probe.tempos = gs.score.tempos.copy()
+    probe.time_signatures = gs.score.time_signatures.copy()
+    tr = symusic.Track(program=gs.track.program)
+    lo, hi = TOKEN_PITCH_RANGE
+    pitch_of = {}
+    for k, t in enumerate(onsets):
+        pitch_of[t] = lo + k % (hi - lo)
+        tr.notes.append(symusic.Note(t, gs.score.ticks_per_quarter, pitch_of[t], 80))
+    probe.tracks.append(tr)
+    pre = tokenizer.preprocess_score(probe)
+    got: dict[int, list[int]] = {}
+    for n in (pre.tracks[0].notes if pre.tracks else []):
+        got.setdefault(n.pitch, []).append(n.time)
+    out = {}
+    for t in onsets:  # probes of one pitch are 88 onsets apart: their order is kept
+        times = got.get(pitch_of[t])
+        if times:
+            out[t] = times.pop(0)
+    return out, pre.ticks_per_quarter
+
+
+def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], ids: list[int]) -> Fingered:
+    notes = list(gs.track.notes)
+    n = len(gs.tuning)
+    dec, strings, _ = decode_tab(tokenizer, ids)
+    dnotes = list(dec.tracks[0].notes) if dec.tracks else []
+    qmap, qtpq = _onset_map(tokenizer, gs)
+    per_tick = qtpq / dec.ticks_per_quarter
+    by_key: dict[tuple[int, int], list[int]] = {}
+    for dn, s in zip(dnotes, strings):
+        by_key.setdefault((round(dn.time * per_tick), dn.pitch), []).append(s)
+
+    def fret_of(s: int, pitch: int) -> tuple[int, int]:
+        f = pitch - gs.tuning[n - s] - gs.capo if 1 <= s <= n else -1
+        return (s, f) if 0 <= f <= MAX_FRET else UNPLAYABLE
+
+    out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes)
+    fallback = 0
+    used: dict[int, set[int]] = {}  # onset tick -> strings taken there
+    for i, note in enumerate(notes):
+        left = by_key.get((qmap.get(note.time, -1), note.pitch))
+        taken = used.setdefault(note.time, set())
+        if left:
+            got = fret_of(left.pop(0), note.pitch)
+            if got[0] not in taken or got == UNPLAYABLE:
+                out[i] = got
+                taken.add(got[0])
+                continue
+        fallback += 1
+        if placeholder[i] != UNPLAYABLE and placeholder[i][0] not in taken:
+            out[i] = placeholder[i]
+        else:  # the lowest free fret
+            free = [fret_of(s, note.pitch) for s in range(1, n + 1) if s not in taken]
+            free = [f for f in free if f != UNPLAYABLE]
+            out[i] = min(free, key=lambda sf: sf[1]) if free else UNPLAYABLE
+        taken.add(out[i][0])
+    return Fingered(out, fallback, len(strings))
+
+
+# ---------------------------------------------------------------- agreement with human fingerings
+
+
+@dataclass
+class PartIds:
+    """One part with a human fingering, as tokens: `human` (ids with the human strings), `fretted` (fret()'s),
+    the part's guitar, its source (a folder name) and `counted` (per note in token order: compared or not)."""
+
+    name: str
+    source: str
+    guitar: Guitar
+    human: list[int]
+    fretted: list[int]
+    counted: list[bool]
+
+    @property
+    def notes(self) -> int:
+        return sum(self.counted)
+
+
+def has_human_fingering(gs: GuitarScore) -> bool:
+    """The reader set frets from the file (tab, Guitar Pro, MusicXML with TAB); MIDI and plain notation leave
+    them None."""
+    return (gs.frets is not None and len(gs.frets) == len(gs.track.notes)
+            and gs.source_format not in ("midi", "generated"))
+
+
+def note_strings(tokenizer, ids: Sequence[int]) -> list[tuple[int, int, bool]]:
+    """(string, pitch, fretted) of each note in token order; fretted is False for dead notes and natural
+    harmonics."""
+    v = _Vocab(tokenizer) if not isinstance(tokenizer, _Vocab) else tokenizer
+    out = []
+    for j, i in enumerate(ids):
+        if i in v.string_of and j >= 3:
+            k, plain = j + 1, True
+            while k < len(ids) and ids[k] in v.tail:
+                plain &= ids[k] not in v.not_fretted
+                k += 1
+            out.append((v.string_of[i], v.pitch_of.get(ids[j - 3], NO_PITCH), plain))
+    return out
+
+
+def part_ids(tokenizer, gs: GuitarScore, name: str = "", source: str = "") -> PartIds | None:
+    """A part with a human fingering as PartIds (None when no note can be compared)."""
+    if not has_human_fingering(gs):
+        return None
+    human = encode(tokenizer, gs)
+    fretted = encode(tokenizer, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo,
+                                                       program=gs.track.program)))
+    n = len(gs.tuning)
+    counted = []
+    for s, p, plain in note_strings(tokenizer, human):
+        f = p - gs.tuning[n - s] - gs.capo if 1 <= s <= n else -1
+        counted.append(plain and 0 <= f <= MAX_FRET)
+    if not any(counted):
+        return None
+    return PartIds(name, source, (tuple(gs.tuning), gs.capo), human, fretted, counted)
+
+
+@dataclass
+class Agreement:
+    """Notes compared, and how many the model and fret() finger as the human did; parts counted."""
+
+    parts: int = 0
+    notes: int = 0
+    model: int = 0
+    fret: int = 0
+
+    def add(self, other: Agreement) -> None:
+        self.parts, self.notes = self.parts + other.parts, self.notes + other.notes
+        self.model, self.fret = self.model + other.model, self.fret + other.fret
+
+    def as_dict(self) -> dict:
+        return {"parts": self.parts, "notes": self.notes, "model_right": self.model, "fret_right": self.fret,
+                "model_accuracy": self.model / self.notes if self.notes else None,
+                "fret_accuracy": self.fret / self.notes if self.notes else None}
+
+
+def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreement:
+    """Agreement of the model's ids (`part.human` with its Strings re-chosen) and fret()'s with the human."""
+    v = _Vocab(tokenizer)
+    h, m, f = (note_strings(v, x) for x in (part.human, model_ids, part.fretted))
+    if not len(h) == len(m) == len(f) == len(part.counted):
+        raise ValueError(f"{part.name}: the three encodings hold different notes ({len(h)}, {len(m)}, {len(f)})")
+    a = Agreement(parts=1, notes=part.notes)
+    for (sh, _, _), (sm, _, _), (sf, _, _), c in zip(h, m, f, part.counted):
+        a.model += c and sm == sh
+        a.fret += c and sf == sh
+    return a
+
+
+def score_parts(model, tokenizer, parts: Sequence[PartIds], device=None, batch_size: int = 64
+                ) -> list[Agreement]:
+    """Each part's Agreement, the model's strings chosen for all parts in shared batches."""
+    model_ids = refinger(model, tokenizer, [p.human for p in parts], [p.guitar for p in parts], device, batch_size)
+    return [compare_part(tokenizer, p, m) for p, m in zip(parts, model_ids)]
+
+
+@dataclass
+class FolderReport:
+    """Per source folder and pooled Agreement, and the files passed over with the reason."""
+
+    sources: dict[str, Agreement] = field(default_factory=dict)
+    pooled: Agreement = field(default_factory=Agreement)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"sources": {k: a.as_dict() for k, a in sorted(self.sources.items())},
+                "pooled": self.pooled.as_dict(),
+                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
+
+
+def read_parts(tokenizer, files: Sequence[Path], root: Path, skipped: list[tuple[str, str]],
+               dedupe: bool = False) -> list[PartIds]:
+    """PartIds of every part with a human fingering in `files` (source: the first folder under `root`, "."
+    for files directly in it). Unreadable files and files with no fingered part go to `skipped` with the
+    reason. `dedupe`: one copy of parts with the same notes and fingering (a song saved as .gp3/.gp4/.gp5)."""
+    from guitarformer.readers import read_guitar
+
+    parts, seen = [], set()
+    for path in files:
+        rel = path.relative_to(root) if path.is_relative_to(root) else Path(path.name)
+        source = rel.parts[0] if len(rel.parts) > 1 else "."
+        try:
+            got = read_guitar(path)
+        except SkipFile as e:
+            skipped.append((str(rel), str(e)))
+            continue
+        except Exception as e:  # broken files are part of real data: report and go on
+            skipped.append((str(rel), f"unreadable: {_first_line(e)}"))
+            continue
+        found = 0
+        for k, gs in enumerate(got):
+            if dedupe:
+                key = hashlib.sha1(repr((gs.tuning, gs.capo, [(n.time, n.pitch) for n in gs.track.notes],
+                                         gs.frets)).encode()).hexdigest()
+                if key in seen:
+                    found += 1
+                    continue
+                seen.add(key)
+            try:
+                p = part_ids(tokenizer, gs, f"{rel}#{k}", source)
+            except Exception as e:  # a part the tokenizer cannot take
+                skipped.append((f"{rel}#{k}", f"not encodable: {_first_line(e)}"))
+                continue
+            if p is not None:
+                parts.append(p)
+                found += 1
+        if not found:
+            skipped.append((str(rel), "no part with a human fingering (string and fret) to compare"))
+    return parts
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+
+
+def evaluate_folder(model, tokenizer, folder: Path, device=None, batch_size: int = 64) -> FolderReport:
+    """Agreement with the human fingering of every fingered file under `folder` (recursive), per source folder
+    and pooled; never fatal on a bad file."""
+    from guitarformer.readers import detect_format
+
+    check_fingering_run(model, tokenizer)
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise GuitarformerError(f"--fingering {folder}: not a folder", "pass a folder of tabs or Guitar Pro files")
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and detect_format(p) is not None
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    report = FolderReport()
+    parts = read_parts(tokenizer, files, folder, report.skipped)
+    for p, a in zip(parts, score_parts(model, tokenizer, parts, device, batch_size)):
+        report.sources.setdefault(p.source, Agreement()).add(a)
+        report.pooled.add(a)
+    return report
+
+
+def format_report(report: FolderReport) -> str:
+    """The agreement table as text."""
+    def pct(x):
+        return "-" if x is None else f"{x:.1%}"
+
+    lines = [f"{'source':<28} {'parts':>6} {'notes':>8} {'model':>7} {'fret()':>7}"]
+    rows = [*sorted(report.sources.items()), ("pooled", report.pooled)]
+    for name, a in rows:
+        d = a.as_dict()
+        lines.append(f"{name[:28]:<28} {a.parts:>6} {a.notes:>8} {pct(d['model_accuracy']):>7} "
+                     f"{pct(d['fret_accuracy']):>7}")
+    if report.skipped:
+        lines.append(f"{len(report.skipped)} files or parts passed over:")
+        lines += [f"  {p}: {r}" for p, r in report.skipped[:20]]
+        if len(report.skipped) > 20:
+            lines.append(f"  ... and {len(report.skipped) - 20} more (all in --json)")
+    return "\n".join(lines)

@@ -1,0 +1,232 @@
+"""The model fingers other music (generation/fingering.py, `tab --run`, `eval --fingering`): playable choices that
+follow the model, the same tokens whatever the batching, agreement counted on the same notes for the model and
+fret(), and a clear error for runs that cannot finger. Tiny untrained models: what is checked is what the code
+does with whatever the model says."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from guitarformer.cli import main
+from guitarformer.config import Config, DataConfig, ModelConfig
+from guitarformer.data.tokenization import build_tokenizer, encode
+from guitarformer.errors import GuitarformerError
+from guitarformer.fretting import fret
+from guitarformer.generation.fingering import finger, note_strings, part_ids, refinger
+from guitarformer.models import build_model
+from guitarformer.readers import read_guitar
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BLOCK = 40  # short windows: every fixture is cut into several
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer(DataConfig(tokenizer="TabREMI"))
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    torch.manual_seed(0)
+    return build_model(ModelConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32,
+                                   dropout=0.0))
+
+
+def _run(tmp_path_factory, tokenizer_name: str) -> Path:
+    from guitarformer.training.checkpoint import save_checkpoint
+
+    tk = build_tokenizer(DataConfig(tokenizer=tokenizer_name))
+    cfg = Config()
+    cfg.data.tokenizer = tokenizer_name
+    cfg.model = ModelConfig(vocab_size=len(tk), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
+    run = tmp_path_factory.mktemp(f"run-{tokenizer_name}")
+    tk.save(run / "tokenizer.json")
+    torch.manual_seed(1)
+    m = build_model(copy.deepcopy(cfg.model))
+    save_checkpoint(run / "ckpt" / "last.pt", {"config": copy.deepcopy(cfg).to_dict(), "model": m.state_dict()})
+    return run
+
+
+@pytest.fixture(scope="module")
+def tab_run(tmp_path_factory):
+    return _run(tmp_path_factory, "TabREMI")
+
+
+@pytest.fixture(scope="module")
+def remi_run(tmp_path_factory):
+    return _run(tmp_path_factory, "REMI")
+
+
+@pytest.fixture(scope="module")
+def parts():
+    files = ["tabs/riff.txt", "tabs/drop_d.txt", "tabs/seven_string.txt", "io/drop_d_capo.gp5"]
+    return [gs for f in files for gs in read_guitar(FIXTURES / f)]
+
+
+def _playable(gs, frets) -> None:
+    n = len(gs.tuning)
+    by_onset: dict[int, list[int]] = {}
+    for note, (s, f) in zip(gs.track.notes, frets):
+        assert 1 <= s <= n and f >= 0, (note, s, f)
+        assert gs.tuning[n - s] + gs.capo + f == note.pitch  # the string sounds the note's pitch
+        by_onset.setdefault(note.time, []).append(s)
+    for t, strings in by_onset.items():
+        assert len(strings) == len(set(strings)), f"two notes at tick {t} on one string: {strings}"
+
+
+def test_finger_gives_playable_fingerings(model, tok, parts):
+    got = finger(model, tok, parts, batch_size=3)
+    assert len(got) == len(parts)
+    for gs, res in zip(parts, got):
+        assert len(res.frets) == len(gs.track.notes)
+        assert res.strings_chosen == len(gs.track.notes)  # every note reached the model
+        _playable(gs, res.frets)
+
+
+def _favour(model, tok, string: int):
+    """Make `model` say String_<string> is by far the likeliest next token, whatever it reads."""
+    col = tok[f"String_{string}"]
+
+    def forward(idx, targets=None, cache=None):
+        if cache is not None:
+            cache.advance(idx.shape[1])
+        logits = torch.zeros(idx.shape[0], idx.shape[1], len(tok))
+        logits[..., col] = 10.0
+        logits[..., tok["String_1"]] = 5.0  # second choice
+        return logits, None
+
+    return forward
+
+
+@pytest.mark.parametrize("string", [3, 5])
+def test_the_choice_follows_the_model(model, tok, parts, monkeypatch, string):
+    monkeypatch.setattr(model, "forward", _favour(model, tok, string))
+    gs = parts[0]  # riff.txt, standard tuning: one note per onset
+    res = finger(model, tok, [gs])[0]
+    n = len(gs.tuning)
+    fits = [gs.tuning[n - string] + gs.capo <= note.pitch <= gs.tuning[n - string] + gs.capo + 24
+            for note in gs.track.notes]
+    assert any(fits) and not all(fits)
+    for note, ok, (s, _) in zip(gs.track.notes, fits, res.frets):
+        if ok:
+            assert s == string, (note, s)
+        else:  # the favourite cannot sound it: the model's next choice where that one can, else another
+            assert s != string
+            if gs.tuning[0] + 24 >= note.pitch >= gs.tuning[n - 1]:
+                assert s == 1
+    _playable(gs, res.frets)
+
+
+def test_a_chord_never_doubles_the_favourite_string(model, tok, parts, monkeypatch):
+    monkeypatch.setattr(model, "forward", _favour(model, tok, 6))
+    gs = parts[1]  # drop_d.txt: three-note power chords that need strings 4, 5 and 6
+    res = finger(model, tok, [gs])[0]
+    _playable(gs, res.frets)
+    assert res.fallback == 0
+
+
+def test_refinger_changes_only_string_tokens_and_not_with_the_batching(model, tok, parts):
+    seqs = [encode(tok, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo))) for gs in parts]
+    assert max(map(len, seqs)) > 2 * BLOCK  # several windows per part
+    guitars = [(gs.tuning, gs.capo) for gs in parts]
+    model.train()
+    one = refinger(model, tok, seqs, guitars, batch_size=1)
+    assert model.training  # given back in the mode it came in
+    many = refinger(model, tok, seqs, guitars, batch_size=64)
+    assert one == many
+    strings = {tok[f"String_{s}"] for s in range(1, 9)}
+    changed = 0
+    for a, b in zip(seqs, one):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert x == y or (x in strings and y in strings)
+            changed += x != y
+    assert changed > 0  # a random model does not copy fret()'s strings
+
+
+def test_agreement_is_counted_on_the_human_notes(tok, parts):
+    gs = parts[0]  # riff.txt: its last note is dead ("x"), no fretted pitch
+    fretted_pitch = [not (t.dead or t.harmonic == "natural") for t in gs.techniques]
+    assert not all(fretted_pitch)
+    p = part_ids(tok, gs, "riff", "tabs")
+    assert p is not None and p.counted == fretted_pitch
+    # fret()'s agreement in token space is the plain note-by-note one
+    ours = fret(list(gs.track.notes), gs.tuning, gs.capo, program=gs.track.program)
+    direct = sum(a == b for a, b, c in zip(ours, gs.frets, fretted_pitch) if c)
+    human, fretted = note_strings(tok, p.human), note_strings(tok, p.fretted)
+    assert sum(h[0] == f[0] for h, f, c in zip(human, fretted, p.counted) if c) == direct
+    assert [h[0] for h in human] == [s for s, _ in gs.frets]
+
+
+def test_eval_fingering_reports_per_folder(tab_run, tmp_path):
+    out = tmp_path / "fingering.json"
+    r = CliRunner().invoke(main, ["eval", "--run", str(tab_run), "--fingering", str(FIXTURES), "--json", str(out)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert set(res["sources"]) == {"io", "tabs"}
+    for d in [*res["sources"].values(), res["pooled"]]:
+        assert d["notes"] > 0 and 0 <= d["model_right"] <= d["notes"] and 0 <= d["fret_right"] <= d["notes"]
+        assert d["model_accuracy"] == pytest.approx(d["model_right"] / d["notes"])
+    assert res["pooled"]["notes"] == sum(d["notes"] for d in res["sources"].values())
+    assert res["pooled"]["parts"] == sum(d["parts"] for d in res["sources"].values())
+    skipped = {s["path"] for s in res["skipped"]}
+    assert "io/corrupt.gp5" in skipped and "io/band.mid" in skipped  # unreadable, and no fingering: not fatal
+    assert "pooled" in r.output
+
+
+def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
+    f = FIXTURES / "tabs" / "riff.txt"
+    r = CliRunner().invoke(main, ["tab", str(f), "--run", str(tab_run), "--width", "40"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    from guitarformer.render.ascii_tab import render_ascii_tab
+    from guitarformer.runs import load_run
+
+    m, tk, _ = load_run(tab_run)
+    parts = read_guitar(f)
+    assert r.output == "\n".join(render_ascii_tab(gs, res.frets, width=40)
+                                  for gs, res in zip(parts, finger(m, tk, parts)))
+    plain = CliRunner().invoke(main, ["tab", str(f), "--width", "40"], catch_exceptions=False)
+    assert plain.output != r.output  # the file's own fingering without --run
+    out = tmp_path / "riff.gp5"
+    r = CliRunner().invoke(main, ["tab", str(f), "--run", str(tab_run), "--out", str(out), "--bars", "1-2"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 0
+    r = CliRunner().invoke(main, ["tab", str(f), "--run", str(tab_run), "--position", "5"])
+    assert r.exit_code == 2 and "--position" in r.output
+
+
+def test_a_remi_run_cannot_finger(remi_run):
+    f = FIXTURES / "tabs" / "riff.txt"
+    for args in (["tab", str(f), "--run", str(remi_run)], ["eval", "--run", str(remi_run), "--fingering",
+                                                           str(FIXTURES / "tabs")]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, r.output
+        assert "TabREMI" in r.output and "fix:" in r.output
+
+
+def test_a_bpe_tokenizer_cannot_finger(model, tok):
+    from guitarformer.generation.fingering import check_fingering_run
+
+    bpe = copy.copy(tok)
+    bpe.__dict__["_model"] = object()  # is_trained: a BPE model is present
+    if not bpe.is_trained:
+        pytest.skip("this miditok tells a trained tokenizer apart another way")
+    with pytest.raises(GuitarformerError, match="BPE"):
+        check_fingering_run(model, bpe)
