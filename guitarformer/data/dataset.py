@@ -1,4 +1,11 @@
-"""Training windows from a prepared dataset: decoder (x, y) and encoder-decoder (src, tgt, targets)."""
+"""Training windows from a prepared dataset: decoder (x, y) and encoder-decoder (src, tgt, targets).
+
+When the dataset's tokenizer has control tokens (data/controls.py), each training window drops each control type
+with probability p, the same types throughout the window, so the model learns every subset of controls, none
+included; and a window that starts past its piece's opening controls gets them (those kept) in front, so the
+piece's tuning, key and style condition every window of it. Validation windows draw their drops from a generator
+seeded by the window's number: the same windows every time.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,10 @@ import numpy as np
 import torch
 
 from guitarformer import IGNORE_INDEX
+from guitarformer.data.controls import CONTROLS, PIECE_CONTROLS, control_kinds, control_type
 from guitarformer.data.prepare import load_meta
+from guitarformer.data.tab_tokens import CONTROLS_PARAM
+from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
 
 GUITAR_LOW, GUITAR_HIGH = 40, 88  # E2 .. E6: transposition keeps every note on a standard-tuned 24-fret neck
@@ -24,6 +34,7 @@ class TokenSplit:
             if meta["tokens"][split] else np.zeros(0, dtype=np.uint16)
         self.offsets = np.load(d / f"{split}.idx.npy")
         self.split = split
+        self.dataset = d
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -52,11 +63,18 @@ class PitchShifter:
                 self.id_of[p] = i
             elif tok_str.startswith("String_") and int(tok_str.split("_")[1]) <= len(STANDARD_TUNING):
                 self.open_of[i] = STANDARD_TUNING[-int(tok_str.split("_")[1])]
+        # Key controls ("CtrlKey_E:minor") move with the pitches.
+        key_prefix = control_type("Key") + "_"
+        keys = {t[len(key_prefix):]: i for t, i in tokenizer.vocab.items() if t.startswith(key_prefix)}
+        names = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
         self.tables: dict[int, np.ndarray] = {}
         for s in range(-max_shift, max_shift + 1):
             t = np.arange(V, dtype=np.int64)
             for p, i in self.id_of.items():
                 t[i] = self.id_of.get(p + s, i)
+            for key, i in keys.items():
+                tonic, mode = key.split(":")
+                t[i] = keys.get(f"{names[(names.index(tonic) + s) % 12]}:{mode}", i)
             self.tables[s] = t
 
     def __call__(self, window: np.ndarray, gen: torch.Generator) -> np.ndarray:
@@ -91,13 +109,80 @@ class PitchShifter:
         return max(lo, min(0, -fmin)), min(hi, max(MAX_FRET, fmax) - fmax)
 
 
-class DecoderWindows:
-    """Random (x, y) windows of length T from the concatenated token stream of a split."""
+class ControlDropout:
+    """Control tokens of one split, dropped per window (module docstring): `draw` picks the types to drop,
+    `take` reads a window of the stream without them, the piece's kept opening controls in front."""
 
-    def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None):
+    def __init__(self, tokenizer, split: TokenSplit, p: float = 0.5):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"control dropout must be within 0..1, got {p}")
+        self.split, self.p, self.bos = split, p, tokenizer["BOS_None"]
+        kinds = control_kinds(tokenizer.vocab, len(tokenizer))
+        self.n = len(CONTROLS)
+        self.kind = np.where(kinds < 0, self.n, kinds)  # CONTROLS index, n for a token that is no control
+        self.is_piece = np.isin(kinds, [CONTROLS.index(c) for c in PIECE_CONTROLS])
+        self._heads: dict[int, tuple[int, np.ndarray]] = {}
+
+    @classmethod
+    def of_split(cls, split: TokenSplit, p: float = 0.5) -> "ControlDropout | None":
+        """The dropout for a split whose dataset tokenizer has controls (p = 0 drops none, but still puts the
+        piece's controls in front); None for a tokenizer without controls."""
+        path = getattr(split, "dataset", None)
+        path = path / "tokenizer.json" if path is not None else None
+        if path is None or not path.is_file() or CONTROLS_PARAM not in path.read_text():
+            return None
+        tok = load_tokenizer(path)
+        return cls(tok, split, p) if (tok.config.additional_params or {}).get(CONTROLS_PARAM) is not None else None
+
+    def draw(self, gen: torch.Generator) -> np.ndarray:
+        """(n + 1,) bool: which control types this window drops (the last entry, for other tokens, is False)."""
+        return np.append((torch.rand(self.n, generator=gen) < self.p).numpy(), False)
+
+    def head(self, start: int) -> tuple[int, np.ndarray]:
+        """(stream index just past them, ids) of the opening controls of the piece that holds stream index `start`."""
+        seq = int(np.searchsorted(self.split.offsets, start, side="right")) - 1
+        if seq not in self._heads:
+            a, b = int(self.split.offsets[seq]), int(self.split.offsets[seq + 1])
+            w = np.asarray(self.split.tokens[a: min(b, a + 1 + len(PIECE_CONTROLS))], dtype=np.int64)
+            j = k = 1 if len(w) and w[0] == self.bos else 0
+            while j < len(w) and self.is_piece[w[j]]:
+                j += 1
+            self._heads[seq] = (a + j, w[k:j])
+        return self._heads[seq]
+
+    def take(self, start: int, length: int, drop: np.ndarray, stop: int | None = None, front: bool = True
+             ) -> tuple[np.ndarray, int, int]:
+        """Up to `length` tokens from stream index `start` (to `stop`) without the dropped types, the piece's kept
+        opening controls in front when `start` is past them and `front` (at most half the window). Returns
+        (tokens, stream index after the last token read, number of tokens put in front)."""
+        stop = len(self.split) if stop is None else stop
+        end_head, head = self.head(start)
+        prefix = head[~drop[self.kind[head]]][: (length - 1) // 2] if front and start >= end_head else head[:0]
+        need = length - len(prefix)
+        span = max(2 * need, 16)
+        while True:
+            raw = np.asarray(self.split.tokens[start: min(stop, start + span)], dtype=np.int64)
+            keep = ~drop[self.kind[raw]]
+            count = np.cumsum(keep)
+            if (count.size and count[-1] >= need) or start + span >= stop:
+                break
+            span *= 2
+        cut = int(np.searchsorted(count, need)) + 1 if count.size and count[-1] >= need else len(raw)
+        return np.concatenate([prefix, raw[:cut][keep[:cut]]]), start + cut, len(prefix)
+
+
+class DecoderWindows:
+    """Random (x, y) windows of length T from the concatenated token stream of a split.
+
+    With a tokenizer that has controls, each window drops control types with probability `control_dropout`
+    (ControlDropout; 0 drops none)."""
+
+    def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None,
+                 control_dropout: float = 0.5):
         self.split, self.T, self.shifter = split, block_size, shifter
         if len(split) < 2:
             raise ValueError(f"the {split.split} split holds {len(split)} tokens: too few to train on")
+        self.controls = ControlDropout.of_split(split, control_dropout)
 
     def batch(self, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.split)
@@ -105,15 +190,47 @@ class DecoderWindows:
         starts = torch.randint(0, n - T, (batch_size,), generator=gen).tolist()
         rows = []
         for i in starts:
-            w = np.asarray(self.split.tokens[i: i + T + 1], dtype=np.int64)
+            w = None
+            if self.controls is not None:
+                drop = self.controls.draw(gen)
+                w, _, _ = self.controls.take(i, T + 1, drop)
+                while len(w) < T + 1 and i > 0:  # too near the end once controls are dropped: start earlier
+                    i = max(0, i - (T + 1 - len(w)))
+                    w, _, _ = self.controls.take(i, T + 1, drop)
+                w = w if len(w) == T + 1 else None  # a split shorter than a window without its controls
+            if w is None:
+                w = np.asarray(self.split.tokens[i: i + T + 1], dtype=np.int64)
             if self.shifter is not None:
                 w = self.shifter(w, gen)
             rows.append(w)
         a = torch.from_numpy(np.stack(rows))
         return a[:, :-1].contiguous(), a[:, 1:].contiguous()  # x, y: (B, T)
 
+    def _control_windows(self, max_windows: int):
+        """Consecutive windows with controls: each starts at the last token of the one before (as the windows
+        without controls do), drops by a generator seeded with its number, and scores no token twice (the
+        controls put in front are inputs only)."""
+        n, T, pos, k = len(self.split), self.T, 0, 0
+        while pos < n - 1 and (not max_windows or k < max_windows):
+            w, nxt, front = self.controls.take(pos, T + 1, self.controls.draw(torch.Generator().manual_seed(k)))
+            x = np.zeros(T, dtype=np.int64)
+            y = np.full(T, IGNORE_INDEX, dtype=np.int64)
+            x[: len(w) - 1] = w[:-1]
+            y[: len(w) - 1] = w[1:]
+            y[:front] = IGNORE_INDEX
+            yield x, y
+            pos, k = nxt - 1, k + 1
+
     def eval_batches(self, batch_size: int, max_batches: int = 0):
         """Consecutive non-overlapping windows covering the split (the last one padded with IGNORE_INDEX)."""
+        if self.controls is not None:
+            windows = self._control_windows(max_batches * batch_size)
+            while True:
+                rows = [r for _, r in zip(range(batch_size), windows)]
+                if not rows:
+                    return
+                xs, ys = zip(*rows)
+                yield torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
         n, T = len(self.split), self.T
         starts = list(range(0, max(n - 1, 1), T))
         if max_batches:
@@ -135,9 +252,10 @@ class Seq2SeqPairs:
     """(source, target) pairs split at bar lines: source = up to S tokens ending at a bar, target = the bars after."""
 
     def __init__(self, split: TokenSplit, src_len: int, tgt_len: int, bar_ids: list[int], bos_id: int, pad_id: int,
-                 shifter: PitchShifter | None = None):
+                 shifter: PitchShifter | None = None, control_dropout: float = 0.5):
         self.split, self.S, self.T = split, src_len, tgt_len
         self.bos, self.pad, self.shifter = bos_id, pad_id, shifter
+        self.controls = ControlDropout.of_split(split, control_dropout)  # as DecoderWindows
         bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(bar_ids, dtype=np.int64))
         self.cut_points: list[int] = []  # absolute positions of bar tokens that have a bar before them
         self.seq_start: list[int] = []
@@ -164,8 +282,11 @@ class Seq2SeqPairs:
         n = len(self.cut_points)
         cut, start = (self.cut_points[k], self.seq_start[k]) if k < n else self.first_bars[k - n]
         end = self.seq_end[start]
-        src = np.asarray(self.split.tokens[max(start, cut - self.S): cut], dtype=np.int64)
-        tgt = np.asarray(self.split.tokens[cut: min(end, cut + self.T)], dtype=np.int64)
+        if self.controls is None:
+            src = np.asarray(self.split.tokens[max(start, cut - self.S): cut], dtype=np.int64)
+            tgt = np.asarray(self.split.tokens[cut: min(end, cut + self.T)], dtype=np.int64)
+        else:
+            src, tgt = self._pair_with_controls(k, cut, start, end, gen)
         if self.shifter is not None and gen is not None:  # the same shift for source and target
             both = self.shifter(np.concatenate([src, tgt]), gen)
             src, tgt = both[: len(src)], both[len(src):]
@@ -179,6 +300,22 @@ class Seq2SeqPairs:
         y = np.full(self.T, IGNORE_INDEX, dtype=np.int64)
         y[: len(tgt)] = tgt
         return s, mask, tin, y
+
+    def _pair_with_controls(self, k: int, cut: int, start: int, end: int, gen: torch.Generator | None
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """Source and target of one pair without the control types it drops (validation: drops seeded by k);
+        a source that begins past its piece's opening controls gets the kept ones in front."""
+        c = self.controls
+        drop = c.draw(gen if gen is not None else torch.Generator().manual_seed(k))
+        raw = np.asarray(self.split.tokens[max(start, cut - 2 * self.S): cut], dtype=np.int64)
+        at = np.nonzero(~drop[c.kind[raw]])[0]  # kept positions in raw
+        end_head, head = c.head(start)
+        head = head[~drop[c.kind[head]]][: self.S // 2]
+        src = raw[at[-self.S:]]
+        if at.size and cut - len(raw) + at[-(self.S - len(head)):][0] >= end_head and head.size:
+            src = np.concatenate([head, raw[at[-(self.S - len(head)):]]])
+        tgt, _, _ = c.take(cut, self.T, drop, stop=end, front=False)
+        return src, tgt
 
     def _stack(self, items) -> tuple[torch.Tensor, ...]:
         cols = list(zip(*items))
