@@ -19,7 +19,7 @@ from guitarformer.data.controls import CONTROLS, PIECE_CONTROLS, control_kinds, 
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import CONTROLS_PARAM
 from guitarformer.data.tokenization import load_tokenizer
-from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
+from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING
 
 GUITAR_LOW, GUITAR_HIGH = 40, 88  # E2 .. E6: transposition keeps every note on a standard-tuned 24-fret neck
 
@@ -66,7 +66,6 @@ class PitchShifter:
         # Key controls ("CtrlKey_E:minor") move with the pitches.
         key_prefix = control_type("Key") + "_"
         keys = {t[len(key_prefix):]: i for t, i in tokenizer.vocab.items() if t.startswith(key_prefix)}
-        names = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
         self.tables: dict[int, np.ndarray] = {}
         for s in range(-max_shift, max_shift + 1):
             t = np.arange(V, dtype=np.int64)
@@ -74,7 +73,7 @@ class PitchShifter:
                 t[i] = self.id_of.get(p + s, i)
             for key, i in keys.items():
                 tonic, mode = key.split(":")
-                t[i] = keys.get(f"{names[(names.index(tonic) + s) % 12]}:{mode}", i)
+                t[i] = keys.get(f"{PITCH_NAMES[(PITCH_NAMES.index(tonic) + s) % 12]}:{mode}", i)
             self.tables[s] = t
 
     def __call__(self, window: np.ndarray, gen: torch.Generator) -> np.ndarray:
