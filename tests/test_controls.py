@@ -31,7 +31,13 @@ from guitarformer.data.controls import (
     style_of,
     tuning_name,
 )
-from guitarformer.data.dataset import ControlDropout, DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import (
+    ControlDropout,
+    DecoderWindows,
+    PitchShifter,
+    Seq2SeqPairs,
+    TokenSplit,
+)
 from guitarformer.data.tab_tokens import (
     TabREMI,
     control_params,
@@ -40,7 +46,13 @@ from guitarformer.data.tab_tokens import (
     insert_controls,
     strip_controls,
 )
-from guitarformer.data.tokenization import build_tokenizer, decode_guitar, encode, load_tokenizer, tokenizer_params
+from guitarformer.data.tokenization import (
+    build_tokenizer,
+    decode_guitar,
+    encode,
+    load_tokenizer,
+    tokenizer_params,
+)
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
@@ -191,7 +203,9 @@ def test_insert_and_strip_round_trip(tok, name):
     assert 0 < sum(t.startswith("CtrlDensity") for t in toks) <= n_bars
     # decoding ignores them: the same notes, strings, frets and techniques
     a, b = decode_guitar(tok, ids, gs.tuning, gs.capo), decode_guitar(tok, with_c, gs.tuning, gs.capo)
-    assert [(n.time, n.duration, n.pitch) for n in a.track.notes] == [(n.time, n.duration, n.pitch) for n in b.track.notes]
+    def notes(gs):
+        return [(n.time, n.duration, n.pitch) for n in gs.track.notes]
+    assert notes(a) == notes(b)
     assert a.frets == b.frets and a.techniques == b.techniques
 
 
@@ -410,6 +424,22 @@ def test_windows_without_controls_are_unchanged(tmp_path):
     split = TokenSplit(_dataset(tmp_path, plain, [encode(plain, gs)] * 3), "train")
     windows = DecoderWindows(split, 16)
     assert windows.controls is None and ControlDropout.of_split(split) is None
-    x, y = windows.batch(4, torch.Generator().manual_seed(0))
+    x, _ = windows.batch(4, torch.Generator().manual_seed(0))
     starts = torch.randint(0, len(split) - 16, (4,), generator=torch.Generator().manual_seed(0)).tolist()
     assert x.tolist() == [[int(i) for i in split.tokens[s: s + 16]] for s in starts]
+
+
+def test_meter_tokens_are_remis_own(tok):
+    from guitarformer.data.controls import meter_tokens
+
+    ids = meter_tokens(tok.vocab, "7/8", 160)
+    toks = [tok[i] for i in ids]
+    assert toks[:2] == ["TimeSig_7/8", "Position_0"] and toks[2].startswith("Tempo_")
+    nearest = min((float(t.split("_")[1]) for t in tok.vocab if t.startswith("Tempo_")), key=lambda v: abs(v - 160))
+    assert float(toks[2].split("_")[1]) == nearest
+    piece, bar = prompt_tokens(tok.vocab, density="low")
+    prompt = [tok["BOS_None"], *piece, tok["Bar_None"], *bar, *ids]
+    assert tok.tokens_errors(miditok.TokSequence(ids=prompt[1:] + [tok["Pitch_52"], tok["Velocity_79"],
+                                                                   tok["Duration_1.0.8"], tok["String_2"]])) == 0
+    with pytest.raises(GuitarformerError, match="4/4"):
+        meter_tokens(tok.vocab, "11/16")

@@ -29,10 +29,10 @@ As tokens each control is its own type, ``Ctrl<Name>_<value>`` (no underscore in
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -304,3 +304,22 @@ def prompt_tokens(vocab: dict[str, int], **options: str | int | None) -> tuple[l
                                     f"use one of: {', '.join(known)}")
         (piece if name in PIECE_CONTROLS else bar).append(vocab[token])
     return piece, bar
+
+
+def meter_tokens(vocab: dict[str, int], time_signature: str | None = None, tempo: float | None = None) -> list[int]:
+    """Tempo and time signature are REMI's own tokens, not controls: the ids that open a bar in them, to follow
+    ``Bar`` (and its bar controls): ``TimeSig_7/8``, then ``Position_0 Tempo_<nearest>`` for a tempo."""
+    out: list[int] = []
+    if time_signature is not None:
+        token = f"TimeSig_{time_signature.strip()}"
+        if token not in vocab:
+            known = [t.split("_", 1)[1] for t in vocab if t.startswith("TimeSig_")]
+            raise GuitarformerError(f"time signature {time_signature!r} is not among this model's",
+                                    f"use one of: {', '.join(known) or '(none: trained without time signatures)'}")
+        out.append(vocab[token])
+    if tempo is not None:
+        tempos = {float(t.split("_", 1)[1]): i for t, i in vocab.items() if t.startswith("Tempo_")}
+        if not tempos:
+            raise GuitarformerError("this model was trained without tempo tokens", "sample without --tempo")
+        out += [vocab["Position_0"], tempos[min(tempos, key=lambda v: abs(v - float(tempo)))]]
+    return out

@@ -15,7 +15,12 @@ import numpy as np
 import torch
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.data.controls import CONTROLS, PIECE_CONTROLS, control_kinds, control_type
+from guitarformer.data.controls import (
+    CONTROLS,
+    PIECE_CONTROLS,
+    control_kinds,
+    control_type,
+)
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import CONTROLS_PARAM
 from guitarformer.data.tokenization import load_tokenizer
@@ -123,7 +128,7 @@ class ControlDropout:
         self._heads: dict[int, tuple[int, np.ndarray]] = {}
 
     @classmethod
-    def of_split(cls, split: TokenSplit, p: float = 0.5) -> "ControlDropout | None":
+    def of_split(cls, split: TokenSplit, p: float = 0.5) -> ControlDropout | None:
         """The dropout for a split whose dataset tokenizer has controls (p = 0 drops none, but still puts the
         piece's controls in front); None for a tokenizer without controls."""
         path = getattr(split, "dataset", None)
