@@ -2,6 +2,9 @@
 # The GPU numbers in docs/BENCH_GPU.md, in two device calls of under 10 minutes each (one H100):
 #   bash scripts/gpu_checks.sh train   # default run wall time; decoder-base tokens/s, MFU, peak memory; sampling tokens/s
 #   bash scripts/gpu_checks.sh bench   # 2-process DDP with NCCL; ours vs HF GPT-2 (gpt2-85m, bf16, torch.compile)
+#   bash scripts/gpu_checks.sh tab     # the default run with tab tokens and with pitch-only REMI, their NLL per note
+#                                      # (bench_tab_nll.py), and a tab model on the human tabs in $TABS (a dataset
+#                                      # prepared from the train half, scripts/bench_fingering.py --list-split)
 # Needs the wheels the GPU image lacks in $WHL (default .whl/, from ../shared/tools/gpu-wheels.sh) and, to skip the
 # first-use corpus build, a prepared built-in corpus under $GUITARFORMER_CACHE (default .gpucache/). Logs and the
 # default run (config, tokenizer, best checkpoint) come back as $OUT/gpu-<stage>.tar.
@@ -28,6 +31,27 @@ if [ "$STAGE" = train ]; then
   timeout 150 python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 2 > "$LOG/sample_base.md" 2>&1; tail -5 "$LOG/sample_base.md"
   timeout 90 python3 scripts/bench_sample.py --device cuda --dims small --batches 1,32 --repeat 2 > "$LOG/sample_small.md" 2>&1; tail -5 "$LOG/sample_small.md"
   ( /usr/bin/time -f "%e s wall" python3 -m guitarformer sample --run /tmp/runs/default --out /tmp/s/r.mid --num-samples 32 --tab /tmp/s/r.txt ) > "$LOG/sample_cli.txt" 2>&1; tail -2 "$LOG/sample_cli.txt"
+elif [ "$STAGE" = tab ]; then
+  pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
+    python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
+torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
+    tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt; }
+  step "default run, tab tokens (TabREMI)"
+  /usr/bin/time -f "%e s wall" -o "$LOG/tab_default_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/tab-default \
+    > "$LOG/tab_default.log" 2>&1; tail -2 "$LOG/tab_default.log"; cat "$LOG/tab_default_time.txt"
+  step "default run, pitch-only REMI"
+  python3 -m guitarformer train --set data.tokenizer=REMI --run-dir /tmp/runs/remi-default > "$LOG/remi_default.log" 2>&1
+  tail -2 "$LOG/remi_default.log"
+  step "NLL per note on the same val tunes"
+  python3 scripts/bench_tab_nll.py /tmp/runs/remi-default /tmp/runs/tab-default --device cuda > "$LOG/tab_nll.md" 2>&1
+  cat "$LOG/tab_nll.md"
+  if [ -n "${TABS:-}" ]; then
+    step "tab model on the human tabs' train half ($TABS)"
+    python3 -m guitarformer train --data "$TABS" --run-dir /tmp/runs/tabs --max-steps ${TAB_STEPS:-3000} \
+      --set model.dropout=0.1 --set train.eval_interval=500 > "$LOG/tabs.log" 2>&1; tail -2 "$LOG/tabs.log"
+    pack /tmp/runs/tabs tabs
+  fi
+  pack /tmp/runs/tab-default tab-default; pack /tmp/runs/remi-default remi-default
 else
   step "2-process DDP, NCCL (tiny config)"
   timeout 150 torchrun --standalone --nproc_per_node=2 -m guitarformer train --config tiny --max-steps 30 --device cuda \

@@ -64,7 +64,7 @@ def test_corpus_tunes_sound_an_octave_below_written_in_open_position():
 
 
 def test_encode_decode_roundtrip(tmp_path):
-    tok = build_tokenizer(DataConfig())
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))  # a bare symusic Score: pitch-only tokens
     s = symusic.Score(str(_riff(tmp_path / "r.mid")))
     ids = encode(tok, s)
     assert ids[0] == tok["BOS_None"] and ids[-1] == tok["EOS_None"]
@@ -244,7 +244,7 @@ def test_builtin_dataset_is_prepared_again_by_other_reader_code(monkeypatch):
 
     cfg = DataConfig()
     name = builtin_dataset_name(cfg)
-    assert name == builtin_dataset_name(cfg) and name.startswith("builtin-remi-")
+    assert name == builtin_dataset_name(cfg) and name.startswith("builtin-tabremi-")  # the default tokens
     monkeypatch.setattr(corpus, "reader_hash", lambda: "other reader code")
     assert builtin_dataset_name(cfg) != name
 
@@ -347,8 +347,8 @@ def test_prepare_refuses_to_replace_a_dataset_of_other_token_settings(tmp_path):
     prepare([src], out, DataConfig(), workers=1, progress=False)  # same settings: an update, allowed
     before = (out / "meta.json").read_text()
     r = CliRunner().invoke(main, ["prepare", str(src), "--out", str(out), "--tokenizer", "TSD", "--workers", "1"])
-    assert r.exit_code == 2 and "--force" in r.output and "tokenizer REMI -> TSD" in r.output, r.output
-    assert (out / "meta.json").read_text() == before and load_meta(out)["tokenizer"] == "REMI"
+    assert r.exit_code == 2 and "--force" in r.output and "tokenizer TabREMI -> TSD" in r.output, r.output
+    assert (out / "meta.json").read_text() == before and load_meta(out)["tokenizer"] == "TabREMI"
     r = CliRunner().invoke(main, ["prepare", str(src), "--out", str(out), "--tokenizer", "TSD", "--workers", "1",
                                   "--force"])
     assert r.exit_code == 0, r.output
