@@ -54,6 +54,7 @@ from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
+from guitarformer.readers import detect_format, read_guitar
 
 Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
 NOT_FRETTED = ("Tech_Dead", "Tech_HarmNatural")  # a note with one of these has no fretted pitch to compare
@@ -471,8 +472,6 @@ def read_parts(tokenizer, files: Sequence[Path], root: Path, skipped: list[tuple
     """PartIds of every part with a human fingering in `files` (source: the first folder under `root`, "."
     for files directly in it). Unreadable files and files with no fingered part go to `skipped` with the
     reason. `dedupe`: one copy of parts with the same notes and fingering (a song saved as .gp3/.gp4/.gp5)."""
-    from guitarformer.readers import read_guitar
-
     parts, seen = [], set()
     for path in files:
         rel = path.relative_to(root) if path.is_relative_to(root) else Path(path.name)
@@ -514,8 +513,6 @@ def _first_line(e: Exception) -> str:
 def evaluate_folder(model, tokenizer, folder: Path, device=None, batch_size: int = 64) -> FolderReport:
     """Agreement with the human fingering of every fingered file under `folder` (recursive), per source folder
     and pooled; never fatal on a bad file."""
-    from guitarformer.readers import detect_format
-
     check_fingering_run(model, tokenizer)
     folder = Path(folder)
     if not folder.is_dir():
