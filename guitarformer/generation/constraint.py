@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from guitarformer.data.tab_tokens import MAX_STRINGS, is_tab_tokenizer
-from guitarformer.generation.grammar import ALL_KINDS, DURATION, NO_PITCH, Grammar
+from guitarformer.generation.grammar import ALL_KINDS, DURATION, Grammar
 from guitarformer.generation.strings import StringState
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
@@ -26,6 +25,11 @@ class GuitarConstraint:
       still be put on distinct strings within the frets, never a pitch that is already sounding, never
       one outside the tuning. A time step that must be followed by a note (REMI Position, Structured
       TimeShift) is allowed only where a string is free by then.
+    - tab tokens (TabREMI) name each note's string: a String token only for a string that can play the
+      pitch and on which nothing still sounds (one note per string at a time), a pitch only where such a
+      string is free, Tech_Hammer only from an earlier note on that string (strings.py).
+    - notes are whole: EOS never right after a Pitch or Velocity (nor, with tab tokens, a Duration); this one
+      is part of the grammar's table (grammar.py).
     - MIDILike: NoteOff only for a sounding pitch; EOS only once every note is off; when the token
       budget runs low, no new NoteOn that could not be closed in time.
     - bars: with `max_bars`, nothing starts or rings past the end of the last bar, and a row that
@@ -46,18 +50,9 @@ class GuitarConstraint:
             return
         self.grammar = Grammar(tokenizer, self.device)
         self.time = TimeState(tokenizer, self.grammar, self.device)
-        self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device)
-        # Tab tokens (TabREMI): a note's String token names a string that can play its pitch in this tuning.
-        self.string_cols = self.string_fits = None
-        if is_tab_tokenizer(tokenizer):
-            n = len(tuning)
-            cols = [tokenizer[f"String_{s}"] for s in range(1, MAX_STRINGS + 1)]
-            fits = torch.zeros(NO_PITCH + 1, len(cols), dtype=torch.bool)
-            for k in range(min(n, MAX_STRINGS)):  # String_{k+1}: tab string k+1, open pitch tuning[n - 1 - k]
-                lo = tuning[n - 1 - k] + capo
-                fits[lo:min(NO_PITCH, tuning[n - 1 - k] + max_fret) + 1, k] = True
-            self.string_cols = torch.tensor(cols, device=self.device)
-            self.string_fits = fits.to(self.device)
+        position = self.time.default[2]  # ticks of one position of the finest (4/4) grid
+        self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device,
+                                   quarter=tokenizer.time_division, grace=position)
         # On CPU the grammar's host-side tables let `mask` skip the blocks whose columns the grammar already
         # rules out after the last token, and `update` skip tokens that change no state (Velocity, Tempo, ...).
         # Both are exact: a skipped block would only AND columns that are already False. (On a GPU, asking
@@ -130,13 +125,16 @@ class GuitarConstraint:
         if time.max_bars is not None:  # nothing rings past the last bar
             if may(g.may_dur):
                 m[:, g.dur_cols] &= time.durations(limit)
-            mid_note = g.is_vel[last] | g.is_pitch[last]  # (B,) a note begun must get its Velocity/Duration
+            mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
             finished = ((now >= limit) & ~mid_note).unsqueeze(1)
             m &= ~finished | g.finishing  # finish notes, then end
-        if self.string_cols is not None:  # only follows a Duration (the grammar): the pending note's strings
-            m[:, self.string_cols] &= self.string_fits[strings.pending]
-            m[:, g.eos] &= ~g.is_dur[last]  # a note is not finished before its String
-        # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note.
+        if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
+            if may(g.may_string):
+                m[:, g.string_cols] &= strings.strings_allowed(now)
+            if may(g.may_hammer):
+                m[:, g.hammer] &= strings.hammer_ok
+        # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
+        # the middle of one: the grammar's table says so.)
         m[:, g.eos] &= time.started
         if g.kind == "REMI" and time.max_bars is not None:
             m[:, g.bar_cols] &= time.may_open_bar().unsqueeze(1)

@@ -17,8 +17,8 @@ from guitarformer.music.guitar import GUITAR_PROGRAM
 NO_PITCH = 128  # a dummy pitch column: empty string slots, tokens that are not notes
 
 # Kinds of token, as bits: the constraint updates only the parts of its state that the kinds present can change.
-BAR, TIMESIG, POSITION, SHIFT, PITCH, DURATION, NOTE_OFF = 1, 2, 4, 8, 16, 32, 64
-ALL_KINDS = 127
+BAR, TIMESIG, POSITION, SHIFT, PITCH, DURATION, NOTE_OFF, STRING = 1, 2, 4, 8, 16, 32, 64, 128
+ALL_KINDS = 255
 
 _NOT_ON_A_GUITAR = ("PAD", "BOS", "MASK", "PitchDrum", "DrumOn", "DrumOff")  # never generated after BOS
 
@@ -40,7 +40,9 @@ class Grammar:
     """Per-token tables of one tokenizer (V = vocabulary size), on `device`.
 
     `allowed` (V, V): may column follow row. `is_<kind>` (V,) bool per token kind; `<kind>_cols` the ids of
-    that kind; `pitch_val`/`pos_val` (V,) the value of Pitch/NoteOn/NoteOff and Position tokens. The
+    that kind; `pitch_val`/`pos_val`/`string_val` (V,) the value of Pitch/NoteOn/NoteOff, Position and String
+    tokens. Tab tokens: `string_cols` the String ids in string order (`tab`: there are some), `hammer` the id
+    of Tech_Hammer (-1: none). `mid_note` (V,): a note begun but not whole after this token. The
     `may_<kind>` lists (host side) say, per last token, whether a token of that kind may come next at all,
     and `kind_bits` which kinds (BAR ... NOTE_OFF) each token is: a constraint on CPU skips the work for
     kinds that cannot come or tokens that change nothing.
@@ -79,6 +81,12 @@ class Grammar:
         pitch_val = torch.tensor([int(v) if t in ("Pitch", "NoteOn", "NoteOff") else NO_PITCH
                                   for t, v in zip(self.types, self.values)])
         pos_val = torch.tensor([int(v) if t == "Position" else 0 for t, v in zip(self.types, self.values)])
+        is_string = mark("String")
+        string_val = torch.tensor([int(v) if t == "String" else 0 for t, v in zip(self.types, self.values)])
+        self.tab = bool(is_string.any())
+        # A note is whole after its Duration, or for tab tokens after its String.
+        mid_note = is_pitch | is_vel | (is_dur if self.tab else torch.zeros_like(is_dur))
+        M[mid_note, self.eos] = False  # a piece ends after whole notes only: EOS there would drop the note
 
         def cols(m: torch.Tensor) -> torch.Tensor:
             return m.nonzero().squeeze(1)
@@ -90,9 +98,12 @@ class Grammar:
 
         self.may_pitch, self.may_pos, self.may_dur = may_follow(is_pitch), may_follow(is_pos), may_follow(is_dur)
         self.may_timesig, self.may_shift = may_follow(is_timesig), may_follow(is_shift)
+        self.may_string = may_follow(is_string)
+        self.hammer = toks.index("Tech_Hammer") if "Tech_Hammer" in toks else -1
+        self.may_hammer = M[:, self.hammer].tolist() if self.hammer >= 0 else [False] * V
         bits = torch.zeros(V, dtype=torch.long)
         for flag, kind in ((BAR, is_bar), (TIMESIG, is_timesig), (POSITION, is_pos), (SHIFT, is_shift),
-                           (PITCH, is_pitch), (DURATION, is_dur), (NOTE_OFF, is_off)):
+                           (PITCH, is_pitch), (DURATION, is_dur), (NOTE_OFF, is_off), (STRING, is_string)):
             bits |= kind.long() * flag
         self.kind_bits = bits.tolist()  # per token: which parts of the state it can change (0: none)
 
@@ -102,6 +113,9 @@ class Grammar:
         self.is_bar, self.is_pos, self.is_shift = (t.to(dev) for t in (is_bar, is_pos, is_shift))
         self.is_timesig, self.is_eos = is_timesig.to(dev), is_eos.to(dev)
         self.pitch_val, self.pos_val = pitch_val.to(dev), pos_val.to(dev)
+        self.is_string, self.string_val, self.mid_note = is_string.to(dev), string_val.to(dev), mid_note.to(dev)
+        self.string_cols = torch.tensor(sorted(cols(is_string).tolist(), key=lambda i: string_val[i]),
+                                        dtype=torch.long, device=dev)
         self.pitch_cols, self.off_cols, self.dur_cols = cols(self.is_pitch), cols(self.is_off), cols(self.is_dur)
         self.pos_cols, self.shift_cols, self.ts_cols = cols(self.is_pos), cols(self.is_shift), cols(self.is_timesig)
         self.bar_cols = cols(self.is_bar)

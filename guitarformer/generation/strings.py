@@ -5,23 +5,56 @@ sounding notes plus it can be put on distinct strings within the frets: pitch p 
 open[s] + capo <= p <= open[s] + max_fret, and with the open strings sorted those s form an interval
 [a(p), b(p)]. Hall's condition over the n(n+1)/2 contiguous windows [i, j] of strings (no window holds
 more notes than it has strings) is then exact.
+
+Tab tokens name the string of every note, so there the strings also have identities: per string, the end
+tick and pitch of the last note played on it. A String token may name only a string that can play the
+pending pitch and on which no note still sounds (one note per string at a time), and a pitch may start
+only where such a string is free. A hammer-on or pull-off (Tech_Hammer) needs a note on the same string
+just before it, ended at most one beat (a quarter) earlier.
+
+The tolerances come from human tabs replayed through the constraint (scripts/check_constraint_on_tabs.py):
+a new note may take a string whose earlier note would still ring for up to one position of the finest grid
+(the tokenizer rounds onsets and durations apart, triplets above all), never one struck at the same tick; and
+a hammer may repeat the earlier note's pitch (a slur between equal frets, or an ornament that quantisation
+merged away). So 99.9% of human String tokens and 99.6% of human hammers pass (Guitar Pro and ASCII tabs).
 """
 
 from __future__ import annotations
 
 import torch
 
-from guitarformer.generation.grammar import DURATION, NO_PITCH, NOTE_OFF, PITCH, Grammar
+from guitarformer.generation.grammar import (
+    DURATION,
+    NO_PITCH,
+    NOTE_OFF,
+    PITCH,
+    STRING,
+    Grammar,
+)
 from guitarformer.generation.timing import NEVER
 
 
 class StringState:
     """Per-row string slots: `slot_end` (B, n) the tick each slot's note ends (NEVER: open until its NoteOff),
-    `slot_pitch` (B, n) its pitch (NO_PITCH: never used), `pending` (B,) a pitch waiting for its Duration."""
+    `slot_pitch` (B, n) its pitch (NO_PITCH: never used), `pending` (B,) a pitch waiting for its Duration.
+
+    Tab tokens (`grammar.tab`) add the strings by name, numbered as in tab (index k: String_{k+1}):
+    `string_end` (B, n) the tick the last note on each string ends (0: none yet), `string_pitch` (B, n) its
+    pitch (NO_PITCH: the string was never played), `pending_end` (B,) where the note waiting for its String
+    ends (`pending_free`: from when its string takes another), `hammer_ok` (B,) whether the note whose String
+    came last may carry Tech_Hammer. `quarter`: ticks per quarter note of the tokenizer's time line (the
+    hammer-on window).
+
+    `grace` (ticks, tab tokens only): a note that started before now and would ring for at most this long
+    counts as ended (the next note on its string cuts it); see the module docstring for why. So each note also
+    has the tick from which it leaves its slot and string free, `slot_free` and `string_free` (B, n):
+    max(end - grace, onset + 1)."""
 
     def __init__(self, grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
-                 device: torch.device | str = "cpu") -> None:
+                 device: torch.device | str = "cpu", quarter: int = 0, grace: int = 0) -> None:
         self.grammar = grammar
+        self.tab, self.quarter = grammar.tab, quarter
+        self.grace = grace if self.tab else 0  # without names, overlapping notes would decode as two at once
         self.note_on_holds = grammar.kind == "MIDILike"  # a NoteOn takes its string at once, until its NoteOff
         opens = sorted(tuning)
         n = self.n_strings = len(opens)
@@ -38,12 +71,28 @@ class StringState:
         dev = torch.device(device)
         self.W, self.Wt, self.unplayable = W.to(dev), W.t().contiguous().to(dev), unplayable.to(dev)
         self.win_size = torch.tensor([j - i + 1 for i, j in windows], dtype=torch.float, device=dev)
+        if self.tab:  # fits[p, k]: tab string k+1 (open pitch tuning[n-1-k]) can play pitch p
+            fits = torch.zeros(NO_PITCH + 1, len(grammar.string_cols), dtype=torch.bool)
+            for k in range(min(n, fits.shape[1])):
+                lo = tuning[n - 1 - k] + capo
+                fits[lo:min(NO_PITCH - 1, tuning[n - 1 - k] + max_fret) + 1, k] = True
+            self.named = min(n, fits.shape[1])  # strings a String token can name
+            self.fits = fits.to(dev)  # (129, nS)
+            self.fits_t = fits[:, : self.named].t().float().contiguous().to(dev)  # (named, 129)
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""
         self.pending = torch.full((B,), NO_PITCH, dtype=torch.long, device=device)
         self.slot_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=device)
         self.slot_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
+        if self.tab:
+            self.slot_free = self.slot_end.clone()
+            self.pending_end = torch.zeros(B, dtype=torch.long, device=device)
+            self.pending_free = torch.zeros(B, dtype=torch.long, device=device)
+            self.string_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=device)
+            self.string_free = self.string_end.clone()
+            self.string_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
+            self.hammer_ok = torch.zeros(B, dtype=torch.bool, device=device)
 
     def update(self, new: torch.Tensor, kinds: int, now: torch.Tensor, step: torch.Tensor | None) -> None:
         """Advance with the tokens just chosen (B,) at tick `now` (B,); `step` (B,): Duration ticks (needed when
@@ -57,8 +106,14 @@ class StringState:
             opens = g.is_dur[new]
             if self.note_on_holds:
                 opens = opens | g.is_pitch[new]
-            slot = self.slot_end.argmin(1, keepdim=True)  # ended notes have the smallest end
+            slot = self._slot_free().argmin(1, keepdim=True)  # ended notes have the smallest end
             end = torch.full_like(now, NEVER) if self.note_on_holds else now + step
+            if self.tab:  # from when the note leaves its slot (and, once named, its string) to another
+                free = torch.maximum(end - self.grace, now + 1)
+                self.slot_free.scatter_(1, slot, torch.where(opens, free, self.slot_free.gather(1, slot)[:, 0])
+                                        .unsqueeze(1))
+                self.pending_end = torch.where(opens, end, self.pending_end)
+                self.pending_free = torch.where(opens, free, self.pending_free)
             self.slot_end.scatter_(1, slot, torch.where(opens, end, self.slot_end.gather(1, slot).squeeze(1))
                                    .unsqueeze(1))
             self.slot_pitch.scatter_(1, slot, torch.where(opens, self.pending, self.slot_pitch.gather(1, slot)
@@ -66,12 +121,29 @@ class StringState:
         if kinds & NOTE_OFF:  # the open slot holding that pitch ends now
             off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & g.is_off[new].unsqueeze(1)
             self.slot_end = torch.where(off, now.unsqueeze(1), self.slot_end)
+        if self.tab and kinds & STRING:  # the pending note takes the string its String token names
+            named = g.string_val[new]  # (B,) the string a String token names (0: another token)
+            k = (named - 1).clamp(0, self.n_strings - 1).unsqueeze(1)  # (B, 1)
+            takes = (named > 0) & (named <= self.named) & (self.pending != NO_PITCH)
+            before_end, before_pitch = self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0]
+            # Hammer-on / pull-off: from an earlier note on this string that ended a beat ago at most. Any pitch:
+            # tabs write a slur between equal frets too, and quantisation merges the ornament notes between them.
+            ok = (before_pitch != NO_PITCH) & (now - before_end <= self.quarter)
+            self.hammer_ok = torch.where(named > 0, ok, self.hammer_ok)
+            self.string_end.scatter_(1, k, torch.where(takes, self.pending_end, before_end).unsqueeze(1))
+            self.string_free.scatter_(1, k, torch.where(takes, self.pending_free, self.string_free.gather(1, k)[:, 0])
+                                      .unsqueeze(1))
+            self.string_pitch.scatter_(1, k, torch.where(takes, self.pending, before_pitch).unsqueeze(1))
 
     # ------------------------------------------------------------ what the strings allow next
 
+    def _slot_free(self) -> torch.Tensor:
+        """(B, n) the tick from which each slot takes a new note (without tab tokens: its note's end)."""
+        return self.slot_free if self.tab else self.slot_end
+
     def sounding(self, now: torch.Tensor) -> torch.Tensor:
-        """(B, n) bool: the slots whose note still sounds at tick `now` (B,)."""
-        return self.slot_end > now.unsqueeze(1)
+        """(B, n) bool: the slots whose note still sounds at tick `now` (B,) (beyond the grace)."""
+        return self._slot_free() > now.unsqueeze(1)
 
     def blocked(self, now: torch.Tensor) -> torch.Tensor:
         """(B, 129) bool: pitches that cannot start at `now`: no string left for them (Hall), outside the
@@ -81,11 +153,24 @@ class StringState:
         count = self.W[slot_pitch].sum(1)  # (B, windows)
         blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
         blocked |= self.unplayable
+        if self.tab:  # a string of its own that is free now
+            blocked |= self.free_strings(now)[:, : self.named].float() @ self.fits_t == 0
         return blocked.scatter_(1, slot_pitch, True)
+
+    def free_strings(self, now: torch.Tensor) -> torch.Tensor:
+        """(B, n) bool, tab tokens: the strings on which no note sounds at tick `now` (B,)."""
+        return self.string_free <= now.unsqueeze(1)
+
+    def strings_allowed(self, now: torch.Tensor) -> torch.Tensor:
+        """(B, nS) bool, tab tokens: which String tokens may name the pending note's string at `now` (B,): one
+        that can play its pitch and is free."""
+        ok = self.fits[self.pending]  # (B, nS)
+        ok[:, : self.named] &= self.free_strings(now)[:, : self.named]
+        return ok
 
     def free_at(self, t: torch.Tensor) -> torch.Tensor:
         """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits)."""
-        ringing = (self.slot_end.unsqueeze(1) > t.unsqueeze(2)).sum(-1)  # (B, K)
+        ringing = (self._slot_free().unsqueeze(1) > t.unsqueeze(2)).sum(-1)  # (B, K)
         return ringing < self.n_strings
 
     def open_notes(self) -> torch.Tensor:
