@@ -102,6 +102,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--every", type=int, default=1, help="score every Nth held-out part (quick runs)")
     ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--context", type=int, default=None, help="windows of at most this many tokens (default: the "
+                    "model's block_size; shorter is faster, with less context)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "FINGERING_MODEL.md")
     ap.add_argument("--no-doc", action="store_true")
@@ -133,7 +135,7 @@ def main() -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        got = score_parts(model, tok, parts, dev, args.batch_size)
+        got = score_parts(model, tok, parts, dev, args.batch_size, args.context)
         if dev.type == "cuda":
             torch.cuda.synchronize()
         t_model = time.perf_counter() - t0
@@ -176,7 +178,8 @@ and this page scores it on the held-out half of the real-guitar files, against `
     {cmd}
 
 Run: `{args.run or args.checkpoint}` ({cfg.model.n_layer} layers, width {cfg.model.n_embd}, context
-{cfg.model.block_size}, {n_params / 1e6:.1f}M parameters), on {dev.type}; every {args.every}. part of the held-out half.
+{cfg.model.block_size}, windows of {args.context or cfg.model.block_size} tokens, {n_params / 1e6:.1f}M parameters), on
+{dev.type}; every {args.every}. part of the held-out half.
 
 | held-out source | parts | notes | model | fret() | model notes/s |
 |---|---|---|---|---|---|

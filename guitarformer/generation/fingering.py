@@ -138,15 +138,18 @@ class _Rows:
 
 
 def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequence[Guitar],
-             device: torch.device | str | None = None, batch_size: int = 64) -> list[list[int]]:
+             device: torch.device | str | None = None, batch_size: int = 64,
+             context: int | None = None) -> list[list[int]]:
     """Each id sequence with every String token chosen by the model (see the module docstring); `guitars[k]`:
-    the (tuning, capo) of sequence k. Everything but String tokens is returned as given."""
+    the (tuning, capo) of sequence k. Everything but String tokens is returned as given. `context`: windows of
+    at most this many tokens (default and most: the model's block_size); a step's cost grows with the window,
+    since each new token attends to every earlier one."""
     check_fingering_run(model, tokenizer)
     if len(guitars) != len(sequences):
         raise ValueError("one (tuning, capo) per sequence")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     v = _Vocab(tokenizer)
-    block = model.config.block_size
+    block = min(context or model.config.block_size, model.config.block_size)
     out = [list(map(int, s)) for s in sequences]
     rows = [(k, a, b) for k, s in enumerate(out) for a, b in _windows(s, block, v)]
     rows = [r for r in rows if any(out[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
@@ -446,10 +449,11 @@ def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreemen
     return a
 
 
-def score_parts(model, tokenizer, parts: Sequence[PartIds], device=None, batch_size: int = 64
-                ) -> list[Agreement]:
+def score_parts(model, tokenizer, parts: Sequence[PartIds], device=None, batch_size: int = 64,
+                context: int | None = None) -> list[Agreement]:
     """Each part's Agreement, the model's strings chosen for all parts in shared batches."""
-    model_ids = refinger(model, tokenizer, [p.human for p in parts], [p.guitar for p in parts], device, batch_size)
+    model_ids = refinger(model, tokenizer, [p.human for p in parts], [p.guitar for p in parts], device, batch_size,
+                         context)
     return [compare_part(tokenizer, p, m) for p, m in zip(parts, model_ids)]
 
 
