@@ -52,6 +52,16 @@ torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1]
     pack /tmp/runs/tabs tabs
   fi
   pack /tmp/runs/tab-default tab-default; pack /tmp/runs/remi-default remi-default
+elif [ "$STAGE" = tabctx ]; then  # where the tab tokens' extra NLL per note comes from: notes of context and per step
+  step "default config at context 640 (= 512 REMI tokens' notes in tab tokens), TabREMI and REMI"
+  for tk in TabREMI REMI; do
+    python3 -m guitarformer train --set data.tokenizer=$tk --set model.block_size=640 --run-dir /tmp/runs/$tk-640 \
+      > "$LOG/$tk-640.log" 2>&1; tail -1 "$LOG/$tk-640.log"; done
+  step "TabREMI at context 512 with 1.25x the steps (the notes REMI's 1,150 steps see)"
+  python3 -m guitarformer train --max-steps 1440 --run-dir /tmp/runs/TabREMI-1440 > "$LOG/tab-1440.log" 2>&1
+  tail -1 "$LOG/tab-1440.log"
+  python3 scripts/bench_tab_nll.py /tmp/runs/TabREMI-640 /tmp/runs/REMI-640 /tmp/runs/TabREMI-1440 --device cuda \
+    > "$LOG/tab_nll_ctx.md" 2>&1; cat "$LOG/tab_nll_ctx.md"
 else
   step "2-process DDP, NCCL (tiny config)"
   timeout 150 torchrun --standalone --nproc_per_node=2 -m guitarformer train --config tiny --max-steps 30 --device cuda \
