@@ -62,6 +62,12 @@ elif [ "$STAGE" = tabctx ]; then  # where the tab tokens' extra NLL per note com
   tail -1 "$LOG/tab-1440.log"
   python3 scripts/bench_tab_nll.py /tmp/runs/TabREMI-640 /tmp/runs/REMI-640 /tmp/runs/TabREMI-1440 --device cuda \
     > "$LOG/tab_nll_ctx.md" 2>&1; cat "$LOG/tab_nll_ctx.md"
+elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the same four runs with another seed
+  for ctx in 512 640; do for tk in TabREMI REMI; do
+    python3 -m guitarformer train --set data.tokenizer=$tk --set model.block_size=$ctx --set train.seed=${SEED:-2} \
+      --run-dir /tmp/runs/$tk-$ctx-s${SEED:-2} > "$LOG/$tk-$ctx.log" 2>&1; tail -1 "$LOG/$tk-$ctx.log"; done; done
+  python3 scripts/bench_tab_nll.py /tmp/runs/*-s${SEED:-2} --device cuda > "$LOG/tab_nll_seed.md" 2>&1
+  cat "$LOG/tab_nll_seed.md"
 else
   step "2-process DDP, NCCL (tiny config)"
   timeout 150 torchrun --standalone --nproc_per_node=2 -m guitarformer train --config tiny --max-steps 30 --device cuda \
