@@ -32,6 +32,7 @@ from bench_fretting import half as _part_half  # noqa: E402  (the split must be 
 from guitarformer.generation.fingering import Agreement, has_human_fingering, part_ids, score_parts  # noqa: E402
 from guitarformer.readers import read_guitar  # noqa: E402
 
+NOTES = "<!-- notes: kept when the script rewrites this page -->"
 SOURCES = {  # name -> how to find its files under the data folder
     "classtab ASCII tabs": lambda d: sorted((d / "classtab" / "app" / "tabs").glob("*.txt")),
     "Guitar Pro 3-5": lambda d: sorted(p for ext in ("gp3", "gp4", "gp5") for p in d.rglob(f"*.{ext}")),
@@ -105,6 +106,8 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=None, help="windows of at most this many tokens (default: the "
                     "model's block_size; shorter is faster, with less context)")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (on a shared 2-core machine one thread "
+                    "stepped 35 rows 4x faster than two, with the other core busy)")
     ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "FINGERING_MODEL.md")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--list-split", type=Path, default=None, help="write half 0's files here, one path a line")
@@ -123,6 +126,7 @@ def main() -> None:
     from guitarformer.runs import load_run
     from guitarformer.runtime import resolve_device
 
+    torch.set_num_threads(args.threads)
     dev = resolve_device(args.device)
     model, tok, cfg = load_run(args.run, args.checkpoint, str(dev))
     check_fingering_run(model, tok)
@@ -168,6 +172,8 @@ def write_doc(path: Path, rows, pooled: Agreement, cmd: str, args, cfg, n_params
         f"| {name} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
         f"{a.notes / max(tm, 1e-9):,.0f} |" for name, a, _, _, tm in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text() if path.is_file() else ""
+    notes = old[old.index(NOTES):] if NOTES in old else f"{NOTES}\n"  # hand-written notes below the marker stay
     path.write_text(f"""# The model fingers other music (issue #17)
 
 A decoder trained on tab tokens (TabREMI: each note's `String_<n>` after its Duration) chooses the string, and so
@@ -177,9 +183,9 @@ and this page scores it on the held-out half of the real-guitar files, against `
 
     {cmd}
 
-Run: `{args.run or args.checkpoint}` ({cfg.model.n_layer} layers, width {cfg.model.n_embd}, context
-{cfg.model.block_size}, windows of {args.context or cfg.model.block_size} tokens, {n_params / 1e6:.1f}M parameters), on
-{dev.type}; every {args.every}. part of the held-out half.
+Run: `{args.run or args.checkpoint}`: {cfg.model.n_layer} layers, width {cfg.model.n_embd}, context {cfg.model.block_size}
+({n_params / 1e6:.1f}M parameters); windows of {args.context or cfg.model.block_size} tokens, batches of {args.batch_size}; on {dev.type}
+({args.threads} thread{"s" if args.threads > 1 else ""}); every {args.every}. de-duplicated part of the held-out half.
 
 | held-out source | parts | notes | model | fret() | model notes/s |
 |---|---|---|---|---|---|
@@ -208,7 +214,8 @@ tenths of a point of FRETTING.md's held-out numbers.
 Speed: the model steps one token per window row through the KV cache, all windows of a source in batches of
 {args.batch_size}; notes/s counts compared notes over the model's time only (reading, fret() and encoding are
 not in it).
-""")
+
+{notes}""")
     print(f"wrote {path}")
 
 

@@ -51,6 +51,7 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.engine import SMALL_STEP_WORK
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
@@ -155,12 +156,16 @@ def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequ
     rows = [r for r in rows if any(out[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
     rows.sort(key=lambda r: r[1] - r[2])  # longest first: little padding in a batch
     groups: dict[Guitar, _Rows] = {}
-    was_training = model.training
+    was_training, threads = model.training, torch.get_num_threads()
+    n_params = sum(p.numel() for p in model.parameters())
     model.eval()
     try:
         with torch.inference_mode():
             for b in range(0, len(rows), batch_size):
                 batch = rows[b:b + batch_size]
+                # Small steps on a CPU run fastest on one thread (generation/engine.py says why).
+                small = device.type == "cpu" and n_params * len(batch) <= SMALL_STEP_WORK
+                torch.set_num_threads(1 if small else threads)
                 for g in {tuple(guitars[k]) for k, _, _ in batch}:
                     if g not in groups:
                         groups[g] = _Rows(tokenizer, (tuple(g[0]), int(g[1])), device)
@@ -171,6 +176,7 @@ def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequ
                         out[k][a + j] = s
     finally:
         model.train(was_training)
+        torch.set_num_threads(threads)
     return out
 
 
