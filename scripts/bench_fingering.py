@@ -168,6 +168,7 @@ def write_doc(path: Path, rows, pooled: Agreement, cmd: str, args, cfg, n_params
         v = a.as_dict()[key]
         return "-" if v is None else f"{v:.1%}"
 
+    threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
     table = "\n".join(
         f"| {name} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
         f"{a.notes / max(tm, 1e-9):,.0f} |" for name, a, _, _, tm in rows)
@@ -183,9 +184,11 @@ and this page scores it on the held-out half of the real-guitar files, against `
 
     {cmd}
 
-Run: `{args.run or args.checkpoint}`: {cfg.model.n_layer} layers, width {cfg.model.n_embd}, context {cfg.model.block_size}
-({n_params / 1e6:.1f}M parameters); windows of {args.context or cfg.model.block_size} tokens, batches of {args.batch_size}; on {dev.type}
-({args.threads} thread{"s" if args.threads > 1 else ""}); every {args.every}. de-duplicated part of the held-out half.
+Run: `{args.run or args.checkpoint}`: {cfg.model.n_layer} layers, width {cfg.model.n_embd}, \
+context {cfg.model.block_size}
+({n_params / 1e6:.1f}M parameters); windows of {args.context or cfg.model.block_size} tokens, \
+batches of {args.batch_size}; on {dev.type}
+({threads}); every {args.every}. de-duplicated part of the held-out half.
 
 | held-out source | parts | notes | model | fret() | model notes/s |
 |---|---|---|---|---|---|
