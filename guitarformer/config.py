@@ -27,6 +27,11 @@ class DataConfig:
     bpe_model: str = "BPE"  # BPE | Unigram
     transpose: int = 0  # on-the-fly augmentation: random shift in [-transpose, +transpose] semitones
     corpus_limit: int = 0  # built-in corpus: keep the first N tunes (0 = all); for quick tests
+    # Control tokens (data/controls.py: tuning, key, style, per-bar density, polyphony, position, techniques), so a
+    # run can be asked for them at sampling time; TabREMI without BPE only. Each control type is dropped from a
+    # training window with probability control_dropout, so any subset (none included) can be asked for.
+    controls: bool = False
+    control_dropout: float = 0.5
 
 
 @dataclass
@@ -258,6 +263,9 @@ def validate(cfg: Config) -> None:
         (cfg.data.bpe_model in ("BPE", "Unigram"), "data.bpe_model must be BPE or Unigram"),
         (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
+        (not cfg.data.controls or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
+         "data.controls needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
+        (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
     ]
     for ok, msg in checks:
         if not ok:

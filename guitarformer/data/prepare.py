@@ -24,7 +24,8 @@ import torch
 from tqdm import tqdm
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tab_tokens import is_tab_tokenizer
+from guitarformer.data.controls import style_of
+from guitarformer.data.tab_tokens import control_styles, has_controls, insert_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import (
     bpe_encode_pretokenized,
     ids_to_bpe_text,
@@ -220,6 +221,8 @@ def _process(path_str: str) -> tuple[dict, list[list[int]]]:
                         gs.frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
                 ids = encode(_TOK, gs)
                 if len(ids) > 2:  # BOS + EOS only: an empty part
+                    if has_controls(_TOK):  # what the notes are like, as the model will be asked for it
+                        ids = insert_controls(_TOK, ids, gs, file_style(path, _OPTS.get("style_roots", ())))
                     seqs.append(ids)
             if fingerings:
                 rec["fingering"] = fingerings.pop() if len(fingerings) == 1 else "source+fret()"
@@ -268,8 +271,22 @@ def reader_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _cache_key(sha: str, tok_hash: str, opts: dict) -> str:
+def file_style(path: str | Path, roots: Iterable[str | Path]) -> str | None:
+    """The style control of a file: the folder below the first input folder (`roots`) that holds it
+    (my-tabs/metal/x.gp5 -> "metal"); None for a file directly in a root or passed by name."""
+    for root in roots:
+        try:
+            Path(path).resolve().relative_to(Path(root).resolve())
+        except ValueError:
+            continue
+        return style_of(path, root)
+    return None
+
+
+def _cache_key(sha: str, tok_hash: str, opts: dict, style: str | None = None) -> str:
     key = f"{sha}|{tok_hash}|{opts.get('tracks')}|{opts.get('include_bass')}|{reader_hash()}"
+    if style is not None:  # the same file in two style folders tokenizes to two streams
+        key += f"|style={style}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -348,15 +365,20 @@ def prepare(
     cache); a dataset made with other settings is replaced only with `force` (runs trained on it need it)."""
 
     data_cfg = data_cfg or DataConfig()
-    tok = build_tokenizer(data_cfg)
+    tok = build_tokenizer(data_cfg)  # with controls, built again below once the styles are known
     if 0 < data_cfg.bpe_vocab_size <= len(tok):  # said before anything is read or written
         raise GuitarformerError(f"a BPE vocabulary of {data_cfg.bpe_vocab_size} is not larger than the "
                                 f"{data_cfg.tokenizer} base vocabulary ({len(tok)} tokens): nothing to merge",
                                 f"give --bpe a size above {len(tok)} (e.g. {4 * len(tok)}), or 0 for no BPE")
     t0 = time.time()
     files, lines = collect_files(inputs)  # a missing input is reported before an existing dataset is touched
+    # Controls: each file's style is the folder it sits in below an input folder; the styles make the vocabulary.
+    roots = [str(Path(i).expanduser()) for i in inputs if Path(i).expanduser().is_dir()] if data_cfg.controls else []
+    styles = sorted({s for f in files if (s := file_style(f, roots))})
+    if data_cfg.controls:
+        tok = build_tokenizer(data_cfg, styles)
     out = Path(out).expanduser()
-    _refuse_other_settings(out, data_cfg, force)
+    _refuse_other_settings(out, data_cfg, force, control_styles(tok))
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
     cache_dir = out / "cache"
@@ -364,9 +386,10 @@ def prepare(
 
     tok_json = out / "tokenizer.json"
     tok.save(tok_json)
-    tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg), sort_keys=True, default=str).encode()
+    tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg, styles), sort_keys=True, default=str).encode()
                               + data_cfg.tokenizer.encode()).hexdigest()[:16]
-    opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout}
+    opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout, "style_roots": roots}
+    style = functools.partial(file_style, roots=roots)
 
     # Hash everything first: duplicates are tokenized once and unchanged files come from the cache.
     by_sha: dict[str, Path] = {}
@@ -389,7 +412,7 @@ def prepare(
     results: dict[str, tuple[dict, list[list[int]]]] = {}
     to_run: list[tuple[Path, str]] = []
     for f, sha in todo:
-        cp = cache_dir / f"{_cache_key(sha, tok_hash, opts)}.json"
+        cp = cache_dir / f"{_cache_key(sha, tok_hash, opts, style(f))}.json"
         if cp.is_file():
             try:
                 c = json.loads(cp.read_text())
@@ -405,7 +428,7 @@ def prepare(
 
     def _store(f: Path, sha: str, res: tuple[dict, list[list[int]]]) -> None:
         results[sha] = res
-        cp = cache_dir / f"{_cache_key(sha, tok_hash, opts)}.json"
+        cp = cache_dir / f"{_cache_key(sha, tok_hash, opts, style(f))}.json"
         _write_atomic(cp, json.dumps({"record": res[0], "seqs": res[1]}).encode())
         bar.update(1)
 
@@ -462,6 +485,7 @@ def prepare(
         "dtype": np.dtype(dtype).name,
         "tokenizer": data_cfg.tokenizer,
         "data_config": asdict(data_cfg),
+        "control_styles": control_styles(tok),  # None: no controls
         "tracks": tracks,
         "include_bass": include_bass,
         "sources": sources or [str(Path(i)) for i in inputs],
@@ -502,18 +526,21 @@ def train_bpe(tok, split_seqs: dict[str, list[list[int]]], vocab_size: int, mode
 def _token_settings(data: dict) -> dict:
     """The data-config fields that decide the token ids (what a trained run depends on)."""
     keys = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures", "bpe_vocab_size", "bpe_model")
-    return {k: data.get(k) for k in keys}
+    return {k: data.get(k) for k in keys} | {"controls": bool(data.get("controls", False))}
 
 
-def _refuse_other_settings(out: Path, data_cfg: DataConfig, force: bool) -> None:
+def _refuse_other_settings(out: Path, data_cfg: DataConfig, force: bool, styles: list[str] | None = None) -> None:
     meta_path = out / "meta.json"
     if force or not meta_path.is_file():
         return
     try:
-        old = json.loads(meta_path.read_text()).get("data_config") or {}
+        meta = json.loads(meta_path.read_text())
+        old = meta.get("data_config") or {}
     except (OSError, ValueError):
         return  # an unreadable meta.json is not a dataset anyone can train on: prepare it again
     before, now = _token_settings(old), _token_settings(dataclasses.asdict(data_cfg))
+    if now["controls"]:  # the style vocabulary numbers the control tokens after it
+        before["control styles"], now["control styles"] = meta.get("control_styles"), styles
     if before != now:
         changed = ", ".join(f"{k} {before[k]} -> {now[k]}" for k in now if before[k] != now[k])
         raise GuitarformerError(

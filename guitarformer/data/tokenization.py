@@ -16,6 +16,7 @@ import symusic
 
 from guitarformer.data.tab_tokens import (
     TabREMI,
+    control_params,
     decode_tab,
     encode_tab,
     is_tab_tokenizer,
@@ -36,9 +37,10 @@ TOKENIZERS = {
 TIME_SIGNATURES = {2: [2, 3], 4: [1, 2, 3, 4, 5, 6, 7], 8: [3, 5, 6, 7, 9, 12]}
 
 
-def tokenizer_params(cfg: "DataConfig") -> dict[str, Any]:
-    """The miditok TokenizerConfig arguments for a data config (stored in meta.json)."""
-    return dict(
+def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The miditok TokenizerConfig arguments for a data config (stored in meta.json); with `cfg.controls`, the
+    control tokens' parameter too, with this style vocabulary (the dataset's folder names)."""
+    params = dict(
         pitch_range=TOKEN_PITCH_RANGE,
         num_velocities=cfg.num_velocities,
         use_tempos=cfg.use_tempos,
@@ -47,10 +49,13 @@ def tokenizer_params(cfg: "DataConfig") -> dict[str, Any]:
         use_programs=False,
         special_tokens=["PAD", "BOS", "EOS", "MASK"],
     )
+    if getattr(cfg, "controls", False):
+        params.update(control_params(styles))
+    return params
 
 
-def build_tokenizer(cfg: "DataConfig") -> miditok.MusicTokenizer:
-    return TOKENIZERS[cfg.tokenizer](miditok.TokenizerConfig(**tokenizer_params(cfg)))
+def build_tokenizer(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()) -> miditok.MusicTokenizer:
+    return TOKENIZERS[cfg.tokenizer](miditok.TokenizerConfig(**tokenizer_params(cfg, styles)))
 
 
 def load_tokenizer(path: str | Path) -> miditok.MusicTokenizer:
