@@ -254,15 +254,28 @@ def _list_tunings(ctx, param, value):
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
-              help="Finger the tab in this position where the notes allow (index finger at this fret; 0 = open).")
+              help="Finger the tab in this position where the notes allow (index finger at this fret; 0 = open); a "
+                   "run trained with controls is asked for that hand position instead (0-4, 5-9, 10-14, 15+).")
+@click.option("--key", default=None, help="Run with controls: the key, e.g. E:minor, 'A major', F#m.")
+@click.option("--time-signature", default=None, help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs).")
+@click.option("--density", default=None, help="Run with controls: notes per beat in every bar: low, mid, high.")
+@click.option("--polyphony", default=None, help="Run with controls: single (notes), dyads, chords.")
+@click.option("--palm-mute", default=None, help="Run with controls: palm-muted share of notes: none, some, most "
+              "(low = some, high = most).")
+@click.option("--techniques", default=None, help="Run with controls: share of notes with other techniques (bends, "
+              "slides, legato, ...): none, some, most.")
+@click.option("--style", default=None, help="Run with controls: a style it learned (the dataset's folder names).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="auto: a CUDA or Apple GPU when there is one, else the CPU.")
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
-           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, device):
+           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, key, time_signature, density,
+           polyphony, palm_mute, techniques, style, device):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
-    the tuning's range, never more notes sounding than strings to play them on.
+    the tuning's range, never more notes sounding than strings to play them on. A run trained with controls
+    (prepare --set data.controls=true) can be asked for a key, density, polyphony, hand position, palm muting,
+    techniques, style, tuning, tempo and time signature; values it did not learn are refused with those it knows.
     """
     from guitarformer.generation.riffs import write_riffs
 
@@ -270,7 +283,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
                 max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
                 seed=seed, prompt=prompt, tempo=tempo, tuning=tuning, program=program, tab_out=tab_out,
                 gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out,
-                position=position, warn=lambda line: click.echo(line, err=True))
+                position=position, warn=lambda line: click.echo(line, err=True), time_signature=time_signature,
+                key=key, density=density, polyphony=polyphony, palm_mute=palm_mute, techniques=techniques, style=style)
 
 
 # ---------------------------------------------------------------- eval / tab

@@ -4,6 +4,8 @@ tuning's range), so every sample decodes and plays."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from guitarformer.generation.grammar import ALL_KINDS, DURATION, Grammar
@@ -34,6 +36,9 @@ class GuitarConstraint:
       budget runs low, no new NoteOn that could not be closed in time.
     - bars: with `max_bars`, nothing starts or rings past the end of the last bar, and a row that
       reaches it can only end (EOS).
+    - bar controls (a tokenizer with controls): `bar_controls`, ids in the tokenizer's order, are forced
+      after every Bar: after a Bar, or after one of them, only the next one may come; no other bar control
+      is written (a list, even empty, says exactly which; None leaves them to the model).
 
     The result: `tokenizer.tokens_errors()` is 0 on what `generate` writes (up to the first EOS), for
     REMI, TSD, MIDILike and Structured. A tokenizer trained with BPE is left unconstrained.
@@ -42,13 +47,25 @@ class GuitarConstraint:
     """
 
     def __init__(self, tokenizer, tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0,
-                 max_fret: int = MAX_FRET, device: torch.device | str = "cpu"):
+                 max_fret: int = MAX_FRET, device: torch.device | str = "cpu",
+                 bar_controls: Sequence[int] | None = None):
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
         if not self.enabled:
             return
         self.grammar = Grammar(tokenizer, self.device)
+        # The id that must follow each id (-1: none): the first requested bar control after a Bar, each one's
+        # successor after it.
+        self.forced: torch.Tensor | None = None
+        self.bar_ctrl_cols = self.grammar.is_bar_ctrl.nonzero().squeeze(1) if bar_controls is not None else None
+        if bar_controls:
+            forced = torch.full((self.V,), -1, dtype=torch.long)
+            chain = [int(i) for i in bar_controls]
+            forced[self.grammar.bar_cols.cpu()] = chain[0]
+            for a, b in zip(chain, chain[1:]):
+                forced[a] = b
+            self.forced = forced.to(self.device)
         self.time = TimeState(tokenizer, self.grammar, self.device)
         position = self.time.default[2]  # ticks of one position of the finest (4/4) grid
         self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device,
@@ -138,5 +155,11 @@ class GuitarConstraint:
         m[:, g.eos] &= time.started
         if g.kind == "REMI" and time.max_bars is not None:
             m[:, g.bar_cols] &= time.may_open_bar().unsqueeze(1)
+        if self.bar_ctrl_cols is not None and self.bar_ctrl_cols.numel():  # the asked ones only, forced below
+            m[:, self.bar_ctrl_cols] = False
+        if self.forced is not None:  # requested bar controls: nothing else may follow a Bar until they are written
+            f = self.forced[last]  # (B,)
+            only = torch.zeros_like(m).scatter_(1, f.clamp(min=0).unsqueeze(1), True)
+            m = torch.where((f >= 0).unsqueeze(1), only, m)
         m[~m.any(1), g.eos] = True  # a dead end can always finish
         return m

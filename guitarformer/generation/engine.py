@@ -65,12 +65,13 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
              top_p: float | None = None, generator: torch.Generator | Sequence[torch.Generator] | None = None,
              use_cache: bool = True, constraint: GuitarConstraint | None = None, eos_id: int | None = None,
              max_bars: int | None = None, bar_ids: list[int] | None = None, src: torch.Tensor | None = None,
-             src_key_mask: torch.Tensor | None = None) -> torch.Tensor:
+             src_key_mask: torch.Tensor | None = None, keep_front: int = 0) -> torch.Tensor:
     """Continue prompt_ids (B, T0) by up to max_new_tokens; returns (B, T0 + n) ids.
 
     Decoder: the prompt is the context. Encoder-decoder: pass `src` (B, S); the prompt starts the target
     (usually [BOS]). Rows that reach EOS (or finish `max_bars` bars) are padded with EOS afterwards.
-    Past the context length the window slides: the cache is rebuilt from the last half of the context.
+    Past the context length the window slides: the cache is rebuilt from the last half of the context, behind the
+    prompt's first `keep_front` tokens (BOS and the piece's controls: what the whole piece is asked to be).
     With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens past the limit
     (REMI) become EOS either way. `generator`: one for the batch or one per row (see `sample_next`).
     The model runs in eval mode and is left in the mode it came in.
@@ -81,6 +82,13 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
         idx = idx.unsqueeze(0)
     B, T0 = idx.shape
     ctx = model.config.block_size
+    keep_front = min(keep_front, T0, ctx // 4)
+
+    def window(ids: torch.Tensor, n: int, length: int) -> torch.Tensor:  # the last `length` of ids[:, :n], front kept
+        if n <= length or not keep_front:
+            return ids[:, max(0, n - length):n]
+        return torch.cat([ids[:, :keep_front], ids[:, n - (length - keep_front):n]], 1)
+
     is_encdec = src is not None
     memory = None
     if is_encdec:
@@ -108,11 +116,11 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
     cache = None
     if use_cache:
         cache = model.new_cache(B, ctx, device=device)
-        logits = run(idx[:, -ctx:], cache)
+        logits = run(window(idx, T0, ctx), cache)
     n = T0
     for step in range(max_new_tokens):
         if not use_cache:
-            logits = run(out[:, max(0, n - ctx):n], None)
+            logits = run(window(out, n, ctx), None)
         allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
         nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
         if check_bars:
@@ -135,7 +143,7 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
         if use_cache:
             if cache.length >= ctx:  # context full: slide, rebuild the cache from the last half
                 cache = model.new_cache(B, ctx, device=device)
-                logits = run(out[:, n - ctx // 2:n], cache)
+                logits = run(window(out, n, ctx // 2), cache)
             else:  # the model's own forward, one new token against the cache
                 logits = run(out[:, n - 1:n], cache)
     return out[:, :n]

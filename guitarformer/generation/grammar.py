@@ -12,6 +12,7 @@ import miditok
 import symusic
 import torch
 
+from guitarformer.data.controls import BAR_CONTROLS, control_type
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
 NO_PITCH = 128  # a dummy pitch column: empty string slots, tokens that are not notes
@@ -40,7 +41,8 @@ class Grammar:
     """Per-token tables of one tokenizer (V = vocabulary size), on `device`.
 
     `allowed` (V, V): may column follow row. `is_<kind>` (V,) bool per token kind; `<kind>_cols` the ids of
-    that kind; `pitch_val`/`pos_val`/`string_val` (V,) the value of Pitch/NoteOn/NoteOff, Position and String
+    that kind (`is_bar_ctrl`: the bar control tokens, which come between a Bar and its TimeSig/Position, so a
+    bar is open after either); `pitch_val`/`pos_val`/`string_val` (V,) the value of Pitch/NoteOn/NoteOff, Position and String
     tokens. Tab tokens: `string_cols` the String ids in string order (`tab`: there are some), `hammer` the id
     of Tech_Hammer (-1: none). `mid_note` (V,): a note begun but not whole after this token. The
     `may_<kind>` lists (host side) say, per last token, whether a token of that kind may come next at all,
@@ -77,6 +79,7 @@ class Grammar:
 
         is_pitch, is_off, is_dur, is_vel = mark("Pitch", "NoteOn"), mark("NoteOff"), mark("Duration"), mark("Velocity")
         is_bar, is_pos, is_shift = mark("Bar"), mark("Position"), mark("TimeShift")
+        is_bar_ctrl = mark(*(control_type(n) for n in BAR_CONTROLS))
         is_timesig, is_tempo, is_eos = mark("TimeSig"), mark("Tempo"), mark("EOS")
         pitch_val = torch.tensor([int(v) if t in ("Pitch", "NoteOn", "NoteOff") else NO_PITCH
                                   for t, v in zip(self.types, self.values)])
@@ -111,6 +114,7 @@ class Grammar:
         self.allowed = M.to(dev)
         self.is_pitch, self.is_off, self.is_dur, self.is_vel = (t.to(dev) for t in (is_pitch, is_off, is_dur, is_vel))
         self.is_bar, self.is_pos, self.is_shift = (t.to(dev) for t in (is_bar, is_pos, is_shift))
+        self.is_bar_ctrl = is_bar_ctrl.to(dev)
         self.is_timesig, self.is_eos = is_timesig.to(dev), is_eos.to(dev)
         self.pitch_val, self.pos_val = pitch_val.to(dev), pos_val.to(dev)
         self.is_string, self.string_val, self.mid_note = is_string.to(dev), string_val.to(dev), mid_note.to(dev)

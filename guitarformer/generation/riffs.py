@@ -15,7 +15,7 @@ import symusic
 import torch
 
 from guitarformer.data.prepare import binary_reason, unsupported_reason
-from guitarformer.data.tab_tokens import is_tab_tokenizer
+from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import (
     bar_ids,
     decode,
@@ -25,6 +25,7 @@ from guitarformer.data.tokenization import (
 )
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
+from guitarformer.generation.conditioning import Conditions, conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.music.guitar import (
@@ -83,7 +84,7 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                    prompt: list[int] | Prompt | None = None, bars: int | None = None,
                    tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
                    program: int | None = None, use_cache: bool = True, position: int | None = None,
-                   first: int = 0) -> list[Riff]:
+                   first: int = 0, asked: Conditions | None = None) -> list[Riff]:
     """Sample riffs `first` .. `first + num - 1` of a call seeded `seed`, in one batch; each row draws from its own
     generator seeded `riff_seed(seed, k)`, so riff k depends only on the model, the options, the seed and k.
 
@@ -91,6 +92,8 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
     the whole file with the new bars after it, in the file's tempo, time signature, program and fingering (unless
     `tempo`/`program` say otherwise; `tempo` then applies from the new bars on). A decoder continues the prompt;
     an encoder-decoder encodes it as the source and writes the continuation. `bars`: new bars at most.
+    `asked` (a run with controls, generation/conditioning.py): piece controls after BOS, bar controls after every
+    Bar (forced), the meter opening the first bar; the tokens of a position asked for this way replace `position`.
     Returns decoded, fretted riffs (in `position` if given, see `tab.fret`)."""
 
     sp = special_ids(tokenizer)
@@ -101,9 +104,13 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
     # The generators live on CPU, so the same seed gives the same riff on every device.
     gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, first + i)) for i in range(num)]
     capo = file.gs.capo if file else 0
-    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device)
+    asked = asked or Conditions()
+    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
+                                  bar_controls=asked.bar if asked and has_controls(tokenizer) else None)
     is_encdec = cfg.model.kind == "encoder_decoder"
     bar_tokens = bar_ids(tokenizer)
+    if asked.piece:  # what the whole piece is: right after BOS, kept there when the window slides
+        p_ids = [p_ids[0], *asked.piece, *p_ids[1:]]
     # A decoder continuing a prompt starts a new bar (REMI: a Bar token), as an encoder-decoder's target does: the new
     # bars are the model's own, never the rest of the prompt's last bar. That bar is the first of `bars`.
     open_bar = prompt is not None and not is_encdec and bool(bar_tokens) and not getattr(tokenizer, "is_trained", False)
@@ -111,16 +118,32 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
     if open_bar:
         p_ids.append(bar_tokens[0])
         max_bars = None if bars is None else bars - 1
+    head: list[int] = []  # no file: the riff's first bar opens in the prompt, with its controls and meter
+    # A tempo without a time signature where every bar states one (REMI's Bar -> TimeSig): the model chooses the
+    # time signature, as the one token after the first Bar and its controls, and the tempo follows it.
+    meter_later = bool(asked.meter) and tokenizer[asked.meter[0]].startswith("Position_") and \
+        "Position" not in tokenizer.tokens_types_graph.get("Bar", ())
+    if prompt is None and asked:
+        head = [bar_tokens[0], *asked.bar, *([] if meter_later else asked.meter)]
+        max_bars = None if bars is None else bars - 1
+    elif open_bar:
+        p_ids += asked.bar
+    front = 1 + len(asked.piece)  # BOS and the piece controls
     if is_encdec:
-        src_ids = p_ids[-cfg.model.src_block_size:]
+        src_ids = p_ids[:front] + p_ids[front:][-(cfg.model.src_block_size - front):]
         src = torch.tensor([src_ids] * num, dtype=torch.long)
-        start = torch.full((num, 1), sp["bos"], dtype=torch.long)
+        start = torch.tensor([[sp["bos"], *head]] * num, dtype=torch.long)
         kw = {"src": src.to(device), "src_key_mask": torch.ones_like(src, dtype=torch.bool).to(device)}
     else:
         src_ids = []
-        start = torch.tensor([p_ids] * num, dtype=torch.long)
-        kw = {}
-    out = generate(model, start.to(device), max_new_tokens, temperature, top_k, top_p, gens, use_cache,
+        start = torch.tensor([p_ids + head] * num, dtype=torch.long)
+        kw = {"keep_front": front}
+    start = start.to(device)
+    if head and meter_later:
+        start = generate(model, start, 1, temperature, top_k, top_p, gens, use_cache, constraint, sp["eos"],
+                         None, bar_tokens, **kw)
+        start = torch.cat([start, torch.tensor([asked.meter] * num, dtype=torch.long, device=device)], 1)
+    out = generate(model, start, max_new_tokens, temperature, top_k, top_p, gens, use_cache,
                    constraint, sp["eos"], max_bars, bar_tokens, **kw)
     t0 = start.shape[1]
     window = decode(tokenizer, src_ids or p_ids) if prompt is not None else None
@@ -423,12 +446,14 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
                 temperature=None, top_k=None, top_p=None, seed: int = 0, prompt=None, tempo=None,
                 tuning: str | None = None, program=None, tab_out=None, gp_out=None, device: str = "auto",
                 echo=print, batch_size: int | None = None, wav_out=None, position: int | None = None,
-                warn=None) -> list[Path]:
+                warn=None, time_signature: str | None = None, **controls) -> list[Path]:
     """The `sample` command: load, generate in batches of `batch_size`, write MIDI (+ tab, GP5, WAV), report.
 
     Riff k depends only on the run, the options, `seed` and k: not on the batch size or the number of riffs.
     With `bars` and no `max_new_tokens`, the token budget grows to fit the bars (from the tokens a bar takes in the
-    prompt or the run's data); a riff the budget cut short is reported through `warn` (stderr by default)."""
+    prompt or the run's data); a riff the budget cut short is reported through `warn` (stderr by default).
+    `controls` (key, density, polyphony, palm_mute, techniques, style) and `time_signature` ask a run trained with
+    controls for them (generation/conditioning.py); with controls, `tuning`, `tempo` and `position` are asked too."""
 
     warn = warn or (lambda s: print(s, file=sys.stderr))
     out = Path(out)
@@ -443,6 +468,12 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
     synth = find_synth() if wav_out else None  # fail before the slow part
     dev = resolve_device(device)
     model, tokenizer, cfg = load_run(run_dir, checkpoint, str(dev))
+    if prompt and time_signature is not None:
+        raise GuitarformerError("--time-signature opens a riff of its own; a --prompt's new bars go on in the "
+                                "prompt's time signature", "leave out --time-signature or --prompt")
+    asked = conditions(tokenizer, tun, tempo, time_signature, position, **controls)
+    if has_controls(tokenizer):
+        position = None  # asked for as the hand-position control: the model's own strings are kept
     s = cfg.sample
     is_encdec = cfg.model.kind == "encoder_decoder"
     file = None
@@ -460,7 +491,8 @@ def write_riffs(out: Path, run_dir=None, checkpoint=None, num_samples: int = 1, 
         riffs += generate_riffs(
             model, tokenizer, cfg, dev, min(bs, num_samples - first), seed, budget,
             s.temperature if temperature is None else temperature, (s.top_k if top_k is None else top_k) or None,
-            s.top_p if top_p is None else top_p, file, bars, tun, tempo, program, position=position, first=first)
+            s.top_p if top_p is None else top_p, file, bars, tun, tempo, program, position=position, first=first,
+            asked=asked)
     written, empty = [], []
     for i, r in enumerate(riffs):
         path = _numbered(out, i, len(riffs))

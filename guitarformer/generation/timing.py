@@ -120,10 +120,11 @@ class TimeState:
         return self.min_step[self.tpb]
 
     def timesigs(self, last: torch.Tensor, rings_until: torch.Tensor) -> torch.Tensor:
-        """(B, nTS) which TimeSig tokens may come: REMI right after a Bar, the others before the first note;
-        with a REMI bar limit, none whose shorter bars would end before a note that rings until `rings_until` (B,)."""
+        """(B, nTS) which TimeSig tokens may come: REMI right after a Bar (or its bar controls), the others before
+        the first note; with a REMI bar limit, none whose shorter bars would end before a note that rings until
+        `rings_until` (B,)."""
         if self.remi:
-            ok = self.grammar.is_bar[last].unsqueeze(1)
+            ok = (self.grammar.is_bar[last] | self.grammar.is_bar_ctrl[last]).unsqueeze(1)
             if self.max_bars is not None:
                 bar = self.ts_bar[self.grammar.ts_cols]  # (nTS,) the bar length each TimeSig would set
                 new_limit = self.bar_start.unsqueeze(1) + bar * self.bars_left().unsqueeze(1)  # (B, nTS)

@@ -1,0 +1,178 @@
+"""Control tokens end to end (issue #18): a dataset prepared with controls (styles from folder names), a few
+training steps, then `sample --key ... --density ...`: the riffs carry the requested piece controls after BOS
+and the bar controls after every Bar, the grammar holds (tokens_errors 0), and values the run never learned, or
+control options for a run without controls, are refused with what to do instead."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import miditok
+import pytest
+import torch
+from click.testing import CliRunner
+
+from guitarformer.cli import main
+from guitarformer.config import Config, DataConfig, ModelConfig
+from guitarformer.data.tab_tokens import control_styles
+from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.generation.conditioning import conditions
+from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.engine import generate
+from guitarformer.generation.riffs import generate_riffs
+from guitarformer.models import build_model
+from guitarformer.runs import load_run
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def control_run(tmp_path_factory) -> Path:
+    """A tiny run trained a few steps on fixture tabs prepared with controls: metal/ and folk/ give the styles."""
+    root = tmp_path_factory.mktemp("ctl")
+    src = root / "tabs"
+    (src / "metal").mkdir(parents=True)
+    (src / "folk").mkdir()
+    shutil.copy(FIXTURES / "tabs" / "riff.txt", src / "metal")
+    shutil.copy(FIXTURES / "tabs" / "drop_d.txt", src / "folk")
+    shutil.copy(FIXTURES / "io" / "drop_d_capo.gp5", src)  # directly in the input folder: no style
+    r = CliRunner().invoke(main, ["prepare", str(src), "--out", str(root / "ds"), "--config", "tiny",
+                                  "--set", "data.controls=true", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["train", "--config", "tiny", "--data", str(root / "ds"), "--run-dir",
+                                  str(root / "run"), "--set", "train.max_steps=4", "--set", "train.eval_interval=4"])
+    assert r.exit_code == 0, r.output
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory) -> Path:
+    """An untrained REMI run without controls."""
+    from guitarformer.training.checkpoint import save_checkpoint
+
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    cfg = Config()
+    cfg.model = ModelConfig(vocab_size=len(tok), block_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
+    run = tmp_path_factory.mktemp("plain")
+    tok.save(run / "tokenizer.json")
+    torch.manual_seed(0)
+    model = build_model(copy.deepcopy(cfg.model))
+    save_checkpoint(run / "ckpt" / "last.pt", {"config": copy.deepcopy(cfg).to_dict(), "model": model.state_dict()})
+    return run
+
+
+def test_run_records_the_styles_of_its_folders(control_run):
+    _, tok, _ = load_run(control_run)
+    assert control_styles(tok) == ["folk", "metal"]
+
+
+def test_riffs_carry_the_requested_controls(control_run):
+    model, tok, cfg = load_run(control_run)
+    asked = conditions(tok, tuning=(40, 45, 50, 55, 59, 64), tempo=140, time_signature="7/8", position=7,
+                       key="E:minor", density="high", polyphony="chords", palm_mute="high", style="metal")
+    piece = [tok[i] for i in asked.piece]
+    bar = [tok[i] for i in asked.bar]
+    assert piece == ["CtrlTuning_standard", "CtrlKey_E:minor", "CtrlStyle_metal"]
+    assert bar == ["CtrlDensity_high", "CtrlPoly_chords", "CtrlPos_5-9", "CtrlPM_most"]
+    riffs = generate_riffs(model, tok, cfg, num=4, seed=3, max_new_tokens=160, bars=3, asked=asked)
+    bars_seen = 0
+    for r in riffs:
+        toks = [tok[i] for i in r.ids]
+        assert toks[:1 + len(piece)] == ["BOS_None", *piece]
+        assert toks[len(piece) + 1 + 1 + len(bar)] == "TimeSig_7/8"
+        for j, t in enumerate(toks):
+            if t == "Bar_None":
+                bars_seen += 1
+                assert toks[j + 1:j + 1 + len(bar)] == bar, toks[j:j + 8]
+        body = [i for i in r.ids if tok[i] not in ("BOS_None", "EOS_None")]
+        assert tok.tokens_errors(miditok.TokSequence(ids=body)) == 0
+    assert bars_seen > len(riffs)  # the model opened bars of its own, and each got the controls
+
+
+def test_time_signature_may_follow_bar_controls(control_run):
+    """A bar the model opens itself may change meter after its controls (the grammar allows TimeSig there)."""
+    _, tok, _ = load_run(control_run)
+    c = GuitarConstraint(tok)
+    c.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"], tok["CtrlDensity_low"]]]))
+    m = c.mask(torch.tensor([tok["CtrlDensity_low"]]))
+    assert m[0, tok["TimeSig_3/4"]]
+    forced = GuitarConstraint(tok, bar_controls=[tok["CtrlDensity_low"], tok["CtrlPM_none"]])
+    forced.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"]]]))
+    m = forced.mask(torch.tensor([tok["Bar_None"]]))
+    assert m[0].nonzero().flatten().tolist() == [tok["CtrlDensity_low"]]
+    m = forced.mask(torch.tensor([tok["CtrlDensity_low"]]))
+    assert m[0].nonzero().flatten().tolist() == [tok["CtrlPM_none"]]
+
+
+def test_sliding_window_keeps_the_piece_controls(control_run):
+    model, tok, _ = load_run(control_run)
+    front = [tok["BOS_None"], tok["CtrlKey_E:minor"], tok["CtrlStyle_metal"]]
+    seen: list[list[int]] = []
+    hook = model.register_forward_pre_hook(lambda mod, args: seen.append(args[0][0, :3].tolist())
+                                           if args[0].shape[1] > 1 else None)
+    try:
+        ctx = model.config.block_size
+        generate(model, torch.tensor([front + [tok["Bar_None"]]]), 2 * ctx, keep_front=len(front),
+                 generator=torch.Generator().manual_seed(0))
+    finally:
+        hook.remove()
+    assert len(seen) >= 2  # the first pass and at least one slide
+    assert all(s == front for s in seen)
+
+
+def test_cli_sample_with_controls(control_run, tmp_path):
+    r = CliRunner().invoke(main, ["sample", "--run", str(control_run), "--out", str(tmp_path / "r.mid"),
+                                  "--key", "E minor", "--density", "high", "--polyphony", "chords", "--position", "7",
+                                  "--palm-mute", "high", "--style", "metal", "--tempo", "140",
+                                  "--time-signature", "7/8", "--bars", "2", "--seed", "1", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "r.mid").is_file()
+
+
+@pytest.mark.parametrize("option,value,known", [("--density", "huge", "high, low, mid"),
+                                                 ("--style", "jazz", "folk, metal"),
+                                                 ("--time-signature", "13/16", "4/4")])
+def test_unknown_values_list_the_known_ones(control_run, tmp_path, option, value, known):
+    r = CliRunner().invoke(main, ["sample", "--run", str(control_run), "--out", str(tmp_path / "r.mid"),
+                                  option, value, "--device", "cpu"])
+    assert r.exit_code == 2
+    assert option in r.output or "time signature" in r.output
+    assert known in r.output
+
+
+def test_control_option_without_controls_names_the_fix(plain_run, tmp_path):
+    r = CliRunner().invoke(main, ["sample", "--run", str(plain_run), "--out", str(tmp_path / "r.mid"),
+                                  "--key", "E:minor", "--device", "cpu"])
+    assert r.exit_code == 2
+    assert "without control tokens" in r.output and "data.controls=true" in r.output
+
+
+def test_position_without_controls_still_fingers(plain_run, tmp_path):
+    """--position on a run without controls keeps its old meaning (fret() fingers there) rather than erroring."""
+    r = CliRunner().invoke(main, ["sample", "--run", str(plain_run), "--out", str(tmp_path / "r.mid"),
+                                  "--position", "7", "--time-signature", "3/4", "--bars", "2", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+
+
+def test_tempo_alone_follows_the_models_time_signature(control_run):
+    """Every REMI bar here states its TimeSig: asked for a tempo alone, the model picks the time signature and
+    the tempo comes right after it, and the stream stays grammatical."""
+    model, tok, cfg = load_run(control_run)
+    asked = conditions(tok, tempo=140)
+    assert [tok[i] for i in asked.meter][0] == "Position_0"
+    for r in generate_riffs(model, tok, cfg, num=2, seed=0, max_new_tokens=60, bars=2, asked=asked):
+        toks = [tok[i] for i in r.ids]
+        assert toks[0] == "BOS_None" and toks[1] == "Bar_None" and toks[2].startswith("TimeSig_")
+        assert toks[3:5] == ["Position_0", "Tempo_" + toks[4].split("_")[1]] and abs(float(toks[4][6:]) - 140) < 10
+        body = [i for i in r.ids if tok[i] not in ("BOS_None", "EOS_None")]
+        assert tok.tokens_errors(miditok.TokSequence(ids=body)) == 0
