@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=512)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=None, help="default: the run's sample.top_p (1 = no truncation)")
     ap.add_argument("--device", default="auto")
     args = ap.parse_args()
     dev = resolve_device(args.device)
@@ -59,13 +60,14 @@ def main() -> None:
         n = min(args.batch_size, args.num_samples - first)
         riffs = generate_riffs(model, tok, cfg, dev, num=n, seed=args.seed, first=first,
                                max_new_tokens=args.max_new_tokens, temperature=cfg.sample.temperature,
-                               top_p=cfg.sample.top_p or None)
+                               top_p=(cfg.sample.top_p if args.top_p is None else args.top_p) or None)
         for r in riffs:
             k, c = technique_counts(tok, r.ids)
             sample_notes += k
             sample_techs += c
+    top_p = cfg.sample.top_p if args.top_p is None else args.top_p
     print(f"run {args.run}; training tokens of {data}: {train_notes:,} notes; "
-          f"{args.num_samples} sampled riffs: {sample_notes:,} notes\n")
+          f"{args.num_samples} sampled riffs (top-p {top_p}): {sample_notes:,} notes\n")
     print("| technique | training, per 100 notes | samples, per 100 notes | samples / training | within 2x |")
     print("|---|---:|---:|---:|---|")
     for name in sorted(set(train_techs) | set(sample_techs), key=lambda k: -train_techs[k]):
