@@ -80,6 +80,10 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
         named["tuning"] = tuning_name(tuning)
     if position is not None:
         named["pos"] = position
+    if "style" in named and not any(t.startswith("CtrlStyle_") for t in tokenizer.vocab):
+        raise GuitarformerError("--style: this run learned no styles (its files sat in no style folders)",
+                                "sample without --style, or prepare a folder whose subfolders name the styles "
+                                "(my-tabs/metal/..., my-tabs/folk/...) with --set data.controls=true and train on it")
     try:
         piece, bar = prompt_tokens(tokenizer.vocab, **named)
     except GuitarformerError as e:  # name the option as the user typed it
