@@ -11,6 +11,7 @@ import json
 import math
 import shutil
 import signal
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -273,7 +274,9 @@ def mean_over_ranks(x: float, dist: Dist, device) -> float:
     return t.item() / dist.world
 
 
-BUDGET_TIMED_STEPS = (3, 13)  # steps timed for train.time_budget_min: after compilation, before the first eval
+# Steps timed for train.time_budget_min: after compilation, before the first eval. The median step counts, so a
+# burst of other work on a shared machine does not decide the whole run.
+BUDGET_TIMED_STEPS = (3, 23)
 BUDGET_EVAL_STEPS_PER_TOKEN = 1 / 3  # an eval token costs about a third of a training token (forward only)
 
 
@@ -427,6 +430,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     tokens_per_step = t.batch_size * t.grad_accum * cfg.model.block_size * dist.world
     flops_tok, peak = raw.flops_per_token(), peak_flops(device)
     t_start = t_last = time.time()
+    step_ends: list[float] = []  # for train.time_budget_min
     tok_since = 0
     last_val: dict[str, float] | None = None
     stopped_by: str | None = None
@@ -446,12 +450,11 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
             grad_norm = optimizer_step(model, state, t.grad_clip)
             state.step += 1
             step = state.step
-            if t.time_budget_min > 0 and not t.budget_fitted and step in BUDGET_TIMED_STEPS:
-                if step == BUDGET_TIMED_STEPS[0]:
-                    t_timed = time.time()
-                else:  # fix max_steps once; the checkpoints and config.yaml carry it, so a resume keeps it
+            if t.time_budget_min > 0 and not t.budget_fitted and BUDGET_TIMED_STEPS[0] <= step <= BUDGET_TIMED_STEPS[1]:
+                step_ends.append(time.time())
+                if step == BUDGET_TIMED_STEPS[1]:  # fix max_steps once; checkpoints and config.yaml carry it
                     planned = fit_steps_to_budget(cfg, step, time.time() - t_start,
-                                                  (time.time() - t_timed) / (step - BUDGET_TIMED_STEPS[0]),
+                                                  statistics.median(b - a for a, b in zip(step_ends, step_ends[1:])),
                                                   len(data.val.split), tokens_per_step)
                     t.max_steps, t.budget_fitted = min_over_ranks(planned, dist, device), True
                     bar.total = t.max_steps
