@@ -148,9 +148,9 @@ def test_time_budget_fixes_the_steps_and_resume_keeps_them(tiny_cfg, tiny_datase
     """A budget too small for max_steps ends the run early with the schedule decayed to that end; the decided
     steps are in config.yaml and a resumed run trains to them, loss for loss."""
     cfg = _cfg(tiny_cfg, tiny_dataset, log_interval=1, max_steps=40, eval_interval=8, time_budget_min=1e-4)
-    full, split = _full_and_resumed(cfg, tmp_path, stop_at=13)  # stopped right after the budget is fixed
-    assert sorted(full) == sorted(split) == list(range(1, 15))  # step 13 + at least one more
-    assert load_config(str(tmp_path / "full" / "config.yaml")).train.max_steps == 14
+    full, split = _full_and_resumed(cfg, tmp_path, stop_at=23)  # stopped right after the budget is fixed
+    assert sorted(full) == sorted(split) == list(range(1, 25))  # step 23 + at least one more
+    assert load_config(str(tmp_path / "full" / "config.yaml")).train.max_steps == 24
     for s in full:
         assert split[s] == pytest.approx(full[s], abs=1e-6), s
 
