@@ -32,6 +32,9 @@ class DataConfig:
     # training window with probability control_dropout, so any subset (none included) can be asked for.
     controls: bool = False
     control_dropout: float = 0.5
+    # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
+    # fill-these-bars examples, so `guitarformer infill` can use the run; TabREMI without BPE. 0 = none.
+    infill: float = 0.0
 
 
 @dataclass
@@ -266,6 +269,9 @@ def validate(cfg: Config) -> None:
         (not cfg.data.controls or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
          "data.controls needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
+        (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
+        (cfg.data.infill == 0 or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
+         "data.infill needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
     ]
     for ok, msg in checks:
         if not ok:

@@ -5,6 +5,10 @@ with probability p, the same types throughout the window, so the model learns ev
 included; and a window that starts past its piece's opening controls gets them (those kept) in front, so the
 piece's tuning, key and style condition every window of it. Validation windows draw their drops from a generator
 seeded by the window's number: the same windows every time.
+
+With `infill` > 0 that share of training windows (pairs) becomes a bar-infilling example (data/infill.py): a span of
+1-4 bars inside one piece, with bars on both sides, laid out for the model kind. Validation never infills, so val
+numbers stay comparable with runs trained without it (scripts/bench_infill.py measures the fill).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from guitarformer.data.controls import (
     control_kinds,
     control_type,
 )
+from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_example, seq2seq_example
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import CONTROLS_PARAM
 from guitarformer.data.tokenization import load_tokenizer
@@ -182,18 +187,27 @@ class DecoderWindows:
     (ControlDropout; 0 drops none)."""
 
     def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None,
-                 control_dropout: float = 0.5):
+                 control_dropout: float = 0.5, infill: float = 0.0):
         self.split, self.T, self.shifter = split, block_size, shifter
         if len(split) < 2:
             raise ValueError(f"the {split.split} split holds {len(split)} tokens: too few to train on")
         self.controls = ControlDropout.of_split(split, control_dropout)
+        self.infill = infill
+        self.fill = _fill_ids(split) if infill > 0 else None
 
     def batch(self, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.split)
         T = min(self.T, n - 1)
         starts = torch.randint(0, n - T, (batch_size,), generator=gen).tolist()
-        rows = []
+        rows, skips = [], []
         for i in starts:
+            if self.infill and float(torch.rand(1, generator=gen)) < self.infill:
+                ex = self._infill_window(i, T + 1, gen)
+                if ex is not None:  # else a plain window (a stretch too short for a span with bars around it)
+                    w, skip = ex
+                    rows.append(self.shifter(w, gen) if self.shifter is not None else w)
+                    skips.append((len(rows) - 1, torch.from_numpy(skip)))
+                    continue
             w = None
             if self.controls is not None:
                 drop = self.controls.draw(gen)
@@ -208,7 +222,21 @@ class DecoderWindows:
                 w = self.shifter(w, gen)
             rows.append(w)
         a = torch.from_numpy(np.stack(rows))
-        return a[:, :-1].contiguous(), a[:, 1:].contiguous()  # x, y: (B, T)
+        x, y = a[:, :-1].contiguous(), a[:, 1:].contiguous()  # (B, T)
+        for r, skip in skips:
+            y[r, skip] = IGNORE_INDEX
+        return x, y
+
+    def _infill_window(self, i: int, length: int, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+        """An infilling window (data/infill.py) from the piece that holds stream index i, moved back where the piece
+        ends too soon; with controls, the dropped types left out and the piece's kept opening controls in front."""
+        a, b = _piece_bounds(self.split, i, self.fill)
+        need = length - 4  # BOS, FillStart, FillEnd and at least one FillBar around the content
+        start = max(a, min(i, b - need))
+        c = np.asarray(self.split.tokens[start: min(b, start + need)], dtype=np.int64)
+        if self.controls is not None:
+            c, _, _ = self.controls.take(start, need, self.controls.draw(gen), stop=b)
+        return decoder_example(self.fill, c, length, gen)
 
     def _control_windows(self, max_windows: int):
         """Consecutive windows with controls: each starts at the last token of the one before (as the windows
@@ -256,10 +284,12 @@ class Seq2SeqPairs:
     """(source, target) pairs split at bar lines: source = up to S tokens ending at a bar, target = the bars after."""
 
     def __init__(self, split: TokenSplit, src_len: int, tgt_len: int, bar_ids: list[int], bos_id: int, pad_id: int,
-                 shifter: PitchShifter | None = None, control_dropout: float = 0.5):
+                 shifter: PitchShifter | None = None, control_dropout: float = 0.5, infill: float = 0.0):
         self.split, self.S, self.T = split, src_len, tgt_len
         self.bos, self.pad, self.shifter = bos_id, pad_id, shifter
         self.controls = ControlDropout.of_split(split, control_dropout)  # as DecoderWindows
+        self.infill = infill
+        self.fill = _fill_ids(split) if infill > 0 else None
         bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(bar_ids, dtype=np.int64))
         self.cut_points: list[int] = []  # absolute positions of bar tokens that have a bar before them
         self.seq_start: list[int] = []
@@ -286,7 +316,12 @@ class Seq2SeqPairs:
         n = len(self.cut_points)
         cut, start = (self.cut_points[k], self.seq_start[k]) if k < n else self.first_bars[k - n]
         end = self.seq_end[start]
-        if self.controls is None:
+        pair = None
+        if self.infill and gen is not None and k < n and float(torch.rand(1, generator=gen)) < self.infill:
+            pair = self._infill_pair(cut, start, gen)  # None: too near the piece's end for a bar after the span
+        if pair is not None:
+            src, tgt = pair
+        elif self.controls is None:
             src = np.asarray(self.split.tokens[max(start, cut - self.S): cut], dtype=np.int64)
             tgt = np.asarray(self.split.tokens[cut: min(end, cut + self.T)], dtype=np.int64)
         else:
@@ -321,6 +356,21 @@ class Seq2SeqPairs:
         tgt, _, _ = c.take(cut, self.T, drop, stop=end, front=False)
         return src, tgt
 
+    def _infill_pair(self, cut: int, start: int, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+        """Source with FillBar placeholders for 1-4 bars from `cut`, target those bars + EOS (data/infill.py)."""
+        a, b = _piece_bounds(self.split, start, self.fill)
+        before = np.asarray(self.split.tokens[max(a, cut - 2 * self.S): cut], dtype=np.int64)
+        rest = np.asarray(self.split.tokens[cut: min(b, cut + 2 * self.S + MAX_SPAN_BARS * self.T)], dtype=np.int64)
+        head = None
+        if self.controls is not None:
+            c = self.controls
+            drop = c.draw(gen)
+            before, rest = before[~drop[c.kind[before]]], rest[~drop[c.kind[rest]]]
+            end_head, head = c.head(start)
+            head = head[~drop[c.kind[head]]] if cut - 2 * self.S >= end_head else None
+        pair = seq2seq_example(self.fill, before, rest, self.S, gen, head)
+        return None if pair is None else (pair[0], pair[1][: self.T])
+
     def _stack(self, items) -> tuple[torch.Tensor, ...]:
         cols = list(zip(*items))
         return tuple(torch.from_numpy(np.stack(c)) for c in cols)  # src (B,S), src_mask (B,S), tgt (B,T), y (B,T)
@@ -336,3 +386,19 @@ class Seq2SeqPairs:
             ks = ks[: max_batches * batch_size]
         for b in range(0, len(ks), batch_size):
             yield self._stack([self._pair(k, None) for k in ks[b: b + batch_size]])
+
+
+def _fill_ids(split: TokenSplit) -> FillIds:
+    """The infilling token ids of a split's dataset (a clear error when its tokenizer has none)."""
+    return FillIds.of(load_tokenizer(split.dataset / "tokenizer.json"))
+
+
+def _piece_bounds(split: TokenSplit, i: int, f: FillIds) -> tuple[int, int]:
+    """[a, b): the content of the piece that holds stream index i, without its BOS and EOS."""
+    seq = int(np.searchsorted(split.offsets, i, side="right")) - 1
+    a, b = int(split.offsets[seq]), int(split.offsets[seq + 1])
+    if b > a and int(split.tokens[a]) == f.bos:
+        a += 1
+    if b > a and int(split.tokens[b - 1]) == f.eos:
+        b -= 1
+    return a, b

@@ -42,6 +42,7 @@ from guitarformer.data.controls import (
     piece_controls,
     style_name,
 )
+from guitarformer.data.infill import FILL_TOKENS, extend_graph, infill_on
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.guitar import MAX_FRET
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
@@ -70,6 +71,8 @@ class TabREMI(miditok.REMI):
         vocab += [f"String_{s}" for s in range(1, MAX_STRINGS + 1)]
         vocab += [f"Bend_{q}" for q in range(1, MAX_BEND_QUARTER_TONES + 1)]
         vocab += [f"Tech_{v}" for v in TECH_VALUES]
+        if infill_on(self):  # bar infilling (data/infill.py): after the tab tokens, so that none of theirs moves
+            vocab += list(FILL_TOKENS)
         styles = control_styles(self)
         if styles is not None:
             vocab += control_vocabulary(styles)
@@ -92,7 +95,7 @@ class TabREMI(miditok.REMI):
             for k, t in enumerate(bar):
                 graph[t] = set(bar[k + 1:]) | after_bar
             graph["Bar"] = after_bar | set(bar)
-        return graph
+        return extend_graph(graph) if infill_on(self) else graph
 
 
 def control_params(styles: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import miditok
 import symusic
 
+from guitarformer.data.infill import infill_params
 from guitarformer.data.tab_tokens import (
     TabREMI,
     control_params,
@@ -51,6 +52,8 @@ def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()
     )
     if getattr(cfg, "controls", False):
         params.update(control_params(styles))
+    if cfg.tokenizer == "TabREMI":  # the bar-infilling tokens, appended last (data/infill.py)
+        params.update(infill_params())
     return params
 
 

@@ -101,12 +101,14 @@ class Data:
         shifter = PitchShifter(self.tokenizer, cfg.data.transpose) if cfg.data.transpose > 0 else None
         m = cfg.model
         if m.kind == "decoder":
-            self.train = DecoderWindows(train, m.block_size, shifter, control_dropout=cfg.data.control_dropout)
+            self.train = DecoderWindows(train, m.block_size, shifter, control_dropout=cfg.data.control_dropout,
+                                        infill=cfg.data.infill)
             self.val = DecoderWindows(val, m.block_size, control_dropout=cfg.data.control_dropout)
         else:
             args = (m.src_block_size, m.block_size, bar_ids(self.tokenizer), self.tokenizer["BOS_None"],
                     self.tokenizer.pad_token_id)
-            self.train = Seq2SeqPairs(train, *args, shifter=shifter, control_dropout=cfg.data.control_dropout)
+            self.train = Seq2SeqPairs(train, *args, shifter=shifter, control_dropout=cfg.data.control_dropout,
+                                      infill=cfg.data.infill)
             self.val = Seq2SeqPairs(val, *args, control_dropout=cfg.data.control_dropout)
 
     @property
