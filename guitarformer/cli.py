@@ -502,5 +502,46 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
         click.echo(f"wrote {out}")
 
 
+# ---------------------------------------------------------------- infill
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("song", type=click.Path(path_type=Path))
+@click.option("--bars", "bar_range", callback=_bar_range, required=True, metavar="A-B",
+              help="The bars to write again (numbered from 1, as `tab` numbers them), e.g. 5-8.")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="The song with the new bars: .mid (MIDI), .txt (ASCII tab) or .gp5 (Guitar Pro 5).")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
+              help="Run directory, trained with data.infill > 0 (default: newest under ./runs).")
+@click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
+@click.option("--track", default=None, help="The part to fill, where the file has several: its number (1 = the "
+              "first listed) or its name (default: the first).")
+@click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
+              help="Parts --track chooses among: guitar tracks only, or every non-drum track.")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option("--temperature", type=_Finite(0, 100), default=None, help="Default: the run's sample.temperature.")
+@click.option("--top-k", type=click.IntRange(0), default=None, help="0 = off (default: the run's sample.top_k).")
+@click.option("--top-p", type=_Finite(0, 1, min_open=True), default=None, help="Default: the run's sample.top_p.")
+@click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
+              help="Token budget of the fill (default: twice what the bars take in the song).")
+@click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
+@click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
+def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, temperature, top_k, top_p,
+           max_new_tokens, tab_out, gp_out, device):
+    """Write bars A-B of SONG (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) again with a model trained with
+    infilling, given the bars before and after them; every other note stays as written (time, string, fret,
+    techniques)."""
+    from guitarformer.generation.infill import read_song, write_infill
+
+    parts = read_song(song, tracks)
+    if track is not None:
+        parts = _pick_track(parts, track, song, tracks)
+    elif len(parts) > 1:
+        click.echo(f"{song.name} has {len(parts)} parts: filling the first (choose another with --track)", err=True)
+    write_infill(parts[0], bar_range, out, run_dir, checkpoint, seed, temperature, top_k, top_p, max_new_tokens,
+                 tab_out, gp_out, device, echo=click.echo)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,220 @@
+"""Bar infilling: layouts, training examples, and filling bars of a file with a tiny run of each model kind."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import miditok
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from guitarformer import IGNORE_INDEX
+from guitarformer.cli import main
+from guitarformer.config import DataConfig, apply_overrides
+from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
+from guitarformer.data.infill import (
+    FILL_TOKENS,
+    FillIds,
+    decoder_layout,
+    seq2seq_layout,
+    split_bars,
+    unfold,
+)
+from guitarformer.data.tab_tokens import TabREMI
+from guitarformer.data.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
+from guitarformer.errors import GuitarformerError
+from guitarformer.fretting import fret
+from guitarformer.generation.infill import fill_bars, song_bars
+from guitarformer.readers import read_guitar
+from guitarformer.runs import load_run
+
+FIX = Path(__file__).parent / "fixtures"
+SONG = FIX / "tabs" / "lyrics_multistaff.txt"  # 4 bars of a human tab: bars 2-3 have a bar on each side
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer(DataConfig())
+
+
+def _song(tok):
+    gs = read_guitar(SONG)[0]
+    ids = encode(tok, gs)
+    f = FillIds.of(tok)
+    head, bars = split_bars(ids[1:-1], f.bars)
+    return gs, ids, f, head, bars
+
+
+def test_fill_tokens_come_after_the_tab_tokens_and_survive_save_and_load(tok, tmp_path):
+    params = tokenizer_params(DataConfig())
+    params.pop("guitar_infill")
+    plain = TabREMI(miditok.TokenizerConfig(**params))  # a dataset prepared before infilling
+    assert not any(t in plain.vocab for t in FILL_TOKENS)
+    assert {t: i for t, i in tok.vocab.items() if t not in FILL_TOKENS} == plain.vocab  # no id moved
+    assert [tok.vocab[t] for t in FILL_TOKENS] == list(range(len(plain), len(plain) + 3))
+    tok.save(tmp_path / "tokenizer.json")
+    back = load_tokenizer(tmp_path / "tokenizer.json")
+    assert back.vocab == tok.vocab and back.tokens_types_graph == tok.tokens_types_graph
+    assert {"FillBar", "FillStart", "FillEnd"} <= set(back.tokens_types_graph)
+    with pytest.raises(GuitarformerError, match="no infilling tokens"):
+        FillIds.of(plain)
+
+
+def test_layouts_round_trip_and_follow_the_grammar(tok):
+    _, ids, f, head, bars = _song(tok)
+    assert len(bars) == 4
+    for a, b in ((1, 3), (0, 1), (3, 4), (0, 4)):
+        layout, at = decoder_layout(f, head, bars[:a], bars[a:b], bars[b:])
+        assert layout[at - 1] == f.start and layout.count(f.bar) == b - a and layout[-1] == f.end
+        assert unfold(f, layout) == ids[:-1]  # the bars come back in order
+        assert tok.tokens_errors(miditok.TokSequence(ids=layout[1:])) == 0
+        src, tgt = seq2seq_layout(f, head, bars[:a], bars[a:b], bars[b:])
+        assert src.count(f.bar) == b - a and tgt[0] == f.bos and tgt[-1] == f.eos
+        assert unfold(f, src + [f.start] + tgt[1:-1]) == ids[:-1]
+        assert tok.tokens_errors(miditok.TokSequence(ids=src[1:])) == 0
+        assert tok.tokens_errors(miditok.TokSequence(ids=tgt[1:])) == 0
+
+
+def _stream(split):
+    return np.asarray(split.tokens, dtype=np.int64)
+
+
+def _contains(stream: np.ndarray, part: list[int]) -> bool:
+    n = len(part)
+    starts = np.nonzero(stream[: len(stream) - n + 1] == part[0])[0]
+    return any(stream[s: s + n].tolist() == part for s in starts)
+
+
+def test_decoder_windows_mix_in_valid_infilling_examples(tiny_dataset):
+    split = TokenSplit(tiny_dataset, "train")
+    f = FillIds.of(load_tokenizer(tiny_dataset / "tokenizer.json"))
+    stream = _stream(split)
+    T = 160
+    x, y = DecoderWindows(split, T, infill=0.5).batch(32, torch.Generator().manual_seed(3))
+    filled = 0
+    for r in range(32):
+        row = x[r].tolist() + [int(y[r, -1])]
+        if f.start not in row:
+            assert torch.equal(x[r, 1:], y[r, :-1]) and (y[r] != IGNORE_INDEX).all()  # a plain window
+            continue
+        filled += 1
+        seq = row[: row.index(f.end) + 1]
+        assert seq[0] == f.bos and seq.count(f.start) == 1 and 1 <= seq.count(f.bar) <= 4
+        span = seq[seq.index(f.start) + 1: -1]
+        assert sum(t in f.bars for t in span) == seq.count(f.bar) and span[0] in f.bars  # whole bars, as many
+        assert _contains(stream, unfold(f, seq)[1:])  # the piece's own tokens, in order, around the fill
+        skip = (y[r] == IGNORE_INDEX).tolist()
+        targets = row[1:]
+        assert all(skip[j] == (targets[j] in (f.bar, f.start) or j >= len(seq) - 1) for j in range(T))
+    assert filled >= 8
+
+
+def test_seq2seq_pairs_mix_in_valid_infilling_examples(tiny_dataset):
+    split = TokenSplit(tiny_dataset, "train")
+    tok = load_tokenizer(tiny_dataset / "tokenizer.json")
+    f = FillIds.of(tok)
+    stream = _stream(split)
+    pairs = Seq2SeqPairs(split, 96, 128, bar_ids(tok), f.bos, f.pad, infill=0.5)
+    src, mask, tin, y = pairs.batch(32, torch.Generator().manual_seed(4))
+    filled = 0
+    for r in range(32):
+        s = src[r][mask[r]].tolist()
+        if f.bar not in s:
+            continue
+        filled += 1
+        t = y[r][y[r] != IGNORE_INDEX].tolist()
+        k = s.count(f.bar)
+        assert s[0] == f.bos and 1 <= k <= 4 and t[0] in f.bars
+        if t[-1] == f.eos:
+            assert sum(i in f.bars for i in t) == k
+            assert _contains(stream, unfold(f, s + [f.start] + t[:-1])[1:])
+    assert filled >= 8
+    assert all(f.bar not in s[m].tolist() for s, m, _, _ in pairs.eval_batches(8))  # validation never infills
+
+
+def test_infill_zero_leaves_windows_and_pairs_as_they_were(tiny_dataset):
+    split = TokenSplit(tiny_dataset, "train")
+    tok = load_tokenizer(tiny_dataset / "tokenizer.json")
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    for a, b in zip(DecoderWindows(split, 64).batch(8, g1), DecoderWindows(split, 64, infill=0.0).batch(8, g2)):
+        assert torch.equal(a, b)
+    args = (32, 64, bar_ids(tok), tok["BOS_None"], tok.pad_token_id)
+    for a, b in zip(Seq2SeqPairs(split, *args).batch(8, g1), Seq2SeqPairs(split, *args, infill=0.0).batch(8, g2)):
+        assert torch.equal(a, b)
+    assert torch.equal(g1.get_state(), g2.get_state())
+
+
+@pytest.fixture(scope="module", params=["decoder", "encoder_decoder"])
+def infill_run(request, tiny_cfg, tiny_dataset, tmp_path_factory):
+    from guitarformer.training.loop import train
+
+    cfg = apply_overrides(copy.deepcopy(tiny_cfg), [
+        "data.infill=0.5", f"model.kind={request.param}", "model.block_size=256", "model.src_block_size=128"])
+    cfg.data.dataset = str(tiny_dataset)
+    run = tmp_path_factory.mktemp("runs") / f"infill-{request.param}"
+    train(cfg, run_dir=run, progress=False)
+    return run
+
+
+def test_a_tiny_run_fills_bars_and_keeps_every_other_note(infill_run):
+    model, tok, cfg = load_run(infill_run)
+    gs = read_guitar(SONG)[0]
+    song = song_bars(tok, read_guitar(SONG)[0], FillIds.of(tok))
+    lo, hi = song.starts[1], song.starts[3]
+    for seed in range(3):
+        filled = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=seed)
+        assert filled.ended and sum(t in bar_ids(tok) for t in filled.fill_ids) == 2  # exactly the two bars
+        assert tok.tokens_errors(miditok.TokSequence(ids=filled.fill_ids)) == 0
+        out = filled.gs
+
+        def kept(g, frets, techs):
+            return [(n.time, n.duration, n.pitch, n.velocity, fr, te)
+                    for n, fr, te in zip(g.track.notes, frets, techs) if not lo <= n.time < hi]
+
+        assert kept(out, out.frets, out.techniques) == kept(gs, gs.frets, gs.techniques)
+        new = [n for n in out.track.notes if lo <= n.time < hi]
+        assert len(new) == filled.new_notes
+        assert all(n.time + n.duration <= hi for n in new)  # nothing rings into the bars after
+        assert [(t.time, t.numerator, t.denominator) for t in out.score.time_signatures] == \
+            [(t.time, t.numerator, t.denominator) for t in gs.score.time_signatures]
+
+
+def test_infill_command_writes_every_format(infill_run, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["infill", str(SONG), "--bars", "2-3", "--run", str(infill_run),
+                               "--out", str(tmp_path / "new.gp5"), "--tab", str(tmp_path / "new.txt")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "new.txt").read_text().count("generated") == 1
+    back = read_guitar(tmp_path / "new.gp5")[0]
+    before = read_guitar(SONG)[0]
+    first_bar = before.score.ticks_per_quarter * 4  # 4/4: bar 1 is kept as written
+    assert sorted((n.time, n.pitch) for n in back.track.notes if n.time < first_bar) == \
+        sorted((n.time * back.score.ticks_per_quarter // before.score.ticks_per_quarter, n.pitch)
+               for n in before.track.notes if n.time < first_bar)
+    res = runner.invoke(main, ["infill", str(SONG), "--bars", "2-3", "--run", str(infill_run),
+                               "--out", str(tmp_path / "new.mid")])
+    assert res.exit_code == 0 and (tmp_path / "new.mid").stat().st_size > 0
+
+
+def test_clear_errors(infill_run, tiny_run, tmp_path):
+    runner = CliRunner()
+
+    def err(*args):
+        res = runner.invoke(main, ["infill", str(SONG), "--out", str(tmp_path / "x.mid"), *args])
+        assert res.exit_code == 2, res.output
+        return res.output
+
+    assert "has 4 bars" in err("--bars", "3-9", "--run", str(infill_run))
+    assert "--set data.infill=0.3" in err("--bars", "2-3", "--run", str(tiny_run))
+    assert "bar range" in err("--bars", "x", "--run", str(infill_run))
+    res = runner.invoke(main, ["infill", str(SONG), "--bars", "2", "--run", str(infill_run),
+                               "--out", str(tmp_path / "x.wav")])
+    assert res.exit_code == 2 and ".gp5" in res.output
+    with pytest.raises(GuitarformerError, match="data.infill needs"):
+        apply_overrides(copy.deepcopy(load_run(tiny_run)[2]), ["data.infill=0.3", "data.tokenizer=REMI"])
+    gs = read_guitar(SONG)[0]
+    gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo)
+    assert len(song_bars(load_run(infill_run)[1], gs, FillIds.of(load_run(infill_run)[1])).bars) == 4
