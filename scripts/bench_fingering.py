@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_fretting import half as _part_half  # noqa: E402  (the split must be exactly the fretting benchmark's)
 
-from guitarformer.generation.fingering import Agreement, has_human_fingering, part_ids, score_parts  # noqa: E402
+from guitarformer.generation.fingering import BEAM, Agreement, has_human_fingering, part_ids, score_parts  # noqa: E402
 from guitarformer.readers import read_guitar  # noqa: E402
 
 NOTES = "<!-- notes: kept when the script rewrites this page -->"
@@ -103,6 +103,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--every", type=int, default=1, help="score every Nth held-out part (quick runs)")
     ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--beam", type=int, nargs="+", default=[BEAM], help="rows kept per window: 1 is the greedy "
+                    "choice; several values score the same parts with each (default: %(default)s)")
     ap.add_argument("--context", type=int, default=None, help="windows of at most this many tokens (default: the "
                     "model's block_size; shorter is faster, with less context)")
     ap.add_argument("--device", default="auto")
@@ -136,42 +138,46 @@ def main() -> None:
         t0 = time.perf_counter()
         parts, bad = held_out_parts(tok, find(args.data), args.every, name)
         t_read = time.perf_counter() - t0
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        got = score_parts(model, tok, parts, dev, args.batch_size, args.context)
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t_model = time.perf_counter() - t0
-        a = Agreement()
-        for g in got:
-            a.add(g)
-        rows.append((name, a, bad, t_read, t_model))
-        d = a.as_dict()
-        print(f"{name}: {a.parts} parts, {a.notes} notes: model {d['model_accuracy'] or 0:.1%}  fret() "
-              f"{d['fret_accuracy'] or 0:.1%}  (model {a.notes / max(t_model, 1e-9):,.0f} notes/s; reading, "
-              f"fret() and encoding {t_read:.0f}s; {bad} files or parts passed over)", flush=True)
-    pooled = Agreement()
-    for _, a, *_ in rows:
-        pooled.add(a)
-    d = pooled.as_dict()
-    print(f"held out, pooled: {pooled.notes} notes: model {d['model_accuracy'] or 0:.1%}  fret() "
-          f"{d['fret_accuracy'] or 0:.1%}")
+        for k in args.beam:
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            got = score_parts(model, tok, parts, dev, args.batch_size, args.context, beam=k)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            t_model = time.perf_counter() - t0
+            a = Agreement()
+            for g in got:
+                a.add(g)
+            rows.append((name, k, a, bad, t_read, t_model))
+            d = a.as_dict()
+            print(f"{name}, beam {k}: {a.parts} parts, {a.notes} notes: model {d['model_accuracy'] or 0:.1%}  "
+                  f"fret() {d['fret_accuracy'] or 0:.1%}  (model {a.notes / max(t_model, 1e-9):,.0f} notes/s; "
+                  f"reading, fret() and encoding {t_read:.0f}s; {bad} files or parts passed over)", flush=True)
+    pooled = {}
+    for _, k, a, *_ in rows:
+        pooled.setdefault(k, Agreement()).add(a)
+    for k, p in pooled.items():
+        d = p.as_dict()
+        print(f"held out, pooled, beam {k}: {p.notes} notes: model {d['model_accuracy'] or 0:.1%}  fret() "
+              f"{d['fret_accuracy'] or 0:.1%}")
     if args.no_doc:
         return
     cmd = "python scripts/bench_fingering.py " + " ".join(a for a in sys.argv[1:])
     write_doc(args.doc, rows, pooled, cmd, args, cfg, n_params, dev)
 
 
-def write_doc(path: Path, rows, pooled: Agreement, cmd: str, args, cfg, n_params: int, dev) -> None:
+def write_doc(path: Path, rows, pooled: dict[int, Agreement], cmd: str, args, cfg, n_params: int, dev) -> None:
     def pct(a: Agreement, key: str) -> str:
         v = a.as_dict()[key]
         return "-" if v is None else f"{v:.1%}"
 
     threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
     table = "\n".join(
-        f"| {name} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
-        f"{a.notes / max(tm, 1e-9):,.0f} |" for name, a, _, _, tm in rows)
+        f"| {name} | {k} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
+        f"{a.notes / max(tm, 1e-9):,.0f} |" for name, k, a, _, _, tm in rows)
+    table += "".join(f"\n| pooled | {k} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | "
+                     f"{pct(a, 'fret_accuracy')} | |" for k, a in pooled.items())
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.is_file() else ""
     notes = old[old.index(NOTES):] if NOTES in old else f"{NOTES}\n"  # hand-written notes below the marker stay
@@ -187,20 +193,22 @@ and this page scores it on the held-out half of the real-guitar files, against `
 Run: `{args.run or args.checkpoint}`: {cfg.model.n_layer} layers, width {cfg.model.n_embd}, \
 context {cfg.model.block_size}
 ({n_params / 1e6:.1f}M parameters); windows of {args.context or cfg.model.block_size} tokens, \
-batches of {args.batch_size}; on {dev.type}
+batches of {args.batch_size} rows; on {dev.type}
 ({threads}); every {args.every}. de-duplicated part of the held-out half.
 
-| held-out source | parts | notes | model | fret() | model notes/s |
-|---|---|---|---|---|---|
+| held-out source | beam | parts | notes | model | fret() | model notes/s |
+|---|---|---|---|---|---|---|
 {table}
-| pooled | {pooled.parts} | {pooled.notes:,} | {pct(pooled, 'model_accuracy')} | {pct(pooled, 'fret_accuracy')} | |
 
 Accuracy = share of notes whose (string, fret) equals the human tab's, for the model and for fret() on the same
 notes. How it is counted (guitarformer/generation/fingering.py): each part is encoded with its human fingering;
-the model reads those tokens with teacher forcing except String tokens, which it chooses itself (the likeliest
-String the guitar allows: a string that sounds the pitch in the part's tuning and capo, free at that onset, and
+the model reads those tokens with teacher forcing except String tokens, which it chooses itself among the
+strings the guitar allows (a string that sounds the pitch in the part's tuning and capo, free at that onset, and
 leaving the onset's later notes strings of their own) and then reads back; fret()'s fingering goes through the
-same encoder. With the pitch the same, the same string means the same fret. Dead notes and natural harmonics are
+same encoder. Beam 1 takes the likeliest allowed String given the tokens before it; beam K keeps, per window,
+the K likeliest sequences so far (every token's log-probability counts, the teacher-forced ones too, so a string
+that makes the next notes unlikely loses), one of them always the greedy one, and keeps the best at the
+window's end. With the pitch the same, the same string means the same fret. Dead notes and natural harmonics are
 left out (their string and fret are not a fretted pitch), as in scripts/bench_fretting.py, and so are notes
 whose human string cannot sound their pitch.
 
@@ -214,9 +222,9 @@ harmonics included, as `tab` does) before those notes are left out of the count,
 tokenizer sees it (notes its quantisation merges are one note). The fret() column should land within a few
 tenths of a point of FRETTING.md's held-out numbers.
 
-Speed: the model steps one token per window row through the KV cache, all windows of a source in batches of
-{args.batch_size}; notes/s counts compared notes over the model's time only (reading, fret() and encoding are
-not in it).
+Speed: the model steps one token per row through the KV cache (beam K: K rows per window), all windows of a
+source in batches of {args.batch_size} rows; notes/s counts compared notes over the model's time only (reading,
+fret() and encoding are not in it).
 
 {notes}""")
     print(f"wrote {path}")

@@ -19,8 +19,9 @@ from guitarformer.config import Config, DataConfig, ModelConfig
 from guitarformer.data.tokenization import build_tokenizer, encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
-from guitarformer.generation.fingering import finger, note_strings, part_ids, refinger
+from guitarformer.generation.fingering import _refinger, finger, log_likelihood, note_strings, part_ids, refinger
 from guitarformer.models import build_model
+from guitarformer.music.guitar import MAX_FRET
 from guitarformer.readers import read_guitar
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -117,7 +118,7 @@ def _favour(model, tok, string: int):
 def test_the_choice_follows_the_model(model, tok, parts, monkeypatch, string):
     monkeypatch.setattr(model, "forward", _favour(model, tok, string))
     gs = parts[0]  # riff.txt, standard tuning: one note per onset
-    res = finger(model, tok, [gs])[0]
+    res = finger(model, tok, [gs], beam=1)[0]  # the greedy choice
     n = len(gs.tuning)
     fits = [gs.tuning[n - string] + gs.capo <= note.pitch <= gs.tuning[n - string] + gs.capo + 24
             for note in gs.track.notes]
@@ -230,3 +231,92 @@ def test_a_bpe_tokenizer_cannot_finger(model, tok):
         pytest.skip("this miditok tells a trained tokenizer apart another way")
     with pytest.raises(GuitarformerError, match="BPE"):
         check_fingering_run(model, bpe)
+
+
+# ---------------------------------------------------------------- beam search over the strings
+
+
+def _seqs(tok, parts):
+    return ([encode(tok, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo))) for gs in parts],
+            [(gs.tuning, gs.capo) for gs in parts])
+
+
+@pytest.mark.parametrize("beam", [2, 4])
+def test_beam_search_never_scores_below_greedy(model, tok, parts, beam):
+    seqs, guitars = _seqs(tok, parts)
+    greedy = refinger(model, tok, seqs, guitars, batch_size=64, beam=1)
+    wide, scored = _refinger(model, tok, seqs, guitars, None, 64, None, beam)
+    ll_greedy, ll_wide = log_likelihood(model, tok, greedy), log_likelihood(model, tok, wide)
+    for g, w in zip(ll_greedy, ll_wide):
+        assert w >= g - 1e-6
+    assert sum(ll_wide) > sum(ll_greedy) + 0.1  # a random model's first choices are not its best sequences
+    # The beam's own running score (KV cache and constraint rows reordered as beams are re-ranked) is the
+    # log-likelihood a plain forward pass gives its result.
+    assert scored == pytest.approx(ll_wide, abs=1e-3)
+    strings = {tok[f"String_{s}"] for s in range(1, 9)}
+    for a, b in zip(seqs, wide):
+        assert all(x == y or (x in strings and y in strings) for x, y in zip(a, b))
+    assert wide == refinger(model, tok, seqs, guitars, batch_size=beam, beam=beam)  # one window a batch: the same
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_beam_fingerings_are_playable(model, tok, parts, beam):
+    for gs, res in zip(parts, finger(model, tok, parts, batch_size=16, beam=beam)):
+        assert res.strings_chosen == len(gs.track.notes)
+        _playable(gs, res.frets)
+
+
+def _trap(tok, bait: int, good: int):
+    """A model that reads only the last token: after anything but a String it prefers String_<bait> to
+    String_<good>, but after String_<bait> every token but a String is very unlikely, so the teacher-forced
+    tokens after a note on the bait string cost more than the bait gained."""
+    strings = [tok[f"String_{s}"] for s in range(1, 9)]
+
+    def forward(idx, targets=None, cache=None):
+        if cache is not None:
+            cache.advance(idx.shape[1])
+        logits = torch.zeros(idx.shape[0], idx.shape[1], len(tok))
+        logits[..., strings[bait - 1]] = 3.0
+        logits[..., strings[good - 1]] = 2.0
+        after_bait = (idx == strings[bait - 1]).unsqueeze(-1)
+        penalty = torch.full((len(tok),), -8.0)
+        penalty[strings] = 0.0
+        return logits + after_bait * penalty, None
+
+    return forward
+
+
+def test_greedy_takes_the_bait_and_beam_search_does_not(model, tok, parts, monkeypatch):
+    gs = parts[0]  # riff.txt, standard tuning: one note per onset
+    seqs, guitars = _seqs(tok, [gs])
+    monkeypatch.setattr(model.config, "block_size", 4 * len(seqs[0]))  # one window: every note has a next token
+    monkeypatch.setattr(model, "forward", _favour(model, tok, 6))
+    good = refinger(model, tok, seqs, guitars, beam=1)[0]  # string 6 wherever the guitar lets it
+    monkeypatch.setattr(model, "forward", _trap(tok, bait=5, good=6))
+    greedy = refinger(model, tok, seqs, guitars, beam=1)[0]
+    strings = [[s for s, _, _ in note_strings(tok, ids)] for ids in (good, greedy)]
+    assert strings[0].count(6) >= 10 and strings[1].count(6) <= 1  # the greedy choice takes the bait
+    for beam in (3, 4, 8):  # two rows besides the greedy one keep the good string through the next token
+        wide = refinger(model, tok, seqs, guitars, beam=beam)[0]
+        assert wide == good
+        assert log_likelihood(model, tok, [wide])[0] > log_likelihood(model, tok, [greedy])[0] + 10
+
+
+def test_the_constraint_rows_beam_search_reorders_are_all_its_per_row_state(tok, parts):
+    from guitarformer.generation.fingering import _Rows
+
+    seqs, _ = _seqs(tok, parts)
+    n = min(map(len, seqs))
+    ids = torch.tensor([s[:n] for s in seqs])  # one row per part, each with its own strings sounding
+    perm = torch.tensor([2, 0, 0, 3, 1])[:len(seqs) + 1] % len(seqs)
+    moved, replayed = _Rows(tok, ((40, 45, 50, 55, 59, 64), 0), torch.device("cpu")), _Rows(
+        tok, ((40, 45, 50, 55, 59, 64), 0), torch.device("cpu"))
+    assert len(moved.row_state) >= 8
+    moved.constraint.start(ids)
+    for obj, name in moved.row_state:
+        setattr(obj, name, getattr(obj, name)[perm])
+    replayed.constraint.start(ids[perm])
+    for (obj, name), (obj2, _) in zip(moved.row_state, replayed.row_state):
+        assert torch.equal(getattr(obj, name), getattr(obj2, name)), name
+    last = ids[perm, -1]
+    assert torch.equal(moved.constraint.mask(last), replayed.constraint.mask(last))

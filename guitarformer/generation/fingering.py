@@ -59,6 +59,7 @@ from guitarformer.readers import detect_format, read_guitar
 
 Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
 NOT_FRETTED = ("Tech_Dead", "Tech_HarmNatural")  # a note with one of these has no fretted pitch to compare
+BEAM = 1  # rows kept per window by default (docs/FINGERING_MODEL.md has the measurement that chose it)
 
 _TRAIN_TAB = ("train a run on tab tokens: `guitarformer prepare DIR --tokenizer TabREMI` then `guitarformer train "
               "--data THAT_DATASET` (or `guitarformer train --set data.tokenizer=TabREMI`), without BPE")
@@ -136,22 +137,47 @@ class _Rows:
         # Host side, for the chord check: bit k set where String_{k+1} can play the pitch.
         self.fit_bits = [sum(1 << k for k, f in enumerate(row) if f) for row in fits.tolist()]
         self.all_bits = (1 << min(n, MAX_STRINGS)) - 1
+        self.row_state = _row_state(self.constraint)
+
+
+def _row_state(constraint: GuitarConstraint) -> list[tuple[object, str]]:
+    """(object, attribute) of every per-row tensor of the constraint's state, found by starting it with one row
+    and with two: the tensors whose first dimension follows the rows. Beam search reorders these."""
+    def tensors(B: int) -> dict[tuple[int, str], tuple[object, int]]:
+        constraint.start(torch.zeros(B, 0, dtype=torch.long, device=constraint.device))
+        return {(id(o), k): (o, t.shape[0]) for o in vars(constraint).values() if hasattr(o, "__dict__")
+                for k, t in vars(o).items() if isinstance(t, torch.Tensor) and t.dim() > 0}
+
+    one, two = tensors(1), tensors(2)
+    return [(o, k) for (i, k), (o, b) in one.items() if b == 1 and two.get((i, k), (None, 0))[1] == 2]
 
 
 def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequence[Guitar],
              device: torch.device | str | None = None, batch_size: int = 64,
-             context: int | None = None) -> list[list[int]]:
+             context: int | None = None, beam: int = BEAM) -> list[list[int]]:
     """Each id sequence with every String token chosen by the model (see the module docstring); `guitars[k]`:
     the (tuning, capo) of sequence k. Everything but String tokens is returned as given. `context`: windows of
     at most this many tokens (default and most: the model's block_size); a step's cost grows with the window,
-    since each new token attends to every earlier one."""
+    since each new token attends to every earlier one. `beam`: rows kept per window (1: the greedy choice);
+    `batch_size` counts rows, so a batch holds batch_size // beam windows."""
+    return _refinger(model, tokenizer, sequences, guitars, device, batch_size, context, beam)[0]
+
+
+def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
+              beam) -> tuple[list[list[int]], list[float]]:
+    """`refinger`, and with beam > 1 each sequence's log-likelihood as the beam scored it (the sum over its windows
+    that hold a String; 0.0 with beam 1, which keeps no score)."""
     check_fingering_run(model, tokenizer)
     if len(guitars) != len(sequences):
         raise ValueError("one (tuning, capo) per sequence")
+    if beam < 1:
+        raise ValueError(f"beam must be at least 1, not {beam}")
+    per_batch = max(1, batch_size // beam)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     v = _Vocab(tokenizer)
     block = min(context or model.config.block_size, model.config.block_size)
     out = [list(map(int, s)) for s in sequences]
+    scores = [0.0] * len(out)
     rows = [(k, a, b) for k, s in enumerate(out) for a, b in _windows(s, block, v)]
     rows = [r for r in rows if any(out[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
     rows.sort(key=lambda r: r[1] - r[2])  # longest first: little padding in a batch
@@ -161,59 +187,74 @@ def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequ
     model.eval()
     try:
         with torch.inference_mode():
-            for b in range(0, len(rows), batch_size):
-                batch = rows[b:b + batch_size]
+            for b in range(0, len(rows), per_batch):
+                batch = rows[b:b + per_batch]
                 # Small steps on a CPU run fastest on one thread (generation/engine.py says why).
-                small = device.type == "cpu" and n_params * len(batch) <= SMALL_STEP_WORK
+                small = device.type == "cpu" and n_params * len(batch) * beam <= SMALL_STEP_WORK
                 torch.set_num_threads(1 if small else threads)
                 for g in {tuple(guitars[k]) for k, _, _ in batch}:
                     if g not in groups:
                         groups[g] = _Rows(tokenizer, (tuple(g[0]), int(g[1])), device)
                 chosen = _refinger_batch(model, v, [out[k][a:c] for k, a, c in batch],
-                                         [groups[tuple(guitars[k])] for k, _, _ in batch], device)
-                for (k, a, _), row in zip(batch, chosen):
+                                         [groups[tuple(guitars[k])] for k, _, _ in batch], device, beam)
+                for (k, a, _), (row, ll) in zip(batch, chosen):
+                    scores[k] += ll
                     for j, s in row:
                         out[k][a + j] = s
     finally:
         model.train(was_training)
         torch.set_num_threads(threads)
-    return out
+    return out, scores
 
 
-def _refinger_batch(model, v: _Vocab, rows: list[list[int]], row_groups: list[_Rows],
-                    device: torch.device) -> list[list[tuple[int, int]]]:
-    """Teacher-force the rows one token per step; returns, per row, (position, chosen String id) pairs."""
-    B, T = len(rows), max(len(r) for r in rows)
+def _refinger_batch(model, v: _Vocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+                    beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
+    """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
+    returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
+    K, W, T = beam, len(windows), max(len(r) for r in windows)
+    B = W * K  # row w * K + j: beam j of window w
     x = torch.full((B, T), v.pad, dtype=torch.long)
     pitch = torch.full((B, T), NO_PITCH, dtype=torch.long)
-    need: list[list[int]] = [[] for _ in range(T)]  # need[t]: rows whose token t is a String to choose
-    later: dict[tuple[int, int], tuple[int, ...]] = {}  # (row, t) -> fit masks of the onset's notes still to come
-    for r, row in enumerate(rows):
-        x[r, :len(row)] = torch.tensor(row)
+    scored = torch.zeros(B, T, dtype=torch.bool)  # teacher-forced tokens, whose log-prob adds to a row's score
+    need: list[list[int]] = [[] for _ in range(T)]  # need[t]: windows whose token t is a String to choose
+    later: dict[tuple[int, int], tuple[int, ...]] = {}  # (window, t) -> fit masks of the onset's notes still to come
+    for w, row in enumerate(windows):
+        rs = slice(w * K, (w + 1) * K)
+        x[rs, :len(row)] = torch.tensor(row)
+        scored[rs, 1:len(row)] = True
         onset: list[tuple[int, int]] = []  # (position, pitch) of the String tokens since the last Bar/Position
         for j in range(1, len(row) + 1):
             if j == len(row) or row[j] in v.onset:
                 for k, (jj, _) in enumerate(onset):
                     if k + 1 < len(onset):
-                        later[(r, jj)] = tuple(row_groups[r].fit_bits[p] for _, p in onset[k + 1:])
+                        later[(w, jj)] = tuple(win_groups[w].fit_bits[p] for _, p in onset[k + 1:])
                 onset = []
             elif row[j] in v.string_of:
-                need[j].append(r)
+                need[j].append(w)
                 p = v.pitch_of.get(row[j - 3], NO_PITCH) if j >= 3 else NO_PITCH  # Pitch Velocity Duration String
-                pitch[r, j] = p
+                pitch[rs, j] = p
+                scored[rs, j] = False
                 onset.append((j, p))
-    x, pitch = x.to(device), pitch.to(device)
+    x, pitch, scored = x.to(device), pitch.to(device), scored.to(device)
     string_ids = torch.tensor(v.string_ids, device=device)
     onset_ids = torch.tensor(sorted(v.onset), device=device)
     groups: dict[int, tuple[_Rows, torch.Tensor]] = {}  # id(group) -> (group, its rows)
-    member = {}
-    for r, g in enumerate(row_groups):
+    member: dict[int, tuple[_Rows, list[int]]] = {}
+    for r in range(B):
+        g = win_groups[r // K]
         member.setdefault(id(g), (g, []))[1].append(r)
+    local = torch.zeros(B, dtype=torch.long)  # row -> its index among its group's rows
     for key, (g, rs) in member.items():
         groups[key] = (g, torch.tensor(rs, device=device))
+        local[rs] = torch.arange(len(rs))
         g.constraint.start(x[groups[key][1], :0])
-    row_group = [id(g) for g in row_groups]
+    win_group = [id(g) for g in win_groups]
     taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings struck at the current onset
+    # score: log-likelihood of each row's tokens so far; one row per window starts (the others, -inf, are filled
+    # by the first String's alternatives), and row 0 of each window always follows the greedy choice.
+    score = torch.zeros(W, K, dtype=torch.float64, device=device)
+    score[:, 1:] = float("-inf")
+    score = score.view(B)
     cache = model.new_cache(B, T, device=device)
     for t in range(T):
         tok = x[:, t]
@@ -224,38 +265,85 @@ def _refinger_batch(model, v: _Vocab, rows: list[list[int]], row_groups: list[_R
         struck = torch.isin(tok, string_ids)
         s_idx = (tok.unsqueeze(1) == string_ids).float().argmax(1)  # (B,) which string, where struck
         taken[struck, s_idx[struck]] = True
-        if t + 1 >= T or not need[t + 1]:
+        if t + 1 >= T:
             continue
+        logp = None
+        if K > 1:  # float64: adding a long sequence's score keeps every float32 logit difference (ties stay ties)
+            logp = logits.double()
+            logp = logp - torch.logsumexp(logp, 1, keepdim=True)
+            nxt = logp.gather(1, x[:, t + 1:t + 2]).squeeze(1)
+            score = score + torch.where(scored[:, t + 1], nxt, 0.0)
+        if not need[t + 1]:
+            continue
+        ws = need[t + 1]
+        rows = [w * K + j for w in ws for j in range(K)]
         allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
         fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
         anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        for key in {row_group[r] for r in need[t + 1]}:
+        for key in {win_group[w] for w in ws}:
             g, rs = groups[key]
             allowed[rs] = g.constraint.mask(tok[rs])[:, string_ids]
             fits[rs] = g.fits[pitch[rs, t + 1]]
             anys[rs] = g.any_string
-        rs = torch.tensor(need[t + 1], device=device)
+        rs = torch.tensor(rows, device=device)
         free = ~taken[rs]
-        chord = _leaves_room(need[t + 1], t + 1, later, free, row_groups)  # the rest of the onset still fits
+        chord = _leaves_room(ws, K, t + 1, later, free, win_groups)  # the rest of the onset still fits
         ok = allowed[rs] & free & chord
         for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
             ok = torch.where(ok.any(1, keepdim=True), ok, wider)  # the fallbacks, in order
-        score = logits[rs][:, string_ids].masked_fill(~ok, float("-inf"))
-        x[rs, t + 1] = string_ids[score.argmax(1)]
-    chosen = x.cpu().tolist()
-    return [[(j, chosen[r][j]) for j in range(1, len(row)) if row[j] in v.string_of] for r, row in enumerate(rows)]
+        greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rows),)
+        if K == 1:
+            x[rs, t + 1] = string_ids[greedy]
+            continue
+        cand = (score[rs].unsqueeze(1) + logp[rs][:, string_ids]).masked_fill(~ok, float("-inf"))
+        cand = cand.view(len(ws), K * MAX_STRINGS)  # beam j's string s at j * MAX_STRINGS + s
+        first = greedy.view(len(ws), K)[:, 0]  # row 0 of each window: its own greedy choice
+        keep = cand.gather(1, first.unsqueeze(1))
+        rest = cand.scatter(1, first.unsqueeze(1), float("-inf")).sort(dim=1, descending=True, stable=True)
+        pick = torch.cat([first.unsqueeze(1), rest.indices[:, :K - 1]], 1)  # (len(ws), K)
+        new_score = torch.cat([keep, rest.values[:, :K - 1]], 1)
+        parent = torch.tensor([w * K for w in ws], device=device).repeat_interleave(K) + pick.view(-1) // MAX_STRINGS
+        src = torch.arange(B, device=device)
+        src[rs] = parent
+        _reorder(src, cache, groups.values(), local.to(device))
+        x, taken, score = x[src], taken[src], score[src]
+        x[rs, t + 1] = string_ids[pick.view(-1) % MAX_STRINGS]
+        score[rs] = new_score.view(-1)
+    best = score.view(W, K).argmax(1).tolist() if K > 1 else [0] * W  # the first of equals: the greedy row
+    chosen, final = x.cpu().tolist(), score.view(W, K).cpu().tolist()
+    return [([(j, chosen[w * K + best[w]][j]) for j in range(1, len(row)) if row[j] in v.string_of],
+             final[w][best[w]]) for w, row in enumerate(windows)]
 
 
-def _leaves_room(rs: list[int], t: int, later: dict, free: torch.Tensor, row_groups: list[_Rows]) -> torch.Tensor:
-    """(len(rs), MAX_STRINGS) bool: choosing that string for row rs[i]'s note at t still leaves distinct free strings
-    for the notes after it at the same onset (all True for a note that is last at its onset). Without this a
-    greedy choice can take the one string a later, lower note needs."""
-    out = torch.ones(len(rs), MAX_STRINGS, dtype=torch.bool)
-    todo = [(i, later[(r, t)]) for i, r in enumerate(rs) if (r, t) in later]
+def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
+    """Row r of every per-row state becomes what row src[r] was: the KV cache and each group's constraint."""
+    moved = (src != torch.arange(len(src), device=src.device)).nonzero().squeeze(1)
+    if not len(moved):
+        return
+    dst, frm, n = moved, src[moved], cache.length
+    for kv in (cache.k, cache.v):
+        for buf in kv:
+            if buf is not None:
+                buf[dst, :, :n] = buf[frm, :, :n]
+    for g, rs in groups:
+        lsrc = local[src[rs]]  # a row's source is in its own window, so in its group
+        if bool((lsrc != torch.arange(len(rs), device=rs.device)).any()):
+            for obj, name in g.row_state:
+                setattr(obj, name, getattr(obj, name)[lsrc])
+
+
+def _leaves_room(ws: list[int], K: int, t: int, later: dict, free: torch.Tensor,
+                 win_groups: list[_Rows]) -> torch.Tensor:
+    """(len(ws) * K, MAX_STRINGS) bool, rows in the order of windows `ws`, K rows each: choosing that string for
+    the row's note at t still leaves distinct free strings for the notes after it at the same onset (all True for
+    a note that is last at its onset). Without this a greedy choice can take the one string a later, lower note
+    needs."""
+    out = torch.ones(len(ws) * K, MAX_STRINGS, dtype=torch.bool)
+    todo = [(i * K + j, w, later[(w, t)]) for i, w in enumerate(ws) if (w, t) in later for j in range(K)]
     if todo:
         free_host = free.cpu().tolist()
-        for i, masks in todo:
-            bits = sum(1 << k for k, f in enumerate(free_host[i]) if f) & row_groups[rs[i]].all_bits
+        for i, w, masks in todo:
+            bits = sum(1 << k for k, f in enumerate(free_host[i]) if f) & win_groups[w].all_bits
             for k in range(MAX_STRINGS):
                 if bits >> k & 1:
                     out[i, k] = _matchable(masks, bits & ~(1 << k))
@@ -276,6 +364,34 @@ def _matchable(masks: tuple[int, ...], free: int) -> bool:
     return False
 
 
+def log_likelihood(model, tokenizer, sequences: Sequence[Sequence[int]], device: torch.device | str | None = None,
+                   context: int | None = None) -> list[float]:
+    """Each sequence's log-likelihood under the model as `refinger` reads it: the sum, over its windows (the same
+    cuts), of the log-probability of every token of the window after the first, given the window's earlier
+    tokens. What beam search maximises for each window; one plain forward pass per window, no cache."""
+    check_fingering_run(model, tokenizer)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    v = _Vocab(tokenizer)
+    block = min(context or model.config.block_size, model.config.block_size)
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        with torch.inference_mode():
+            for seq in sequences:
+                total = 0.0
+                for a, b in _windows(seq, block, v):
+                    if b - a < 2:
+                        continue
+                    ids = torch.tensor([list(seq[a:b])], device=device)
+                    logp = model(ids[:, :-1])[0][0].double().log_softmax(-1)  # (b - a - 1, V)
+                    total += float(logp.gather(1, ids[0, 1:].unsqueeze(1)).sum())
+                out.append(total)
+    finally:
+        model.train(was_training)
+    return out
+
+
 # ---------------------------------------------------------------- back to the score's notes
 
 
@@ -290,13 +406,14 @@ class Fingered:
 
 
 def finger(model, tokenizer, scores: Sequence[GuitarScore], device: torch.device | str | None = None,
-           batch_size: int = 64) -> list[Fingered]:
+           batch_size: int = 64, beam: int = BEAM) -> list[Fingered]:
     """The model's fingering of every note of each part (module docstring). The model runs in eval mode under
     inference mode and is given back in the mode it came in."""
     check_fingering_run(model, tokenizer)
     placeholders = [fret(list(gs.track.notes), gs.tuning, gs.capo, program=gs.track.program) for gs in scores]
     seqs = [encode(tokenizer, replace(gs, frets=p)) for gs, p in zip(scores, placeholders)]
-    ids = refinger(model, tokenizer, seqs, [(tuple(gs.tuning), gs.capo) for gs in scores], device, batch_size)
+    ids = refinger(model, tokenizer, seqs, [(tuple(gs.tuning), gs.capo) for gs in scores], device, batch_size,
+                   beam=beam)
     return [_to_notes(tokenizer, gs, p, i) for gs, p, i in zip(scores, placeholders, ids)]
 
 
@@ -456,10 +573,10 @@ def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreemen
 
 
 def score_parts(model, tokenizer, parts: Sequence[PartIds], device=None, batch_size: int = 64,
-                context: int | None = None) -> list[Agreement]:
+                context: int | None = None, beam: int = BEAM) -> list[Agreement]:
     """Each part's Agreement, the model's strings chosen for all parts in shared batches."""
     model_ids = refinger(model, tokenizer, [p.human for p in parts], [p.guitar for p in parts], device, batch_size,
-                         context)
+                         context, beam)
     return [compare_part(tokenizer, p, m) for p, m in zip(parts, model_ids)]
 
 
@@ -520,7 +637,8 @@ def _first_line(e: Exception) -> str:
     return str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
 
 
-def evaluate_folder(model, tokenizer, folder: Path, device=None, batch_size: int = 64) -> FolderReport:
+def evaluate_folder(model, tokenizer, folder: Path, device=None, batch_size: int = 64,
+                    beam: int = BEAM) -> FolderReport:
     """Agreement with the human fingering of every fingered file under `folder` (recursive), per source folder
     and pooled; never fatal on a bad file."""
     check_fingering_run(model, tokenizer)
@@ -531,7 +649,7 @@ def evaluate_folder(model, tokenizer, folder: Path, device=None, batch_size: int
                    and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     report = FolderReport()
     parts = read_parts(tokenizer, files, folder, report.skipped)
-    for p, a in zip(parts, score_parts(model, tokenizer, parts, device, batch_size)):
+    for p, a in zip(parts, score_parts(model, tokenizer, parts, device, batch_size, beam=beam)):
         report.sources.setdefault(p.source, Agreement()).add(a)
         report.pooled.add(a)
     return report
