@@ -154,13 +154,23 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
     if not 1 <= first <= last <= n:
         raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bars",
                                 f"pass bars between 1 and {n}, the first before the last")
-    k = last - first + 1
-    span = song.bars[first - 1:last]
+    before, span, after, budget = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
+    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, before, span, after, budget, gs.tuning, gs.capo,
+                             device, seed, temperature, top_k, top_p)
+    return _splice(song, first, last, new, tokenizer, ended)
+
+
+def plan(cfg, head: list[int], bars: list[list[int]], first: int, last: int, max_new_tokens: int | None = None
+         ) -> tuple[list[list[int]], list[list[int]], list[list[int]], int]:
+    """(before, span, after, budget): the bars first..last (1-based), the whole bars around them that fit the model's
+    context beside the fill's token budget (twice what the bars took, or the piece's mean bar, when not given)."""
+    n, k = len(bars), last - first + 1
+    span = bars[first - 1:last]
     is_encdec = cfg.model.kind == "encoder_decoder"
     T, S = cfg.model.block_size, cfg.model.src_block_size
-    mean_bar = sum(len(b) for b in song.bars) / n
+    mean_bar = sum(len(b) for b in bars) / max(1, n)
     budget = max_new_tokens or math.ceil(max(sum(len(b) for b in span), mean_bar * k) * FILL_MARGIN) + 8
-    fixed = 1 + len(song.head) + k  # BOS, head, placeholders
+    fixed = 1 + len(head) + k  # BOS, head, placeholders
     if is_encdec:
         budget, room = min(budget, T - 1), S - fixed
     else:
@@ -168,29 +178,39 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
         room = T - fixed - 1 - budget  # FillStart, then the fill
     if room < 0 or budget < k:
         raise GuitarformerError(f"--bars {first}-{last}: {k} bars do not fit this model's context "
-                                f"({T if not is_encdec else S} tokens)", "fill fewer bars at a time")
-    before, after = _context(song.bars, first - 1, last, room)
+                                f"({S if is_encdec else T} tokens)", "fill fewer bars at a time")
+    before, after = _context(bars, first - 1, last, room)
+    return before, span, after, budget
+
+
+def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], before: list[list[int]],
+                span: list[list[int]], after: list[list[int]], budget: int, tuning: tuple[int, ...], capo: int = 0,
+                device="cpu", seed: int = 0, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = 0.95) -> tuple[list[int], bool]:
+    """(the fill's tokens, whether the model closed it): `len(span)` bars in the meters of `span`'s bars, between
+    `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says."""
+    k = len(span)
+    is_encdec = cfg.model.kind == "encoder_decoder"
     meters = [next((int(i) for i in bar if tokenizer[int(i)].startswith("TimeSig_")), -1) for bar in span]
     end_id = fill.eos if is_encdec else fill.end
-    state = [fill.bos, *song.head, *(i for b in before for i in b)]
-    constraint = FillConstraint(GuitarConstraint(tokenizer, gs.tuning, capo=gs.capo, device=device), state, meters,
-                                fill, end_id)
+    state = [fill.bos, *head, *(i for b in before for i in b)]
+    constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=device), state, meters, fill,
+                                end_id)
     gen = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, 0))]
     if is_encdec:
-        src, _ = seq2seq_layout(fill, song.head, before, span, after)
+        src, _ = seq2seq_layout(fill, head, before, span, after)
         src_t = torch.tensor([src], dtype=torch.long, device=device)
         out = generate(model, torch.tensor([[fill.bos]], device=device), budget, temperature, top_k, top_p, gen,
                        True, constraint, end_id, k, list(fill.bars), src=src_t,
                        src_key_mask=torch.ones_like(src_t, dtype=torch.bool))
         t0 = 1
     else:
-        ids, t0 = decoder_layout(fill, song.head, before, span, after)
+        ids, t0 = decoder_layout(fill, head, before, span, after)
         out = generate(model, torch.tensor([ids[:t0]], device=device), budget, temperature, top_k, top_p, gen,
                        True, constraint, end_id, k, list(fill.bars))
     row = out[0, t0:].tolist()
     ended = end_id in row
-    new = row[:row.index(end_id)] if ended else row
-    return _splice(song, first, last, new, tokenizer, ended)
+    return (row[:row.index(end_id)] if ended else row), ended
 
 
 def _context(bars: list[list[int]], a: int, b: int, room: int) -> tuple[list[list[int]], list[list[int]]]:
