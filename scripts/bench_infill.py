@@ -1,0 +1,205 @@
+"""Bar infilling, measured (issue #18): does the right side help, and do filled bars look like the real ones?
+
+For runs trained with infilling (data.infill > 0), on random spans of 1-4 bars with bars on both sides in the
+pieces of the run's val split (train when it has none):
+
+  NLL both sides   nats per token of the true bars in the infilling layout (the bars around them as
+                   `guitarformer infill` lays them out: generation/infill.plan);
+  NLL left only    the same tokens as a plain continuation of the piece, with as much left context as the model
+                   holds (decoder: the last block_size tokens before the bars; encoder-decoder: the last
+                   src_block_size tokens before them as the source, as its continuation pairs are built);
+  OA               overlapping area of the pitch, duration and onset-in-bar distributions of the filled bars
+                   (sampled as the command samples them) and of the real bars they replace, per span, averaged;
+                   beside it the same OA for the bars right before the span (copying the left side: a baseline).
+
+    python scripts/bench_infill.py RUN [RUN ...] [--num 200] [--device auto]   # writes docs/INFILL.md
+
+Small settings run on a CPU (a tiny run, --num 20: seconds); a GPU takes a few minutes for decoder-small at 200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from guitarformer.data.dataset import TokenSplit
+from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
+from guitarformer.data.tab_tokens import decode_tab
+from guitarformer.errors import GuitarformerError
+from guitarformer.evaluation.features import overlap_area
+from guitarformer.generation.infill import check_infill_run, plan, sample_fill
+from guitarformer.music.guitar import STANDARD_TUNING
+from guitarformer.runs import load_run
+from guitarformer.runtime import resolve_device
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTES_MARK = "<!-- notes: kept when the bench writes this file again -->"
+
+
+def spans(split: TokenSplit, fill: FillIds, num: int, seed: int):
+    """(piece, head, bars, first, last) for `num` random spans with bars on both sides, over the split's pieces."""
+    rng = np.random.default_rng(seed)
+    pieces = []
+    for i in range(split.num_sequences):
+        ids = [int(t) for t in split.sequence(i) if t not in (fill.bos, fill.eos)]
+        head, bars = split_bars(ids, fill.bars)
+        if len(bars) >= 3:
+            pieces.append((i, head, bars))
+    if not pieces:
+        return []
+    out = []
+    for _ in range(num):
+        i, head, bars = pieces[rng.integers(len(pieces))]
+        k = int(rng.integers(1, min(MAX_SPAN_BARS, len(bars) - 2) + 1))
+        first = int(rng.integers(2, len(bars) - k + 1))  # 1-based; bar 1 before it, a bar after it
+        out.append((i, head, bars, first, first + k - 1))
+    return out
+
+
+def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
+    """Summed NLL of `targets` under logits (len(targets), V)."""
+    lp = torch.log_softmax(logits.float(), -1)
+    return float(-lp[torch.arange(len(targets)), torch.tensor(targets, device=logits.device)].sum())
+
+
+@torch.no_grad()
+def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[int], device) -> tuple[float, float]:
+    """(summed NLL of the span's tokens given both sides, given the left side only)."""
+    truth = [i for b in span for i in b]
+    if cfg.model.kind == "decoder":
+        ids, at = decoder_layout(fill, head, before, span, after)
+        x = torch.tensor([ids[:at + len(truth) - 1]], device=device)
+        both = token_nll(model(x)[0][0, at - 1:], truth)
+        plain = (left + truth)[-(cfg.model.block_size + 1):]
+        x = torch.tensor([plain[:-1]], device=device)
+        only = token_nll(model(x)[0][0, len(plain) - 1 - len(truth):], truth)
+        return both, only
+    T = cfg.model.block_size
+    truth = truth[: T - 1]
+    tgt = torch.tensor([[fill.bos, *truth[:-1]]], device=device)
+
+    def run(src: list[int]) -> float:
+        s = torch.tensor([src], device=device)
+        logits = model(s, tgt, src_key_mask=torch.ones_like(s, dtype=torch.bool))[0]
+        return token_nll(logits[0], truth)
+
+    src, _ = seq2seq_layout(fill, head, before, span, after)
+    return run(src), run(left[-cfg.model.src_block_size:])
+
+
+def notes(tok, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pitch, duration in quarters, onset in its bar in quarters) of bar tokens."""
+    score, _, _ = decode_tab(tok, ids)
+    tpq = score.ticks_per_quarter
+    if not score.tracks or not len(score.tracks[0].notes):
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    a = score.tracks[0].notes.numpy()
+    bar = 4 * tpq
+    if len(score.time_signatures):
+        ts = score.time_signatures[0]
+        bar = ts.numerator * 4 * tpq // ts.denominator
+    return a["pitch"].astype(float), a["duration"] / tpq, (a["time"] % bar) / tpq
+
+
+def bench_run(run: Path, num: int, seed: int, device) -> dict:
+    model, tok, cfg = load_run(run, None, str(device))
+    fill = check_infill_run(tok, cfg)
+    dataset = Path(cfg.data.dataset)
+    split = TokenSplit(dataset, "val")
+    split_name = "val"
+    if split.num_sequences == 0 or len(split) < 2:
+        split, split_name = TokenSplit(dataset, "train"), "train (no val pieces)"
+    t0 = time.time()
+    both = only = 0.0
+    tokens = 0
+    oa = {"pitch": [], "duration": [], "onset": []}
+    oa_left = {"pitch": [], "duration": [], "onset": []}
+    done = 0
+    for k, (i, head, bars, first, last) in enumerate(spans(split, fill, num, seed)):
+        try:
+            before, span, after, budget = plan(cfg, head, bars, first, last)
+        except GuitarformerError:  # a span too long for the context
+            continue
+        at = 2 + len(head) + sum(len(b) for b in before + after) + len(span)  # decoder: the fill's first position
+        if cfg.model.kind == "decoder" and at + sum(len(b) for b in span) > cfg.model.block_size + 1:
+            continue
+        piece = [fill.bos, *head, *(t for b in bars[:first - 1] for t in b)]
+        b_nll, o_nll = nll_pair(model, cfg, fill, head, before, span, after, piece, device)
+        n_tok = min(sum(len(b) for b in span), cfg.model.block_size - 1) if cfg.model.kind != "decoder" else \
+            sum(len(b) for b in span)
+        both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
+        new, _ = sample_fill(model, tok, cfg, fill, head, before, span, after, budget, STANDARD_TUNING, 0, device,
+                             seed + k, cfg.sample.temperature, cfg.sample.top_k or None, cfg.sample.top_p)
+        real = notes(tok, [t for b in span for t in b])
+        made = notes(tok, new)
+        left = notes(tok, [t for b in bars[max(0, first - 1 - len(span)):first - 1] for t in b])
+        for j, name in enumerate(oa):
+            oa[name].append(overlap_area(made[j], real[j]))
+            oa_left[name].append(overlap_area(left[j], real[j]))
+        done += 1
+    mean = {n: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for n, v in oa.items()}
+    mean_left = {n: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for n, v in oa_left.items()}
+    return {"run": run.name, "kind": cfg.model.kind, "infill": cfg.data.infill, "split": split_name, "spans": done,
+            "tokens": tokens, "nll_both": both / max(1, tokens), "nll_left": only / max(1, tokens), "oa": mean,
+            "oa_left": mean_left, "seconds": time.time() - t0, "device": str(device)}
+
+
+def write_doc(rows: list[dict], out: Path, command: str) -> None:
+    notes_text = ""
+    if out.is_file() and NOTES_MARK in out.read_text():
+        notes_text = out.read_text().split(NOTES_MARK, 1)[1]
+    lines = [
+        "# Bar infilling (issue #18)",
+        "",
+        "Runs trained with `data.infill` > 0 fill random spans of 1-4 bars (bars on both sides) of their val pieces.",
+        "NLL both sides: nats per token of the true bars in the infilling layout; NLL left only: the same tokens as",
+        "a plain continuation with as much left context as the model holds. OA: overlapping area of pitch, duration",
+        "and onset-in-bar distributions, filled bars vs the real ones, per span, averaged; in brackets the same for",
+        "the bars right before the span (copying the left side).",
+        "",
+        f"    {command}",
+        "",
+        "| run | kind | infill | split | spans | tokens | NLL both sides | NLL left only | OA pitch | OA duration "
+        "| OA onset | device | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        oa = " | ".join(f"{r['oa'][n]:.3f} ({r['oa_left'][n]:.3f})" for n in ("pitch", "duration", "onset"))
+        lines.append(f"| {r['run']} | {r['kind']} | {r['infill']:g} | {r['split']} | {r['spans']} | {r['tokens']} "
+                     f"| {r['nll_both']:.3f} | {r['nll_left']:.3f} | {oa} | {r['device']} | {r['seconds']:.0f} |")
+    lines += ["", NOTES_MARK]
+    out.write_text("\n".join(lines) + (notes_text if notes_text else "\n"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="run directories trained with data.infill > 0")
+    ap.add_argument("--num", type=int, default=200, help="spans per run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "INFILL.md")
+    a = ap.parse_args(argv)
+    device = resolve_device(a.device)
+    rows = []
+    for run in a.runs:
+        r = bench_run(run, a.num, a.seed, device)
+        print(f"{r['run']} ({r['kind']}): {r['spans']} spans, NLL both sides {r['nll_both']:.3f} vs left only "
+              f"{r['nll_left']:.3f} nats/token; OA fill pitch/duration/onset "
+              + "/".join(f"{r['oa'][n]:.3f}" for n in ("pitch", "duration", "onset"))
+              + " (left bars " + "/".join(f"{r['oa_left'][n]:.3f}" for n in ("pitch", "duration", "onset"))
+              + f"); {r['seconds']:.0f} s", flush=True)
+        rows.append(r)
+    command = "python scripts/bench_infill.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    write_doc(rows, a.out, command)
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
