@@ -22,6 +22,7 @@ BAR, TIMESIG, POSITION, SHIFT, PITCH, DURATION, NOTE_OFF, STRING = 1, 2, 4, 8, 1
 ALL_KINDS = 255
 
 _NOT_ON_A_GUITAR = ("PAD", "BOS", "MASK", "PitchDrum", "DrumOn", "DrumOff")  # never generated after BOS
+_LAYOUT = ("FillBar", "FillStart", "FillEnd")  # bar infilling's placeholders (data/infill.py): its sampler's own
 
 
 def _first_type(tokenizer) -> str:
@@ -68,7 +69,7 @@ class Grammar:
             cols = sorted({j for nt in nxt for j in type_ids.get(nt.split("_")[0], [])})
             if cols and t in type_ids:
                 M[torch.tensor(type_ids[t]).unsqueeze(1), torch.tensor(cols).unsqueeze(0)] = True
-        for t in _NOT_ON_A_GUITAR:
+        for t in _NOT_ON_A_GUITAR + _LAYOUT:
             M[:, type_ids.get(t, [])] = False
         # After BOS a piece starts the way the tokenizer itself starts one.
         M[self.bos] = False
