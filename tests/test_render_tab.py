@@ -509,3 +509,5 @@ def test_midi_bends_and_vibrato_become_pitch_bend_curves(tmp_path):
     in_vibrato = [b.value for b in bent.pitch_bends if 960 <= b.time < 1440]
     assert max(in_vibrato) > 0 > min(in_vibrato) and bent.pitch_bends[-1].value == 0
     assert {(c.number, c.value) for c in bent.controls} >= {(101, 0), (100, 0), (6, BEND_RANGE)}
+    (again,) = read_guitar(tmp_path / "bend.mid")  # one part reads back as one part, every note in it
+    assert [(n.time, n.pitch) for n in again.track.notes] == [(0, 64), (480, 67), (960, 69)]

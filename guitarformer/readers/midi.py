@@ -16,7 +16,7 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         src = symusic.Score(str(path))
     except Exception as e:  # symusic raises RuntimeError/ValueError with terse messages
         raise ValueError(f"{path.name}: not a readable MIDI file ({e})") from e
-    pitched = [t for t in src.tracks if not t.is_drum and len(t.notes)]
+    pitched = _merge_bend_tracks([t for t in src.tracks if not t.is_drum and len(t.notes)])
     if tracks == "all":
         keep = pitched
     else:
@@ -51,3 +51,22 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         ))
     return parts
 
+
+
+BEND_TRACK_SUFFIX = " (bends)"  # render.midi writes a part's bent and vibrato notes to such a companion track
+
+
+def _merge_bend_tracks(tracks: list[symusic.Track]) -> list[symusic.Track]:
+    """Put a companion "<name> (bends)" track's notes back into the "<name>" track of the same program (MIDI bends
+    a whole channel, so our MIDI out plays bent notes on a track of their own): one guitar part reads back as one."""
+    out: list[symusic.Track] = []
+    for t in tracks:
+        base = next((o for o in out if t.name.endswith(BEND_TRACK_SUFFIX) and o.program == t.program
+                     and o.name == t.name[:-len(BEND_TRACK_SUFFIX)]), None)
+        if base is None:
+            out.append(t)
+            continue
+        merged = base.copy()
+        merged.notes.extend(t.notes)
+        out[out.index(base)] = merged
+    return out

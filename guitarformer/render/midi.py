@@ -2,7 +2,7 @@
 
 Bends and vibrato become pitch-bend curves. MIDI bends a whole channel, so a part's bent and vibrato notes move to
 a companion track of the same instrument ("... (bends)", its own channel) and carry the curves there; the plain
-notes stay untouched. The companion's bend range is set to 4 semitones (RPN 0), enough for the two whole steps a
+notes stay untouched. Our MIDI reader merges the companion back, so the part reads back as one. The companion's bend range is set to 4 semitones (RPN 0), enough for the two whole steps a
 string bends. Vibrato is a quarter-tone wobble at about 5.5 Hz at the part's tempo.
 """
 
@@ -18,6 +18,7 @@ import symusic
 from guitarformer.music.guitar import GM_PROGRAM_NAMES, program_name
 from guitarformer.music.score import GuitarScore, Technique
 from guitarformer.readers.base import copy_timing
+from guitarformer.readers.midi import BEND_TRACK_SUFFIX
 
 GENERATED_MARKER = "generated"  # the MIDI marker at the tick where generated bars begin
 
@@ -73,7 +74,7 @@ def _bend_track(gs: GuitarScore, track: symusic.Track, score: symusic.Score) -> 
     tpq = score.ticks_per_quarter
     qpm = score.tempos[0].qpm if len(score.tempos) else 120.0
     ticks_per_s = tpq * qpm / 60.0
-    bent = symusic.Track(program=track.program, name=f"{track.name} (bends)")
+    bent = symusic.Track(program=track.program, name=track.name + BEND_TRACK_SUFFIX)
     for number, value in ((101, 0), (100, 0), (6, BEND_RANGE), (38, 0), (101, 127), (100, 127)):
         bent.controls.append(symusic.ControlChange(0, number, value))
     keep = []
