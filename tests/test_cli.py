@@ -58,7 +58,9 @@ def test_prepare_train_sample_end_to_end(tmp_path, cache_root):
     r = gf("sample", "--out", "riff.mid", "--tab", "riff.txt", "--max-new-tokens", "200", "--seed", "3",
            "--temperature", "0.9", cwd=tmp_path)  # no --run: the newest under ./runs
     midi = pretty_midi.PrettyMIDI(str(tmp_path / "riff.mid"))
-    assert len(midi.instruments) == 1
+    # one guitar part: its track, and a companion of the same instrument where the model wrote bends or vibrato
+    assert [i.name for i in midi.instruments[1:]] in ([], [midi.instruments[0].name + " (bends)"])
+    assert len({i.program for i in midi.instruments}) == 1
     inst = midi.instruments[0]
     assert 24 <= inst.program <= 31 and not inst.is_drum
     assert inst.notes, "the riff has notes"

@@ -54,7 +54,7 @@ def test_fixture_round_trip_is_exact(tok, name):
     back, ids = round_trip(tok, gs)
     assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
     # the notes are exactly what plain REMI gives (no note lost to a token between Pitch and Duration)
-    remi = build_tokenizer(DataConfig())
+    remi = build_tokenizer(DataConfig(tokenizer="REMI"))
     plain = decode(remi, encode(remi, gs.score))
     assert [(n.time, n.duration, n.pitch) for n in back.track.notes] == \
         [(n.time, n.duration, n.pitch) for n in plain.tracks[0].notes]
