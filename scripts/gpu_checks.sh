@@ -5,6 +5,9 @@
 #   bash scripts/gpu_checks.sh tab     # the default run with tab tokens and with pitch-only REMI, their NLL per note
 #                                      # (bench_tab_nll.py), and a tab model on the human tabs in $TABS (a dataset
 #                                      # prepared from the train half, scripts/bench_fingering.py --list-split)
+#   bash scripts/gpu_checks.sh ctl     # #18: a decoder with controls and infilling and an encoder-decoder with
+#                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
+#                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
 # Needs the wheels the GPU image lacks in $WHL (default .whl/, from ../shared/tools/gpu-wheels.sh) and, to skip the
 # first-use corpus build, a prepared built-in corpus under $GUITARFORMER_CACHE (default .gpucache/). Logs and the
 # default run (config, tokenizer, best checkpoint) come back as $OUT/gpu-<stage>.tar.
@@ -68,6 +71,27 @@ elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the 
       --run-dir /tmp/runs/$tk-$ctx-s${SEED:-2} > "$LOG/$tk-$ctx.log" 2>&1; tail -1 "$LOG/$tk-$ctx.log"; done; done
   python3 scripts/bench_tab_nll.py /tmp/runs/*-s${SEED:-2} --device cuda > "$LOG/tab_nll_seed.md" 2>&1
   cat "$LOG/tab_nll_seed.md"
+elif [ "$STAGE" = ctl ]; then
+  pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
+    python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
+torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
+    tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt; }
+  step "decoder with controls and infilling on $CTL"
+  python3 -m guitarformer train --data "$CTL" --set data.infill=${INFILL:-0.3} --max-steps ${CTL_STEPS:-2500} \
+    --set model.dropout=0.1 --set train.eval_interval=500 --run-dir /tmp/runs/ctl > "$LOG/ctl.log" 2>&1
+  tail -1 "$LOG/ctl.log"; pack /tmp/runs/ctl ctl
+  step "encoder-decoder with infilling on $CTL"
+  python3 -m guitarformer train --config encdec-small --data "$CTL" --set data.infill=${INFILL:-0.3} \
+    --max-steps ${CTL_STEPS:-2500} --set train.eval_interval=500 --run-dir /tmp/runs/ctl-ed > "$LOG/ctl-ed.log" 2>&1
+  tail -1 "$LOG/ctl-ed.log"; pack /tmp/runs/ctl-ed ctl-ed
+  step "control adherence"
+  timeout ${BENCH_S:-200} python3 scripts/bench_controls.py /tmp/runs/ctl --device cuda --bars 4 --num-samples 16 \
+    --out "$LOG/CONTROLS.md" > "$LOG/bench_controls.log" 2>&1; tail -30 "$LOG/bench_controls.log"
+  if [ -f scripts/bench_infill.py ]; then
+    step "infilling"
+    timeout ${BENCH_S:-200} python3 scripts/bench_infill.py /tmp/runs/ctl /tmp/runs/ctl-ed --device cuda \
+      > "$LOG/bench_infill.log" 2>&1; tail -30 "$LOG/bench_infill.log"
+  fi
 else
   step "2-process DDP, NCCL (tiny config)"
   timeout 150 torchrun --standalone --nproc_per_node=2 -m guitarformer train --config tiny --max-steps 30 --device cuda \
