@@ -14,12 +14,22 @@ distinct strings (checked here, so a greedy choice never doubles a string in a c
 nothing, the same without the constraint's mask, then without the chord, then any string that can play the
 pitch; where no string can, any string of the tuning (the note is unplayable anyway).
 
+Beam search (`beam` K > 1): a guitarist's string depends on the notes that follow, and the model scores them:
+the tokens after a note (its techniques, the next onset, the next notes and their strings) are less likely after
+a string that makes them awkward. So each window keeps K rows, ranked by the log-likelihood of all their tokens
+so far (the teacher-forced ones too); at each String position every row's allowed strings are candidates, row 0
+takes its own greedy choice (so the greedy path is always kept and the result never scores below it; K = 1 is
+the greedy choice exactly) and rows 1..K-1 the best other candidates; the KV cache, the constraint's per-row
+state and the onset's taken strings follow the rows as they are re-ranked. At the window's end the best row wins.
+With K = 2 the one free row holds only the runner-up of each choice, so an alternative that pays off only after
+the next token can be dropped for a likelier one first (the trap in tests/test_fingering.py needs K = 3).
+
 Batched: each sequence is cut into windows of at most the model's block_size tokens, cut before a Bar where one
 is in the window's second half (REMI writes the bar's TimeSig after it, so the constraint's clock is right from
 the window's start; notes ringing into a window from the one before are not seen), else before a Position (an
 onset's notes stay together), else before a Pitch. Windows of all sequences are rows of one batch, longest
-first; every step feeds one token per row through the KV cache (rows that are done feed PAD, which the causal
-mask keeps from earlier positions).
+first, K rows per window; every step feeds one token per row through the KV cache (rows that are done feed PAD,
+which the causal mask keeps from earlier positions).
 
 `finger(model, tokenizer, scores)` does this for GuitarScores and maps the strings back to the score's notes:
 the ids come from encoding the part with `fretting.fret()`'s frets as placeholders (their String tokens are
