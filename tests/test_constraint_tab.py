@@ -163,3 +163,26 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok):
         for t in range(steps):
             assert torch.equal(alone.mask(ids[b, t : t + 1])[0], masks[t][b]), (b, t, tok[int(ids[b, t])])
             alone.update(ids[b, t + 1 : t + 2])
+
+
+def test_an_asked_time_signature_and_tempo_hold_in_every_bar():
+    """`sample --time-signature 7/8 --tempo 140` puts them in the prompt; the constraint then rules out every other
+    time signature and tempo, so bars the model opens later cannot drift back to what the corpus prefers."""
+    import torch
+
+    from guitarformer.config import DataConfig
+    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.generation.constraint import GuitarConstraint
+
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    tempo = next(t for t in tok.vocab if t.startswith("Tempo_"))
+    c = GuitarConstraint(tok, fixed=[tok["TimeSig_7/8"], tok[tempo]])
+    c.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"]]]))
+    m = c.mask(torch.tensor([tok["Bar_None"]]))[0]
+    sigs = [t for t, i in tok.vocab.items() if t.startswith("TimeSig_") and m[i]]
+    assert sigs == ["TimeSig_7/8"]
+    assert not any(m[i] for t, i in tok.vocab.items() if t.startswith("Tempo_") and t != tempo)
+    free = GuitarConstraint(tok)
+    free.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"]]]))
+    assert sum(bool(free.mask(torch.tensor([tok["Bar_None"]]))[0][i]) for t, i in tok.vocab.items()
+               if t.startswith("TimeSig_")) > 1

@@ -84,7 +84,7 @@ def test_riffs_carry_the_requested_controls(control_run):
     bar = [tok[i] for i in asked.bar]
     assert piece == ["CtrlTuning_standard", "CtrlKey_E:minor", "CtrlStyle_metal"]
     assert bar == ["CtrlDensity_high", "CtrlPoly_chords", "CtrlPos_5-9", "CtrlPM_most"]
-    riffs = generate_riffs(model, tok, cfg, num=4, seed=3, max_new_tokens=160, bars=3, asked=asked)
+    riffs = generate_riffs(model, tok, cfg, num=8, seed=3, max_new_tokens=300, bars=3, asked=asked)
     bars_seen = 0
     for r in riffs:
         toks = [tok[i] for i in r.ids]

@@ -48,7 +48,7 @@ class GuitarConstraint:
 
     def __init__(self, tokenizer, tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0,
                  max_fret: int = MAX_FRET, device: torch.device | str = "cpu",
-                 bar_controls: Sequence[int] | None = None):
+                 bar_controls: Sequence[int] | None = None, fixed: Sequence[int] | None = None):
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
@@ -66,6 +66,14 @@ class GuitarConstraint:
             for a, b in zip(chain, chain[1:]):
                 forced[a] = b
             self.forced = forced.to(self.device)
+        # Asked time signature and tempo (`fixed`: TimeSig_/Tempo_ ids): every other value of their type is ruled
+        # out, so each bar the model opens keeps the asked meter and no later tempo change undoes the asked one.
+        self.banned: torch.Tensor | None = None
+        if fixed:
+            kinds = {tokenizer[int(i)].split("_")[0] for i in fixed}
+            banned = torch.tensor([tok.split("_")[0] in kinds for tok in (tokenizer[i] for i in range(self.V))])
+            banned[[int(i) for i in fixed]] = False
+            self.banned = banned.nonzero().squeeze(1).to(self.device)
         self.time = TimeState(tokenizer, self.grammar, self.device)
         position = self.time.default[2]  # ticks of one position of the finest (4/4) grid
         self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device,
@@ -157,6 +165,8 @@ class GuitarConstraint:
             m[:, g.bar_cols] &= time.may_open_bar().unsqueeze(1)
         if self.bar_ctrl_cols is not None and self.bar_ctrl_cols.numel():  # the asked ones only, forced below
             m[:, self.bar_ctrl_cols] = False
+        if self.banned is not None:
+            m[:, self.banned] = False
         if self.forced is not None:  # requested bar controls: nothing else may follow a Bar until they are written
             f = self.forced[last]  # (B,)
             only = torch.zeros_like(m).scatter_(1, f.clamp(min=0).unsqueeze(1), True)

@@ -105,8 +105,10 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
     gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, first + i)) for i in range(num)]
     capo = file.gs.capo if file else 0
     asked = asked or Conditions()
+    meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
     constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
-                                  bar_controls=asked.bar if asked and has_controls(tokenizer) else None)
+                                  bar_controls=asked.bar if asked and has_controls(tokenizer) else None,
+                                  fixed=meter or None)
     is_encdec = cfg.model.kind == "encoder_decoder"
     bar_tokens = bar_ids(tokenizer)
     if asked.piece:  # what the whole piece is: right after BOS, kept there when the window slides
