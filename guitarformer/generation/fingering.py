@@ -3,8 +3,9 @@
 A TabREMI note is ``Pitch Velocity Duration String [Bend] [Tech ...]``: the string comes after everything
 else about the note, so a decoder trained on tab tokens has, at each Duration, a distribution over the
 strings that could play it. `refinger` reads a part's token ids with teacher forcing (every token as the file
-has it) except String tokens, which the model chooses: at each String position the likeliest String token the
-guitar allows, and that choice (never the one in the ids) is what the model reads next. The fret follows from
+has it) except String tokens, which the model chooses among those the guitar allows: with `beam=1` at each
+String position the likeliest one, by default (`BEAM`) the strings of the likeliest whole window found by beam
+search (below); a choice (never the String in the ids) is what the model reads next. The fret follows from
 pitch, string, tuning and capo.
 
 What the guitar allows is `GuitarConstraint`'s mask at that step (strings that can play the pitch in the part's
