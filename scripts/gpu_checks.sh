@@ -92,6 +92,13 @@ torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1]
     timeout ${BENCH_S:-200} python3 scripts/bench_infill.py /tmp/runs/ctl /tmp/runs/ctl-ed --device cuda \
       > "$LOG/bench_infill.log" 2>&1; tail -30 "$LOG/bench_infill.log"
   fi
+elif [ "$STAGE" = infill-ed ]; then  # the encoder-decoder's infilling numbers (its checkpoint is over 16 MB)
+  step "encoder-decoder with infilling on $CTL"
+  python3 -m guitarformer train --config encdec-small --data "$CTL" --set data.infill=${INFILL:-0.3} \
+    --max-steps ${CTL_STEPS:-2500} --set train.eval_interval=100000 --run-dir /tmp/runs/ctl-ed > "$LOG/ctl-ed.log" 2>&1
+  tail -1 "$LOG/ctl-ed.log"
+  timeout ${BENCH_S:-200} python3 scripts/bench_infill.py /tmp/runs/ctl-ed --num ${NUM:-60} --device cuda \
+    --out "$LOG/INFILL_ed.md" > "$LOG/bench_infill_ed.log" 2>&1; tail -5 "$LOG/bench_infill_ed.log"
 else
   step "2-process DDP, NCCL (tiny config)"
   timeout 150 torchrun --standalone --nproc_per_node=2 -m guitarformer train --config tiny --max-steps 30 --device cuda \
