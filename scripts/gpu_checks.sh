@@ -17,6 +17,10 @@ WHL=${WHL:-.whl}; export GUITARFORMER_CACHE=${GUITARFORMER_CACHE:-$PWD/.gpucache
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $WHL/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 step() { echo "=== $1 ($(date +%T))"; }
+pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
+  python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
+torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
+  tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOG/gpu.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda)" >> "$LOG/gpu.txt"; cat "$LOG/gpu.txt"
 
@@ -35,10 +39,6 @@ if [ "$STAGE" = train ]; then
   timeout 90 python3 scripts/bench_sample.py --device cuda --dims small --batches 1,32 --repeat 2 > "$LOG/sample_small.md" 2>&1; tail -5 "$LOG/sample_small.md"
   ( /usr/bin/time -f "%e s wall" python3 -m guitarformer sample --run /tmp/runs/default --out /tmp/s/r.mid --num-samples 32 --tab /tmp/s/r.txt ) > "$LOG/sample_cli.txt" 2>&1; tail -2 "$LOG/sample_cli.txt"
 elif [ "$STAGE" = tab ]; then
-  pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
-    python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
-torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
-    tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt; }
   step "default run, tab tokens (TabREMI)"
   /usr/bin/time -f "%e s wall" -o "$LOG/tab_default_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/tab-default \
     > "$LOG/tab_default.log" 2>&1; tail -2 "$LOG/tab_default.log"; cat "$LOG/tab_default_time.txt"
@@ -72,10 +72,6 @@ elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the 
   python3 scripts/bench_tab_nll.py /tmp/runs/*-s${SEED:-2} --device cuda > "$LOG/tab_nll_seed.md" 2>&1
   cat "$LOG/tab_nll_seed.md"
 elif [ "$STAGE" = ctl ]; then
-  pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
-    python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
-torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
-    tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt; }
   step "decoder with controls and infilling on $CTL"
   python3 -m guitarformer train --data "$CTL" --set data.infill=${INFILL:-0.3} --max-steps ${CTL_STEPS:-2500} \
     --set model.dropout=0.1 --set train.eval_interval=500 --run-dir /tmp/runs/ctl > "$LOG/ctl.log" 2>&1
