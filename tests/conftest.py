@@ -15,6 +15,16 @@ def pytest_configure(config):
     torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models on 2 shared cores run fastest on one thread: a second one only spins under OpenMP waits
+    (measured ~50x slower under load). Modules of tiny-model tests use it with `pytestmark`."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def cache_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("gf-cache")

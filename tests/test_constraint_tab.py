@@ -28,12 +28,7 @@ def tok():
     return build_tokenizer(DataConfig(tokenizer="TabREMI"))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def note(pitch: int, duration: str, string: int, *tech: str) -> list[str]:

@@ -34,12 +34,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 BLOCK = 40  # short windows: every fixture is cut into several
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

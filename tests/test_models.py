@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -23,13 +22,7 @@ KINDS = ["decoder", "encoder_decoder"]
 V = 40
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny tensors run fastest on one thread, and the 2 shared cores do not thrash under OpenMP spin-waits."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(kind: str = "decoder", pos: str = "learned", **kw) -> ModelConfig:

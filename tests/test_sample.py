@@ -25,13 +25,7 @@ TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured", "TabREMI"]
 FIXTURES = Path(__file__).parent / "fixtures" / "io"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny models on 2 shared cores: a second thread only spins (measured ~50x slower under load).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(tok, kind: str = "decoder", block_size: int = 96, seed: int = 0):
