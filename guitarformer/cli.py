@@ -323,7 +323,8 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
     import json
 
     if fingering_dir is not None:
-        from guitarformer.generation.fingering import check_fingering_run, evaluate_folder, format_report
+        from guitarformer.evaluation.fingering import evaluate_folder, format_report
+        from guitarformer.generation.fingering import check_fingering_run
         from guitarformer.runs import load_run
         from guitarformer.runtime import resolve_device
 

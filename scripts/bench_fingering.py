@@ -10,7 +10,7 @@ extension, so a song's .gp3/.gp4/.gp5 copies land together): half 0 is for train
 scored here. Parts are de-duplicated by their notes and fingering, then every Nth is kept (`--every`).
 Sources: classtab's ASCII tabs, Guitar Pro 3-5 files (the two sources of docs/FRETTING.md) and Guitar Pro 6-8
 files. Agreement is counted in token space on the same notes for the model and fret()
-(guitarformer/generation/fingering.py: the model re-chooses every String token of the part encoded with the
+(guitarformer/evaluation/fingering.py: the model re-chooses every String token of the part encoded with the
 human fingering; dead notes and natural harmonics are left out).
 """
 
@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_fretting import half as _part_half  # noqa: E402  (the split must be exactly the fretting benchmark's)
 
-from guitarformer.generation.fingering import BEAM, Agreement, has_human_fingering, part_ids, score_parts  # noqa: E402
+from guitarformer.evaluation.fingering import Agreement, has_human_fingering, part_ids, score_parts  # noqa: E402
+from guitarformer.generation.fingering import BEAM  # noqa: E402
 from guitarformer.readers import read_guitar  # noqa: E402
 
 NOTES = "<!-- notes: kept when the script rewrites this page -->"

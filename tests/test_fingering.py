@@ -19,14 +19,8 @@ from guitarformer.config import Config, DataConfig, ModelConfig
 from guitarformer.data.tokenization import build_tokenizer, encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
-from guitarformer.generation.fingering import (
-    _refinger,
-    finger,
-    log_likelihood,
-    note_strings,
-    part_ids,
-    refinger,
-)
+from guitarformer.evaluation.fingering import note_strings, part_ids
+from guitarformer.generation.fingering import _refinger, finger, log_likelihood, refinger
 from guitarformer.models import build_model
 from guitarformer.readers import read_guitar
 

@@ -39,34 +39,27 @@ in order. A note with no token note left (its pitch outside the tokenizer's rang
 dropped), or whose string another note of its onset took (two onsets quantised together), keeps fret()'s
 fingering where that string is free, else the lowest free fret; `Fingered.fallback` counts them.
 
-`compare_part` and `score_parts` measure agreement with a human fingering in token space: the part encoded
-with the human frets (ids_h), the model re-choosing every String of ids_h, fret()'s frets through the same
-encoder; accuracy = share of notes whose String equals the human one (with the pitch the same, so is the
-fret). Dead notes and natural harmonics are left out (their string and fret are no fretted pitch), and so are
-notes whose human string cannot sound their pitch.
+How often its choice agrees with human tabs: evaluation/fingering.py.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import symusic
 import torch
 
 from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer
 from guitarformer.data.tokenization import encode
-from guitarformer.errors import GuitarformerError, SkipFile
+from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import SMALL_STEP_WORK
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
-from guitarformer.readers import detect_format, read_guitar
 
 Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
 NOT_FRETTED = ("Tech_Dead", "Tech_HarmNatural")  # a note with one of these has no fretted pitch to compare
@@ -92,7 +85,7 @@ def check_fingering_run(model, tokenizer) -> None:
 # ---------------------------------------------------------------- the model chooses the strings
 
 
-class _Vocab:
+class TabVocab:
     """Token tables the refingering loop reads: String ids, what starts an onset, what ends a note's tail."""
 
     def __init__(self, tokenizer) -> None:
@@ -109,7 +102,7 @@ class _Vocab:
         self.pad = tokenizer.pad_token_id
 
 
-def _windows(ids: Sequence[int], block: int, v: _Vocab) -> list[tuple[int, int]]:
+def _windows(ids: Sequence[int], block: int, v: TabVocab) -> list[tuple[int, int]]:
     """[start, end) pieces of at most `block` tokens covering ids, each cut before a Bar in its second half,
     else before a Position there (an onset's notes stay together), else before a Pitch, else at the block;
     never right before a String (its Duration, whose logits choose it, stays in the same window)."""
@@ -185,7 +178,7 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
         raise ValueError(f"beam must be at least 1, not {beam}")
     per_batch = max(1, batch_size // beam)
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    v = _Vocab(tokenizer)
+    v = TabVocab(tokenizer)
     block = min(context or model.config.block_size, model.config.block_size)
     out = [list(map(int, s)) for s in sequences]
     scores = [0.0] * len(out)
@@ -218,7 +211,7 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     return out, scores
 
 
-def _refinger_batch(model, v: _Vocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
                     beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
     """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
     returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
@@ -382,7 +375,7 @@ def log_likelihood(model, tokenizer, sequences: Sequence[Sequence[int]], device:
     tokens. What beam search maximises for each window; one plain forward pass per window, no cache."""
     check_fingering_run(model, tokenizer)
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    v = _Vocab(tokenizer)
+    v = TabVocab(tokenizer)
     block = min(context or model.config.block_size, model.config.block_size)
     was_training = model.training
     model.eval()
@@ -490,196 +483,3 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
             out[i] = min(free, key=lambda sf: sf[1]) if free else UNPLAYABLE
         taken.add(out[i][0])
     return Fingered(out, fallback, len(strings))
-
-
-# ---------------------------------------------------------------- agreement with human fingerings
-
-
-@dataclass
-class PartIds:
-    """One part with a human fingering, as tokens: `human` (ids with the human strings), `fretted` (fret()'s),
-    the part's guitar, its source (a folder name) and `counted` (per note in token order: compared or not)."""
-
-    name: str
-    source: str
-    guitar: Guitar
-    human: list[int]
-    fretted: list[int]
-    counted: list[bool]
-
-    @property
-    def notes(self) -> int:
-        return sum(self.counted)
-
-
-def has_human_fingering(gs: GuitarScore) -> bool:
-    """The reader set frets from the file (tab, Guitar Pro, MusicXML with TAB); MIDI and plain notation leave
-    them None."""
-    return (gs.frets is not None and len(gs.frets) == len(gs.track.notes)
-            and gs.source_format not in ("midi", "generated"))
-
-
-def note_strings(tokenizer, ids: Sequence[int]) -> list[tuple[int, int, bool]]:
-    """(string, pitch, fretted) of each note in token order; fretted is False for dead notes and natural
-    harmonics."""
-    v = _Vocab(tokenizer) if not isinstance(tokenizer, _Vocab) else tokenizer
-    out = []
-    for j, i in enumerate(ids):
-        if i in v.string_of and j >= 3:
-            k, plain = j + 1, True
-            while k < len(ids) and ids[k] in v.tail:
-                plain &= ids[k] not in v.not_fretted
-                k += 1
-            out.append((v.string_of[i], v.pitch_of.get(ids[j - 3], NO_PITCH), plain))
-    return out
-
-
-def part_ids(tokenizer, gs: GuitarScore, name: str = "", source: str = "") -> PartIds | None:
-    """A part with a human fingering as PartIds (None when no note can be compared)."""
-    if not has_human_fingering(gs):
-        return None
-    human = encode(tokenizer, gs)
-    fretted = encode(tokenizer, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo,
-                                                       program=gs.track.program)))
-    n = len(gs.tuning)
-    counted = []
-    for s, p, plain in note_strings(tokenizer, human):
-        f = p - gs.tuning[n - s] - gs.capo if 1 <= s <= n else -1
-        counted.append(plain and 0 <= f <= MAX_FRET)
-    if not any(counted):
-        return None
-    return PartIds(name, source, (tuple(gs.tuning), gs.capo), human, fretted, counted)
-
-
-@dataclass
-class Agreement:
-    """Notes compared, and how many the model and fret() finger as the human did; parts counted."""
-
-    parts: int = 0
-    notes: int = 0
-    model: int = 0
-    fret: int = 0
-
-    def add(self, other: Agreement) -> None:
-        self.parts, self.notes = self.parts + other.parts, self.notes + other.notes
-        self.model, self.fret = self.model + other.model, self.fret + other.fret
-
-    def as_dict(self) -> dict:
-        return {"parts": self.parts, "notes": self.notes, "model_right": self.model, "fret_right": self.fret,
-                "model_accuracy": self.model / self.notes if self.notes else None,
-                "fret_accuracy": self.fret / self.notes if self.notes else None}
-
-
-def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreement:
-    """Agreement of the model's ids (`part.human` with its Strings re-chosen) and fret()'s with the human."""
-    v = _Vocab(tokenizer)
-    h, m, f = (note_strings(v, x) for x in (part.human, model_ids, part.fretted))
-    if not len(h) == len(m) == len(f) == len(part.counted):
-        raise ValueError(f"{part.name}: the three encodings hold different notes ({len(h)}, {len(m)}, {len(f)})")
-    a = Agreement(parts=1, notes=part.notes)
-    for (sh, _, _), (sm, _, _), (sf, _, _), c in zip(h, m, f, part.counted):
-        a.model += c and sm == sh
-        a.fret += c and sf == sh
-    return a
-
-
-def score_parts(model, tokenizer, parts: Sequence[PartIds], device=None, batch_size: int = 64,
-                context: int | None = None, beam: int = BEAM) -> list[Agreement]:
-    """Each part's Agreement, the model's strings chosen for all parts in shared batches."""
-    model_ids = refinger(model, tokenizer, [p.human for p in parts], [p.guitar for p in parts], device, batch_size,
-                         context, beam)
-    return [compare_part(tokenizer, p, m) for p, m in zip(parts, model_ids)]
-
-
-@dataclass
-class FolderReport:
-    """Per source folder and pooled Agreement, and the files passed over with the reason."""
-
-    sources: dict[str, Agreement] = field(default_factory=dict)
-    pooled: Agreement = field(default_factory=Agreement)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {"sources": {k: a.as_dict() for k, a in sorted(self.sources.items())},
-                "pooled": self.pooled.as_dict(),
-                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
-
-
-def read_parts(tokenizer, files: Sequence[Path], root: Path, skipped: list[tuple[str, str]],
-               dedupe: bool = False) -> list[PartIds]:
-    """PartIds of every part with a human fingering in `files` (source: the first folder under `root`, "."
-    for files directly in it). Unreadable files and files with no fingered part go to `skipped` with the
-    reason. `dedupe`: one copy of parts with the same notes and fingering (a song saved as .gp3/.gp4/.gp5)."""
-    parts, seen = [], set()
-    for path in files:
-        rel = path.relative_to(root) if path.is_relative_to(root) else Path(path.name)
-        source = rel.parts[0] if len(rel.parts) > 1 else "."
-        try:
-            got = read_guitar(path)
-        except SkipFile as e:
-            skipped.append((str(rel), str(e)))
-            continue
-        except Exception as e:  # broken files are part of real data: report and go on
-            skipped.append((str(rel), f"unreadable: {_first_line(e)}"))
-            continue
-        found = 0
-        for k, gs in enumerate(got):
-            if dedupe:
-                key = hashlib.sha1(repr((gs.tuning, gs.capo, [(n.time, n.pitch) for n in gs.track.notes],
-                                         gs.frets)).encode()).hexdigest()
-                if key in seen:
-                    found += 1
-                    continue
-                seen.add(key)
-            try:
-                p = part_ids(tokenizer, gs, f"{rel}#{k}", source)
-            except Exception as e:  # a part the tokenizer cannot take
-                skipped.append((f"{rel}#{k}", f"not encodable: {_first_line(e)}"))
-                continue
-            if p is not None:
-                parts.append(p)
-                found += 1
-        if not found:
-            skipped.append((str(rel), "no part with a human fingering (string and fret) to compare"))
-    return parts
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
-
-
-def evaluate_folder(model, tokenizer, folder: Path, device=None, batch_size: int = 64,
-                    beam: int = BEAM) -> FolderReport:
-    """Agreement with the human fingering of every fingered file under `folder` (recursive), per source folder
-    and pooled; never fatal on a bad file."""
-    check_fingering_run(model, tokenizer)
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise GuitarformerError(f"--fingering {folder}: not a folder", "pass a folder of tabs or Guitar Pro files")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and detect_format(p) is not None
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-    report = FolderReport()
-    parts = read_parts(tokenizer, files, folder, report.skipped)
-    for p, a in zip(parts, score_parts(model, tokenizer, parts, device, batch_size, beam=beam)):
-        report.sources.setdefault(p.source, Agreement()).add(a)
-        report.pooled.add(a)
-    return report
-
-
-def format_report(report: FolderReport) -> str:
-    """The agreement table as text."""
-    def pct(x):
-        return "-" if x is None else f"{x:.1%}"
-
-    lines = [f"{'source':<28} {'parts':>6} {'notes':>8} {'model':>7} {'fret()':>7}"]
-    rows = [*sorted(report.sources.items()), ("pooled", report.pooled)]
-    for name, a in rows:
-        d = a.as_dict()
-        lines.append(f"{name[:28]:<28} {a.parts:>6} {a.notes:>8} {pct(d['model_accuracy']):>7} "
-                     f"{pct(d['fret_accuracy']):>7}")
-    if report.skipped:
-        lines.append(f"{len(report.skipped)} files or parts passed over:")
-        lines += [f"  {p}: {r}" for p, r in report.skipped[:20]]
-        if len(report.skipped) > 20:
-            lines.append(f"  ... and {len(report.skipped) - 20} more (all in --json)")
-    return "\n".join(lines)
