@@ -181,3 +181,34 @@ def test_an_asked_time_signature_and_tempo_hold_in_every_bar():
     free.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"]]]))
     assert sum(bool(free.mask(torch.tensor([tok["Bar_None"]]))[0][i]) for t, i in tok.vocab.items()
                if t.startswith("TimeSig_")) > 1
+
+
+def test_an_asked_hand_position_holds_every_note_the_sampler_writes():
+    """`--position 7` on a run with controls asks for CtrlPos_5-9; the constraint then lets a note take only a
+    string where its fret is 5-9 (or an open string), and does not start a pitch no string can play there."""
+    import torch
+
+    from guitarformer.config import DataConfig
+    from guitarformer.data.controls import position_frets
+    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.generation.constraint import GuitarConstraint
+
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    assert position_frets("5-9") == (5, 9) and position_frets("15+") == (15, 24)
+    start = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
+    vel = next(t for t in tok.vocab if t.startswith("Velocity_"))
+    dur = next(t for t in tok.vocab if t.startswith("Duration_"))
+
+    def strings_for(pitch, region):
+        c = GuitarConstraint(tok, region=region)
+        c.start(torch.tensor([start + [tok[f"Pitch_{pitch}"], tok[vel], tok[dur]]]))
+        m = c.mask(torch.tensor([tok[dur]]))[0]
+        return [s for s in range(1, 7) if m[tok[f"String_{s}"]]]
+
+    # G3 (55): fret 15 on the low E, 10 on A, 5 on D, 0 on the G string
+    assert strings_for(55, None) == [3, 4, 5, 6]
+    assert strings_for(55, (5, 9)) == [3, 4]  # the open G string and fret 5 on D
+    c = GuitarConstraint(tok, region=(5, 9))
+    c.start(torch.tensor([start]))
+    m = c.mask(torch.tensor([tok["Position_0"]]))[0]
+    assert not m[tok["Pitch_41"]] and m[tok["Pitch_45"]]  # F2: fret 1 only; A2: fret 5 on the low E (or open A)

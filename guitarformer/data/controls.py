@@ -37,7 +37,7 @@ from statistics import median
 import numpy as np
 
 from guitarformer.errors import GuitarformerError
-from guitarformer.music.guitar import PITCH_NAMES, TUNINGS
+from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, TUNINGS
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 
 PIECE_CONTROLS = ("Tuning", "Capo", "Key", "Style")  # after BOS, in this order
@@ -160,6 +160,12 @@ def density_value(onsets_per_quarter: float) -> str:
 def position_value(fret: float) -> str:
     """The hand-position bin of a fret (CLI: --position 7 -> "5-9")."""
     return POS_VALUES[min(len(POS_VALUES) - 1, max(0, int(fret)) // 5)]
+
+
+def position_frets(value: str, max_fret: int = MAX_FRET) -> tuple[int, int]:
+    """The frets of a hand-position value: "5-9" -> (5, 9), "15+" -> (15, max_fret)."""
+    lo, _, hi = value.rstrip("+").partition("-")
+    return int(lo), int(hi) if hi else max_fret
 
 
 def share_value(share: float) -> str:

@@ -48,7 +48,8 @@ class GuitarConstraint:
 
     def __init__(self, tokenizer, tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0,
                  max_fret: int = MAX_FRET, device: torch.device | str = "cpu",
-                 bar_controls: Sequence[int] | None = None, fixed: Sequence[int] | None = None):
+                 bar_controls: Sequence[int] | None = None, fixed: Sequence[int] | None = None,
+                 region: tuple[int, int] | None = None):
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
@@ -76,7 +77,9 @@ class GuitarConstraint:
             self.banned = banned.nonzero().squeeze(1).to(self.device)
         self.time = TimeState(tokenizer, self.grammar, self.device)
         position = self.time.default[2]  # ticks of one position of the finest (4/4) grid
-        self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device,
+        # `region` (tab tokens): an asked hand position, (lowest, highest) fret; notes go on frets in it or open
+        # strings, and pitches no free string can play there are not started.
+        self.strings = StringState(self.grammar, tuple(tuning), capo, max_fret, self.device, region=region,
                                    quarter=tokenizer.time_division, grace=position)
         # On CPU the grammar's host-side tables let `mask` skip the blocks whose columns the grammar already
         # rules out after the last token, and `update` skip tokens that change no state (Velocity, Tempo, ...).

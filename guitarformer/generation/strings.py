@@ -51,7 +51,8 @@ class StringState:
     max(end - grace, onset + 1)."""
 
     def __init__(self, grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
-                 device: torch.device | str = "cpu", quarter: int = 0, grace: int = 0) -> None:
+                 device: torch.device | str = "cpu", quarter: int = 0, grace: int = 0,
+                 region: tuple[int, int] | None = None) -> None:
         self.grammar = grammar
         self.tab, self.quarter = grammar.tab, quarter
         self.grace = grace if self.tab else 0  # without names, overlapping notes would decode as two at once
@@ -76,6 +77,9 @@ class StringState:
             for k in range(min(n, fits.shape[1])):
                 lo = tuning[n - 1 - k] + capo
                 fits[lo:min(NO_PITCH - 1, tuning[n - 1 - k] + max_fret) + 1, k] = True
+                if region is not None:  # an asked hand position: frets in it, or the open string
+                    fret = torch.arange(NO_PITCH + 1) - lo
+                    fits[:, k] &= (fret == 0) | ((fret >= region[0]) & (fret <= region[1]))
             self.named = min(n, fits.shape[1])  # strings a String token can name
             self.fits = fits.to(dev)  # (129, nS)
             self.fits_t = fits[:, : self.named].t().float().contiguous().to(dev)  # (named, 129)
