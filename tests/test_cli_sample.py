@@ -12,15 +12,15 @@ import pytest
 import symusic
 import torch
 from click.testing import CliRunner
+from tiny_runs import untrained_run
 
 from guitarformer.cli import main
-from guitarformer.config import Config, DataConfig, ModelConfig
+from guitarformer.config import Config, DataConfig
 from guitarformer.data.tokenization import build_tokenizer, decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation import riffs as riffs_mod
 from guitarformer.generation.riffs import TOKENS_PER_BAR, read_prompt, tokens_per_bar
 from guitarformer.generation.sampling import sample_next
-from guitarformer.models import build_model
 from guitarformer.music.guitar import TUNINGS, parse_tuning, tuning_lines
 from guitarformer.music.score import GuitarScore
 from guitarformer.render.midi import write_midi
@@ -39,17 +39,7 @@ def tok():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, tok):
-    from guitarformer.training.checkpoint import save_checkpoint
-
-    cfg = Config()
-    cfg.model = ModelConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
-    cfg.sample.max_new_tokens = 120
-    run = tmp_path_factory.mktemp("run")
-    tok.save(run / "tokenizer.json")
-    torch.manual_seed(0)
-    model = build_model(copy.deepcopy(cfg.model))
-    save_checkpoint(run / "ckpt" / "last.pt", {"config": copy.deepcopy(cfg).to_dict(), "model": model.state_dict()})
-    return run
+    return untrained_run(tmp_path_factory.mktemp("run"), tok, BLOCK, max_new_tokens=120)
 
 
 @pytest.fixture(scope="module")

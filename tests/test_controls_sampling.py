@@ -5,7 +5,6 @@ control options for a run without controls, are refused with what to do instead.
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 
@@ -13,16 +12,16 @@ import miditok
 import pytest
 import torch
 from click.testing import CliRunner
+from tiny_runs import untrained_run
 
 from guitarformer.cli import main
-from guitarformer.config import Config, DataConfig, ModelConfig
+from guitarformer.config import DataConfig
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.generation.riffs import generate_riffs
-from guitarformer.models import build_model
 from guitarformer.runs import load_run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -53,17 +52,7 @@ def control_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory) -> Path:
     """An untrained REMI run without controls."""
-    from guitarformer.training.checkpoint import save_checkpoint
-
-    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
-    cfg = Config()
-    cfg.model = ModelConfig(vocab_size=len(tok), block_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
-    run = tmp_path_factory.mktemp("plain")
-    tok.save(run / "tokenizer.json")
-    torch.manual_seed(0)
-    model = build_model(copy.deepcopy(cfg.model))
-    save_checkpoint(run / "ckpt" / "last.pt", {"config": copy.deepcopy(cfg).to_dict(), "model": model.state_dict()})
-    return run
+    return untrained_run(tmp_path_factory.mktemp("plain"), build_tokenizer(DataConfig(tokenizer="REMI")), 64)
 
 
 def test_run_records_the_styles_of_its_folders(control_run):

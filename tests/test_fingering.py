@@ -13,14 +13,20 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from tiny_runs import untrained_run
 
 from guitarformer.cli import main
-from guitarformer.config import Config, DataConfig, ModelConfig
+from guitarformer.config import DataConfig, ModelConfig
 from guitarformer.data.tokenization import build_tokenizer, encode
 from guitarformer.errors import GuitarformerError
-from guitarformer.fretting import fret
 from guitarformer.evaluation.fingering import note_strings, part_ids
-from guitarformer.generation.fingering import _refinger, finger, log_likelihood, refinger
+from guitarformer.fretting import fret
+from guitarformer.generation.fingering import (
+    _refinger,
+    finger,
+    log_likelihood,
+    refinger,
+)
 from guitarformer.models import build_model
 from guitarformer.readers import read_guitar
 
@@ -44,18 +50,8 @@ def model(tok):
 
 
 def _run(tmp_path_factory, tokenizer_name: str) -> Path:
-    from guitarformer.training.checkpoint import save_checkpoint
-
     tk = build_tokenizer(DataConfig(tokenizer=tokenizer_name))
-    cfg = Config()
-    cfg.data.tokenizer = tokenizer_name
-    cfg.model = ModelConfig(vocab_size=len(tk), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
-    run = tmp_path_factory.mktemp(f"run-{tokenizer_name}")
-    tk.save(run / "tokenizer.json")
-    torch.manual_seed(1)
-    m = build_model(copy.deepcopy(cfg.model))
-    save_checkpoint(run / "ckpt" / "last.pt", {"config": copy.deepcopy(cfg).to_dict(), "model": m.state_dict()})
-    return run
+    return untrained_run(tmp_path_factory.mktemp(f"run-{tokenizer_name}"), tk, BLOCK, seed=1)
 
 
 @pytest.fixture(scope="module")
