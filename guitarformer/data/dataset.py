@@ -13,6 +13,7 @@ numbers stay comparable with runs trained without it (scripts/bench_infill.py me
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,12 @@ from guitarformer.data.controls import (
     control_kinds,
     control_type,
 )
-from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_example, seq2seq_example
+from guitarformer.data.infill import (
+    MAX_SPAN_BARS,
+    FillIds,
+    decoder_example,
+    seq2seq_example,
+)
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import CONTROLS_PARAM
 from guitarformer.data.tokenization import load_tokenizer
@@ -101,7 +107,6 @@ class PitchShifter:
         s = int(torch.randint(lo, hi + 1, (1,), generator=gen))
         return self.tables[s][window]
 
-
     def _keep_frets(self, window: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
         """Tab tokens: a guitarist transposes a line by moving the hand, so each note keeps its string and its
         fret moves by the shift. Narrow [lo, hi] so no fret (as standard tuning reads it: the tokens do not carry
@@ -136,12 +141,10 @@ class ControlDropout:
     def of_split(cls, split: TokenSplit, p: float = 0.5) -> ControlDropout | None:
         """The dropout for a split whose dataset tokenizer has controls (p = 0 drops none, but still puts the
         piece's controls in front); None for a tokenizer without controls."""
-        path = getattr(split, "dataset", None)
-        path = path / "tokenizer.json" if path is not None else None
-        if path is None or not path.is_file() or CONTROLS_PARAM not in path.read_text():
+        tok = dataset_tokenizer(split)
+        if tok is None or (tok.config.additional_params or {}).get(CONTROLS_PARAM) is None:
             return None
-        tok = load_tokenizer(path)
-        return cls(tok, split, p) if (tok.config.additional_params or {}).get(CONTROLS_PARAM) is not None else None
+        return cls(tok, split, p)
 
     def draw(self, gen: torch.Generator) -> np.ndarray:
         """(n + 1,) bool: which control types this window drops (the last entry, for other tokens, is False)."""
@@ -388,9 +391,24 @@ class Seq2SeqPairs:
             yield self._stack([self._pair(k, None) for k in ks[b: b + batch_size]])
 
 
+def dataset_tokenizer(split: TokenSplit):
+    """The tokenizer of a split's dataset (None where it has no tokenizer.json), read once per file version: the
+    train and val windows, and every evaluation pass, share it. Callers only read it."""
+    path = getattr(split, "dataset", None)
+    path = path / "tokenizer.json" if path is not None else None
+    if path is None or not path.is_file():
+        return None
+    return _load_tokenizer_cached(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tokenizer_cached(path: str, mtime_ns: int):
+    return load_tokenizer(path)
+
+
 def _fill_ids(split: TokenSplit) -> FillIds:
     """The infilling token ids of a split's dataset (a clear error when its tokenizer has none)."""
-    return FillIds.of(load_tokenizer(split.dataset / "tokenizer.json"))
+    return FillIds.of(dataset_tokenizer(split))
 
 
 def _piece_bounds(split: TokenSplit, i: int, f: FillIds) -> tuple[int, int]:

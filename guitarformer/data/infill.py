@@ -52,7 +52,7 @@ def infill_on(tok) -> bool:
 
 
 def has_fill_tokens(tok) -> bool:
-    return all(t in tok.vocab for t in FILL_TOKENS)
+    return tok is not None and all(t in tok.vocab for t in FILL_TOKENS)
 
 
 def extend_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:

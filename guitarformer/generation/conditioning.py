@@ -16,7 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from guitarformer.data.controls import meter_tokens, prompt_tokens, tuning_name
+from guitarformer.data.controls import (
+    meter_tokens,
+    position_frets,
+    position_value,
+    prompt_tokens,
+    tuning_name,
+)
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.errors import GuitarformerError
@@ -31,19 +37,16 @@ NO_CONTROLS_FIX = ("prepare the dataset with controls and train on it: guitarfor
 
 @dataclass
 class Conditions:
-    """Token ids that ask for a riff: `piece` after BOS, `bar` after every Bar, `meter` opening the first bar."""
+    """Token ids that ask for a riff: `piece` after BOS, `bar` after every Bar, `meter` opening the first bar;
+    `region` the (lowest, highest) fret of an asked hand position, which the sampler holds every note to."""
 
     piece: list[int] = field(default_factory=list)
     bar: list[int] = field(default_factory=list)
     meter: list[int] = field(default_factory=list)
+    region: tuple[int, int] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.piece or self.bar or self.meter)
-
-    def head(self, bos: int, bar: int) -> list[int]:
-        """The prompt of a riff without a file to continue: BOS, piece controls, the first Bar, its controls,
-        the meter."""
-        return [bos, *self.piece, bar, *self.bar, *self.meter]
 
 
 def option_flag(name: str) -> str:
@@ -91,4 +94,5 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
             if e.problem.startswith(ctrl + " ") or f" {ctrl} controls" in e.problem:
                 raise GuitarformerError(f"{option_flag(opt)}: {e.problem}", e.fix) from None
         raise
-    return Conditions(piece, bar, meter_tokens(tokenizer.vocab, time_signature, tempo))
+    region = position_frets(position_value(position)) if position is not None else None
+    return Conditions(piece, bar, meter_tokens(tokenizer.vocab, time_signature, tempo), region)

@@ -71,8 +71,8 @@ class GuitarConstraint:
         # out, so each bar the model opens keeps the asked meter and no later tempo change undoes the asked one.
         self.banned: torch.Tensor | None = None
         if fixed:
-            kinds = {tokenizer[int(i)].split("_")[0] for i in fixed}
-            banned = torch.tensor([tok.split("_")[0] in kinds for tok in (tokenizer[i] for i in range(self.V))])
+            kinds = {self.grammar.types[int(i)] for i in fixed}
+            banned = torch.tensor([t in kinds for t in self.grammar.types])
             banned[[int(i) for i in fixed]] = False
             self.banned = banned.nonzero().squeeze(1).to(self.device)
         self.time = TimeState(tokenizer, self.grammar, self.device)

@@ -14,7 +14,6 @@ import numpy as np
 import symusic
 import torch
 
-from guitarformer.data.controls import position_frets
 from guitarformer.data.prepare import binary_reason, unsupported_reason
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import (
@@ -107,12 +106,9 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
     capo = file.gs.capo if file else 0
     asked = asked or Conditions()
     meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
-    # An asked hand position (CtrlPos_5-9) holds every note the sampler writes there: a fret in it or an open string.
-    region = next((position_frets(tokenizer[i].split("_", 1)[1]) for i in asked.bar
-                   if tokenizer[i].startswith("CtrlPos_")), None)
     constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
                                   bar_controls=asked.bar if asked and has_controls(tokenizer) else None,
-                                  fixed=meter or None, region=region)
+                                  fixed=meter or None, region=asked.region)
     is_encdec = cfg.model.kind == "encoder_decoder"
     bar_tokens = bar_ids(tokenizer)
     if asked.piece:  # what the whole piece is: right after BOS, kept there when the window slides

@@ -52,7 +52,6 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     return parts
 
 
-
 BEND_TRACK_SUFFIX = " (bends)"  # render.midi writes a part's bent and vibrato notes to such a companion track
 
 

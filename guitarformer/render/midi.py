@@ -2,8 +2,9 @@
 
 Bends and vibrato become pitch-bend curves. MIDI bends a whole channel, so a part's bent and vibrato notes move to
 a companion track of the same instrument ("... (bends)", its own channel) and carry the curves there; the plain
-notes stay untouched. Our MIDI reader merges the companion back, so the part reads back as one. The companion's bend range is set to 4 semitones (RPN 0), enough for the two whole steps a
-string bends. Vibrato is a quarter-tone wobble at about 5.5 Hz at the part's tempo.
+notes stay untouched. Our MIDI reader merges the companion back, so the part reads back as one. The companion's
+bend range is set to 4 semitones (RPN 0), enough for the two whole steps a string bends. Vibrato is a
+quarter-tone wobble at about 5.5 Hz at the part's tempo.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def _curve(note: symusic.Note, t: Technique, ticks_per_s: float, tpq: int) -> li
         (x0, a0), (x1, a1) = points[k], points[min(k + 1, len(points) - 1)]
         quarter_tones = a0 if x1 <= x0 else a0 + (a1 - a0) * (x - x0) / (x1 - x0)
         if t.vibrato:
-            quarter_tones += VIBRATO_QUARTER_TONES * math.sin(2 * math.pi * VIBRATO_HZ * (tick - note.time) / ticks_per_s)
+            seconds = (tick - note.time) / ticks_per_s
+            quarter_tones += VIBRATO_QUARTER_TONES * math.sin(2 * math.pi * VIBRATO_HZ * seconds)
         value = round(_BEND_FULL * quarter_tones / (2 * BEND_RANGE))
         if not out or out[-1].value != value:
             out.append(symusic.PitchBend(tick, max(-_BEND_FULL - 1, min(_BEND_FULL, value))))
