@@ -66,6 +66,21 @@ PITCH_NAMES = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 LOWEST_OPEN, HIGHEST_OPEN = 20, 90  # open strings a tuning may have (G#0..F#6): 7-8 strings and baritones fit
 
 
+def fret_of(pitch: int, string: int, tuning: tuple[int, ...], capo: int = 0) -> int:
+    """Fret (from the capo, 0 = open) that plays `pitch` on `string` (1 = the highest string, as tabs number
+    them); -1 when the string is out of range or the pitch lies below it."""
+    n = len(tuning)
+    if not 1 <= string <= n:
+        return -1
+    f = pitch - tuning[n - string] - capo
+    return f if f >= 0 else -1
+
+
+def pitch_of(string: int, fret: int, tuning: tuple[int, ...], capo: int = 0) -> int:
+    """MIDI pitch of `fret` (from the capo) on `string` (1 = the highest string)."""
+    return tuning[len(tuning) - string] + capo + fret
+
+
 def program_name(program: int, is_drum: bool = False) -> str:
     """The General MIDI name of a 0-based program ("Distortion Guitar" for 30); "Drums" for a drum track."""
     return "Drums" if is_drum else GM_PROGRAM_NAMES[program] if 0 <= program < 128 else f"Program {program}"
