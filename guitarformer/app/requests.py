@@ -134,11 +134,11 @@ def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
             raise GuitarformerError(f"{flag} {path}: this command does not write a {kind} file",
                                     f"leave out {flag}")
         suffixes, example = SUFFIXES[kind]
+        if path.is_dir():
+            raise GuitarformerError(f"{flag} {path} is a folder", f"give {flag} a file name, e.g. {path / example}")
         if path.suffix.lower() not in suffixes:
             raise GuitarformerError(f"{flag} {path}: a {kind} file needs the suffix {' or '.join(suffixes)}, "
                                     f"not {path.suffix or 'none'}", f"name it like {example}")
-        if path.is_dir():
-            raise GuitarformerError(f"{flag} {path} is a folder", f"give {flag} a file name, e.g. {path / example}")
         key = path.expanduser().resolve()
         if key in seen:
             raise GuitarformerError(f"{seen[key]} and {flag} both name {path}: one would overwrite the other",
