@@ -13,19 +13,8 @@ import symusic
 import torch
 from click.testing import CliRunner
 
-from guitarformer.app import (
-    InfillRequest,
-    Outputs,
-    SampleRequest,
-    TabRequest,
-    infill,
-    load_run_once,
-    read_user_file,
-    run_info,
-    sample,
-    tab,
-    write_score,
-)
+from guitarformer.app import InfillRequest, Outputs, SampleRequest, TabRequest, infill, load_run_once
+from guitarformer.app import read_user_file, run_info, sample, tab, write_score
 from guitarformer.app.files import GENERATED_MARK
 from guitarformer.app.prompt import Prompt
 from guitarformer.app.splice import continue_part

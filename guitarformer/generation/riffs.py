@@ -33,6 +33,11 @@ class Riff:
     ended: bool = True  # the model finished it (end token or bar limit); False: the token budget ran out
     files: dict[str, Path] = field(default_factory=dict)  # what the `sample` command wrote of it, by kind
 
+    @property
+    def score(self) -> GuitarScore:
+        """The riff as a GuitarScore (frets and techniques with every note): the same object as `gs`."""
+        return self.gs
+
 
 @dataclass
 class RiffRows:
