@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from guitarformer.cli import main  # noqa: E402
-from guitarformer.config import Config, DataConfig, ModelConfig  # noqa: E402
+from guitarformer.config import Config, DataConfig, ModelConfig, SampleConfig  # noqa: E402
 from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 from guitarformer.training.checkpoint import save_checkpoint  # noqa: E402
@@ -60,9 +60,11 @@ def tiny_run(folder: Path, data: DataConfig, kind: str = "decoder", seed: int = 
     tok = build_tokenizer(data)
     cfg = Config()
     cfg.data = copy.deepcopy(data)
+    # Every field that shapes the weights or the sampling is written out: a changed default must not change them.
     cfg.model = ModelConfig(kind=kind, vocab_size=len(tok), block_size=256, src_block_size=128, n_layer=1,
-                            n_head=2, n_embd=32, dropout=0.0)
-    cfg.sample.max_new_tokens = 200
+                            n_enc_layer=0, n_head=2, n_embd=32, dropout=0.0, bias=False, pos="learned", ffn="gelu",
+                            ffn_mult=4.0, tie_weights=True)
+    cfg.sample = SampleConfig(max_new_tokens=200, temperature=1.0, top_k=0, top_p=0.95)
     folder.mkdir(parents=True)
     tok.save(folder / "tokenizer.json")
     torch.manual_seed(seed)

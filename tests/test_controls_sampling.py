@@ -63,7 +63,7 @@ def test_run_records_the_styles_of_its_folders(control_run):
 
 def test_riffs_carry_the_requested_controls(control_run):
     model, tok, cfg = load_run(control_run)
-    asked = conditions(tok, tuning=(40, 45, 50, 55, 59, 64), tempo=140, time_signature="7/8", position=7,
+    asked = conditions(tok, tuning=(40, 45, 50, 55, 59, 64), tempo=140, time_signature="7/8", hand_position=7,
                        key="E:minor", density="high", polyphony="chords", palm_mute="high", style="metal")
     piece = [tok[i] for i in asked.piece]
     bar = [tok[i] for i in asked.bar]

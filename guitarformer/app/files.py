@@ -52,9 +52,10 @@ def read_user_parts(path: str | Path, tracks: str = "guitar", any_part: bool = F
         raise
     except SkipFile as e:
         reason = str(e)
-        raise GuitarformerError(f"{path.name}: {reason}", None if "--tracks" in reason else READ_FIX) from None
+        raise GuitarformerError(f"{path.name} is not readable music: {reason}",
+                                None if "--tracks" in reason else READ_FIX) from None
     except Exception as e:  # the readers' own messages name the problem
-        raise GuitarformerError(f"could not read {path} ({_first_line(e)})", READ_FIX) from None
+        raise GuitarformerError(f"{path} is not readable music ({_first_line(e)})", READ_FIX) from None
     parts = [p for p in parts if len(p.track.notes)]
     if not parts:
         raise GuitarformerError(f"{path.name} has no notes", READ_FIX)

@@ -125,8 +125,8 @@ class TabRequest:
 
 
 def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
-    """Every path has its kind's suffix, is no folder and is not shared with another output; `allowed`: the kinds
-    this command writes."""
+    """Every path has its kind's suffix, is no folder and is not shared with another output, and its folder exists
+    (created here, missing folders and all); `allowed`: the kinds this command writes."""
     seen: dict[Path, str] = {}
     for kind, path in outputs.items():
         flag = outputs.label(kind)
@@ -144,6 +144,13 @@ def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
             raise GuitarformerError(f"{seen[key]} and {flag} both name {path}: one would overwrite the other",
                                     "give each output its own file name")
         seen[key] = flag
+    for kind, path in outputs.items():  # before the slow part, as every file is written after it
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            flag = outputs.label(kind)
+            raise GuitarformerError(f"cannot create the folder for {flag} {path}: {e.strerror or e}",
+                                    f"choose a {flag} path in a writable folder") from None
 
 
 def outputs_by_suffix(label: str, paths: list[Path | None], allowed: tuple[str, ...], **named: Path | None) -> Outputs:
