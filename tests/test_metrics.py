@@ -209,7 +209,7 @@ def test_decoder_continuation_matches_plain_forward(riff_runs):
     root, runs = riff_runs
     model, tok, cfg = load_run(runs["decoder"])
     pairs = Seq2SeqPairs(TokenSplit(root / "ds", "val"), 16, 20, bar_ids(tok), tok["BOS_None"], tok.pad_token_id)
-    got = continuation_nll(model, "decoder", pairs, "cpu", batch_size=3)
+    got = continuation_nll(model, pairs, "cpu", batch_size=3)
     nll, n = 0.0, 0
     with torch.no_grad():
         for src, mask, _, y in pairs.eval_batches(1):

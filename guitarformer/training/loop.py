@@ -35,7 +35,8 @@ from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.models.loss import summarize, token_stats
+from guitarformer.models.kinds import kind_of
+from guitarformer.models.loss import nll
 from guitarformer.runs import new_run_dir
 from guitarformer.runtime import (
     Dist,
@@ -73,6 +74,24 @@ def lr_at(step: int, cfg) -> float:
 # ---------------------------------------------------------------- data
 
 
+def _windows(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0):
+    """A decoder's source: windows of the token stream."""
+    return DecoderWindows(split, cfg.model.block_size, shifter, control_dropout=cfg.data.control_dropout,
+                          infill=infill)
+
+
+def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0):
+    """An encoder-decoder's source: (source bars, target bars) pairs."""
+    m = cfg.model
+    return Seq2SeqPairs(split, m.src_block_size, m.block_size, bar_ids(tokenizer), tokenizer["BOS_None"],
+                        tokenizer.pad_token_id, shifter=shifter, control_dropout=cfg.data.control_dropout,
+                        infill=infill)
+
+
+# The data source each model kind trains on (data/dataset.py; models/kinds.py reads its batches).
+_SOURCES = {"decoder": _windows, "encoder_decoder": _pairs}
+
+
 class Data:
     """Train/val sources for the configured model kind, with the tokenizer that made them.
 
@@ -99,17 +118,9 @@ class Data:
         if self.val_is_train:
             val = train
         shifter = PitchShifter(self.tokenizer, cfg.data.transpose) if cfg.data.transpose > 0 else None
-        m = cfg.model
-        if m.kind == "decoder":
-            self.train = DecoderWindows(train, m.block_size, shifter, control_dropout=cfg.data.control_dropout,
-                                        infill=cfg.data.infill)
-            self.val = DecoderWindows(val, m.block_size, control_dropout=cfg.data.control_dropout)
-        else:
-            args = (m.src_block_size, m.block_size, bar_ids(self.tokenizer), self.tokenizer["BOS_None"],
-                    self.tokenizer.pad_token_id)
-            self.train = Seq2SeqPairs(train, *args, shifter=shifter, control_dropout=cfg.data.control_dropout,
-                                      infill=cfg.data.infill)
-            self.val = Seq2SeqPairs(val, *args, control_dropout=cfg.data.control_dropout)
+        source = _SOURCES[cfg.model.kind]
+        self.train = source(train, cfg, self.tokenizer, shifter=shifter, infill=cfg.data.infill)
+        self.val = source(val, cfg, self.tokenizer)
 
     @property
     def val_split(self) -> str:
@@ -139,29 +150,11 @@ def resolve_dataset(cfg: Config, dist: Dist, progress: bool = True) -> Path:
     return path
 
 
-def model_inputs(kind: str, batch, device):
-    """(args, kwargs, targets) for model(*args, targets=targets, **kwargs) from a batch of either data source."""
-    if kind == "decoder":
-        x, y = (t.to(device, non_blocking=True) for t in batch)
-        return (x,), {}, y
-    src, mask, tgt, y = (t.to(device, non_blocking=True) for t in batch)
-    return (src, tgt), {"src_key_mask": mask}, y
-
-
-@torch.no_grad()
 def evaluate(model, data: Data, kind: str, device, dtype, batch_size: int, max_batches: int = 0) -> dict[str, float]:
     """Token-weighted NLL, perplexity and next-token accuracy over the val source."""
-    was_training = model.training
-    model.eval()
-    nll, correct, count = 0.0, 0, 0
-    for batch in data.val.eval_batches(batch_size, max_batches):
-        args, kw, y = model_inputs(kind, batch, device)
-        with autocast_ctx(device, dtype):
-            logits, _ = model(*args, **kw)
-        a, b, c = token_stats(logits, y)
-        nll, correct, count = nll + a, correct + b, count + c
-    model.train(was_training)
-    r = summarize(nll, correct, count)
+    api = kind_of(kind)
+    r = nll(model, (api.inputs(b) for b in data.val.eval_batches(batch_size, max_batches)), device,
+            lambda: autocast_ctx(device, dtype))
     return {"loss": r["nll"], "ppl": r["ppl"], "accuracy": r["accuracy"], "tokens": r["tokens"]}
 
 
@@ -170,11 +163,11 @@ def compile_or_eager(raw, data: Data, kind: str, batch_size: int, device, dtype,
     (no C++ compiler, an unsupported backend): a slower run beats a failed one."""
     compiled = torch.compile(raw)
     probe = data.train.batch(batch_size, torch.Generator().manual_seed(0))  # leaves the data order alone
-    args, kw, y = model_inputs(kind, probe, device)
+    inputs = kind_of(kind).inputs(probe).to(device)
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # nor the dropout RNG
             with autocast_ctx(device, dtype):
-                _, loss = compiled(*args, targets=y, **kw)
+                _, loss = inputs(compiled)
             loss.backward()
         return compiled
     except Exception as e:  # inductor raises many types; all mean "run eagerly"
@@ -246,13 +239,14 @@ def on_main(dist: Dist, fn: Callable[[], Any]) -> Any:
 def forward_backward(model, data: Data, state: TrainState, cfg: Config, device, dtype, dist: Dist) -> float:
     """grad_accum micro-batches forward and backward (DDP syncs gradients on the last); this rank's mean loss."""
     B, A = cfg.train.batch_size, cfg.train.grad_accum
+    api = kind_of(cfg.model.kind)
     loss_sum = 0.0
     for micro in range(A):
-        args, kw, y = model_inputs(cfg.model.kind, data.train.batch(B, state.data_rng), device)
+        inputs = api.inputs(data.train.batch(B, state.data_rng)).to(device)
         sync = nullcontext() if (dist.world == 1 or micro == A - 1) else model.no_sync()
         with sync:
             with autocast_ctx(device, dtype):
-                _, loss = model(*args, targets=y, **kw)
+                _, loss = inputs(model)
             state.scaler.scale(loss / A).backward()
         loss_sum += loss.detach().float().item() / A
     return loss_sum
