@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from guitarformer.config import load_config
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.loop import Data, evaluate, fit_steps_to_budget, lr_at, train
 
 

@@ -46,7 +46,7 @@ from guitarformer.runtime import (
     resolve_dtype,
     setup_distributed,
 )
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.progress import RunLog
 from guitarformer.training.state import (
     TrainState,
