@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from guitarformer.fretting import fret
+from guitarformer.fretting import finger_score
 from guitarformer.music.guitar import MAX_FRET, TUNINGS, pitch_name
 from guitarformer.music.score import PLAIN, Technique
 
@@ -119,9 +119,7 @@ def _signatures(score) -> list[tuple[int, int, int]]:
 def resolve_frets(gs, frets) -> list[tuple[int, int]]:
     """The fingering to render: `frets`, else the score's own, else `fret()`'s."""
     if frets is None:
-        frets = gs.frets
-    if frets is None:
-        frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
+        frets = finger_score(gs, keep_own=True).frets
     if len(frets) != len(gs.track.notes):
         raise ValueError(f"{len(frets)} frets for {len(gs.track.notes)} notes")
     return list(frets)
