@@ -22,7 +22,7 @@ import torch.distributed
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from guitarformer.config import Config, apply_overrides, from_dict, save_config
+from guitarformer.config import Config, apply_overrides, from_dict, save_config, set_values
 from guitarformer.data.corpus import ensure_builtin_dataset
 from guitarformer.data.dataset import (
     DecoderWindows,
@@ -353,8 +353,9 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     if cfg.model.vocab_size not in (0, V):
         raise GuitarformerError(f"model.vocab_size={cfg.model.vocab_size} but the dataset's tokenizer has {V} tokens",
                                 "leave model.vocab_size at 0 so it is taken from the dataset")
-    cfg.model.vocab_size = V
-    cfg.data.dataset = str(dataset.resolve())  # absolute: `eval` and `--resume` work from any folder
+    # What the run learns of its data, set as every change to a config is (typed, validated): the vocabulary, and
+    # the dataset's absolute path, so `eval` and `--resume` work from any folder.
+    set_values(cfg, {"model.vocab_size": V, "data.dataset": str(dataset.resolve())})
     run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
 
     raw = build_model(cfg.model).to(device)
