@@ -87,7 +87,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     compile: bool = True  # torch.compile where this machine can (else eager, said once)
-    num_threads: int = 0  # torch CPU threads (0 = torch's default)
+    num_threads: int = 0  # torch CPU threads (0 = runtime.set_threads chooses: the idle cores, 1 on a busy machine)
 
 
 @dataclass

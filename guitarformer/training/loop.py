@@ -43,7 +43,9 @@ from guitarformer.runtime import (
     peak_flops,
     resolve_device,
     resolve_dtype,
+    set_threads,
     setup_distributed,
+    step_work,
 )
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.budget import Budget
@@ -340,8 +342,6 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     dist = setup_distributed(t.device)
     device = resolve_device(t.device, dist)
     dtype = resolve_dtype(t.dtype, device)
-    if t.num_threads > 0:
-        torch.set_num_threads(t.num_threads)
     torch.manual_seed(t.seed + dist.rank)  # each rank its own dropout masks
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -359,6 +359,8 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
 
     raw = build_model(cfg.model).to(device)
+    if device.type == "cpu":  # train.num_threads, else what this machine's idle cores can run
+        set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size))
     state = new_state(raw, cfg, device, dtype, dist.rank)
     if ckpt is not None:
         restore(raw, state, ckpt, dist.rank, device, where=str(run_dir / "ckpt" / "last.pt"))
