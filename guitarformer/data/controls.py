@@ -12,10 +12,10 @@ Piece controls, one value per piece:
           so the key is always estimated, the same way for training data and for samples);
   Style   given by the caller (by default the dataset's folder name), cleaned to [a-z0-9-].
 Bar controls, one value per bar that has notes (a bar without notes gets none):
-  Density  onsets (distinct note starts) per quarter note: low / mid / high, split at DENSITY_THRESHOLDS, the
-           tertiles of real tabs and the built-in corpus (onsets, not notes, so a strummed chord counts once and
-           polyphony stays a control of its own);
-  Poly     the most common onset size, 1 / 2 / 3+ notes: single / dyads / chords (a tie goes to the larger);
+  Density  music.texture.density (distinct onsets per quarter note): low / mid / high, split at
+           DENSITY_THRESHOLDS, the tertiles of real tabs and the built-in corpus;
+  Poly     music.texture.polyphony_class, the most common number of notes per onset, 1 / 2 / 3+: single / dyads /
+           chords (a tie goes to the larger);
   Pos      the hand position, the median fret of the bar's fretted (non-open) notes: 0-4, 5-9, 10-14, 15+
            (all open strings: 0-4; no known fret: none);
   PM       the share of palm-muted notes: none (0), some (under half), most (half or more);
@@ -39,6 +39,7 @@ import numpy as np
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, TUNINGS
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.music.texture import density, polyphony_class
 
 PIECE_CONTROLS = ("Tuning", "Capo", "Key", "Style")  # after BOS, in this order
 BAR_CONTROLS = ("Density", "Poly", "Pos", "PM", "Tech")  # after each Bar, in this order
@@ -180,13 +181,9 @@ def bar_controls(notes: Sequence[PlayedNote], ticks_per_quarter: int, bar_ticks:
     """The control values of one bar `bar_ticks` long, from the notes that start in it ({} when none do)."""
     if not notes:
         return {}
-    sizes: dict[int, int] = {}
-    for n in notes:
-        sizes[n.onset] = sizes.get(n.onset, 0) + 1
+    onsets = [n.onset for n in notes]
     quarters = max(bar_ticks, 1) / ticks_per_quarter
-    counts = [sum(1 for k in sizes.values() if min(k, 3) == c) for c in (1, 2, 3)]
-    poly = max(range(3), key=lambda c: (counts[c], c))
-    out = {"Density": density_value(len(sizes) / quarters), "Poly": POLY_VALUES[poly]}
+    out = {"Density": density_value(density(onsets, quarters)), "Poly": POLY_VALUES[polyphony_class(onsets) - 1]}
     frets = [n.fret for n in notes if n.fret >= 0]
     if frets:
         fretted = [f for f in frets if f > 0]
