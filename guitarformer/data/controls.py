@@ -37,6 +37,7 @@ from statistics import median
 import numpy as np
 
 from guitarformer.errors import GuitarformerError
+from guitarformer.music.bars import bar_index, bars
 from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, TUNINGS
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.music.texture import density, polyphony_class
@@ -193,37 +194,19 @@ def bar_controls(notes: Sequence[PlayedNote], ticks_per_quarter: int, bar_ticks:
     return out
 
 
-def bar_starts(time_signatures: Sequence[tuple[int, int, int]], ticks_per_quarter: int, end: int) -> list[int]:
-    """Start ticks of the bars up to `end`, from (time, numerator, denominator) time signatures (4/4 before
-    the first); a signature that falls inside a bar starts a new bar there, as notation does."""
-    sigs = sorted((int(t), int(n), int(d)) for t, n, d in time_signatures) or [(0, 4, 4)]
-    if sigs[0][0] > 0:
-        sigs.insert(0, (0, 4, 4))
-    starts: list[int] = []
-    for k, (t, num, den) in enumerate(sigs):
-        stop = sigs[k + 1][0] if k + 1 < len(sigs) else max(end, t + 1)
-        length = max(1, num * ticks_per_quarter * 4 // den)
-        starts.extend(range(t, stop, length))
-    return [s for s in starts if s < max(end, 1)]
-
-
 def controls_per_bar(notes: Sequence[PlayedNote], ticks_per_quarter: int,
                      time_signatures: Sequence[tuple[int, int, int]]) -> list[dict[str, str]]:
-    """Each bar's control values (bars from the time signatures), notes assigned to the bar they start in."""
+    """Each bar's control values, notes assigned to the bar they start in. Bars are music.bars' (a signature inside
+    a bar takes effect at the next bar line), so they are the bars of miditok's Bar tokens that the controls in a
+    token sequence follow; each bar is as long as its meter, the last one too."""
     if not notes:
         return []
-    end = max(n.onset for n in notes) + 1
-    starts = bar_starts(time_signatures, ticks_per_quarter, end)
-    bounds = starts + [max(end, starts[-1] + 1)]
-    per_bar: list[list[PlayedNote]] = [[] for _ in starts]
+    spans = bars(time_signatures, ticks_per_quarter, max(n.onset for n in notes) + 1)
+    starts = [start for start, *_ in spans]
+    per_bar: list[list[PlayedNote]] = [[] for _ in spans]
     for n in notes:
-        per_bar[int(np.searchsorted(starts, n.onset, side="right")) - 1].append(n)
-    # The last bar's length is the meter's, not the distance to the last onset.
-    lengths = [b - a for a, b in zip(bounds, bounds[1:])]
-    sig_at = sorted(time_signatures) or [(0, 4, 4)]
-    last_sig = [s for s in sig_at if s[0] <= starts[-1]] or [(0, 4, 4)]
-    lengths[-1] = last_sig[-1][1] * ticks_per_quarter * 4 // last_sig[-1][2]
-    return [bar_controls(ns, ticks_per_quarter, n) for ns, n in zip(per_bar, lengths)]
+        per_bar[bar_index(starts, n.onset)].append(n)
+    return [bar_controls(ns, ticks_per_quarter, length) for ns, (_, length, _, _) in zip(per_bar, spans)]
 
 
 # ---------------------------------------------------------------- as tokens
