@@ -281,7 +281,6 @@ def validate(cfg: Config) -> None:
         (m.ffn_mult > 0, "model.ffn_mult must be positive"),
         (t.batch_size > 0 and t.grad_accum > 0, "train.batch_size and train.grad_accum must be positive"),
         (t.lr > 0 and t.min_lr >= 0, "train.lr must be positive and train.min_lr >= 0"),
-        (t.max_steps > 0, "train.max_steps must be at least 1"),
         (t.eval_interval > 0 and t.log_interval > 0, "train.eval_interval and train.log_interval must be positive"),
         (min(t.warmup_steps, t.eval_iters, t.sample_interval, t.patience, t.num_threads) >= 0,
          "train.warmup_steps, eval_iters, sample_interval, patience and num_threads must be >= 0"),
