@@ -143,15 +143,16 @@ def step_work(model: torch.nn.Module, rows: int) -> int:
     return sum(p.numel() for p in model.parameters()) * max(1, rows)
 
 
-def default_threads(work: int, load: CpuLoad | None = None) -> int:
-    """Intra-op threads for steps of `work` (step_work): one for small steps; else the idle cores, so a busy
-    machine never runs slower than with one thread."""
+def default_threads(work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
+    """Intra-op threads for steps of `work` (step_work): one for small steps; else this process's share of the idle
+    cores (`processes` of its kind share them: DDP ranks on one machine), so a busy machine never runs slower than
+    with one thread."""
     if work <= SMALL_STEP_WORK:
         return 1
-    return (load or cpu_load()).idle_cores
+    return max(1, (load or cpu_load()).idle_cores // max(1, processes))
 
 
-def resolve_threads(requested: int | None, work: int, load: CpuLoad | None = None) -> int:
+def resolve_threads(requested: int | None, work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
     """The thread count to use: `requested` when > 0 (--threads, train.num_threads), else OMP_NUM_THREADS when the
     user set it, else `default_threads(work)`."""
     if requested is not None and requested < 0:
@@ -162,13 +163,13 @@ def resolve_threads(requested: int | None, work: int, load: CpuLoad | None = Non
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return default_threads(work, load)
+    return default_threads(work, load, processes)
 
 
-def set_threads(requested: int | None, work: int, load: CpuLoad | None = None) -> int:
+def set_threads(requested: int | None, work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
     """torch's intra-op threads for a command whose steps are of size `work`, as `resolve_threads` picks them;
     the count set. Call once a command knows its model (and batch), before the work starts."""
-    n = resolve_threads(requested, work, load)
+    n = resolve_threads(requested, work, load, processes)
     torch.set_num_threads(n)
     return n
 

@@ -31,6 +31,8 @@ def test_big_steps_get_the_idle_cores():
     assert default_threads(BIG, CpuLoad(8, 3.2)) == 5
     assert default_threads(BIG, CpuLoad(2, 7.0)) == 1  # overloaded: still one, never zero
     assert default_threads(BIG, CpuLoad(4, 0.4)) == 4
+    assert default_threads(BIG, CpuLoad(8, 0.0), processes=2) == 4  # two DDP ranks share the machine
+    assert default_threads(BIG, CpuLoad(2, 1.0), processes=2) == 1
 
 
 def test_an_explicit_count_wins_then_omp_num_threads(monkeypatch):

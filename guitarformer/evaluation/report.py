@@ -27,21 +27,22 @@ from guitarformer.evaluation.reference import reference_from_dir, reference_from
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.models.kinds import kind_of
 from guitarformer.runs import load_run, newest_run
-from guitarformer.runtime import resolve_device
+from guitarformer.runtime import resolve_device, set_threads, step_work
 
 
 def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "test", device: str = "auto",
                  reference: Path | None = None, num_samples: int = 32, max_new_tokens: int | None = None,
                  samples: bool = True, ngram_order: int = 5, cont_src: int | None = None,
-                 cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None) -> dict:
-    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/EVAL.md)."""
-
-
-
+                 cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None,
+                 threads: int = 0) -> dict:
+    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/EVAL.md). `threads`: CPU
+    threads (0: runtime.set_threads picks them for the likelihood's batches; sampling picks its own)."""
     say = progress or (lambda s: None)
     dev = resolve_device(device)
     run_dir = Path(run_dir) if run_dir else newest_run()
     model, tokenizer, cfg = load_run(run_dir, None, str(dev))
+    if dev.type == "cpu":
+        set_threads(threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
     dataset = Path(data) if data else Path(cfg.data.dataset)
     meta = load_meta(dataset)
     if meta["tokens"].get(split, 0) < 2:

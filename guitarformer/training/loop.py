@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import signal
 import time
@@ -360,7 +361,8 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
 
     raw = build_model(cfg.model).to(device)
     if device.type == "cpu":  # train.num_threads, else what this machine's idle cores can run
-        set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size))
+        set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size),
+                    processes=int(os.environ.get("LOCAL_WORLD_SIZE", dist.world)))
     state = new_state(raw, cfg, device, dtype, dist.rank)
     if ckpt is not None:
         restore(raw, state, ckpt, dist.rank, device, where=str(run_dir / "ckpt" / "last.pt"))
