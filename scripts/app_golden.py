@@ -31,7 +31,7 @@ from guitarformer.cli import main  # noqa: E402
 from guitarformer.config import Config, DataConfig, ModelConfig, SampleConfig  # noqa: E402
 from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
-from guitarformer.training.checkpoint import save_checkpoint  # noqa: E402
+from guitarformer.runs.checkpoint import save_checkpoint  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 SONG = FIX / "tabs" / "lyrics_multistaff.txt"

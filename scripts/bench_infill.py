@@ -35,6 +35,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import overlap_area
 from guitarformer.generation.infill import check_infill_run, plan, sample_fill
 from guitarformer.generation.sampling import SamplingParams
+from guitarformer.models.loss import token_stats
 from guitarformer.music.guitar import STANDARD_TUNING
 from guitarformer.runs import load_run
 from guitarformer.runtime import resolve_device
@@ -64,9 +65,8 @@ def spans(split: TokenSplit, fill: FillIds, num: int, seed: int):
 
 
 def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
-    """Summed NLL of `targets` under logits (len(targets), V)."""
-    lp = torch.log_softmax(logits.float(), -1)
-    return float(-lp[torch.arange(len(targets)), torch.tensor(targets, device=logits.device)].sum())
+    """Summed NLL of `targets` under logits (len(targets), V): the NLL every measurement uses (models/loss.py)."""
+    return token_stats(logits[None], torch.tensor([targets], device=logits.device))[0]
 
 
 @torch.no_grad()

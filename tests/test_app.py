@@ -25,7 +25,7 @@ from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.music.score import GuitarScore
-from guitarformer.training.checkpoint import save_checkpoint
+from guitarformer.runs.checkpoint import save_checkpoint
 
 FIX = Path(__file__).parent / "fixtures"
 SONG = FIX / "tabs" / "lyrics_multistaff.txt"

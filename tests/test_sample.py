@@ -297,7 +297,7 @@ def test_constraint_state_is_cheap_at_batch_32():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from guitarformer.training.checkpoint import save_checkpoint
+    from guitarformer.runs.checkpoint import save_checkpoint
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     cfg = Config()

@@ -432,7 +432,7 @@ def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
 
 
 def test_sampled_and_tabbed_tracks_are_fingered_by_their_program():
-    from guitarformer.generation.riffs import fret_score
+    from guitarformer.fretting import finger_score
     from guitarformer.fretting import DISTORTED_COSTS
 
     score = symusic.Score(480)
@@ -441,7 +441,7 @@ def test_sampled_and_tabbed_tracks_are_fingered_by_their_program():
         track.notes.extend([symusic.Note(k * 240, 240, root, 100), symusic.Note(k * 240, 240, fifth, 100)])
     score.tracks.append(track)
     gs = GuitarScore(score=score, tuning=STANDARD_TUNING)
-    assert fret_score(gs) == fret(list(track.notes), costs=DISTORTED_COSTS) != fret(list(track.notes))
+    assert finger_score(gs).frets == fret(list(track.notes), costs=DISTORTED_COSTS) != fret(list(track.notes))
 
 
 def test_tab_cli_fingers_by_program(tmp_path):

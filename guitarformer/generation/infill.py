@@ -24,7 +24,8 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
-from guitarformer.generation.riffs import fret_score, riff_seed
+from guitarformer.fretting import finger_score
+from guitarformer.generation.riffs import riff_seed
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.music.score import GuitarScore
 
@@ -61,7 +62,7 @@ def check_infill_run(tokenizer, cfg) -> FillIds:
 def song_bars(tokenizer, gs: GuitarScore, fill: FillIds) -> SongBars:
     """The song's tokens by bar (a part without a fingering gets fret()'s first; controls where the run has them)."""
     if gs.frets is None:
-        gs.frets = fret_score(gs)
+        gs.frets = finger_score(gs).frets
     ids = encode(tokenizer, gs)
     if has_controls(tokenizer):
         ids = insert_controls(tokenizer, ids, gs)
