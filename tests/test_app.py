@@ -84,7 +84,7 @@ def test_two_outputs_never_share_a_path(tmp_path):
     """Each kind has its own suffixes, so two valid outputs cannot name one file; an option that takes any format
     (`--out`) cannot ask for a kind another option writes."""
     r = _cli("infill", SONG, "--bars", "2", "--out", tmp_path / "x.txt", "--tab", tmp_path / "y.txt")
-    assert r.exit_code == 2 and "both ask for a tab file" in r.stderr
+    assert r.exit_code == 2 and "both ask for an output of one kind (ASCII tab)" in r.stderr
     r = _cli("tab", SONG, "--out", tmp_path / "x.mid")
     assert r.exit_code == 2 and ".gp5" in r.stderr
 

@@ -17,6 +17,8 @@ from guitarformer.music.score import GuitarScore
 SUFFIXES = {"midi": ((".mid", ".midi"), "riff.mid"), "tab": ((".txt", ".tab"), "riff.txt"),
             "gp": ((".gp5",), "riff.gp5"), "wav": ((".wav",), "riff.wav")}
 KIND_OF_SUFFIX = {s: kind for kind, (suffixes, _) in SUFFIXES.items() for s in suffixes}
+NAMES = {"midi": "MIDI file", "tab": "ASCII tab", "gp": "Guitar Pro 5 file", "wav": "WAV file"}
+ARTICLE = {"midi": "a", "tab": "an", "gp": "a", "wav": "a"}
 
 
 def _path(p) -> Path | None:
@@ -131,14 +133,14 @@ def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
     for kind, path in outputs.items():
         flag = outputs.label(kind)
         if kind not in allowed:
-            raise GuitarformerError(f"{flag} {path}: this command does not write a {kind} file",
+            raise GuitarformerError(f"{flag} {path}: this command does not write {ARTICLE[kind]} {NAMES[kind]}",
                                     f"leave out {flag}")
         suffixes, example = SUFFIXES[kind]
         if path.is_dir():
             raise GuitarformerError(f"{flag} {path} is a folder", f"give {flag} a file name, e.g. {path / example}")
         if path.suffix.lower() not in suffixes:
-            raise GuitarformerError(f"{flag} {path}: a {kind} file needs the suffix {' or '.join(suffixes)}, "
-                                    f"not {path.suffix or 'none'}", f"name it like {example}")
+            raise GuitarformerError(f"{flag} {path}: {flag} writes {ARTICLE[kind]} {NAMES[kind]}, named {' or '.join(suffixes)}, "
+                                    f"not {path.suffix or 'without a suffix'}", f"name it like {example}")
         key = path.expanduser().resolve()
         if key in seen:
             raise GuitarformerError(f"{seen[key]} and {flag} both name {path}: one would overwrite the other",
@@ -163,12 +165,13 @@ def outputs_by_suffix(label: str, paths: list[Path | None], allowed: tuple[str, 
         path = Path(path)
         kind = KIND_OF_SUFFIX.get(path.suffix.lower())
         if kind not in allowed:
-            names = ", ".join(f"{SUFFIXES[k][0][0]}" for k in allowed)
+            names = ", ".join(f"{SUFFIXES[k][0][0]} ({NAMES[k]})" for k in allowed)
             raise GuitarformerError(f"{label} {path}: cannot write {path.suffix or 'a file without a suffix'}",
-                                    f"name it {names} ({', '.join(allowed)})")
+                                    f"name it {names}")
         if getattr(out, kind) is not None:
-            raise GuitarformerError(f"{label} {path} and {out.label(kind)} {getattr(out, kind)} both ask for a "
-                                    f"{kind} file", f"leave out {out.label(kind)}, or give {label} another format")
+            raise GuitarformerError(f"{label} {path} and {out.label(kind)} {getattr(out, kind)} both ask for an "
+                                    f"output of one kind ({NAMES[kind]})",
+                                    f"leave out {out.label(kind)}, or give {label} another format")
         setattr(out, kind, path)
         out.labels[kind] = label
     return out
