@@ -21,6 +21,7 @@ from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
+from guitarformer.models.kinds import Prompt
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.runs import load_run
@@ -107,7 +108,8 @@ def test_sliding_window_keeps_the_piece_controls(control_run):
                                            if args[0].shape[1] > 1 else None)
     try:
         ctx = model.config.block_size
-        generate(model, torch.tensor([front + [tok["Bar_None"]]]), SamplingParams(2 * ctx), keep_front=len(front),
+        prompt = Prompt(torch.tensor([front + [tok["Bar_None"]]]), keep_front=len(front))
+        generate(model, prompt, SamplingParams(2 * ctx),
                  generator=torch.Generator().manual_seed(0))
     finally:
         hook.remove()

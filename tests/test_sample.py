@@ -4,6 +4,7 @@ not change greedy output; the `sample` writer's options. Tiny untrained models o
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import miditok
@@ -16,6 +17,7 @@ from guitarformer.config import Config, DataConfig, ModelConfig
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, decode_guitar, encode, special_ids
 from guitarformer.models import build_model
+from guitarformer.models.kinds import Prompt, kind_of
 import guitarformer.generation.engine as sample_mod
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
@@ -190,16 +192,18 @@ def test_generate_runs_in_eval_mode_and_gives_the_model_back_in_its_own(kind):
     model.register_forward_pre_hook(lambda m, a: seen.append(m.training))
     if kind == "encoder_decoder":
         model.decoder[0].register_forward_pre_hook(lambda m, a: seen.append(m.training))
-    kw = {"src": torch.randint(5, len(tok), (2, 20))} if kind == "encoder_decoder" else {}
+    bos = special_ids(tok)["bos"]
+    src = torch.randint(5, len(tok), (20,)).tolist() if kind == "encoder_decoder" else []
+    prompt = kind_of(kind).prompt(src or [bos], [], bos, num=2)
     for mode in (True, False):
         model.train(mode)
         seen.clear()
-        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), SamplingParams(6), **kw)
+        generate(model, prompt, SamplingParams(6))
         assert seen and not any(seen)
         assert model.training is mode and all(m.training is mode for m in model.modules())
     model.train()
     with pytest.raises(IndexError):  # a failing call (a token id past the vocabulary) gives the mode back too
-        generate(model, torch.full((2, 1), len(tok) + 5), SamplingParams(6), **kw)
+        generate(model, replace(prompt, ids=torch.full((2, 1), len(tok) + 5)), SamplingParams(6))
     assert model.training
 
 
@@ -208,15 +212,15 @@ def test_greedy_is_identical_with_and_without_cache(kind):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     sp = special_ids(tok)
     model = tiny(tok, kind, block_size=48)
-    prompt = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 2)
-    kw = {}
+    ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 2)
+    prompt = ids
     if kind == "encoder_decoder":
-        kw = {"src": torch.randint(5, len(tok), (2, 20)), "src_key_mask": torch.ones(2, 20, dtype=torch.bool)}
+        prompt = Prompt(ids, torch.randint(5, len(tok), (2, 20)), torch.ones(2, 20, dtype=torch.bool))
     runs = []
     for use_cache in (True, False):
         # 80 new tokens > block_size 48: the cached path also slides its window once.
         runs.append(generate(model, prompt, SamplingParams(80, temperature=0, use_cache=use_cache),
-                             constraint=GuitarConstraint(tok), eos_id=None, **kw))
+                             constraint=GuitarConstraint(tok), eos_id=None))
     assert runs[0].shape == (2, 84)
     assert torch.equal(runs[0], runs[1])
 
@@ -262,9 +266,9 @@ def test_encoder_decoder_constraint_starts_from_the_source(name):
     g = torch.Generator().manual_seed(3)
     src = torch.tensor([src_ids] * 16)
     c = GuitarConstraint(tok)
-    out = generate(model, torch.full((16, 1), sp["bos"]), SamplingParams(90, temperature=1.5, max_bars=2),
-                   generator=g, constraint=c, eos_id=sp["eos"], bar_ids=bar_ids(tok), src=src,
-                   src_key_mask=torch.ones_like(src, dtype=torch.bool))
+    prompt = Prompt(torch.full((16, 1), sp["bos"]), src, torch.ones_like(src, dtype=torch.bool))
+    out = generate(model, prompt, SamplingParams(90, temperature=1.5, max_bars=2),
+                   generator=g, constraint=c, eos_id=sp["eos"], bar_ids=bar_ids(tok))
     c2 = GuitarConstraint(tok)
     c2.start(torch.tensor([src_ids + [sp["bos"]]]), 2)
     assert int(c2.time.bar_ticks[0]) == 3 * tpq and int(c2.notes_here[0]) == 6  # the source's 3/4 and its chord

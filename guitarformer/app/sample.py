@@ -16,6 +16,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.riffs import Riff, generate_riffs, sample_rows
 from guitarformer.generation.sampling import SamplingParams
+from guitarformer.models.kinds import kind_of
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
 from guitarformer.render.audio import find_synth
 
@@ -123,9 +124,8 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     asked = _asked(req, loaded.tokenizer, tuning)
     file = None
-    if req.prompt is not None:  # a decoder keeps half its context for what it writes before the window slides
-        m = loaded.cfg.model
-        room = m.src_block_size if loaded.kind == "encoder_decoder" else max(2, m.block_size // 2 - 1)
+    if req.prompt is not None:
+        room = kind_of(loaded.kind).prompt_room(loaded.cfg.model)
         file = read_prompt(loaded.tokenizer, req.prompt, room, req.track, req.tracks)
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)

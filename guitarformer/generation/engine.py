@@ -10,6 +10,7 @@ from torch import nn
 
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import SamplingParams, sample_next
+from guitarformer.models.kinds import Prompt, kind_of
 
 SMALL_STEP_WORK = 32_000_000  # parameters x rows per decoding step below which one CPU thread is fastest
 
@@ -26,7 +27,7 @@ def _one_thread_for_small_steps(fn):
     @functools.wraps(fn)
     def wrapper(model, prompt_ids, *args, **kwargs):
         param = next(model.parameters())
-        shape = torch.as_tensor(prompt_ids).shape
+        shape = (prompt_ids.ids if isinstance(prompt_ids, Prompt) else torch.as_tensor(prompt_ids)).shape
         rows = shape[0] if len(shape) > 1 else 1
         before = torch.get_num_threads()
         small = param.device.type == "cpu" and before > 1 and \
@@ -40,6 +41,15 @@ def _one_thread_for_small_steps(fn):
             torch.set_num_threads(before)
 
     return wrapper
+
+
+def _on(prompt: Prompt | torch.Tensor | Sequence, device) -> Prompt:
+    """The prompt as a Prompt on `device`, its ids (B, T0): plain ids are a decoder's context."""
+    if not isinstance(prompt, Prompt):
+        prompt = Prompt(torch.as_tensor(prompt, dtype=torch.long))
+    ids = prompt.ids if prompt.ids.dim() == 2 else prompt.ids.unsqueeze(0)
+    move = lambda t: None if t is None else t.to(device)  # noqa: E731
+    return Prompt(move(ids), move(prompt.src), move(prompt.src_key_mask), prompt.keep_front)
 
 
 def _in_eval_mode(fn):
@@ -87,45 +97,40 @@ class _Stops:
 @_one_thread_for_small_steps
 @_in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
-def generate(model, prompt_ids, params: SamplingParams = SamplingParams(), *,
+def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,
              generator: torch.Generator | Sequence[torch.Generator] | None = None,
-             constraint: GuitarConstraint | None = None, eos_id: int | None = None, bar_ids: list[int] | None = None,
-             src: torch.Tensor | None = None, src_key_mask: torch.Tensor | None = None,
-             keep_front: int = 0) -> torch.Tensor:
-    """Continue prompt_ids (B, T0) by up to params.max_new_tokens; returns (B, T0 + n) ids.
+             constraint: GuitarConstraint | None = None, eos_id: int | None = None,
+             bar_ids: list[int] | None = None) -> torch.Tensor:
+    """Continue a prompt by up to params.max_new_tokens; returns (B, T0 + n) ids (the prompt's ids first).
 
-    Decoder: the prompt is the context. Encoder-decoder: pass `src` (B, S); the prompt starts the target
-    (usually [BOS]). Rows that reach EOS (or finish `params.max_bars` bars) are padded with EOS afterwards.
-    Past the context length the window slides: the cache is rebuilt from the last half of the context, behind the
-    prompt's first `keep_front` tokens (BOS and the piece's controls: what the whole piece is asked to be).
-    With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens (`bar_ids`) past the limit
-    (REMI) become EOS either way. `generator`: one for the batch or one per row (see `sample_next`).
-    The model runs in eval mode and is left in the mode it came in.
+    `prompt`: a models.kinds.Prompt, as the model's kind lays it out (`kind_of(model).prompt(...)`: a decoder
+    continues its context; an encoder-decoder's encoder reads `src` and the ids start its target), or plain ids
+    (B, T0) a decoder continues. Rows that reach EOS (or finish `params.max_bars` bars) are padded with EOS
+    afterwards. Past the context length the window slides: the cache is rebuilt from the last half of the
+    context, behind the prompt's first `keep_front` tokens (BOS and the piece's controls: what the whole piece is
+    asked to be). With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens (`bar_ids`)
+    past the limit (REMI) become EOS either way. `generator`: one for the batch or one per row (see
+    `sample_next`). The model runs in eval mode and is left in the mode it came in.
     """
     max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
     temperature, top_k, top_p, use_cache = params.temperature, params.top_k, params.top_p, params.use_cache
     device = next(model.parameters()).device
-    idx = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
-    if idx.dim() == 1:
-        idx = idx.unsqueeze(0)
+    prompt = _on(prompt, device)
+    idx = prompt.ids
     B, T0 = idx.shape
     ctx = model.config.block_size
-    keep_front = min(keep_front, T0, ctx // 4)
+    keep_front = min(prompt.keep_front, T0, ctx // 4)
 
     def window(ids: torch.Tensor, n: int, length: int) -> torch.Tensor:  # the last `length` of ids[:, :n], front kept
         if n <= length or not keep_front:
             return ids[:, max(0, n - length):n]
         return torch.cat([ids[:, :keep_front], ids[:, n - (length - keep_front):n]], 1)
 
-    is_encdec = src is not None
-    memory = None
-    if is_encdec:
-        src = torch.as_tensor(src, dtype=torch.long, device=device)
-        memory = model.encode(src, src_key_mask)
+    step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
     if constraint is not None:
         # An encoder-decoder's target continues its source in time: the state (time signature, bar count,
         # notes still ringing on their strings) starts from the source (padding tokens change nothing).
-        constraint.start(torch.cat([src, idx], 1) if is_encdec else idx, max_bars)
+        constraint.start(prompt.history(), max_bars)
     # One buffer for the whole output: no per-step concatenation.
     out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=device)
     out[:, :T0] = idx
@@ -133,9 +138,7 @@ def generate(model, prompt_ids, params: SamplingParams = SamplingParams(), *,
     sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
 
     def run(tokens: torch.Tensor, cache):  # (B, T) -> last position's logits (B, V)
-        if is_encdec:
-            return model.decode(tokens, memory, src_key_mask, cache=cache)[:, -1]
-        return model(tokens, cache=cache)[0][:, -1]
+        return step_fn(tokens, cache)[:, -1]
 
     cache = None
     if use_cache:

@@ -27,6 +27,7 @@ from guitarformer.generation.engine import generate
 from guitarformer.fretting import finger_score
 from guitarformer.generation.riffs import riff_seed
 from guitarformer.generation.sampling import SamplingParams
+from guitarformer.models.kinds import kind_of
 from guitarformer.music.score import GuitarScore
 
 FILL_MARGIN = 2.0  # token budget: twice what the bars took in the song (or the song's mean bar), for a busier fill
@@ -151,7 +152,7 @@ def plan(cfg, head: list[int], bars: list[list[int]], first: int, last: int, max
     token budget (twice what the bars took, or the piece's mean bar, when not given)."""
     n, k = len(bars), last - first + 1
     span = bars[first - 1:last]
-    is_encdec = cfg.model.kind == "encoder_decoder"
+    is_encdec = not kind_of(cfg.model.kind).streams  # the gap's surroundings go to an encoder, not the stream
     T, S = cfg.model.block_size, cfg.model.src_block_size
     mean_bar = sum(len(b) for b in bars) / max(1, n)
     budget = max_new_tokens or math.ceil(max(sum(len(b) for b in span), mean_bar * k) * FILL_MARGIN) + 8
@@ -175,24 +176,23 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     `params`: the sampling filters (its token budget and bar limit are the plan's)."""
     before, span, after, budget = layout
     k = len(span)
-    is_encdec = cfg.model.kind == "encoder_decoder"
+    kind = kind_of(cfg.model.kind)
     meters = [next((int(i) for i in bar if tokenizer[int(i)].startswith("TimeSig_")), -1) for bar in span]
-    end_id = fill.eos if is_encdec else fill.end
+    end_id = fill.end if kind.streams else fill.eos
     state = [fill.bos, *head, *(i for b in before for i in b)]
     constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=device), state, meters, fill,
                                 end_id)
     stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, 0))],
              "constraint": constraint, "eos_id": end_id, "bar_ids": list(fill.bars)}
     params = SamplingParams(budget, params.temperature, params.top_k, params.top_p, max_bars=k)
-    if is_encdec:
-        src, _ = seq2seq_layout(fill, head, before, span, after)
-        src_t = torch.tensor([src], dtype=torch.long, device=device)
-        out = generate(model, torch.tensor([[fill.bos]], device=device), params, **stops, src=src_t,
-                       src_key_mask=torch.ones_like(src_t, dtype=torch.bool))
-        t0 = 1
-    else:
+    if kind.streams:  # a decoder reads the gap's surroundings and the fill as one stream
         ids, t0 = decoder_layout(fill, head, before, span, after)
-        out = generate(model, torch.tensor([ids[:t0]], device=device), params, **stops)
+        context = ids[:t0]
+    else:  # an encoder-decoder's source holds the placeholders; its target is the fill
+        context, _ = seq2seq_layout(fill, head, before, span, after)
+    prompt = kind.prompt(context, [], fill.bos, device=device)
+    out = generate(model, prompt, params, **stops)
+    t0 = prompt.ids.shape[1]
     row = out[0, t0:].tolist()
     ended = end_id in row
     return (row[:row.index(end_id)] if ended else row), ended

@@ -5,7 +5,7 @@ them into fretted GuitarScores. Reading files, continuing them and writing riffs
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import symusic
@@ -18,6 +18,7 @@ from guitarformer.generation.conditioning import Conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.generation.sampling import SamplingParams
+from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import bar_lines, bar_starts
 from guitarformer.music.guitar import GUITAR_PROGRAM, STANDARD_TUNING, playable_range
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
@@ -47,11 +48,11 @@ class RiffRows:
     rows: list[list[int]]
     ended: list[bool]
     context: list[int]
-    is_encdec: bool
+    kind: str  # the model's kind (models.kinds)
 
     def body(self, row: list[int]) -> list[int]:
         """A row as heard: an encoder-decoder's continuation after its source."""
-        return self.context + row if self.is_encdec else row
+        return kind_of(self.kind).heard(self.context, row)
 
 
 def riff_seed(seed: int, k: int) -> int:
@@ -60,7 +61,7 @@ def riff_seed(seed: int, k: int) -> int:
     return int.from_bytes(hashlib.sha256(f"guitarformer riff {seed} {k}".encode()).digest()[:8], "little") >> 1
 
 
-def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, is_encdec: bool, bars: int | None
+def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bool, bars: int | None
              ) -> tuple[list[int], list[int], int | None, bool]:
     """(prompt ids, the riff's first tokens after them, the bar limit for `generate`, whether the meter comes after
     one sampled token): where the asked controls go and which bar the new ones start."""
@@ -70,7 +71,7 @@ def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, is_encdec: 
         p_ids = [p_ids[0], *asked.piece, *p_ids[1:]]
     # A decoder continuing a prompt starts a new bar (REMI: a Bar token), as an encoder-decoder's target does: the new
     # bars are the model's own, never the rest of the prompt's last bar. That bar is the first of `bars`.
-    open_bar = prompt is not None and not is_encdec and bool(bar_tokens) and not getattr(tokenizer, "is_trained", False)
+    open_bar = prompt is not None and streams and bool(bar_tokens) and not getattr(tokenizer, "is_trained", False)
     max_bars = bars
     if open_bar:
         p_ids.append(bar_tokens[0])
@@ -104,33 +105,28 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
     constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
                                   bar_controls=asked.bar if asked and has_controls(tokenizer) else None,
                                   fixed=meter or None, region=asked.region)
-    is_encdec = cfg.model.kind == "encoder_decoder"
-    p_ids, head, max_bars, meter_later = _opening(tokenizer, prompt, asked, is_encdec, params.max_bars)
+    kind = kind_of(cfg.model.kind)
+    p_ids, head, max_bars, meter_later = _opening(tokenizer, prompt, asked, kind.streams, params.max_bars)
     front = 1 + len(asked.piece)  # BOS and the piece controls
-    if is_encdec:
-        src_ids = p_ids[:front] + p_ids[front:][-(cfg.model.src_block_size - front):]
-        src = torch.tensor([src_ids] * num, dtype=torch.long).to(device)
-        start = torch.tensor([[sp["bos"], *head]] * num, dtype=torch.long)
-        kw = {"src": src, "src_key_mask": torch.ones_like(src, dtype=torch.bool)}
-    else:
-        src_ids, kw = [], {"keep_front": front}
-        start = torch.tensor([p_ids + head] * num, dtype=torch.long)
-    start = start.to(device)
+    start = kind.prompt(p_ids, head, sp["bos"], num, device, keep_front=front,
+                        src_block_size=cfg.model.src_block_size)
     stops = {"generator": gens, "constraint": constraint, "eos_id": sp["eos"], "bar_ids": bar_ids(tokenizer)}
     if meter_later:
         one = SamplingParams(1, params.temperature, params.top_k, params.top_p, None, params.use_cache)
-        start = generate(model, start, one, **stops, **kw)
-        start = torch.cat([start, torch.tensor([asked.meter] * num, dtype=torch.long, device=device)], 1)
+        ids = generate(model, start, one, **stops)
+        start = replace(start, ids=torch.cat([ids, torch.tensor([asked.meter] * num, dtype=torch.long,
+                                                                device=ids.device)], 1))
     out = generate(model, start, SamplingParams(params.max_new_tokens, params.temperature, params.top_k,
-                                                params.top_p, max_bars, params.use_cache), **stops, **kw)
-    t0, eos = start.shape[1], sp["eos"]
+                                                params.top_p, max_bars, params.use_cache), **stops)
+    t0, eos = start.ids.shape[1], sp["eos"]
     rows, ended = [], []
     for row in out.tolist():
         # The batch pads finished rows with end tokens until its last row ends: a row's ids stop at its own end.
         done = eos in row[t0:]
         rows.append(row[:t0 + row[t0:].index(eos) + 1] if done else row)
         ended.append(done)
-    return RiffRows(rows, ended, src_ids or p_ids, is_encdec)
+    src = start.src[0].tolist() if start.src is not None else p_ids
+    return RiffRows(rows, ended, src, kind.name)
 
 
 def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int = 0, max_new_tokens: int = 512,

@@ -122,6 +122,11 @@ class DecoderKind:
         sampler's sliding window, not `src_block_size`, fits it to the context."""
         return Prompt(_rows([*context, *head], num, device), keep_front=keep_front)
 
+    def prompt_room(self, cfg: ModelConfig) -> int:
+        """Prompt tokens a continuation keeps: half the context, the other half for what it writes before the
+        window slides."""
+        return max(2, cfg.block_size // 2 - 1)
+
     def stepper(self, model: nn.Module, prompt: Prompt) -> Step:
         return lambda tokens, cache: model(tokens, cache=cache)[0]
 
@@ -162,6 +167,10 @@ class EncoderDecoderKind:
             src = src[:keep_front] + src[keep_front:][-(src_block_size - keep_front):]
         s = _rows(src, num, device)
         return Prompt(_rows([bos, *head], num, device), s, torch.ones_like(s, dtype=torch.bool))
+
+    def prompt_room(self, cfg: ModelConfig) -> int:
+        """Prompt tokens a continuation keeps: what the encoder reads."""
+        return cfg.src_block_size
 
     def stepper(self, model: nn.Module, prompt: Prompt) -> Step:
         memory = model.encode(prompt.src, prompt.src_key_mask)  # once: every step attends to the same memory
