@@ -52,6 +52,11 @@ def _progress() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
+
+_threads = click.option("--threads", type=click.IntRange(0), default=0, show_default=True,
+                        help="CPU threads (0: chosen for the work: one for small steps, the idle cores for big ones; "
+                        "OMP_NUM_THREADS when set).")
+
 # ---------------------------------------------------------------- prepare / info
 
 
@@ -77,15 +82,13 @@ def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, inclu
     With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
     Every input file gets a line in manifest.jsonl saying what happened to it.
     """
-    from guitarformer.config import load_config
+    from guitarformer.config import load_config, set_values
     from guitarformer.data.prepare import prepare as run_prepare
     from guitarformer.data.prepare import summary_lines
 
     cfg = load_config(config_name, list(overrides))
-    if tokenizer:
-        cfg.data.tokenizer = tokenizer
-    if bpe_vocab is not None:
-        cfg.data.bpe_vocab_size = bpe_vocab
+    cfg = set_values(cfg, {k: v for k, v in (("data.tokenizer", tokenizer), ("data.bpe_vocab_size", bpe_vocab))
+                           if v is not None})
     if not inputs:
         from guitarformer.data.corpus import ensure_builtin_dataset
 
@@ -158,22 +161,19 @@ def info(dataset):
               help="Default: the config's train.device (auto: a GPU where there is one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, help="Continue a run exactly.")
 @click.option("--set", "overrides", multiple=True, help="Config override section.key=value (repeatable).")
-def train(config_name, model_kind, data, run_dir, force, max_steps, device, resume, overrides):
+@_threads
+def train(config_name, model_kind, data, run_dir, force, max_steps, device, resume, overrides, threads):
     """Train a decoder or encoder-decoder; checkpoints and TensorBoard logs go to the run directory.
 
     Multi-GPU: torchrun --nproc_per_node=N -m guitarformer train ...
     """
-    from guitarformer.config import load_config
+    from guitarformer.config import load_config, set_values
 
-    flags = list(overrides)
-    if model_kind:
-        flags.insert(0, f"model.kind={model_kind.replace('-', '_')}")
-    if data is not None:
-        flags.append(f"data.dataset={data}")
-    if max_steps is not None:
-        flags.append(f"train.max_steps={max_steps}")
-    if device:
-        flags.append(f"train.device={device}")
+    # Options are typed values, set after the YAML overrides and validated with them (a folder named `null` or
+    # `1e3` stays a folder name); --resume takes them as overrides of the run's own config.
+    asked = {k: v for k, v in (("model.kind", model_kind and model_kind.replace("-", "_")),
+                                ("data.dataset", data and str(data)), ("train.max_steps", max_steps),
+                                ("train.device", device), ("train.num_threads", threads or None)) if v is not None}
     if resume is not None:
         if force:
             raise GuitarformerError("--force starts a run afresh but --resume continues one",
@@ -181,11 +181,12 @@ def train(config_name, model_kind, data, run_dir, force, max_steps, device, resu
         from guitarformer.training.loop import train as run_train
         from guitarformer.config import Config
 
+        flags = list(overrides) + [f"{k}={v}" for k, v in asked.items() if k != "model.kind"]
         summary = run_train(Config(), resume=resume, progress=_progress(), resume_overrides=flags)
     else:
         if config_name is None and model_kind == "encoder-decoder":
             config_name = "encdec-small"
-        cfg = load_config(config_name, flags)  # config errors surface before torch is imported
+        cfg = set_values(load_config(config_name, list(overrides)), asked)  # errors surface before torch loads
         from guitarformer.training.loop import train as run_train
 
         summary = run_train(cfg, run_dir=run_dir, progress=_progress(), force=force)
@@ -273,9 +274,10 @@ def _list_tunings(ctx, param, value):
 @click.option("--style", default=None, help="Run with controls: a style it learned (the dataset's folder names).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="auto: a CUDA or Apple GPU when there is one, else the CPU.")
+@_threads
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
            tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, hand_position, track, tracks, key,
-           time_signature, density, polyphony, palm_mute, techniques, style, device):
+           time_signature, density, polyphony, palm_mute, techniques, style, device, threads):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
@@ -293,7 +295,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
                         top_k=top_k, top_p=top_p, seed=seed, prompt=prompt, track=track, tracks=tracks, tempo=tempo,
                         tuning=tuning, program=program, position=position, hand_position=hand_position,
                         time_signature=time_signature, key=key, density=density, polyphony=polyphony,
-                        palm_mute=palm_mute, techniques=techniques, style=style)
+                        palm_mute=palm_mute, techniques=techniques, style=style, threads=threads)
     result = run_sample(req)
     for line in result.lines:
         click.echo(line)
@@ -327,8 +329,9 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
               "tabs and Guitar Pro files under DIR as their authors did, vs fret(), per folder and pooled.")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="With --fingering: windows of the files fingered together.")
+@_threads
 def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_samples, ngram_order, cont_src,
-             cont_tgt, seed, json_out, device, fingering_dir, batch_size):
+             cont_tgt, seed, json_out, device, fingering_dir, batch_size, threads):
     """Is this model any good? Likelihood vs a Kneser-Ney n-gram, music metrics vs real music, playability.
 
     Numbers also go to the run's TensorBoard under eval/<split>/. docs/EVAL.md says how to read them.
@@ -340,11 +343,12 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
         from guitarformer.evaluation.fingering import evaluate_folder, format_report
         from guitarformer.generation.fingering import check_fingering_run
         from guitarformer.runs import load_run
-        from guitarformer.runtime import resolve_device
+        from guitarformer.runtime import resolve_device, set_threads, step_work
 
         dev = resolve_device(device)
         model, tokenizer, _ = load_run(run_dir, None, str(dev))
         check_fingering_run(model, tokenizer)
+        set_threads(threads, step_work(model, batch_size))
         report = evaluate_folder(model, tokenizer, fingering_dir, dev, batch_size)
         click.echo(format_report(report))
         if json_out:
@@ -357,7 +361,7 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
 
     res = evaluate_run(run_dir, data, split, device, reference=reference, num_samples=num_samples,
                        max_new_tokens=max_new_tokens, samples=not no_samples, ngram_order=ngram_order,
-                       cont_src=cont_src, cont_tgt=cont_tgt, seed=seed,
+                       cont_src=cont_src, cont_tgt=cont_tgt, seed=seed, threads=threads,
                        progress=(lambda s: click.echo(f"eval: {s}", err=True)) if _progress() else None)
     click.echo(format_table(res))
     log_tensorboard(Path(res["run"]), res)
@@ -407,7 +411,8 @@ def _bar_range(ctx, param, value):
               help="As --run, from a checkpoint file inside its run directory.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="Where the --run model runs.")
-def tab(file, out, track, tracks, bar_range, tuning, width, position, program, run_dir, checkpoint, device):
+@_threads
+def tab(file, out, track, tracks, bar_range, tuning, width, position, program, run_dir, checkpoint, device, threads):
     """Show a playable tab of any MIDI, Guitar Pro (3-8), MusicXML/ABC or ASCII tab file: printed, or written to
     --out as text or Guitar Pro 5. A file's own fingering is kept unless --tuning, --position or --program asks
     for another, or --run lets a tab-token model finger it; notes the tuning cannot hold are reported, never
@@ -419,7 +424,7 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
     outputs = outputs_by_suffix("--out", [out], ("tab", "gp"))
     result = run_tab(TabRequest(file=file, outputs=outputs, track=track, tracks=tracks, bars=bar_range,
                                 tuning=tuning, width=width, position=position, program=program, run=run_dir,
-                                checkpoint=checkpoint, device=device))
+                                checkpoint=checkpoint, device=device, threads=threads))
     if out is None:
         click.echo(result.text, nl=False)
     for line in result.warnings:
@@ -453,8 +458,9 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
+@_threads
 def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, temperature, top_k, top_p,
-           max_new_tokens, tab_out, gp_out, device):
+           max_new_tokens, tab_out, gp_out, device, threads):
     """Write bars A-B of SONG (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) again with a model trained with
     infilling, given the bars before and after them; every other note stays as written (time, string, fret,
     techniques)."""
@@ -466,7 +472,7 @@ def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, tempe
     result = run_infill(InfillRequest(song=song, bars=bar_range, outputs=outputs, track=track, tracks=tracks,
                                       run=run_dir, checkpoint=checkpoint, device=device, seed=seed,
                                       temperature=temperature, top_k=top_k, top_p=top_p,
-                                      max_new_tokens=max_new_tokens))
+                                      max_new_tokens=max_new_tokens, threads=threads))
     for line in result.warnings:
         click.echo(line, err=True)
     for line in result.lines:

@@ -110,6 +110,7 @@ def peak_flops(device: torch.device) -> float | None:
 # slowest thread. When another process keeps a core busy that wait dominates: on 2 cores with one busy, `tab --run`
 # took 195.7 s with torch's default threads and 29.0 s with one (issue 28).
 SMALL_STEP_WORK = 32_000_000
+_asked_threads = 0  # what --threads / train.num_threads asked of this process (0: choose per step)
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,17 @@ def resolve_threads(requested: int | None, work: int, load: CpuLoad | None = Non
 def set_threads(requested: int | None, work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
     """torch's intra-op threads for a command whose steps are of size `work`, as `resolve_threads` picks them;
     the count set. Call once a command knows its model (and batch), before the work starts."""
+    global _asked_threads
     n = resolve_threads(requested, work, load, processes)
+    _asked_threads = requested or 0
     torch.set_num_threads(n)
     return n
+
+
+def threads_for(work: int) -> int:
+    """Threads for steps of `work` inside a command: what the command was asked (set_threads), else as
+    resolve_threads chooses (one for small steps: a riff's one-token steps, a fingering window)."""
+    return resolve_threads(_asked_threads, work)
 
 
 @contextmanager

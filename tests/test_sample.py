@@ -18,7 +18,7 @@ from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, decode_guitar, encode, special_ids
 from guitarformer.models import build_model
 from guitarformer.models.kinds import Prompt, kind_of
-import guitarformer.generation.engine as sample_mod
+from guitarformer import runtime
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.generation.sampling import SamplingParams
@@ -164,22 +164,22 @@ def test_strings_are_respected_not_just_note_counts():
     assert not m[tok["TimeSig_3/4"]]  # a time signature only right after Bar
 
 
-def test_small_models_decode_on_one_cpu_thread_and_restore_the_setting():
+def test_small_models_decode_on_one_cpu_thread_unless_asked_and_restore_the_setting(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     model = tiny(tok)
     seen = []
     model.register_forward_pre_hook(lambda m, a: seen.append(torch.get_num_threads()))
-    limit = sample_mod.SMALL_STEP_WORK
     torch.set_num_threads(2)
     try:
         generate(model, torch.full((2, 1), special_ids(tok)["bos"]), SamplingParams(4))
         assert seen == [1] * 4 and torch.get_num_threads() == 2  # the prompt, then one forward per new token
-        sample_mod.SMALL_STEP_WORK = 0  # "a big model": the caller's threads are left alone
+        runtime.set_threads(2, 0)  # --threads 2: the command's count holds in every step
         seen.clear()
         generate(model, torch.full((2, 1), special_ids(tok)["bos"]), SamplingParams(4))
         assert seen == [2] * 4
     finally:
-        sample_mod.SMALL_STEP_WORK = limit
+        runtime.set_threads(0, 0)
         torch.set_num_threads(1)
 
 

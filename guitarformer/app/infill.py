@@ -18,6 +18,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.generation.infill import SongBars, check_infill_run, plan, sample_fill, song_bars
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
+from guitarformer.runtime import set_threads, step_work
 
 
 @dataclass
@@ -90,6 +91,7 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
                                 "pass bars like (5, 8)")
     gs, warnings = _part(req)
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    set_threads(req.threads, step_work(loaded.model, 1))
     params = SamplingParams.from_config(loaded.cfg.sample, temperature=req.temperature, top_k=req.top_k,
                                         top_p=req.top_p)
     result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, first, last, loaded.device, req.seed, params,

@@ -59,6 +59,7 @@ class SampleRequest:
     run: Path | None = None  # a run directory (default: the newest under ./runs)
     checkpoint: Path | None = None  # a checkpoint file instead of a run
     device: str = "auto"
+    threads: int = 0  # CPU threads (0: chosen per step, one for small ones; runtime.set_threads)
     num_samples: int = 1
     batch_size: int | None = None  # riffs generated together (speed and memory, never the riffs)
     bars: int | None = None  # new bars (after the prompt with one); None: until the model ends
@@ -101,6 +102,7 @@ class InfillRequest:
     run: Path | None = None
     checkpoint: Path | None = None
     device: str = "auto"
+    threads: int = 0  # CPU threads (0: chosen per step, one for small ones; runtime.set_threads)
     seed: int = 0
     temperature: float | None = None
     top_k: int | None = None
@@ -124,6 +126,7 @@ class TabRequest:
     run: Path | None = None  # a tab-token decoder that fingers the notes instead of fret()
     checkpoint: Path | None = None
     device: str = "auto"
+    threads: int = 0  # CPU threads (0: chosen per step, one for small ones; runtime.set_threads)
 
 
 def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:

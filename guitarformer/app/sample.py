@@ -19,6 +19,7 @@ from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
 from guitarformer.render.audio import find_synth
+from guitarformer.runtime import set_threads, step_work
 
 MAX_SEED = 2**63 - 1
 MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its own
@@ -122,6 +123,7 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
     tuning = _tuning(req.tuning)
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    set_threads(req.threads, step_work(loaded.model, req.num_samples))
     asked = _asked(req, loaded.tokenizer, tuning)
     file = None
     if req.prompt is not None:

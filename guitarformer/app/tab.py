@@ -17,6 +17,7 @@ from guitarformer.music.guitar import parse_tuning
 from guitarformer.music.score import GuitarScore
 from guitarformer.render.ascii_tab import describe_unplaced, render_ascii_tab, unplaced_notes
 from guitarformer.render.gp5 import write_gp5_parts
+from guitarformer.runtime import set_threads, step_work
 
 
 @dataclass
@@ -35,6 +36,7 @@ def _fingered_by_model(req: TabRequest, parts: list[GuitarScore], loaded: Loaded
         raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
                                 "drop --run to re-finger with fret(), or drop --position/--program")
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    set_threads(req.threads, step_work(loaded.model, 1))
     check_fingering_run(loaded.model, loaded.tokenizer)
     return [f.frets for f in finger(loaded.model, loaded.tokenizer, parts, loaded.device)]
 

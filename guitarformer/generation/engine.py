@@ -11,34 +11,22 @@ from torch import nn
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import SamplingParams, sample_next
 from guitarformer.models.kinds import Prompt, kind_of
+from guitarformer.runtime import step_work, threads, threads_for
 
-SMALL_STEP_WORK = 32_000_000  # parameters x rows per decoding step below which one CPU thread is fastest
-
-
-def _one_thread_for_small_steps(fn):
-    """Run `fn(model, prompt_ids, ...)` with one intra-op thread on CPU when a decoding step is small.
-
-    A one-token step of a small model is ~100 ops of a few microseconds each: too little to share between
-    threads, and every op that opens a parallel region waits for all of them. When another process keeps a
-    core busy that wait dominates (2 threads: 14.4 s vs 2.0 s for the same 16-bar riff from the default model
-    with the other core busy). The previous setting is restored afterwards.
-    """
+def _threads_for_steps(fn):
+    """Run `fn(model, prompt, ...)` on a CPU with the threads runtime.threads_for gives its steps: one for a small
+    model's one-token steps (each op too short to share, and every parallel region waits for its slowest thread:
+    with another process busy, 2 threads took 14.4 s against 2.0 s for the same 16-bar riff from the default
+    model), unless the command was asked for a count (--threads). The previous count is restored afterwards."""
 
     @functools.wraps(fn)
-    def wrapper(model, prompt_ids, *args, **kwargs):
-        param = next(model.parameters())
-        shape = (prompt_ids.ids if isinstance(prompt_ids, Prompt) else torch.as_tensor(prompt_ids)).shape
+    def wrapper(model, prompt, *args, **kwargs):
+        if next(model.parameters()).device.type != "cpu":
+            return fn(model, prompt, *args, **kwargs)
+        shape = (prompt.ids if isinstance(prompt, Prompt) else torch.as_tensor(prompt)).shape
         rows = shape[0] if len(shape) > 1 else 1
-        before = torch.get_num_threads()
-        small = param.device.type == "cpu" and before > 1 and \
-            sum(p.numel() for p in model.parameters()) * rows <= SMALL_STEP_WORK
-        if not small:
-            return fn(model, prompt_ids, *args, **kwargs)
-        torch.set_num_threads(1)
-        try:
-            return fn(model, prompt_ids, *args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
+        with threads(threads_for(step_work(model, rows))):
+            return fn(model, prompt, *args, **kwargs)
 
     return wrapper
 
@@ -94,7 +82,7 @@ class _Stops:
         return nxt
 
 
-@_one_thread_for_small_steps
+@_threads_for_steps
 @_in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,

@@ -56,7 +56,7 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.generation.engine import SMALL_STEP_WORK
+from guitarformer.runtime import SMALL_STEP_WORK
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
