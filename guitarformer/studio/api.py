@@ -49,6 +49,7 @@ from guitarformer.studio.worker import Busy, JobCancelled, StopCheck, Worker
 STATIC = Path(str(files("guitarformer.studio") / "static"))
 MAX_UPLOAD_BYTES = 4 * 1024 * 1024  # a Guitar Pro or MIDI file of a whole song is well under 1 MB
 UPLOAD_SUFFIX = re.compile(r"^\.[A-Za-z0-9]{1,8}$")
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _has_synth() -> bool:
@@ -138,15 +139,18 @@ class Studio:
                                  "upload one song (a Guitar Pro, MIDI, MusicXML or tab file)")
         if not data:
             raise GuitarformerError(f"{upload.filename or 'the upload'} is empty", "choose a file with music in it")
-        suffix = Path(upload.filename or "").suffix
-        if not UPLOAD_SUFFIX.match(suffix):
+        name = SAFE_NAME.sub("_", Path(upload.filename or "").name)[-80:]  # messages name the user's file
+        if not UPLOAD_SUFFIX.match(Path(name).suffix):
             raise GuitarformerError(f"{upload.filename!r} has no file suffix to tell its format by",
                                     "upload a .gp5/.gp/.gpx/.mid/.musicxml/.txt file")
         folder = Path(tempfile.mkdtemp(dir=self.uploads))
-        path = folder / f"upload{suffix.lower()}"
+        path = folder / name
         path.write_bytes(data)
         try:
             read_user_file(path)
+        except GuitarformerError as e:  # the reader names the path: show the user's file name, not the server's
+            shutil.rmtree(folder, ignore_errors=True)
+            raise GuitarformerError(e.problem.replace(str(path), name).replace(str(folder), ""), e.fix) from None
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
