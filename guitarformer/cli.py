@@ -254,8 +254,14 @@ def _list_tunings(ctx, param, value):
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
-              help="Finger the tab in this position where the notes allow (index finger at this fret; 0 = open); a "
-                   "run trained with controls is asked for that hand position instead (0-4, 5-9, 10-14, 15+).")
+              help="Re-finger the tab in this position where the notes allow (index finger at this fret; 0 = open).")
+@click.option("--hand-position", type=click.IntRange(0, 24), default=None,
+              help="Run with controls: ask for this hand position (a fret: 0-4, 5-9, 10-14, 15+); the model's own "
+                   "strings are kept.")
+@click.option("--track", default=None, help="With --prompt: the part to continue, its number (1 = the first "
+              "listed) or its name (default: the first).")
+@click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
+              help="Parts --track chooses among: guitar tracks only, or every non-drum track.")
 @click.option("--key", default=None, help="Run with controls: the key, e.g. E:minor, 'A major', F#m.")
 @click.option("--time-signature", default=None, help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs).")
 @click.option("--density", default=None, help="Run with controls: notes per beat in every bar: low, mid, high.")
@@ -268,8 +274,8 @@ def _list_tunings(ctx, param, value):
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="auto: a CUDA or Apple GPU when there is one, else the CPU.")
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
-           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, key, time_signature, density,
-           polyphony, palm_mute, techniques, style, device):
+           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, hand_position, track, tracks, key,
+           time_signature, density, polyphony, palm_mute, techniques, style, device):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
@@ -277,14 +283,22 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     (prepare --set data.controls=true) can be asked for a key, density, polyphony, hand position, palm muting,
     techniques, style, tuning, tempo and time signature; values it did not learn are refused with those it knows.
     """
-    from guitarformer.generation.riffs import write_riffs
+    from guitarformer.app import Outputs, SampleRequest
+    from guitarformer.app import sample as run_sample
 
-    write_riffs(out=out, run_dir=run_dir, checkpoint=checkpoint, num_samples=num_samples,
-                max_new_tokens=max_new_tokens, bars=bars, temperature=temperature, top_k=top_k, top_p=top_p,
-                seed=seed, prompt=prompt, tempo=tempo, tuning=tuning, program=program, tab_out=tab_out,
-                gp_out=gp_out, device=device, echo=click.echo, batch_size=batch_size, wav_out=wav_out,
-                position=position, warn=lambda line: click.echo(line, err=True), time_signature=time_signature,
-                key=key, density=density, polyphony=polyphony, palm_mute=palm_mute, techniques=techniques, style=style)
+    outputs = Outputs(midi=out, tab=tab_out, gp=gp_out, wav=wav_out,
+                      labels={"midi": "--out", "tab": "--tab", "gp": "--gp", "wav": "--wav"})
+    req = SampleRequest(outputs=outputs, run=run_dir, checkpoint=checkpoint, device=device, num_samples=num_samples,
+                        batch_size=batch_size, bars=bars, max_new_tokens=max_new_tokens, temperature=temperature,
+                        top_k=top_k, top_p=top_p, seed=seed, prompt=prompt, track=track, tracks=tracks, tempo=tempo,
+                        tuning=tuning, program=program, position=position, hand_position=hand_position,
+                        time_signature=time_signature, key=key, density=density, polyphony=polyphony,
+                        palm_mute=palm_mute, techniques=techniques, style=style)
+    result = run_sample(req)
+    for line in result.lines:
+        click.echo(line)
+    for line in result.warnings:
+        click.echo(line, err=True)
 
 
 # ---------------------------------------------------------------- eval / tab
@@ -368,27 +382,6 @@ def _bar_range(ctx, param, value):
     return a, b
 
 
-def _pick_track(parts, track: str, file: Path, tracks: str):
-    """The part `--track` names: its number in the file's part list (1-based) or its track name."""
-    names = [gs.extra.get("track_name") or gs.name for gs in parts]
-    listing = ", ".join(f"{k + 1} {name!r}" for k, name in enumerate(names))
-    more = "" if tracks == "all" else "; add --tracks all to choose among every track, not only guitars"
-    if track.isdigit():
-        k = int(track)
-        if 1 <= k <= len(parts):
-            return [parts[k - 1]]
-        raise GuitarformerError(f"{file.name} has no track {k}: its tracks are {listing}",
-                                f"pass --track 1 to {len(parts)}, or a track name{more}")
-    key = track.strip().lower()
-    hits = [gs for gs, name in zip(parts, names) if name.strip().lower() == key]
-    hits = hits or [gs for gs, name in zip(parts, names) if key in name.lower()]
-    if len(hits) == 1:
-        return hits
-    problem = (f"--track {track!r} matches {len(hits)} tracks of {file.name}" if hits
-               else f"{file.name} has no track named {track!r}")
-    raise GuitarformerError(f"{problem}: its tracks are {listing}", f"pass a track number or a full name{more}")
-
-
 @main.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -419,86 +412,18 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
     --out as text or Guitar Pro 5. A file's own fingering is kept unless --tuning, --position or --program asks
     for another, or --run lets a tab-token model finger it; notes the tuning cannot hold are reported, never
     dropped silently."""
-    from guitarformer.errors import SkipFile
-    from guitarformer.fretting import fret
-    from guitarformer.music.guitar import parse_tuning
-    from guitarformer.readers import read_guitar
-    from guitarformer.render.ascii_tab import bars_of, describe_unplaced, render_ascii_tab, unplaced_notes
+    from guitarformer.app import TabRequest
+    from guitarformer.app import tab as run_tab
+    from guitarformer.app.requests import outputs_by_suffix
 
-    kind = None
-    if out is not None:
-        kind = {".txt": "txt", ".tab": "txt", ".gp5": "gp5"}.get(out.suffix.lower())
-        if kind is None:
-            raise GuitarformerError(f"--out {out}: cannot write {out.suffix or 'a file without a suffix'}",
-                                    "name the file .txt (or .tab) for an ASCII tab, or .gp5 for Guitar Pro 5")
-    if not file.is_file():
-        raise GuitarformerError(f"{file} does not exist", "pass a .mid, .gp5, .gp, .gpx, .txt, .musicxml or .abc file")
-    try:
-        parts = read_guitar(file, tracks=tracks)
-    except GuitarformerError:
-        raise
-    except SkipFile as e:
-        reason = str(e)
-        raise GuitarformerError(f"{file.name}: {reason}", None if "--tracks" in reason else
-                                "pass a MIDI, Guitar Pro, ASCII tab, MusicXML or ABC file with a guitar part") from None
-    except Exception as e:  # the readers' own messages name the file and the problem
-        raise GuitarformerError(f"could not read {file}: {e}",
-                                "check that the file is a valid MIDI/GP/tab/MusicXML file") from None
-    if track is not None:
-        parts = _pick_track(parts, track, file, tracks)
-    new_tuning = parse_tuning(tuning) if tuning else None
-    by_model = None
-    if run_dir is not None or checkpoint is not None:
-        if position is not None or program is not None:
-            raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
-                                    "drop --run to re-finger with fret(), or drop --position/--program")
-        from guitarformer.generation.fingering import check_fingering_run, finger
-        from guitarformer.runs import load_run
-        from guitarformer.runtime import resolve_device
-
-        dev = resolve_device(device)
-        model, tokenizer, _ = load_run(run_dir, checkpoint, str(dev))
-        check_fingering_run(model, tokenizer)
-        for gs in parts:
-            if new_tuning:
-                gs.tuning = new_tuning
-        by_model = [f.frets for f in finger(model, tokenizer, parts, dev)]
-
-    fingered = []
-    for k, gs in enumerate(parts):
-        if new_tuning:
-            gs.tuning = new_tuning
-        keep = gs.frets and not new_tuning and position is None and program is None
-        if by_model is not None:
-            frets = by_model[k]
-        else:
-            frets = gs.frets if keep else fret(list(gs.track.notes), gs.tuning, gs.capo, position=position,
-                                               program=gs.track.program if program is None else program)
-        if bar_range:
-            n_bars = len(bars_of(gs.score, max((x.time + 1 for x in gs.track.notes), default=1)))
-            if bar_range[0] > n_bars:
-                raise GuitarformerError(f"--bars {bar_range[0]}-{bar_range[1]}: {gs.name or file.name} has "
-                                        f"{n_bars} bars", f"pass bars between 1 and {n_bars}")
-        fingered.append((gs, frets))
-
-    if kind == "gp5":
-        from guitarformer.render.gp5 import write_gp5_parts
-
-        out.parent.mkdir(parents=True, exist_ok=True)
-        left_out = write_gp5_parts(fingered, out, bars=bar_range)
-    else:
-        texts = [render_ascii_tab(gs, frets, width=width, bars=bar_range) for gs, frets in fingered]
-        if kind == "txt":
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text("\n".join(texts), encoding="utf-8")
-        else:
-            click.echo("\n".join(texts), nl=False)
-        lo, hi = bar_range or (1, 10**9)
-        left_out = [[u for u in unplaced_notes(gs, frets) if lo <= u.bar <= hi] for gs, frets in fingered]
-    for (gs, _), missing in zip(fingered, left_out):
-        if missing:
-            where = f"{gs.name}: " if len(fingered) > 1 and gs.name else ""
-            click.echo(f"warning: {where}{describe_unplaced(missing, gs.tuning, gs.capo)}", err=True)
+    outputs = outputs_by_suffix("--out", [out], ("tab", "gp"))
+    result = run_tab(TabRequest(file=file, outputs=outputs, track=track, tracks=tracks, bars=bar_range,
+                                tuning=tuning, width=width, position=position, program=program, run=run_dir,
+                                checkpoint=checkpoint, device=device))
+    if out is None:
+        click.echo(result.text, nl=False)
+    for line in result.warnings:
+        click.echo(f"warning: {line}", err=True)
     if out is not None:
         click.echo(f"wrote {out}")
 
@@ -533,15 +458,19 @@ def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, tempe
     """Write bars A-B of SONG (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) again with a model trained with
     infilling, given the bars before and after them; every other note stays as written (time, string, fret,
     techniques)."""
-    from guitarformer.generation.infill import read_song, write_infill
+    from guitarformer.app import InfillRequest
+    from guitarformer.app import infill as run_infill
+    from guitarformer.app.requests import outputs_by_suffix
 
-    parts = read_song(song, tracks)
-    if track is not None:
-        parts = _pick_track(parts, track, song, tracks)
-    elif len(parts) > 1:
-        click.echo(f"{song.name} has {len(parts)} parts: filling the first (choose another with --track)", err=True)
-    write_infill(parts[0], bar_range, out, run_dir, checkpoint, seed, temperature, top_k, top_p, max_new_tokens,
-                 tab_out, gp_out, device, echo=click.echo)
+    outputs = outputs_by_suffix("--out", [out], ("midi", "tab", "gp"), tab=tab_out, gp=gp_out)
+    result = run_infill(InfillRequest(song=song, bars=bar_range, outputs=outputs, track=track, tracks=tracks,
+                                      run=run_dir, checkpoint=checkpoint, device=device, seed=seed,
+                                      temperature=temperature, top_k=top_k, top_p=top_p,
+                                      max_new_tokens=max_new_tokens))
+    for line in result.warnings:
+        click.echo(line, err=True)
+    for line in result.lines:
+        click.echo(line)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.generation.sampling import sample_next
+from guitarformer.generation.sampling import SamplingParams, sample_next
 
 SMALL_STEP_WORK = 32_000_000  # parameters x rows per decoding step below which one CPU thread is fastest
 
@@ -58,24 +58,52 @@ def _in_eval_mode(fn):
     return wrapper
 
 
+class _Stops:
+    """Which rows are finished: at EOS, or past `max_bars` Bar tokens (the next Bar becomes EOS); a finished row
+    gets EOS from then on."""
+
+    def __init__(self, B: int, device, eos_id: int | None, bar_ids: list[int] | None, max_bars: int | None):
+        self.eos_id, self.max_bars = eos_id, max_bars
+        self.bar_t = torch.tensor(bar_ids or [], dtype=torch.long, device=device)
+        self.check_bars = max_bars is not None and self.bar_t.numel() > 0
+        self.bars_seen = torch.zeros(B, dtype=torch.long, device=device)
+        self.done = torch.zeros(B, dtype=torch.bool, device=device)
+        self.eos = torch.full((B,), eos_id if eos_id is not None else 0, dtype=torch.long, device=device)
+
+    def apply(self, nxt: torch.Tensor) -> torch.Tensor:
+        """The tokens `nxt` (B,) as the rows' stops allow, and the rows' state updated."""
+        if self.check_bars:
+            self.bars_seen += torch.isin(nxt, self.bar_t) & ~self.done
+            over = self.bars_seen > self.max_bars
+            if self.eos_id is not None:
+                nxt = torch.where(over, self.eos, nxt)
+            self.done |= over
+        if self.eos_id is not None:
+            nxt = torch.where(self.done, self.eos, nxt)
+            self.done |= nxt == self.eos_id
+        return nxt
+
+
 @_one_thread_for_small_steps
 @_in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
-def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             top_p: float | None = None, generator: torch.Generator | Sequence[torch.Generator] | None = None,
-             use_cache: bool = True, constraint: GuitarConstraint | None = None, eos_id: int | None = None,
-             max_bars: int | None = None, bar_ids: list[int] | None = None, src: torch.Tensor | None = None,
-             src_key_mask: torch.Tensor | None = None, keep_front: int = 0) -> torch.Tensor:
-    """Continue prompt_ids (B, T0) by up to max_new_tokens; returns (B, T0 + n) ids.
+def generate(model, prompt_ids, params: SamplingParams = SamplingParams(), *,
+             generator: torch.Generator | Sequence[torch.Generator] | None = None,
+             constraint: GuitarConstraint | None = None, eos_id: int | None = None, bar_ids: list[int] | None = None,
+             src: torch.Tensor | None = None, src_key_mask: torch.Tensor | None = None,
+             keep_front: int = 0) -> torch.Tensor:
+    """Continue prompt_ids (B, T0) by up to params.max_new_tokens; returns (B, T0 + n) ids.
 
     Decoder: the prompt is the context. Encoder-decoder: pass `src` (B, S); the prompt starts the target
-    (usually [BOS]). Rows that reach EOS (or finish `max_bars` bars) are padded with EOS afterwards.
+    (usually [BOS]). Rows that reach EOS (or finish `params.max_bars` bars) are padded with EOS afterwards.
     Past the context length the window slides: the cache is rebuilt from the last half of the context, behind the
     prompt's first `keep_front` tokens (BOS and the piece's controls: what the whole piece is asked to be).
-    With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens past the limit
+    With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens (`bar_ids`) past the limit
     (REMI) become EOS either way. `generator`: one for the batch or one per row (see `sample_next`).
     The model runs in eval mode and is left in the mode it came in.
     """
+    max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
+    temperature, top_k, top_p, use_cache = params.temperature, params.top_k, params.top_p, params.use_cache
     device = next(model.parameters()).device
     idx = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
     if idx.dim() == 1:
@@ -101,11 +129,7 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
     # One buffer for the whole output: no per-step concatenation.
     out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=device)
     out[:, :T0] = idx
-    bar_t = torch.tensor(bar_ids or [], dtype=torch.long, device=device)
-    check_bars = max_bars is not None and bar_t.numel() > 0
-    bars_seen = torch.zeros(B, dtype=torch.long, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    eos = torch.full((B,), eos_id if eos_id is not None else 0, dtype=torch.long, device=device)
+    stops = _Stops(B, device, eos_id, bar_ids, max_bars)
     sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
 
     def run(tokens: torch.Tensor, cache):  # (B, T) -> last position's logits (B, V)
@@ -123,20 +147,12 @@ def generate(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0, t
             logits = run(window(out, n, ctx), None)
         allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
         nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
-        if check_bars:
-            bars_seen += torch.isin(nxt, bar_t) & ~done
-            over = bars_seen > max_bars
-            if eos_id is not None:
-                nxt = torch.where(over, eos, nxt)
-            done |= over
-        if eos_id is not None:
-            nxt = torch.where(done, eos, nxt)
-            done |= nxt == eos_id
+        nxt = stops.apply(nxt)
         out[:, n] = nxt
         n += 1
         if constraint is not None:
             constraint.update(nxt)
-        if eos_id is not None and (step + 1) % sync_every == 0 and bool(done.all()):
+        if eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()):
             break
         if step + 1 == max_new_tokens:
             break

@@ -1,10 +1,39 @@
-"""Sampling filters: temperature, top-k, top-p, and a constraint's mask, on one step's logits."""
+"""Sampling filters: temperature, top-k, top-p, and a constraint's mask, on one step's logits; SamplingParams, the
+knobs of one call of `generate`."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How `generate` samples: the token budget, the filters and when a row stops.
+
+    `top_k` None or 0 and `top_p` None or 1 are off; `temperature` 0 is greedy. `max_bars`: rows end after this many
+    bars (with a constraint, its masks hold them to it). `use_cache` False recomputes the whole window every step
+    (the same tokens, slower: for checking the cache)."""
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    max_bars: int | None = None
+    use_cache: bool = True
+
+    @classmethod
+    def from_config(cls, sample_cfg: Any, **asked: Any) -> "SamplingParams":
+        """The run's config `sample` section (max_new_tokens, temperature, top_k, top_p), with the values in
+        `asked` that are not None in their place."""
+        base = cls(max_new_tokens=sample_cfg.max_new_tokens, temperature=sample_cfg.temperature,
+                   top_k=sample_cfg.top_k or None, top_p=sample_cfg.top_p)
+        chosen = {k: v for k, v in asked.items() if v is not None}
+        if "top_k" in chosen:
+            chosen["top_k"] = chosen["top_k"] or None  # 0 = off, as in the config
+        return replace(base, **chosen)
 
 
 def _filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:

@@ -1,0 +1,113 @@
+"""The user's files: ONE reader (any supported format, one clear error) and ONE writer chosen by the suffix.
+
+Every command that takes a file (`tab`, `infill`, `sample --prompt`, the studio's uploads, the Python API) reads it
+through `read_user_parts`, so a limit on what a file may cost (size, time, memory) plugs in here once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from guitarformer.data.prepare import binary_reason, unsupported_reason
+from guitarformer.errors import GuitarformerError, SkipFile
+from guitarformer.music.score import GuitarScore
+from guitarformer.readers import detect_format, read_guitar
+from guitarformer.render.ascii_tab import write_ascii_tab
+from guitarformer.render.audio import find_synth, render_wav
+from guitarformer.render.gp5 import write_gp5
+from guitarformer.render.midi import write_midi
+
+READ_FIX = "pass a MIDI, Guitar Pro (3-8), ASCII tab, MusicXML or ABC file with a guitar part"
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+def read_user_parts(path: str | Path, tracks: str = "guitar", any_part: bool = False) -> list[GuitarScore]:
+    """The parts of a user's file that have notes: its guitar parts (every non-drum part with tracks="all"; with
+    `any_part`, every part when the file has no guitar part, e.g. a melody to continue on guitar)."""
+    path = Path(path)
+    if not path.is_file():
+        raise GuitarformerError(f"{path} does not exist" if not path.exists() else f"{path} is not a file", READ_FIX)
+    try:
+        if detect_format(path) is None:
+            raise SkipFile(unsupported_reason(path))
+        binary = binary_reason(path)
+        if binary:
+            raise SkipFile(binary)
+        try:
+            parts = read_guitar(path, tracks=tracks)
+        except SkipFile:
+            if not any_part or tracks == "all":
+                raise
+            parts = read_guitar(path, tracks="all")
+    except GuitarformerError:
+        raise
+    except SkipFile as e:
+        reason = str(e)
+        raise GuitarformerError(f"{path.name}: {reason}", None if "--tracks" in reason else READ_FIX) from None
+    except Exception as e:  # the readers' own messages name the problem
+        raise GuitarformerError(f"could not read {path} ({_first_line(e)})", READ_FIX) from None
+    parts = [p for p in parts if len(p.track.notes)]
+    if not parts:
+        raise GuitarformerError(f"{path.name} has no notes", READ_FIX)
+    return parts
+
+
+def pick_track(parts: list[GuitarScore], track: str, file: Path | str, tracks: str = "guitar") -> GuitarScore:
+    """The part `track` names: its number in the file's part list (1-based) or its track name."""
+    name_of = Path(file).name
+    names = [gs.extra.get("track_name") or gs.name for gs in parts]
+    listing = ", ".join(f"{k + 1} {name!r}" for k, name in enumerate(names))
+    more = "" if tracks == "all" else "; add --tracks all to choose among every track, not only guitars"
+    if str(track).isdigit():
+        k = int(track)
+        if 1 <= k <= len(parts):
+            return parts[k - 1]
+        raise GuitarformerError(f"{name_of} has no track {k}: its tracks are {listing}",
+                                f"pass --track 1 to {len(parts)}, or a track name{more}")
+    key = track.strip().lower()
+    hits = [gs for gs, name in zip(parts, names) if name.strip().lower() == key]
+    hits = hits or [gs for gs, name in zip(parts, names) if key in name.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    problem = (f"--track {track!r} matches {len(hits)} tracks of {name_of}" if hits
+               else f"{name_of} has no track named {track!r}")
+    raise GuitarformerError(f"{problem}: its tracks are {listing}", f"pass a track number or a full name{more}")
+
+
+def read_user_file(path: str | Path, track: str | None = None, tracks: str = "guitar",
+                   any_part: bool = False) -> GuitarScore:
+    """One part of a user's file: the one `track` names (number from 1, or name), else the first."""
+    parts = read_user_parts(path, tracks, any_part)
+    return parts[0] if track is None else pick_track(parts, track, path, tracks)
+
+
+def write_score(gs: GuitarScore, path: str | Path, synth: tuple[str, str] | None = None) -> Path:
+    """Write `gs` in the format its suffix names: .mid/.midi, .txt/.tab (ASCII tab), .gp5, .wav (FluidSynth;
+    `synth` from render.audio.find_synth, found here when not given). Missing folders are created."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".mid", ".midi", ".txt", ".tab", ".gp5", ".wav"):
+        raise GuitarformerError(f"cannot write {path}: no writer for {suffix or 'a file without a suffix'}",
+                                "name it .mid, .txt (ASCII tab), .gp5 (Guitar Pro 5) or .wav")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix in (".mid", ".midi"):
+            write_midi(gs, path)
+        elif suffix in (".txt", ".tab"):
+            write_ascii_tab(gs, path, gs.frets)
+        elif suffix == ".gp5":
+            write_gp5(gs, path, gs.frets)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                midi = Path(tmp) / "audio.mid"
+                write_midi(gs, midi)
+                render_wav(midi, path, synth or find_synth())
+    except OSError as e:
+        raise GuitarformerError(f"cannot write {e.filename or path}: {e.strerror or e}",
+                                "choose output paths in a writable folder") from None
+    return path

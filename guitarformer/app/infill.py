@@ -1,0 +1,103 @@
+"""`infill`: bars i..j of a song written again by a run trained with infilling, spliced into the song at the bar
+lines and in the quantised time the model saw (generation/infill.py lays out and samples the fill)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import symusic
+
+from guitarformer.app.files import read_user_parts, pick_track, write_score
+from guitarformer.app.loaded import LoadedRun, load_run_once
+from guitarformer.app.requests import InfillRequest, check_outputs
+from guitarformer.app.splice import splice
+from guitarformer.data.controls import PREFIX
+from guitarformer.data.tokenization import decode_guitar
+from guitarformer.errors import GuitarformerError
+from guitarformer.generation.infill import SongBars, check_infill_run, plan, sample_fill, song_bars
+from guitarformer.generation.sampling import SamplingParams
+from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
+
+
+@dataclass
+class InfillResult:
+    """A song with some bars written by the model."""
+
+    score: GuitarScore  # the whole song, the new bars in place (frets and techniques with every note)
+    bars: tuple[int, int]  # first, last (1-based)
+    fill_ids: list[int]  # the model's tokens for the bars (no end token)
+    new_notes: int
+    ended: bool  # the model closed the fill (False: the token budget ran out)
+    files: dict[str, Path] = field(default_factory=dict)  # what was written, by kind
+    lines: list[str] = field(default_factory=list)  # the summary
+    warnings: list[str] = field(default_factory=list)
+
+
+def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, device="cpu", seed: int = 0,
+              params: SamplingParams | None = None, max_new_tokens: int | None = None) -> InfillResult:
+    """Bars `first`..`last` (1-based, as `tab` numbers them) of `gs` written again by a run trained with infilling,
+    given the bars around them; every other note is kept as it is. `params`: the sampling filters (default: the
+    run's); `max_new_tokens`: the fill's token budget (default: twice what the bars take in the song)."""
+    params = params or SamplingParams.from_config(cfg.sample)
+    fill = check_infill_run(tokenizer, cfg)
+    song = song_bars(tokenizer, gs, fill)
+    n = len(song.bars)
+    if not 1 <= first <= last <= n:
+        raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bars",
+                                f"pass bars between 1 and {n}, the first before the last")
+    before, span, after, budget = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
+    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, before, span, after, budget, gs.tuning, gs.capo,
+                             device, seed, params.temperature, params.top_k, params.top_p)
+    return _splice_fill(song, first, last, new, tokenizer, ended)
+
+
+def _splice_fill(song: SongBars, first: int, last: int, new_ids: list[int], tokenizer, ended: bool) -> InfillResult:
+    """The song with the notes the model saw in bars first..last replaced by those it wrote."""
+    gs = song.gs
+    lo = song.starts[first - 1]
+    body = [i for i in new_ids if not tokenizer[int(i)].startswith(PREFIX)]
+    made = decode_guitar(tokenizer, body, gs.tuning, gs.capo, program=gs.track.program)
+    scale = gs.score.ticks_per_quarter / made.score.ticks_per_quarter
+    notes = list(made.track.notes) if made.score.tracks else []
+    frets = made.frets or [UNPLAYABLE] * len(notes)
+    techs = made.techniques or [PLAIN] * len(notes)
+    placed = [(symusic.Note(lo + round(n.time * scale), max(1, round(n.duration * scale)), n.pitch, n.velocity), f, t)
+              for n, f, t in zip(notes, frets, techs)]
+    out = splice(gs, placed, lo, drop=song.notes_in(first, last))
+    return InfillResult(out, (first, last), list(new_ids), len(placed), ended)
+
+
+def _part(req: InfillRequest) -> tuple[GuitarScore, list[str]]:
+    """The part to fill, and a warning when the file has several and none was chosen."""
+    if isinstance(req.song, GuitarScore):
+        return req.song, []
+    parts = read_user_parts(req.song, req.tracks)
+    if req.track is not None:
+        return pick_track(parts, req.track, req.song, req.tracks), []
+    if len(parts) > 1:
+        return parts[0], [f"{Path(req.song).name} has {len(parts)} parts: filling the first (choose another with "
+                          "--track)"]
+    return parts[0], []
+
+
+def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
+    """The `infill` command: read the song (or take the GuitarScore given), load the run (unless `loaded` is
+    given), fill the bars, write every output asked for and summarise."""
+    check_outputs(req.outputs, ("midi", "tab", "gp"))
+    first, last = req.bars
+    if not 1 <= first <= last:
+        raise GuitarformerError(f"bars {first}-{last}: bars count from 1 and the first comes before the last",
+                                "pass bars like (5, 8)")
+    gs, warnings = _part(req)
+    loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    params = SamplingParams.from_config(loaded.cfg.sample, temperature=req.temperature, top_k=req.top_k,
+                                        top_p=req.top_p)
+    result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, first, last, loaded.device, req.seed, params,
+                       req.max_new_tokens)
+    result.warnings = warnings
+    result.files = {kind: write_score(result.score, path) for kind, path in req.outputs.items()}
+    note = "" if result.ended else " (the token budget ran out before the fill's end: raise --max-new-tokens)"
+    written = ", ".join(str(p) for p in result.files.values()) or "(nothing written)"
+    result.lines = [loaded.describe(), f"{written}: bars {first}-{last} written again, {result.new_notes} notes{note}"]
+    return result

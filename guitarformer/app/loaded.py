@@ -1,0 +1,136 @@
+"""A run loaded once (model, tokenizer, config and what the run is) and what it can be asked for.
+
+The CLI loads a run per command; the studio keeps one `LoadedRun` and passes it to every request, so the weights
+are read once. `run_info` tells a caller (the studio's form, `sample --help` in a script) which options this run
+honours and with which values, before anything is sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from guitarformer.config import Config
+from guitarformer.data.controls import POS_VALUES, control_type
+from guitarformer.data.infill import has_fill_tokens
+from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
+from guitarformer.data.tokenization import bar_ids
+from guitarformer.music.guitar import TUNINGS
+from guitarformer.runs import load_run, newest_run
+from guitarformer.runtime import resolve_device
+
+# Control options of `sample` -> the control type they ask for (data/controls.py).
+CONTROL_TYPES = {"key": "Key", "density": "Density", "polyphony": "Poly", "palm_mute": "PM", "techniques": "Tech",
+                 "style": "Style", "hand_position": "Pos"}
+NO_CONTROLS = "this run was trained without control tokens (prepare with --set data.controls=true)"
+
+
+@dataclass
+class LoadedRun:
+    """A run ready to sample: its model on `device`, tokenizer and config, and which checkpoint of which run."""
+
+    model: torch.nn.Module
+    tokenizer: Any  # a miditok tokenizer
+    cfg: Config
+    run_dir: Path
+    checkpoint: Path
+    step: int | None  # the optimizer step the checkpoint was saved at
+    val_loss: float | None  # the best validation loss the run had reached at that step
+    device: torch.device
+
+    @property
+    def kind(self) -> str:
+        return self.cfg.model.kind
+
+    def describe(self) -> str:
+        """One line naming the run: folder, checkpoint, step and validation loss."""
+        step = "step ?" if self.step is None else f"step {self.step}"
+        loss = "" if self.val_loss is None else f", val loss {self.val_loss:.3f}"
+        return f"run {self.run_dir} ({self.checkpoint.name}, {step}{loss})"
+
+
+def _checkpoint_path(run: str | Path | None, checkpoint: str | Path | None) -> Path:
+    """The checkpoint runs.load_run reads for these arguments (best, else last, of the run or the newest run)."""
+    if checkpoint is not None:
+        return Path(checkpoint)
+    run_dir = Path(run) if run else newest_run()
+    best = run_dir / "ckpt" / "best.pt"
+    return best if best.is_file() else run_dir / "ckpt" / "last.pt"
+
+
+def _checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
+    """(step, best validation loss) recorded in a checkpoint; memory-mapped, so its weights are not read again."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # runs.load_run has read it already; the facts are only for the summary
+        return None, None
+    step = state.get("step")
+    best = state.get("best_val")
+    finite = isinstance(best, (int, float)) and best == best and best != float("inf")
+    return (int(step) if isinstance(step, int) else None), (float(best) if finite else None)
+
+
+def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None = None,
+                  device: str = "cpu") -> LoadedRun:
+    """Load a run directory (default: the newest under ./runs) or a checkpoint file on `device` ("auto": a GPU
+    when there is one)."""
+    dev = resolve_device(device)
+    path = _checkpoint_path(run, checkpoint)
+    model, tokenizer, cfg = load_run(run, checkpoint, str(dev))
+    step, val_loss = _checkpoint_facts(path)
+    return LoadedRun(model, tokenizer, cfg, path.parent.parent, path, step, val_loss, dev)
+
+
+@dataclass
+class OptionInfo:
+    """Whether a run honours an option, why not, and the values it knows (None: any value of the option's type)."""
+
+    available: bool
+    reason: str | None = None
+    values: list[str] | None = None
+
+
+@dataclass
+class RunInfo:
+    run_dir: Path
+    kind: str
+    step: int | None
+    val_loss: float | None
+    can_infill: bool
+    tokenizer: str
+    options: dict[str, OptionInfo]
+
+
+def _vocab_values(vocab: dict[str, int], token_type: str) -> list[str]:
+    return sorted(t.split("_", 1)[1] for t in vocab if t.startswith(token_type + "_"))
+
+
+def _control_options(tokenizer) -> dict[str, OptionInfo]:
+    if not has_controls(tokenizer):
+        return {name: OptionInfo(False, NO_CONTROLS) for name in CONTROL_TYPES}
+    out = {}
+    for name, ctrl in CONTROL_TYPES.items():
+        values = list(POS_VALUES) if ctrl == "Pos" else _vocab_values(tokenizer.vocab, control_type(ctrl))
+        out[name] = OptionInfo(True, None, values) if values else \
+            OptionInfo(False, f"this run learned no {name.replace('_', ' ')} values")
+    return out
+
+
+def run_info(loaded: LoadedRun) -> RunInfo:
+    """What `loaded` is and which `sample` options it honours (OptionInfo per option)."""
+    tok = loaded.tokenizer
+    meters = _vocab_values(tok.vocab, "TimeSig") if bar_ids(tok) else []
+    always = OptionInfo(True)
+    options = {"bars": always, "temperature": always, "top_p": always, "seed": always,
+               "tempo": OptionInfo(True, None, None),
+               "tuning": OptionInfo(True, None, sorted(TUNINGS)),
+               "program": OptionInfo(True, None, None),  # any General MIDI program 0-127
+               "time_signature": OptionInfo(True, None, meters) if meters else
+               OptionInfo(False, f"this run's tokens ({type(tok).__name__}) have no time signatures"),
+               **_control_options(tok)}
+    can_infill = is_tab_tokenizer(tok) and has_fill_tokens(tok) and loaded.cfg.data.infill > 0
+    return RunInfo(loaded.run_dir, loaded.kind, loaded.step, loaded.val_loss, can_infill, type(tok).__name__,
+                   options)

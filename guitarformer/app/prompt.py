@@ -1,0 +1,130 @@
+"""A file to continue (`sample --prompt`): its part as read, and the window of its last whole bars the model sees;
+and how many tokens a bar takes, which sizes the token budget of `--bars`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import symusic
+
+from guitarformer.app.files import read_user_file
+from guitarformer.data.tab_tokens import is_tab_tokenizer
+from guitarformer.data.tokenization import decode, encode
+from guitarformer.errors import GuitarformerError
+from guitarformer.generation.riffs import fret_score
+from guitarformer.music.bars import bar_lines, count_bars
+from guitarformer.music.score import GuitarScore
+
+TOKENS_PER_BAR = 33  # without a prompt or the run's data: REMI tokens per bar, first 8 built-in tunes (32.7)
+
+
+@dataclass
+class Prompt:
+    """A file to continue: its part as read, and the part of it the model sees (its last whole bars)."""
+
+    gs: GuitarScore
+    ids: list[int]  # BOS + the window's tokens (no EOS)
+    start: int  # tick of gs where the window begins (a bar line)
+    new_from: int  # tick of gs where the new bars begin: the first bar line after the last onset
+    bars: int  # bars in the window
+    prompt_bars: int  # bars of the whole part up to new_from
+
+
+def read_prompt(tokenizer, path: Path | str, max_tokens: int, track: str | None = None,
+                tracks: str = "guitar") -> Prompt:
+    """The part `track` names of a MIDI/GP/tab/MusicXML file (number from 1 or name, among its guitar parts or,
+    with tracks="all", every part; default: the first; a file without a guitar part: its first part), and the
+    window the model sees: the last whole bars whose tokens fit in `max_tokens` (BOS included), re-encoded from
+    the bar they start at, so that the window opens as every piece does (time signature, tempo)."""
+    gs = read_user_file(path, track, tracks=tracks, any_part=True)
+    return prompt_of(tokenizer, gs, max_tokens)
+
+
+def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
+    """The `Prompt` of a part already read (see `read_prompt`)."""
+    if not len(gs.track.notes):
+        raise GuitarformerError(f"prompt {gs.name or 'part'} has no notes",
+                                "pass a MIDI, Guitar Pro, ASCII tab or MusicXML file with notes")
+    score = gs.score
+    last = max(n.time for n in gs.track.notes)
+    lines = bar_lines(score.time_signatures, score.ticks_per_quarter, last + 1)  # starts, then the line after
+    starts = lines[:-1]
+    tab = is_tab_tokenizer(tokenizer)
+    if tab and gs.frets is None:  # a tab-token model reads strings: a prompt without them gets fret()'s
+        gs.frets = fret_score(gs)
+
+    def window(i: int) -> list[int]:
+        part = _from_tick(score, starts[i])
+        if tab:  # the window's notes keep their fingering and techniques (notes from `start` on, in order)
+            keep = [k for k, n in enumerate(gs.track.notes) if n.time >= starts[i]]
+            techs = gs.techniques
+            part = GuitarScore(score=part, tuning=gs.tuning, capo=gs.capo, frets=[gs.frets[k] for k in keep],
+                               techniques=[techs[k] for k in keep] if techs else None)
+        return encode(tokenizer, part)[:-1]
+
+    lo, hi = 0, len(starts) - 1  # the earliest bar whose window fits (the last bar always does: a bar is whole)
+    best = window(hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ids = window(mid)
+        if len(ids) <= max_tokens:
+            hi, best = mid, ids
+        else:
+            lo = mid + 1
+    return Prompt(gs=gs, ids=best, start=starts[hi], new_from=lines[-1], bars=len(starts) - hi,
+                  prompt_bars=len(starts))
+
+
+def _from_tick(score: symusic.Score, start: int) -> symusic.Score:
+    """The score from `start` on, moved to tick 0, with the tempo and time signature in force at `start`."""
+    out = symusic.Score(score.ticks_per_quarter)
+    tempos = sorted(score.tempos, key=lambda e: e.time)
+    sigs = sorted(score.time_signatures, key=lambda e: e.time)
+    at_start = [e for e in tempos if e.time <= start][-1:]
+    out.tempos.extend([symusic.Tempo(0, e.qpm) for e in at_start] +
+                      [symusic.Tempo(e.time - start, e.qpm) for e in tempos if e.time > start])
+    at_start = [e for e in sigs if e.time <= start][-1:]
+    out.time_signatures.extend([symusic.TimeSignature(0, e.numerator, e.denominator) for e in at_start] +
+                               [symusic.TimeSignature(e.time - start, e.numerator, e.denominator)
+                                for e in sigs if e.time > start])
+    src = score.tracks[0]
+    track = symusic.Track(name=src.name, program=src.program, is_drum=False)
+    track.notes.extend(symusic.Note(n.time - start, n.duration, n.pitch, n.velocity) for n in src.notes
+                       if n.time >= start)
+    out.tracks.append(track)
+    return out
+
+
+def bars_of_score(score: symusic.Score) -> int:
+    """Bars up to the score's end, following its time signatures (0 for an empty score)."""
+    end = score.end()
+    return count_bars(score.time_signatures, score.ticks_per_quarter, end) if end > 0 else 0
+
+
+def tokens_per_bar(tokenizer, cfg, prompt: Prompt | None = None) -> float:
+    """How many tokens a bar takes: the prompt's window, else the run's training data, else the built-in corpus's."""
+    if prompt is not None and prompt.bars:
+        return max(1.0, (len(prompt.ids) - 1) / prompt.bars)
+    return _data_tokens_per_bar(tokenizer, cfg.data.dataset) or TOKENS_PER_BAR
+
+
+def _data_tokens_per_bar(tokenizer, dataset: str, max_tokens: int = 40_000) -> float | None:
+    """Tokens per bar over the first pieces of a prepared dataset's train split (None when it is not at hand)."""
+    folder = Path(dataset or "").expanduser()
+    try:
+        dtype = json.loads((folder / "meta.json").read_text())["dtype"]
+        flat = np.memmap(folder / "train.bin", dtype=dtype, mode="r")
+        offsets = np.load(folder / "train.idx.npy")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    tokens = bars = 0
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        ids = flat[a:min(b, a + max_tokens)].tolist()
+        tokens += len(ids)
+        bars += bars_of_score(decode(tokenizer, ids))
+        if tokens >= max_tokens:
+            break
+    return tokens / bars if bars else None

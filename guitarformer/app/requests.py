@@ -1,0 +1,167 @@
+"""What a command is asked: one dataclass per command (sample, infill, tab) and the files it writes.
+
+The CLI parses its options into these, the studio's JSON API and the Python API build them directly; every check
+the command needs happens in the app functions, so all three callers get the same clear errors. A field left None
+takes its value from the run's config (`sample` section) or the input file, as the docstrings say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from guitarformer.errors import GuitarformerError
+from guitarformer.music.score import GuitarScore
+
+# Output slot -> the suffixes it may carry and the example its error names.
+SUFFIXES = {"midi": ((".mid", ".midi"), "riff.mid"), "tab": ((".txt", ".tab"), "riff.txt"),
+            "gp": ((".gp5",), "riff.gp5"), "wav": ((".wav",), "riff.wav")}
+KIND_OF_SUFFIX = {s: kind for kind, (suffixes, _) in SUFFIXES.items() for s in suffixes}
+
+
+def _path(p) -> Path | None:
+    return None if p is None else Path(p)
+
+
+@dataclass
+class Outputs:
+    """The files a command writes, by kind (None: not written). `labels` names each slot in errors (the CLI's
+    option names, e.g. {"midi": "--out"}); by default the slot's own name."""
+
+    midi: Path | None = None
+    tab: Path | None = None
+    gp: Path | None = None
+    wav: Path | None = None
+    labels: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.midi, self.tab, self.gp, self.wav = (_path(p) for p in (self.midi, self.tab, self.gp, self.wav))
+
+    def label(self, kind: str) -> str:
+        return self.labels.get(kind, kind)
+
+    def items(self) -> list[tuple[str, Path]]:
+        """(kind, path) of every file asked for, in the order midi, tab, gp, wav."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)
+                if f.name in SUFFIXES and getattr(self, f.name) is not None]
+
+    def __bool__(self) -> bool:
+        return bool(self.items())
+
+
+@dataclass
+class SampleRequest:
+    """`sample`: riffs from a run, or the continuation of a file (`prompt`)."""
+
+    outputs: Outputs = field(default_factory=Outputs)
+    run: Path | None = None  # a run directory (default: the newest under ./runs)
+    checkpoint: Path | None = None  # a checkpoint file instead of a run
+    device: str = "auto"
+    num_samples: int = 1
+    batch_size: int | None = None  # riffs generated together (speed and memory, never the riffs)
+    bars: int | None = None  # new bars (after the prompt with one); None: until the model ends
+    max_new_tokens: int | None = None  # None: the run's sample.max_new_tokens, raised to fit `bars`
+    temperature: float | None = None  # None: the run's sample.temperature
+    top_k: int | None = None  # None: the run's sample.top_k (0 = off)
+    top_p: float | None = None  # None: the run's sample.top_p (1 = off)
+    seed: int = 0
+    prompt: Path | None = None  # a file to continue: the riff is the file with the new bars after it
+    track: str | None = None  # the prompt's part to continue: its number (1-based) or name; None: the first
+    tracks: str = "guitar"  # the parts `track` chooses among: "guitar" or "all"
+    tempo: float | None = None
+    tuning: str | tuple[int, ...] | None = None  # a name or the open strings low to high
+    program: int | None = None
+    position: int | None = None  # re-finger the tab in this position (index finger at this fret)
+    hand_position: int | None = None  # a run with controls: ask for this hand position (a fret)
+    time_signature: str | None = None
+    key: str | None = None
+    density: str | None = None
+    polyphony: str | None = None
+    palm_mute: str | None = None
+    techniques: str | None = None
+    style: str | None = None
+
+    def controls(self) -> dict[str, str | None]:
+        """The control options (generation/conditioning.CONTROL_OPTIONS keys) as asked."""
+        return {"key": self.key, "density": self.density, "polyphony": self.polyphony,
+                "palm_mute": self.palm_mute, "techniques": self.techniques, "style": self.style}
+
+
+@dataclass
+class InfillRequest:
+    """`infill`: bars `bars` (first, last; 1-based, inclusive, as `tab` numbers them) of `song` written again."""
+
+    song: Path | GuitarScore
+    bars: tuple[int, int]
+    outputs: Outputs = field(default_factory=Outputs)
+    track: str | None = None  # the part to fill (a file with several): its number (1-based) or name
+    tracks: str = "guitar"  # the parts `track` chooses among: "guitar" or "all"
+    run: Path | None = None
+    checkpoint: Path | None = None
+    device: str = "auto"
+    seed: int = 0
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    max_new_tokens: int | None = None  # None: twice what the bars take in the song
+
+
+@dataclass
+class TabRequest:
+    """`tab`: a playable tab of a file, as text (and written to `outputs.tab` / `outputs.gp`)."""
+
+    file: Path
+    outputs: Outputs = field(default_factory=Outputs)
+    track: str | None = None
+    tracks: str = "guitar"
+    bars: tuple[int, int] | None = None
+    tuning: str | tuple[int, ...] | None = None
+    width: int = 80
+    position: int | None = None
+    program: int | None = None
+    run: Path | None = None  # a tab-token decoder that fingers the notes instead of fret()
+    checkpoint: Path | None = None
+    device: str = "auto"
+
+
+def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
+    """Every path has its kind's suffix, is no folder and is not shared with another output; `allowed`: the kinds
+    this command writes."""
+    seen: dict[Path, str] = {}
+    for kind, path in outputs.items():
+        flag = outputs.label(kind)
+        if kind not in allowed:
+            raise GuitarformerError(f"{flag} {path}: this command does not write a {kind} file",
+                                    f"leave out {flag}")
+        suffixes, example = SUFFIXES[kind]
+        if path.suffix.lower() not in suffixes:
+            raise GuitarformerError(f"{flag} {path}: a {kind} file needs the suffix {' or '.join(suffixes)}, "
+                                    f"not {path.suffix or 'none'}", f"name it like {example}")
+        if path.is_dir():
+            raise GuitarformerError(f"{flag} {path} is a folder", f"give {flag} a file name, e.g. {path / example}")
+        key = path.expanduser().resolve()
+        if key in seen:
+            raise GuitarformerError(f"{seen[key]} and {flag} both name {path}: one would overwrite the other",
+                                    "give each output its own file name")
+        seen[key] = flag
+
+
+def outputs_by_suffix(label: str, paths: list[Path | None], allowed: tuple[str, ...], **named: Path | None) -> Outputs:
+    """Outputs from options that take any format (`--out song.gp5`): each path goes to the kind its suffix names
+    (one of `allowed`), beside the `named` ones ({kind: path}, their options' labels `--<kind>`)."""
+    out = Outputs(**named, labels={k: f"--{k}" for k in named})
+    for path in paths:
+        if path is None:
+            continue
+        path = Path(path)
+        kind = KIND_OF_SUFFIX.get(path.suffix.lower())
+        if kind not in allowed:
+            names = ", ".join(f"{SUFFIXES[k][0][0]}" for k in allowed)
+            raise GuitarformerError(f"{label} {path}: cannot write {path.suffix or 'a file without a suffix'}",
+                                    f"name it {names} ({', '.join(allowed)})")
+        if getattr(out, kind) is not None:
+            raise GuitarformerError(f"{label} {path} and {out.label(kind)} {getattr(out, kind)} both ask for a "
+                                    f"{kind} file", f"leave out {out.label(kind)}, or give {label} another format")
+        setattr(out, kind, path)
+        out.labels[kind] = label
+    return out

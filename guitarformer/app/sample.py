@@ -1,0 +1,187 @@
+"""`sample`: riffs from a run, or a file continued, written as MIDI / tab / GP5 / WAV, and a summary."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from guitarformer.app.files import write_score
+from guitarformer.app.loaded import LoadedRun, load_run_once
+from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
+from guitarformer.app.requests import SampleRequest, check_outputs
+from guitarformer.app.splice import continue_part
+from guitarformer.data.tab_tokens import has_controls
+from guitarformer.data.tokenization import decode
+from guitarformer.errors import GuitarformerError
+from guitarformer.generation.conditioning import NO_CONTROLS_FIX, conditions
+from guitarformer.generation.riffs import Riff, generate_riffs, sample_rows
+from guitarformer.generation.sampling import SamplingParams
+from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
+from guitarformer.render.audio import find_synth
+
+MAX_SEED = 2**63 - 1
+MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its own
+BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its last bar, so room costs nothing)
+
+
+@dataclass
+class SampleResult:
+    riffs: list[Riff]  # every riff sampled, each with the files written for it (`Riff.files`)
+    lines: list[str] = field(default_factory=list)  # the summary: the run, then one line per riff
+    warnings: list[str] = field(default_factory=list)  # riffs the token budget cut short
+    run: str = ""  # LoadedRun.describe() of the run used
+
+
+def check_sample_request(req: SampleRequest) -> None:
+    """The request's numbers and files, checked before anything is loaded (the CLI's ranges, for every caller)."""
+    checks = [
+        (req.num_samples >= 1, "num_samples must be at least 1", req.num_samples),
+        (req.batch_size is None or req.batch_size >= 1, "batch_size must be at least 1", req.batch_size),
+        (req.bars is None or req.bars >= 1, "bars must be at least 1 (new bars to write)", req.bars),
+        (req.max_new_tokens is None or req.max_new_tokens >= 1, "max_new_tokens must be at least 1",
+         req.max_new_tokens),
+        (0 <= req.seed <= MAX_SEED, f"seed must be in 0..{MAX_SEED}", req.seed),
+        (req.top_p is None or 0 < req.top_p <= 1, "top_p must be in (0, 1] (1 = off)", req.top_p),
+        (req.top_k is None or req.top_k >= 0, "top_k must be 0 (off) or more", req.top_k),
+        (req.temperature is None or (math.isfinite(req.temperature) and req.temperature >= 0),
+         "temperature must be 0 (greedy) or more", req.temperature),
+        (req.tempo is None or (math.isfinite(req.tempo) and req.tempo > 0), "tempo must be a positive number of BPM",
+         req.tempo),
+    ]
+    for ok, what, value in checks:
+        if not ok:
+            raise GuitarformerError(f"{what}, not {value}", "see `guitarformer sample --help`")
+    if req.prompt is not None and req.time_signature is not None:
+        raise GuitarformerError("--time-signature opens a riff of its own; a --prompt's new bars go on in the "
+                                "prompt's time signature", "leave out --time-signature or --prompt")
+    if req.track is not None and req.prompt is None:
+        raise GuitarformerError("--track chooses the part of a --prompt file to continue, and no --prompt is given",
+                                "add --prompt FILE, or leave out --track")
+    check_outputs(req.outputs, ("midi", "tab", "gp", "wav"))
+
+
+def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    return parse_tuning(value) if isinstance(value, str) else tuple(int(p) for p in value)
+
+
+def _asked(req: SampleRequest, tokenizer, tuning: tuple[int, ...] | None):
+    """The request's controls as tokens (generation/conditioning.py); --hand-position needs a run with controls."""
+    if req.hand_position is not None and not has_controls(tokenizer):
+        raise GuitarformerError("this run was trained without control tokens, so it cannot be asked for "
+                                "--hand-position", f"{NO_CONTROLS_FIX}; or re-finger the tab with --position")
+    return conditions(tokenizer, tuning, req.tempo, req.time_signature, req.hand_position, **req.controls())
+
+
+def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SamplingParams:
+    """The run's sampling settings with the request's in their place; with `bars` and no `max_new_tokens`, a token
+    budget that fits the bars (from the tokens a bar takes in the prompt or the run's data)."""
+    params = SamplingParams.from_config(loaded.cfg.sample, max_new_tokens=req.max_new_tokens,
+                                        temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
+                                        max_bars=req.bars)
+    if req.bars and req.max_new_tokens is None:
+        per_bar = tokens_per_bar(loaded.tokenizer, loaded.cfg, file)
+        need = min(MAX_AUTO_TOKENS, math.ceil(req.bars * per_bar * BUDGET_MARGIN) + 16)
+        params = replace(params, max_new_tokens=max(params.max_new_tokens, need))
+    return params
+
+
+def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: Prompt | None,
+          tuning: tuple[int, ...], asked) -> list[Riff]:
+    """Every riff the request asks for, in batches of `batch_size` (riff k never depends on the batch)."""
+    model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
+    n = req.num_samples
+    bs = max(1, min(req.batch_size or n, n))
+    riffs: list[Riff] = []
+    for first in range(0, n, bs):
+        count = min(bs, n - first)
+        if file is None:
+            riffs += generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
+                                    params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
+                                    position=req.position, first=first, asked=asked)
+            continue
+        program = req.program
+        if program is None:
+            program = file.gs.track.program if file.gs.track.program in GUITAR_PROGRAMS else GUITAR_PROGRAM
+        drawn = sample_rows(model, tok, cfg, params, dev, count, req.seed, first, file.ids, tuning, file.gs.capo,
+                            asked)
+        window = decode(tok, drawn.context)
+        for row, ended in zip(drawn.rows, drawn.ended):
+            riff = continue_part(file, decode(tok, drawn.body(row), program=program), window, tuning, req.tempo,
+                                 program, req.position, req.bars)
+            riff.ids, riff.ended = row, ended
+            riffs.append(riff)
+    return riffs
+
+
+def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
+    """The `sample` command: check the request, load the run (unless `loaded` is given), sample, write every output
+    asked for (numbered riff_000.mid .. with several riffs) and summarise. Riff k depends only on the run, the
+    options, the seed and k. A riff the token budget cut short is reported in `warnings`; riffs without a note are
+    an error (nothing of them is written)."""
+    check_sample_request(req)
+    tuning = _tuning(req.tuning)
+    synth = find_synth() if req.outputs.wav else None  # fail before the slow part
+    loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    asked = _asked(req, loaded.tokenizer, tuning)
+    file = None
+    if req.prompt is not None:  # a decoder keeps half its context for what it writes before the window slides
+        m = loaded.cfg.model
+        room = m.src_block_size if loaded.kind == "encoder_decoder" else max(2, m.block_size // 2 - 1)
+        file = read_prompt(loaded.tokenizer, req.prompt, room, req.track, req.tracks)
+    tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
+    params = _budget(req, loaded, file)
+    riffs = _draw(req, loaded, params, file, tuning, asked)
+    empty = [r for r in riffs if not r.new_notes]
+    if empty:
+        raise _empty_error(riffs, empty, req, params, loaded, file)
+    result = SampleResult(riffs, [loaded.describe()], run=loaded.describe())
+    for i, riff in enumerate(riffs):
+        riff.files = write_riff(riff, req.outputs, i, len(riffs), synth)
+        result.lines.append(_summary(riff, riff.files, req.bars, file))
+        if req.bars and riff.new_bars < req.bars and not riff.ended:
+            result.warnings.append(f"{riff.files.get('midi', f'riff {i}')}: wrote {riff.new_bars} of {req.bars} "
+                                   f"bars: the token budget ({params.max_new_tokens}) ran out; raise --max-new-tokens")
+    return result
+
+
+def numbered(path: Path, i: int, n: int) -> Path:
+    """riff.mid for one riff; riff_000.mid, riff_001.mid .. for several."""
+    return path if n == 1 else path.with_name(f"{path.stem}_{i:03d}{path.suffix}")
+
+
+def write_riff(riff: Riff, outputs, i: int, n: int, synth=None) -> dict[str, Path]:
+    """Riff i of n written to every output asked for; {kind: path}."""
+    files = {}
+    for kind, path in outputs.items():
+        files[kind] = write_score(riff.gs, numbered(path, i, n), synth)
+    return files
+
+
+def _summary(riff: Riff, files: dict[str, Path], bars: int | None, file: Prompt | None) -> str:
+    notes = list(riff.gs.track.notes)
+    rng = f"{pitch_name(min(n.pitch for n in notes))}-{pitch_name(max(n.pitch for n in notes))}"
+    total = bars_of_score(riff.gs.score)
+    what = f"{total} bars" + (f" ({file.prompt_bars} from the prompt, {riff.new_bars} new)" if file else "")
+    note = f"; the model ended it after {riff.new_bars} of {bars} bars" if bars and riff.new_bars < bars \
+        and riff.ended else ""
+    first, *rest = list(files.values()) or [Path("(not written)")]
+    extra = f"; {', '.join(str(p) for p in rest)}" if rest else ""
+    return f"{first}: {what}, {len(notes)} notes, range {rng}{note}{extra}"
+
+
+def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loaded: LoadedRun,
+                 file: Prompt | None) -> GuitarformerError:
+    midi = req.outputs.midi
+    names = [str(numbered(midi, riffs.index(r), len(riffs))) if midi else f"riff {riffs.index(r)}"
+             for r in empty[:3]]
+    cut = [r for r in empty if not r.ended]
+    budget = params.max_new_tokens
+    why = f"the token budget ({budget}) ran out before a note" if cut else "the model ended before writing a note"
+    fix = (f"raise --max-new-tokens (a bar takes about {tokens_per_bar(loaded.tokenizer, loaded.cfg, file):.0f} "
+           "tokens)") if cut else "try another --seed or a higher --temperature"
+    listing = ", ".join(names) + (", ..." if len(empty) > 3 else "")
+    return GuitarformerError(f"{len(empty)} of {len(riffs)} riffs came out empty, not written ({listing}): {why}",
+                             fix)

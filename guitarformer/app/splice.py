@@ -1,0 +1,104 @@
+"""New notes into a part, defined once: `infill` replaces a gap's notes with the model's, `sample --prompt` puts
+the model's bars after a file. Each note travels with its (string, fret) and technique, so the three lists of the
+result cannot drift apart; notes the splice keeps keep their time, string, fret and techniques."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import symusic
+
+from guitarformer.app.prompt import Prompt
+from guitarformer.generation.riffs import Riff, bars_spanned, clamp_to_tuning, fret_score, new_bars_from
+from guitarformer.music.bars import bar_lines, signature_at
+from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
+
+Placed = tuple[symusic.Note, tuple[int, int], Technique]  # a note in the part's ticks, its (string, fret), technique
+
+
+def splice(part: GuitarScore, new: Sequence[Placed], at: int, drop: Sequence[bool] | None = None,
+           score: symusic.Score | None = None, position: int | None = None) -> GuitarScore:
+    """`part` less the notes flagged in `drop`, with `new` (sorted by time, then pitch) after the kept notes that
+    start before tick `at` and before the rest; each kept note in its own order. A (string, fret) that is
+    UNPLAYABLE (unknown, or not on this tuning) gets fret()'s choice in `position` for the whole result.
+    `score`: the result's tempos and time signatures (default: the part's)."""
+    old = list(part.track.notes)
+    drop = drop or [False] * len(old)
+    frets = part.frets or [UNPLAYABLE] * len(old)
+    techs = part.techniques if part.techniques and len(part.techniques) == len(old) else [PLAIN] * len(old)
+    kept = [(n, f, t) for n, f, t, d in zip(old, frets, techs, drop) if not d]
+    ordered = ([x for x in kept if x[0].time < at] + sorted(new, key=lambda x: (x[0].time, x[0].pitch)) +
+               [x for x in kept if x[0].time >= at])
+    score = (score or part.score).copy()
+    track = score.tracks[0]
+    track.notes.clear()
+    track.notes.extend(n for n, _, _ in ordered)
+    out = GuitarScore(score=score, tuning=part.tuning, capo=part.capo, name=part.name, source_format="generated",
+                      extra={**part.extra, "generated_from_tick": at})
+    out.techniques = [t for _, _, t in ordered] if part.techniques or any(t for _, _, t in new) else None
+    out.frets = [f for _, f, _ in ordered]
+    if UNPLAYABLE in out.frets:  # fret()'s choice for those notes alone, in the context of the whole part
+        fallback = fret_score(out, position)
+        out.frets = [f if f != UNPLAYABLE else fallback[k] for k, f in enumerate(out.frets)]
+    return out
+
+
+def continue_part(file: Prompt, dec: symusic.Score, window: symusic.Score, tuning: tuple[int, ...],
+                  tempo: float | None, program: int, position: int | None, bars: int | None = None) -> Riff:
+    """The prompt file's part, whole and as written, followed by the notes the model wrote after its window
+    (`dec`: the decoded window and continuation, in the tokenizer's ticks), at most `bars` bars of them."""
+    ours = Counter(_key(n) for n in window.tracks[0].notes)
+    new = []
+    for n in dec.tracks[0].notes:  # the decoded body less the window's own notes
+        if ours[_key(n)] > 0:
+            ours[_key(n)] -= 1
+        else:
+            new.append(n)
+    # Decoded ticks count from the window's first bar at the tokenizer's resolution; map them onto the file's.
+    bar_dec = new_bars_from(dec, window)
+    scale = file.gs.score.ticks_per_quarter / dec.ticks_per_quarter
+
+    def to_file(t: int) -> int:
+        return file.new_from + round((t - bar_dec) * scale)
+
+    begin = to_file(min([bar_dec] + [n.time for n in new]))
+    part = symusic.Score(dec.ticks_per_quarter)
+    part.tracks.append(symusic.Track(program=program))
+    part.tracks[0].notes.extend(new)
+    placed = [(symusic.Note(to_file(n.time), max(1, round(n.duration * scale)), n.pitch, n.velocity), UNPLAYABLE,
+               PLAIN) for n in clamp_to_tuning(part, tuning).tracks[0].notes]
+    score = _score_of_continuation(file.gs.score, dec, bar_dec, begin, to_file, tempo)
+    score.tracks[0].program = program
+    if bars is not None:  # the file's bar lines decide where the asked bars end, whatever the model counted
+        end_of_new = file.new_from
+        for _ in range(bars):  # the next bar line, `bars` times
+            end_of_new = bar_lines(score.time_signatures, score.ticks_per_quarter, end_of_new + 1)[-1]
+        placed = [p for p in placed if p[0].time < end_of_new]
+    keep_frets = file.gs.tuning == tuple(tuning) and position is None  # else the whole part is fingered again
+    source = GuitarScore(score=file.gs.score, tuning=tuple(tuning), capo=file.gs.capo,
+                         frets=file.gs.frets if keep_frets else None, techniques=file.gs.techniques,
+                         name=f"{file.gs.name} (continued)" if file.gs.name else "riff")
+    gs = splice(source, placed, begin, score=score, position=position)
+    end = max((n.time + n.duration for n, _, _ in placed), default=file.new_from)
+    return Riff(ids=[], gs=gs, frets=gs.frets, new_notes=len(placed),
+                new_bars=bars_spanned(score, file.new_from, end))
+
+
+def _score_of_continuation(base: symusic.Score, dec: symusic.Score, bar_dec: int, begin: int, to_file,
+                           tempo: float | None) -> symusic.Score:
+    """The file's score with the meter changes the model chose after its window and, from `begin`, the tempo asked."""
+    score = base.copy()
+    meter = signature_at(score.time_signatures, score.ticks_per_quarter, begin)
+    for ts in sorted(dec.time_signatures, key=lambda ts: ts.time):
+        if ts.time >= bar_dec and (ts.numerator, ts.denominator) != meter:
+            score.time_signatures.append(symusic.TimeSignature(to_file(ts.time), ts.numerator, ts.denominator))
+            meter = (ts.numerator, ts.denominator)
+    if tempo is not None:  # the new bars at the tempo asked for; the prompt keeps its own
+        kept = [t for t in score.tempos if t.time < begin]
+        score.tempos = kept + [symusic.Tempo(begin, float(tempo))]
+    return score
+
+
+def _key(n) -> tuple[int, int, int, int]:
+    return n.time, n.duration, n.pitch, n.velocity

@@ -1,0 +1,92 @@
+"""`tab`: a playable tab of any readable file, printed or written as ASCII tab / Guitar Pro 5. A file's own
+fingering is kept unless a tuning, position or program asks for another, or a tab-token run fingers it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from guitarformer.app.files import pick_track, read_user_parts
+from guitarformer.app.loaded import LoadedRun, load_run_once
+from guitarformer.app.requests import TabRequest, check_outputs
+from guitarformer.errors import GuitarformerError
+from guitarformer.fretting import fret
+from guitarformer.generation.fingering import check_fingering_run, finger
+from guitarformer.music.bars import count_bars
+from guitarformer.music.guitar import parse_tuning
+from guitarformer.music.score import GuitarScore
+from guitarformer.render.ascii_tab import describe_unplaced, render_ascii_tab, unplaced_notes
+from guitarformer.render.gp5 import write_gp5_parts
+
+
+@dataclass
+class TabResult:
+    text: str  # the ASCII tab of every part ("" when only a Guitar Pro file was asked for)
+    parts: list[GuitarScore]  # the parts shown, each with the frets the tab uses
+    files: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # notes the tuning cannot hold, per part
+
+
+def _fingered_by_model(req: TabRequest, parts: list[GuitarScore], loaded: LoadedRun | None) -> list[list] | None:
+    """Each part's frets as a tab-token run fingers them, when the request names a run (or one is given)."""
+    if loaded is None and req.run is None and req.checkpoint is None:
+        return None
+    if req.position is not None or req.program is not None:
+        raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
+                                "drop --run to re-finger with fret(), or drop --position/--program")
+    loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    check_fingering_run(loaded.model, loaded.tokenizer)
+    return [f.frets for f in finger(loaded.model, loaded.tokenizer, parts, loaded.device)]
+
+
+def _fingered(req: TabRequest, parts: list[GuitarScore], loaded: LoadedRun | None) -> list[GuitarScore]:
+    """The parts with the frets the tab shows (gs.frets): the file's own, fret()'s, or the run's."""
+    new_tuning = parse_tuning(req.tuning) if isinstance(req.tuning, str) else \
+        (tuple(req.tuning) if req.tuning else None)
+    for gs in parts:
+        if new_tuning:
+            gs.tuning = new_tuning
+    by_model = _fingered_by_model(req, parts, loaded)
+    for k, gs in enumerate(parts):
+        keep = gs.frets and not new_tuning and req.position is None and req.program is None
+        if by_model is not None:
+            gs.frets = by_model[k]
+        elif not keep:  # the part keeps its own program; `program` only says how to finger it
+            program = gs.track.program if req.program is None else req.program
+            gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo, position=req.position, program=program)
+        if req.bars:
+            n_bars = count_bars(gs.score.time_signatures, gs.score.ticks_per_quarter,
+                                max((x.time + 1 for x in gs.track.notes), default=1))
+            if req.bars[0] > n_bars:
+                raise GuitarformerError(f"--bars {req.bars[0]}-{req.bars[1]}: {gs.name or Path(req.file).name} "
+                                        f"has {n_bars} bars", f"pass bars between 1 and {n_bars}")
+    return parts
+
+
+def tab(req: TabRequest, loaded: LoadedRun | None = None) -> TabResult:
+    """The `tab` command: read the file's parts (or the one `track` names), finger them, render the tab and write
+    the outputs asked for; `loaded`: a tab-token run that fingers the notes instead of fret()."""
+    check_outputs(req.outputs, ("tab", "gp"))
+    parts = read_user_parts(req.file, req.tracks)
+    if req.track is not None:
+        parts = [pick_track(parts, req.track, req.file, req.tracks)]
+    parts = _fingered(req, parts, loaded)
+    result = TabResult("", parts)
+    lo, hi = req.bars or (1, 10**9)
+    left_out = None
+    if req.outputs.gp is not None:
+        req.outputs.gp.parent.mkdir(parents=True, exist_ok=True)
+        left_out = write_gp5_parts([(gs, gs.frets) for gs in parts], req.outputs.gp, bars=req.bars)
+        result.files["gp"] = req.outputs.gp
+    if req.outputs.tab is not None or left_out is None:
+        result.text = "\n".join(render_ascii_tab(gs, gs.frets, width=req.width, bars=req.bars) for gs in parts)
+        left_out = [[u for u in unplaced_notes(gs, gs.frets) if lo <= u.bar <= hi] for gs in parts]
+    if req.outputs.tab is not None:
+        req.outputs.tab.parent.mkdir(parents=True, exist_ok=True)
+        req.outputs.tab.write_text(result.text, encoding="utf-8")
+        result.files["tab"] = req.outputs.tab
+    for gs, missing in zip(parts, left_out):
+        if missing:
+            where = f"{gs.name}: " if len(parts) > 1 and gs.name else ""
+            result.warnings.append(f"{where}{describe_unplaced(missing, gs.tuning, gs.capo)}")
+    return result
