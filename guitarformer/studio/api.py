@@ -41,6 +41,7 @@ from guitarformer.app import (
     sample,
 )
 from guitarformer.errors import GuitarformerError
+from guitarformer.music.score import GuitarScore
 from guitarformer.render.audio import find_synth
 from guitarformer.studio.forms import InfillForm, SampleForm, bars_of, check_bar_range, infill_form, sample_form
 from guitarformer.studio.store import KINDS, MEDIA_TYPES, RiffStore, StoredRiff, UnknownRiff
@@ -84,9 +85,10 @@ class Studio:
                 "files": {k: f"/api/files/{riff.id}/{k}" for k in riff.files},
                 "tab": tab.read_text() if tab else "", "lines": lines}
 
-    def _keep(self, riff: StoredRiff, result_riff) -> None:
-        riff.score = result_riff.gs
-        riff.files = {k: Path(p) for k, p in result_riff.files.items()}
+    @staticmethod
+    def _keep(riff: StoredRiff, score: GuitarScore, files: dict[str, Path]) -> None:
+        riff.score = score
+        riff.files = {k: Path(p) for k, p in files.items()}
 
     def sample_job(self, form: SampleForm, prompt: Path | None = None) -> Callable[[StopCheck], dict]:
         """Candidates one at a time, so a cancel is seen between riffs; candidate k is seed + k (the CLI's
@@ -106,7 +108,7 @@ class Studio:
                 except BaseException:
                     self.store.discard(riff)
                     raise
-                self._keep(riff, result.riffs[0])
+                self._keep(riff, result.riffs[0].gs, result.riffs[0].files)
                 lines = lines or result.lines[:1]
                 out.append(self.riff_json(riff, base_seed + k, result.lines[1:]))
             return {"riffs": out, "lines": lines}
@@ -125,7 +127,7 @@ class Studio:
             except BaseException:
                 self.store.discard(riff)
                 raise
-            self._keep(riff, result)
+            self._keep(riff, result.score, result.files)
             return {"riffs": [self.riff_json(riff, form.options.get("seed", 0), list(result.lines))],
                     "lines": list(result.lines)}
 
