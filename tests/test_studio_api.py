@@ -295,3 +295,15 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_taken_port_is_one_clear_message():
+    from guitarformer.errors import GuitarformerError
+    from guitarformer.studio.server import check_port_free
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(GuitarformerError, match=f"cannot serve on 127.0.0.1:{port}"):
+            check_port_free("127.0.0.1", port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
     """Load the run (default: the newest under ./runs) and serve the studio until interrupted."""
     if not 0 < port < 65536:
         raise GuitarformerError(f"--port must be 1..65535, not {port}", "e.g. --port 8000")
+    check_port_free(host, port)
     warning = check_host(host)
     if warning:
         print(warning, file=sys.stderr)
@@ -38,6 +40,18 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
     print(f"guitarformer studio: {loaded.describe()}")
     print(f"open http://{shown}:{port}/ in a browser (Ctrl+C stops the server)")
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail with a clear message before the run is loaded when the port is taken (uvicorn would only log it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a port in TIME_WAIT is free
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise GuitarformerError(f"cannot serve on {host}:{port}: {e.strerror or e}",
+                                    f"choose another port (--port {port + 1}) or stop what uses it") from None
 
 
 class BackgroundServer:
