@@ -28,6 +28,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from guitarformer.app import (
@@ -133,6 +134,10 @@ class Studio:
 
         return run
 
+    async def wait(self, fn: Callable[[StopCheck], dict], job: str | None) -> dict:
+        """Queue the job and wait for it without holding a server thread (asyncio wraps the future)."""
+        return await asyncio.wrap_future(self.worker.submit(fn, job).future)
+
     def save_upload(self, upload: UploadFile) -> Path:
         """The uploaded file in a folder of its own, refused past MAX_UPLOAD_BYTES; read to check it is a part."""
         data = upload.file.read(MAX_UPLOAD_BYTES + 1)
@@ -183,45 +188,35 @@ async def _json_body(request: Request) -> Any:
                                 "object, e.g. {\"bars\": 8}") from None
 
 
-def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32) -> FastAPI:
-    """The FastAPI app serving one loaded run (see the module docstring for its routes)."""
-    studio = Studio(loaded, root, max_queued)
-    @asynccontextmanager
-    async def lifespan(_app):
-        yield
-        studio.worker.close()
+ERROR_STATUS = ((UploadTooLarge, 413), (UnknownRiff, 404), (Busy, 503), (GuitarformerError, 400))
 
-    app = FastAPI(title="guitarformer studio", lifespan=lifespan, docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
-    app.state.studio = studio
 
-    @app.exception_handler(UploadTooLarge)
-    async def too_large(_request, e: UploadTooLarge):
-        return _error(413, e.problem, e.fix)
+def _install_error_handlers(app: FastAPI) -> None:
+    """Every refusal as {"error", "fix"} JSON with its status; a bug is a 500 of the same shape, and the server
+    keeps serving."""
+    def refusal(status: int):
+        async def handler(_request, e: GuitarformerError):
+            return _error(status, e.problem, e.fix)
+        return handler
 
-    @app.exception_handler(UnknownRiff)
-    async def unknown(_request, e: UnknownRiff):
-        return _error(404, e.problem, e.fix)
+    for cls, status in ERROR_STATUS:  # the most specific class wins (Starlette looks up the exception's MRO)
+        app.add_exception_handler(cls, refusal(status))
 
-    @app.exception_handler(Busy)
-    async def busy(_request, e: Busy):
-        return _error(503, e.problem, e.fix)
-
-    @app.exception_handler(GuitarformerError)
-    async def bad_input(_request, e: GuitarformerError):
-        return _error(400, e.problem, e.fix)
-
-    @app.exception_handler(Exception)
-    async def failed(_request, e: Exception):  # a bug, not bad input: say what, and keep serving
-        return _error(500, f"the server failed: {type(e).__name__}: {e}", "report it with the request you sent")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request, e: StarletteHTTPException):  # unknown routes, wrong methods: the same JSON shape
-        return _error(e.status_code, str(e.detail), "see docs/STUDIO.md for the API's routes")
-
-    @app.exception_handler(JobCancelled)
     async def cancelled(_request, _e):
         return _error(409, "cancelled", "ask again when you are ready")
 
+    async def http_error(_request, e: StarletteHTTPException):  # unknown routes, wrong methods: the same shape
+        return _error(e.status_code, str(e.detail), "see docs/STUDIO.md for the API's routes")
+
+    async def failed(_request, e: Exception):
+        return _error(500, f"the server failed: {type(e).__name__}: {e}", "report it with the request you sent")
+
+    app.add_exception_handler(JobCancelled, cancelled)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, failed)
+
+
+def _install_routes(app: FastAPI, studio: Studio) -> None:
     @app.get("/", include_in_schema=False)
     def page():
         return FileResponse(STATIC / "index.html", media_type="text/html")
@@ -235,12 +230,12 @@ def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32
     @app.post("/api/sample")
     async def api_sample(request: Request):
         form = sample_form(await _json_body(request), studio.info)
-        return await _wait(studio.sample_job(form), form.job)
+        return await studio.wait(studio.sample_job(form), form.job)
 
     @app.post("/api/infill")
     async def api_infill(request: Request):
         form = infill_form(await _json_body(request), studio.info)
-        return await _wait(studio.infill_job(form), form.job)
+        return await studio.wait(studio.infill_job(form), form.job)
 
     @app.post("/api/continue")
     async def api_continue(file: UploadFile = File(...), options: str = Form("{}")):
@@ -252,9 +247,9 @@ def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32
         if "time_signature" in form.options:
             raise GuitarformerError("a continuation goes on in the file's own time signature",
                                     "leave time signature empty when continuing a file")
-        prompt = studio.save_upload(file)
+        prompt = await run_in_threadpool(studio.save_upload, file)  # reading a file may take a while: off the loop
         try:
-            return await _wait(studio.sample_job(form, prompt), form.job)
+            return await studio.wait(studio.sample_job(form, prompt), form.job)
         finally:
             shutil.rmtree(prompt.parent, ignore_errors=True)
 
@@ -267,8 +262,20 @@ def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32
         path = studio.store.file(riff_id, kind)
         return FileResponse(path, media_type=MEDIA_TYPES[kind], filename=f"riff-{riff_id}{path.suffix}")
 
-    async def _wait(fn: Callable[[StopCheck], dict], job: str | None) -> dict:
-        """Queue the job and wait for it without holding a server thread (asyncio wraps the future)."""
-        return await asyncio.wrap_future(studio.worker.submit(fn, job).future)
 
+def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32) -> FastAPI:
+    """The FastAPI app serving one loaded run (see the module docstring for its routes); `root`: where the riffs'
+    files go (default: a new temporary folder); `max_queued`: requests waiting before the server says busy."""
+    studio = Studio(loaded, root, max_queued)
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        yield
+        studio.worker.close()
+
+    app = FastAPI(title="guitarformer studio", lifespan=lifespan, docs_url="/api/docs", redoc_url=None,
+                  openapi_url="/api/openapi.json")
+    app.state.studio = studio
+    _install_error_handlers(app)
+    _install_routes(app, studio)
     return app
