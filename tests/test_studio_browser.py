@@ -10,10 +10,12 @@ the screenshots it takes (docs/STUDIO.md shows them).
 from __future__ import annotations
 
 import os
+from array import array
 import re
 import shutil
 import socket
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -33,7 +35,8 @@ CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), shutil.which("chromium"
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread"),
               pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (apt-get install chromium)")]
 BROKEN = Path(__file__).parent / "fixtures" / "io" / "corrupt.gp5"
-FRET = re.compile(r"^\(?(\d+|x)\)?$")  # a fret as alphaTab draws it on a tab line: 5, (5) ghost or tied, x dead
+# A fret as alphaTab draws it on a tab line: 5; (5) ghost or tied; x dead; <12> or <16.7> a harmonic's mark.
+FRET = re.compile(r"^([(<]?)(\d+(?:\.\d+)?|x)[)>]?$")
 
 # Every fret number drawn on the tab staff, by bar: a text element whose centre lies inside the tab staff's bounds
 # of a bar (alphaTab's boundsLookup: per bar, the score staff's bounds and then the tab staff's).
@@ -106,18 +109,26 @@ def long_seed(server: str, bars: int = 4) -> int:
     raise AssertionError(f"no seed in 0..31 gave {bars} bars")
 
 
-def file_frets(server: str, url: str, tmp: Path) -> tuple[list[Counter], list[Counter]]:
-    """Per bar of the Guitar Pro file: the frets a tab shows ('x' for a dead note) and the tied ones (alphaTab
-    draws a tied note only where a line starts, in brackets)."""
+@dataclass
+class FileBar:
+    """A bar of the Guitar Pro file as a tab shows it."""
+
+    frets: Counter  # plain notes' frets ('x' dead); each must be drawn in the bar
+    tied: Counter  # tied notes' frets: alphaTab draws them only where a line starts, in brackets
+    harmonics: int  # harmonics: drawn with one or two labels alphaTab chooses (<12> for fret 23, 2 <16.7> tapped)
+
+
+def file_bars(server: str, url: str, tmp: Path) -> list[FileBar]:
     path = tmp / "riff.gp5"
     path.write_bytes(httpx.get(server + url).content)
-    shown, tied = [], []
+    out = []
     for m in guitarpro.parse(str(path)).tracks[0].measures:
         notes = [n for v in m.voices for b in v.beats for n in b.notes]
         label = lambda n: "x" if n.type.name == "dead" else str(n.value)  # noqa: E731
-        shown.append(Counter(label(n) for n in notes if n.type.name != "tie"))
-        tied.append(Counter(label(n) for n in notes if n.type.name == "tie"))
-    return shown, tied
+        plain = [n for n in notes if n.effect.harmonic is None]
+        out.append(FileBar(Counter(label(n) for n in plain if n.type.name != "tie"),
+                           Counter(label(n) for n in plain if n.type.name == "tie"), len(notes) - len(plain)))
+    return out
 
 
 def shoot(page, path: Path) -> None:
@@ -127,7 +138,19 @@ def shoot(page, path: Path) -> None:
 
 
 def drawn_frets(page) -> list[Counter]:
-    return [Counter(FRET.match(s).group(1) for s in bar if FRET.match(s)) for bar in page.evaluate(DRAWN_TAB)]
+    """Per bar, every fret label drawn on the tab staff."""
+    return [Counter(m.group(2) for m in map(FRET.match, bar) if m) for bar in page.evaluate(DRAWN_TAB)]
+
+
+def check_drawn(drawn: list[Counter], bars: list[FileBar], when: str) -> None:
+    """Every plain note of the file is drawn in its bar; what is drawn beyond them is a tied note's fret or the
+    one or two labels of each harmonic."""
+    assert len(drawn) == len(bars), f"{when}: {len(drawn)} bars drawn, {len(bars)} in the file"
+    for k, (have, bar) in enumerate(zip(drawn, bars)):
+        assert not bar.frets - have, f"{when}, bar {k + 1}: frets {dict(bar.frets - have)} of the file are not drawn"
+        extra = sum((have - bar.frets - bar.tied).values())
+        assert bar.harmonics <= extra <= 2 * bar.harmonics, \
+            f"{when}, bar {k + 1}: {dict(have - bar.frets)} drawn beyond the file's frets ({bar.harmonics} harmonics)"
 
 
 def wait_render(page, before: int) -> None:
@@ -144,13 +167,10 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
     assert page.inner_text("#which").startswith("candidate 1 of 2") and riff["seed"] == seed
 
     # the drawn tab holds the file's notes, bar by bar
-    shown, tied = file_frets(server, riff["files"]["gp"], tmp_path)
+    bars = file_bars(server, riff["files"]["gp"], tmp_path)
     drawn = drawn_frets(page)
-    assert len(drawn) >= riff["bars"] and len(drawn) == len(shown)
-    for k, (want, have) in enumerate(zip(shown, drawn)):
-        assert not want - have, f"bar {k + 1}: frets {dict(want - have)} of the file are not drawn"
-        assert not (have - want) - tied[k], f"bar {k + 1}: frets {dict(have - want)} drawn that the file lacks"
-    assert sum(sum(c.values()) for c in drawn) >= sum(sum(c.values()) for c in shown) > 0
+    check_drawn(drawn, bars, "Generate")
+    assert len(drawn) >= riff["bars"] and sum(sum(b.frets.values()) for b in bars) > 0
     shoot(page, shots / "studio-generate.png")
 
     # flip to the second candidate and back
@@ -170,6 +190,15 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
     page.click("#stop")
     assert x0 is not None and x1 is not None and x1 > x0, f"the cursor stayed at {x0} -> {x1}"
 
+    # WAV without FluidSynth on the server: the page renders it with alphaTab and the bundled SoundFont
+    if not httpx.get(server + "/api/run").json()["server_wav"]:
+        with page.expect_download(timeout=120_000) as dl:
+            page.click("#download-wav")
+        wav = Path(dl.value.path()).read_bytes()
+        samples = array("h", wav[44:])
+        assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE" and len(samples) > 44100  # stereo, over half a second
+        assert max(map(abs, samples)) > 1000, "the WAV is silent"
+
     # drag across bars 2-3 of the tab, Regenerate: the other bars stay as drawn
     start, end = page.evaluate(BAR_POINT, 1), page.evaluate(BAR_POINT, 2)
     page.mouse.move(*start)
@@ -188,9 +217,7 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
     for k in range(len(drawn)):
         if k not in (1, 2) and k < len(after):
             assert after[k] == drawn[k], f"bar {k + 1} changed though only bars 2-3 were regenerated"
-    shown2, tied2 = file_frets(server, new["files"]["gp"], tmp_path)
-    for k, (want, have) in enumerate(zip(shown2, after)):
-        assert not want - have and not (have - want) - tied2[k], f"bar {k + 1} after Regenerate: drawn != file"
+    check_drawn(after, file_bars(server, new["files"]["gp"], tmp_path), "Regenerate")
     shoot(page, shots / "studio-regenerate.png")
 
     # a broken upload: one message on the page, and the studio goes on

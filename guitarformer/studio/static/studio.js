@@ -110,6 +110,7 @@ function makeApi() {
   s.core.fontDirectory = ALPHATAB + "font/";
   s.core.scriptFile = ALPHATAB + "alphaTab.min.js";
   s.core.engine = "svg";
+  s.core.enableLazyLoading = false;  // riffs are short: draw every bar at once (and the test sees them all)
   s.display.staveProfile = alphaTab.StaveProfile.ScoreTab;
   s.display.scale = 0.9;
   s.player.playerMode = alphaTab.PlayerMode.EnabledSynthesizer;
