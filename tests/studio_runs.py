@@ -3,6 +3,7 @@ config saying so (data.controls, data.infill), so every option and Regenerate ar
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from guitarformer.config import DataConfig
@@ -23,3 +24,10 @@ def studio_run(run: Path, controls: bool = True, infill: float = 0.3, block_size
     state["config"]["data"].update(controls=controls, infill=infill)
     save_checkpoint(ckpt, state)
     return run
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

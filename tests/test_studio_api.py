@@ -20,7 +20,7 @@ from guitarformer.studio import BackgroundServer, create_app
 from guitarformer.studio.forms import bars_of
 from guitarformer.studio.server import check_host
 from guitarformer.studio.worker import JobCancelled, Worker
-from studio_runs import studio_run
+from studio_runs import free_port, studio_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FIX = Path(__file__).parent / "fixtures" / "io"
@@ -161,7 +161,7 @@ def test_infill_keeps_the_bars_outside(client, tmp_path):
     res = client.post("/api/infill", json={"riff": riff["id"], "bars": [2, 3], "seed": 1})
     assert res.status_code == 200, res.text
     new = res.json()["riffs"][0]
-    assert new["id"] != riff["id"] and set(new["files"]) >= {"gp", "midi", "tab"}
+    assert new["id"] != riff["id"] and set(new["files"]) >= {"gp", "midi", "tab"} and new["regenerated"] == [2, 3]
     after = read_guitar(fetch(client, new["files"]["gp"], tmp_path, "after.gp5"))[0]
     end = max(n.time + n.duration for n in before.track.notes)
     starts = bar_starts(before.score.time_signatures, before.score.ticks_per_quarter, end)
@@ -271,7 +271,7 @@ def test_a_full_queue_says_busy(run):
 
 def test_two_clients_at_once_are_both_answered(run):
     app = create_app(load_run_once(run))
-    with BackgroundServer(app, port=_free_port()) as url:
+    with BackgroundServer(app, port=free_port()) as url:
         out: dict[int, httpx.Response] = {}
 
         def ask(i):
@@ -289,12 +289,6 @@ def test_two_clients_at_once_are_both_answered(run):
 def test_host_other_than_this_machine_warns():
     assert check_host("127.0.0.1") is None and check_host("localhost") is None
     assert "anyone who can reach" in check_host("0.0.0.0")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_taken_port_is_one_clear_message():

@@ -13,7 +13,6 @@ import os
 from array import array
 import re
 import shutil
-import socket
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from PIL import Image
 
 from guitarformer.app import load_run_once
 from guitarformer.studio import BackgroundServer, create_app
-from studio_runs import studio_run
+from studio_runs import free_port, studio_run
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs Playwright for Python "
                                "(pip install playwright; its browsers are not needed)")
@@ -64,12 +63,6 @@ BAR_POINT = """(i) => {
   return null;
 }"""
 CURSOR_X = "() => { const c = document.querySelector('.at-cursor-beat'); return c ? c.getBoundingClientRect().x : null; }"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -79,10 +79,12 @@ class Studio:
         kinds = {k: riff.folder / name for k, name in KINDS.items() if k != "wav" or self.wav}
         return Outputs(**kinds)
 
-    def riff_json(self, riff: StoredRiff, seed: int | None, lines: list[str]) -> dict[str, Any]:
+    def riff_json(self, riff: StoredRiff, seed: int | None, lines: list[str],
+                  regenerated: tuple[int, int] | None = None) -> dict[str, Any]:
         gs = riff.score
         tab = riff.files.get("tab")
         return {"id": riff.id, "seed": seed, "bars": bars_of(gs), "notes": len(gs.track.notes),
+                "regenerated": list(regenerated) if regenerated else None,
                 "files": {k: f"/api/files/{riff.id}/{k}" for k in riff.files},
                 "tab": tab.read_text() if tab else "", "lines": lines}
 
@@ -129,7 +131,7 @@ class Studio:
                 self.store.discard(riff)
                 raise
             self._keep(riff, result.score, result.files)
-            return {"riffs": [self.riff_json(riff, form.options.get("seed", 0), list(result.lines))],
+            return {"riffs": [self.riff_json(riff, form.options.get("seed", 0), list(result.lines), form.bars)],
                     "lines": list(result.lines)}
 
         return run

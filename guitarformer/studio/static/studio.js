@@ -164,7 +164,8 @@ async function showRiff(i) {
   studio.index = i;
   const riff = studio.riffs[i];
   $("which").textContent = `candidate ${i + 1} of ${studio.riffs.length} · ${riff.bars} bars, ${riff.notes} notes` +
-    (riff.seed != null ? ` · seed ${riff.seed}` : "");
+    (riff.regenerated ? ` · bars ${riff.regenerated[0]}-${riff.regenerated[1]} regenerated (seed ${riff.seed})`
+      : riff.seed != null ? ` · seed ${riff.seed}` : "");
   $("ascii").textContent = riff.tab;
   const links = [["gp", "Guitar Pro 5"], ["midi", "MIDI"], ["tab", "ASCII tab"], ["wav", "WAV"]];
   const dl = $("downloads");
