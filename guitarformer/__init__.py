@@ -10,7 +10,14 @@ The public API, in the order the data flows::
     model, tokenizer, cfg = gf.load_run("runs/20261122-101500")
     riffs = gf.generate_riffs(model, tokenizer, cfg, num=4, seed=0, bars=8)
     model = gf.build_model(cfg.model)                  # a fresh Decoder or EncoderDecoder
-    ids = gf.generate(model, [[1]], max_new_tokens=64)  # token ids, KV-cached
+    ids = gf.generate(model, [[1]], gf.SamplingParams(max_new_tokens=64))  # token ids, KV-cached
+
+The commands, as the CLI runs them (guitarformer.app: one function per command over a request)::
+
+    run = gf.load_run_once("runs/20261122-101500")     # weights read once, for many requests
+    res = gf.sample(gf.SampleRequest(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
+    res = gf.infill(gf.InfillRequest("song.gp5", bars=(5, 8), outputs=gf.Outputs(gp="new.gp5")), run)
+    print(gf.tab(gf.TabRequest("song.gp5")).text)
 
 Each name is imported on first use, so `import guitarformer` stays cheap (no torch until a model is needed).
 """
@@ -37,6 +44,18 @@ _API = {
     "build_model": "guitarformer.models",
     "load_run": "guitarformer.runs",
     "generate": "guitarformer.generation.engine",
+    "SamplingParams": "guitarformer.generation.sampling",
+    "load_run_once": "guitarformer.app",
+    "run_info": "guitarformer.app",
+    "Outputs": "guitarformer.app",
+    "SampleRequest": "guitarformer.app",
+    "InfillRequest": "guitarformer.app",
+    "TabRequest": "guitarformer.app",
+    "sample": "guitarformer.app",
+    "infill": "guitarformer.app",
+    "tab": "guitarformer.app",
+    "read_user_file": "guitarformer.app",
+    "write_score": "guitarformer.app",
     "generate_riffs": "guitarformer.generation.riffs",
     "GuitarConstraint": "guitarformer.generation.constraint",
     "load_config": "guitarformer.config",
@@ -46,12 +65,26 @@ _API = {
 __all__ = sorted(_API) + ["IGNORE_INDEX", "__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
+    from guitarformer.app import (
+        InfillRequest,
+        Outputs,
+        SampleRequest,
+        TabRequest,
+        infill,
+        load_run_once,
+        read_user_file,
+        run_info,
+        sample,
+        tab,
+        write_score,
+    )
     from guitarformer.config import load_config
     from guitarformer.errors import GuitarformerError
     from guitarformer.fretting import fret
     from guitarformer.generation.constraint import GuitarConstraint
     from guitarformer.generation.engine import generate
     from guitarformer.generation.riffs import generate_riffs
+    from guitarformer.generation.sampling import SamplingParams
     from guitarformer.models import build_model
     from guitarformer.music.guitar import TUNINGS
     from guitarformer.music.score import GuitarScore, Technique

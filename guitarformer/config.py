@@ -1,4 +1,9 @@
-"""Typed configuration: dataclasses loaded from YAML, `--set a.b=c` overrides, values type-checked."""
+"""Typed configuration: dataclasses loaded from YAML, `--set a.b=c` overrides, values type-checked.
+
+The dataclass defaults ARE the default preset (configs/decoder-small.yaml): `Config()` equals
+`load_config("decoder-small")`, so code that builds a Config without a file trains the default model. Every
+change to a loaded config goes through `apply_overrides` (strings from --set) or `set_values` (typed values from
+CLI options and the run itself), and both validate the whole config again."""
 
 from __future__ import annotations
 
@@ -47,9 +52,9 @@ class ModelConfig:
     n_enc_layer: int = 0  # 0 = same as n_layer
     n_head: int = 6
     n_embd: int = 192
-    dropout: float = 0.1
+    dropout: float = 0.0  # the default preset sees its corpus about four times: too few to overfit
     bias: bool = False
-    pos: str = "learned"  # learned | sinusoidal | rope
+    pos: str = "rope"  # learned | sinusoidal | rope
     ffn: str = "gelu"  # gelu | swiglu
     ffn_mult: float = 4.0
     tie_weights: bool = True
@@ -57,32 +62,32 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 32
+    batch_size: int = 16
     grad_accum: int = 1
-    max_steps: int = 3000
+    max_steps: int = 1150
     max_minutes: float = 0.0  # wall-clock cap (0 = none); the schedule still follows max_steps
     # Fit the run to this many minutes (0 = off): after a few timed steps the run lowers max_steps (never raises
     # it) so that training and evaluation end in about this time, and the schedule decays to the new end. The
     # decided max_steps is saved with the run, so --resume stays exact.
-    time_budget_min: float = 0.0
+    time_budget_min: float = 15.0
     budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
-    lr: float = 1e-3
+    lr: float = 2e-3
     min_lr: float = 1e-4
-    warmup_steps: int = 100
+    warmup_steps: int = 150
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
     eval_interval: int = 250
-    eval_iters: int = 20
+    eval_iters: int = 0  # batches per evaluation (0 = the whole val split)
     log_interval: int = 10
-    sample_interval: int = 0  # 0 = no riff in TensorBoard during training (one is still logged at the end)
+    sample_interval: int = 500  # 0 = no riff in TensorBoard during training (one is still logged at the end)
     patience: int = 0  # early stopping: evaluations without improvement (0 = off)
     seed: int = 1337
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    compile: bool = False
-    num_threads: int = 0  # torch CPU threads (0 = torch's default)
+    compile: bool = True  # torch.compile where this machine can (else eager, said once)
+    num_threads: int = 0  # torch CPU threads (0 = runtime.set_threads chooses: the idle cores, 1 on a busy machine)
 
 
 @dataclass
@@ -99,20 +104,21 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
-    name: str = "custom"  # the dataclass defaults are a base for every config, not the default preset (configs/decoder-small.yaml)
+    name: str = DEFAULT_CONFIG  # the defaults above are configs/decoder-small.yaml (tests/test_config.py checks)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Convert a YAML/CLI value to the declared field type, or raise a clear error."""
+def _coerce(value: Any, tp: Any, where: str, text: bool = True) -> Any:
+    """Convert a YAML/CLI value to the declared field type, or raise a clear error. `text`: the value was written
+    as text (YAML, --set), where "none"/"null" mean None; a typed value (a path a folder is named "null") is kept."""
     origin = typing.get_origin(tp)
     if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "~")):
+        if value is None or (text and isinstance(value, str) and value.lower() in ("none", "null", "~")):
             return None
-        return _coerce(value, args[0], where)
+        return _coerce(value, args[0], where, text)
     try:
         if tp is bool:
             if isinstance(value, bool):
@@ -158,7 +164,7 @@ def _section_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _apply(cfg: Config, section: str, key: str, value: Any) -> None:
+def _apply(cfg: Config, section: str, key: str, value: Any, text: bool = True) -> None:
     if section not in ("data", "model", "train", "sample"):
         raise GuitarformerError(
             f"unknown config section {section!r}", "use one of data, model, train, sample"
@@ -170,7 +176,7 @@ def _apply(cfg: Config, section: str, key: str, value: Any) -> None:
         raise GuitarformerError(
             f"unknown config key {section}.{key}", f"valid keys in {section}: {valid}"
         )
-    setattr(obj, key, _coerce(value, hints[key], f"{section}.{key}"))
+    setattr(obj, key, _coerce(value, hints[key], f"{section}.{key}", text))
 
 
 def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
@@ -247,8 +253,22 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
     return cfg
 
 
+def set_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """Set `section.key` to typed values (a CLI option's value, what a run learns about its data), each checked
+    against its field's type, then validate the whole config: the way to change a config once it is loaded.
+    A value of None for a field that cannot be None is an error, as from YAML."""
+    for key, value in values.items():
+        if "." not in key:
+            raise GuitarformerError(f"bad config key {key!r}", "name it section.key, e.g. train.lr")
+        section, k = key.split(".", 1)
+        _apply(cfg, section, k, value, text=False)
+    validate(cfg)
+    return cfg
+
+
 def validate(cfg: Config) -> None:
-    m, t = cfg.model, cfg.train
+    """Raise GuitarformerError naming the first value out of its range (or two values that do not go together)."""
+    d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.sample
     checks = [
         (m.kind in ("decoder", "encoder_decoder"), "model.kind must be decoder or encoder_decoder"),
         (m.pos in ("learned", "sinusoidal", "rope"), "model.pos must be learned, sinusoidal or rope"),
@@ -256,8 +276,16 @@ def validate(cfg: Config) -> None:
         (m.n_embd % max(m.n_head, 1) == 0 and m.n_head > 0, "model.n_embd must be divisible by model.n_head"),
         (m.block_size > 0 and m.n_layer > 0, "model.block_size and model.n_layer must be positive"),
         (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
+        (m.src_block_size > 0 and m.n_enc_layer >= 0 and m.vocab_size >= 0,
+         "model.src_block_size must be positive, model.n_enc_layer and model.vocab_size >= 0"),
+        (m.ffn_mult > 0, "model.ffn_mult must be positive"),
         (t.batch_size > 0 and t.grad_accum > 0, "train.batch_size and train.grad_accum must be positive"),
-        (t.lr > 0, "train.lr must be positive"),
+        (t.lr > 0 and t.min_lr >= 0, "train.lr must be positive and train.min_lr >= 0"),
+        (t.eval_interval > 0 and t.log_interval > 0, "train.eval_interval and train.log_interval must be positive"),
+        (min(t.warmup_steps, t.eval_iters, t.sample_interval, t.patience, t.num_threads) >= 0,
+         "train.warmup_steps, eval_iters, sample_interval, patience and num_threads must be >= 0"),
+        (t.weight_decay >= 0 and t.grad_clip >= 0, "train.weight_decay and train.grad_clip must be >= 0"),
+        (0.0 <= t.beta1 < 1.0 and 0.0 <= t.beta2 < 1.0, "train.beta1 and train.beta2 must be in [0, 1)"),
         (t.time_budget_min >= 0 and t.max_minutes >= 0, "train.time_budget_min and train.max_minutes must be >= 0"),
         (t.device in ("auto", "cpu", "cuda", "mps") or t.device.startswith("cuda:"), "train.device must be auto, cpu, cuda or mps"),
         (t.dtype in ("auto", "float32", "bfloat16", "float16"), "train.dtype must be auto, float32, bfloat16 or float16"),
@@ -270,6 +298,13 @@ def validate(cfg: Config) -> None:
          "data.controls needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
+        (d.num_velocities > 0, "data.num_velocities must be positive"),
+        (min(d.bpe_vocab_size, d.transpose, d.corpus_limit) >= 0,
+         "data.bpe_vocab_size, data.transpose and data.corpus_limit must be >= 0"),
+        (s.max_new_tokens > 0, "sample.max_new_tokens must be positive"),
+        (s.temperature >= 0 and s.top_k >= 0 and 0.0 < s.top_p <= 1.0,
+         "sample.temperature and sample.top_k must be >= 0 (0: the likeliest token / no top-k) and sample.top_p "
+         "in (0, 1]"),
         (cfg.data.infill == 0 or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
          "data.infill needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
     ]

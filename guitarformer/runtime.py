@@ -1,9 +1,12 @@
-"""Where a run runs: device, dtype (bf16 where the hardware has it), autocast, threads, DDP setup, peak FLOP/s."""
+"""Where a run runs: device, dtype (bf16 where the hardware has it), autocast, CPU threads (one place picks them
+for every command), DDP setup, peak FLOP/s."""
 
 from __future__ import annotations
 
+import math
 import os
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +101,85 @@ def peak_flops(device: torch.device) -> float | None:
         return None
     name = torch.cuda.get_device_name(device)
     return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+
+
+# ---------------------------------------------------------------- CPU threads
+
+# Parameters x rows of one forward step below which one intra-op thread is fastest: a one-token step of a small
+# model is ~100 ops of a few microseconds each, too little to share, and every parallel region waits for its
+# slowest thread. When another process keeps a core busy that wait dominates: on 2 cores with one busy, `tab --run`
+# took 195.7 s with torch's default threads and 29.0 s with one (issue 28).
+SMALL_STEP_WORK = 32_000_000
+
+
+@dataclass(frozen=True)
+class CpuLoad:
+    """The cores this process may run on and the machine's 1-minute load average (runnable threads)."""
+
+    cores: int
+    load: float
+
+    @property
+    def idle_cores(self) -> int:
+        """Cores no other work holds (at least 1): the load rounded to whole busy cores, off the usable ones."""
+        return max(1, min(self.cores, self.cores - math.floor(self.load + 0.5)))
+
+
+def cpu_load() -> CpuLoad:
+    """This machine's CpuLoad now; where the OS cannot say (no load average), the cores count as idle."""
+    try:
+        cores = len(os.sched_getaffinity(0))  # a container or taskset may allow fewer than os.cpu_count()
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return CpuLoad(cores, load)
+
+
+def step_work(model: torch.nn.Module, rows: int) -> int:
+    """The size of one forward step: the model's parameters x the rows (tokens) it processes at once."""
+    return sum(p.numel() for p in model.parameters()) * max(1, rows)
+
+
+def default_threads(work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
+    """Intra-op threads for steps of `work` (step_work): one for small steps; else this process's share of the idle
+    cores (`processes` of its kind share them: DDP ranks on one machine), so a busy machine never runs slower than
+    with one thread."""
+    if work <= SMALL_STEP_WORK:
+        return 1
+    return max(1, (load or cpu_load()).idle_cores // max(1, processes))
+
+
+def resolve_threads(requested: int | None, work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
+    """The thread count to use: `requested` when > 0 (--threads, train.num_threads), else OMP_NUM_THREADS when the
+    user set it, else `default_threads(work)`."""
+    if requested is not None and requested < 0:
+        raise GuitarformerError(f"threads={requested}: a thread count cannot be negative",
+                                "pass --threads 1 or more, or 0 to let guitarformer choose")
+    if requested:
+        return requested
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return default_threads(work, load, processes)
+
+
+def set_threads(requested: int | None, work: int, load: CpuLoad | None = None, processes: int = 1) -> int:
+    """torch's intra-op threads for a command whose steps are of size `work`, as `resolve_threads` picks them;
+    the count set. Call once a command knows its model (and batch), before the work starts."""
+    n = resolve_threads(requested, work, load, processes)
+    torch.set_num_threads(n)
+    return n
+
+
+@contextmanager
+def threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to `n` inside the block, the previous count restored after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

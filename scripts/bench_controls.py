@@ -27,7 +27,8 @@ import torch
 from guitarformer.data.controls import BAR_CONTROLS, controls_per_bar, estimate_key, notes_of
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.riffs import generate_riffs, tokens_per_bar
+from guitarformer.app.prompt import tokens_per_bar
+from guitarformer.generation.riffs import generate_riffs
 from guitarformer.runs import load_run
 from guitarformer.runtime import resolve_device
 
@@ -83,7 +84,7 @@ def ask(tok, name: str, value: str):
     if name == "tempo":
         return conditions(tok, tempo=float(value))
     if name == "position":
-        return conditions(tok, position=POS_FRET[value])
+        return conditions(tok, hand_position=POS_FRET[value])
     return conditions(tok, **{name: value})
 
 

@@ -34,6 +34,8 @@ from guitarformer.data.tab_tokens import decode_tab
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import overlap_area
 from guitarformer.generation.infill import check_infill_run, plan, sample_fill
+from guitarformer.generation.sampling import SamplingParams
+from guitarformer.models.loss import token_stats
 from guitarformer.music.guitar import STANDARD_TUNING
 from guitarformer.runs import load_run
 from guitarformer.runtime import resolve_device
@@ -63,9 +65,8 @@ def spans(split: TokenSplit, fill: FillIds, num: int, seed: int):
 
 
 def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
-    """Summed NLL of `targets` under logits (len(targets), V)."""
-    lp = torch.log_softmax(logits.float(), -1)
-    return float(-lp[torch.arange(len(targets)), torch.tensor(targets, device=logits.device)].sum())
+    """Summed NLL of `targets` under logits (len(targets), V): the NLL every measurement uses (models/loss.py)."""
+    return token_stats(logits[None], torch.tensor([targets], device=logits.device))[0]
 
 
 @torch.no_grad()
@@ -123,7 +124,8 @@ def bench_run(run: Path, num: int, seed: int, device) -> dict:
     done = 0
     for k, (i, head, bars, first, last) in enumerate(spans(split, fill, num, seed)):
         try:
-            before, span, after, budget = plan(cfg, head, bars, first, last)
+            layout = plan(cfg, head, bars, first, last)
+            before, span, after, budget = layout
         except GuitarformerError:  # a span too long for the context
             continue
         at = 2 + len(head) + sum(len(b) for b in before + after) + len(span)  # decoder: the fill's first position
@@ -134,8 +136,8 @@ def bench_run(run: Path, num: int, seed: int, device) -> dict:
         n_tok = min(sum(len(b) for b in span), cfg.model.block_size - 1) if cfg.model.kind != "decoder" else \
             sum(len(b) for b in span)
         both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
-        new, _ = sample_fill(model, tok, cfg, fill, head, before, span, after, budget, STANDARD_TUNING, 0, device,
-                             seed + k, cfg.sample.temperature, cfg.sample.top_k or None, cfg.sample.top_p)
+        new, _ = sample_fill(model, tok, cfg, fill, head, layout, SamplingParams.from_config(cfg.sample),
+                             STANDARD_TUNING, 0, device, seed + k)
         real = notes(tok, [t for b in span for t in b])
         made = notes(tok, new)
         left = notes(tok, [t for b in bars[max(0, first - 1 - len(span)):first - 1] for t in b])

@@ -83,6 +83,7 @@ def main() -> None:
     from guitarformer.models import build_model
     from guitarformer.generation.constraint import GuitarConstraint
     from guitarformer.generation.engine import generate
+    from guitarformer.generation.sampling import SamplingParams
 
     tok = build_tokenizer(DataConfig())
     V, ctx = len(tok), 1024
@@ -99,8 +100,9 @@ def main() -> None:
         gen = torch.Generator().manual_seed(0)
         gen_re = torch.Generator(device=dev).manual_seed(0)
         n, nr = args.new, args.recompute_new
-        t_ours = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True), args.repeat)
-        t_cons = timed(lambda: generate(ours, idx, n, 1.0, None, None, gen, True, GuitarConstraint(tok, device=dev)), args.repeat)
+        t_ours = timed(lambda: generate(ours, idx, SamplingParams(n), generator=gen), args.repeat)
+        t_cons = timed(lambda: generate(ours, idx, SamplingParams(n), generator=gen,
+                                        constraint=GuitarConstraint(tok, device=dev)), args.repeat)
         attn = torch.ones_like(idx)
         t_hf = timed(lambda: hf.generate(idx, attention_mask=attn, max_new_tokens=n, min_new_tokens=n, do_sample=True,
                                          top_k=0, top_p=1.0, temperature=1.0, use_cache=True, pad_token_id=0),

@@ -138,6 +138,7 @@ def time_generate(tok, seq: list[int], B: int, new: int = 64, repeat: int = 3) -
     """Generated tokens per second with the constraint, decoder-small dims (6 layers, C=192), a 64-token prompt."""
     from guitarformer.config import ModelConfig
     from guitarformer.generation.engine import generate
+    from guitarformer.generation.sampling import SamplingParams
     from guitarformer.models import build_model
 
     torch.manual_seed(0)
@@ -148,7 +149,7 @@ def time_generate(tok, seq: list[int], B: int, new: int = 64, repeat: int = 3) -
     for _ in range(repeat):
         gen = torch.Generator().manual_seed(0)
         t0 = time.perf_counter()
-        generate(model, idx, new, 1.0, generator=gen, constraint=GuitarConstraint(tok), eos_id=None)
+        generate(model, idx, SamplingParams(new), generator=gen, constraint=GuitarConstraint(tok), eos_id=None)
         best = min(best, time.perf_counter() - t0)
     return B * new / best
 

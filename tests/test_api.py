@@ -48,7 +48,7 @@ def test_build_and_generate():
     cfg.model.vocab_size = 50
     torch.manual_seed(0)
     model = gf.build_model(cfg.model)
-    out = gf.generate(model, [[1, 5, 7]], max_new_tokens=5, generator=torch.Generator().manual_seed(0))
+    out = gf.generate(model, [[1, 5, 7]], gf.SamplingParams(max_new_tokens=5), generator=torch.Generator().manual_seed(0))
     assert out.shape == (1, 8) and out[0, :3].tolist() == [1, 5, 7]
 
 

@@ -19,7 +19,10 @@ from guitarformer.config import Config, DataConfig
 from guitarformer.data.tokenization import build_tokenizer, decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation import riffs as riffs_mod
-from guitarformer.generation.riffs import TOKENS_PER_BAR, read_prompt, tokens_per_bar
+from guitarformer.app import Outputs, SampleRequest
+from guitarformer.app import sample as app_sample
+from guitarformer.app.prompt import TOKENS_PER_BAR, read_prompt, tokens_per_bar
+from guitarformer.app.sample import MAX_AUTO_TOKENS
 from guitarformer.generation.sampling import sample_next
 from guitarformer.music.guitar import TUNINGS, parse_tuning, tuning_lines
 from guitarformer.music.score import GuitarScore
@@ -144,11 +147,11 @@ def test_riff_ids_prompt_marks_where_the_new_bars_begin(run_dir, tok):
 def test_bars_raise_the_token_budget(run_dir, tmp_path, monkeypatch):
     seen = []
     real = riffs_mod.generate
-    monkeypatch.setattr(riffs_mod, "generate", lambda *a, **k: seen.append(a[2]) or real(*a, **k))
+    monkeypatch.setattr(riffs_mod, "generate", lambda *a, **k: seen.append(a[2].max_new_tokens) or real(*a, **k))
     r = sample("--run", run_dir, "--out", tmp_path / "long.mid", "--bars", 40, "--seed", 1)
     assert r.exit_code == 0, r.output
     assert seen[0] >= 40 * TOKENS_PER_BAR  # not the run's 120 tokens (about 4 bars)
-    assert seen[0] <= riffs_mod.MAX_AUTO_TOKENS
+    assert seen[0] <= MAX_AUTO_TOKENS
     seen.clear()
     r = sample("--run", run_dir, "--out", tmp_path / "short.mid", "--bars", 40, "--max-new-tokens", 25, "--seed", 0)
     assert seen == [25]  # a budget given by hand is kept...
@@ -321,7 +324,7 @@ def test_numbers_are_checked_at_the_command_line(run_dir, tmp_path, args, needle
 def test_python_api_checks_the_same_numbers(run_dir, tmp_path):
     for kw in ({"seed": 2**64}, {"top_p": 0.0}, {"bars": 0}, {"temperature": math.nan}):
         with pytest.raises(GuitarformerError):
-            riffs_mod.write_riffs(tmp_path / "x.mid", run_dir=run_dir, **kw)
+            app_sample(SampleRequest(outputs=Outputs(midi=tmp_path / "x.mid"), run=run_dir, **kw))
 
 
 def test_missing_folders_for_every_output_are_created(run_dir, tmp_path):

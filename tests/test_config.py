@@ -51,3 +51,30 @@ def test_roundtrip_through_dict():
 def test_missing_config_names_the_fix():
     with pytest.raises(GuitarformerError, match="not found"):
         load_config("no-such-config")
+
+
+def test_config_defaults_are_the_default_preset():
+    assert Config() == load_config("decoder-small") == load_config()
+
+
+def test_every_change_is_validated():
+    from guitarformer.config import set_values
+
+    for bad in ("train.eval_interval=0", "train.log_interval=0", "sample.top_p=0", "sample.max_new_tokens=0",
+                "train.warmup_steps=-1", "model.src_block_size=0", "data.transpose=-2", "train.beta2=1"):
+        with pytest.raises(GuitarformerError, match="invalid config"):
+            apply_overrides(Config(), [bad])
+    with pytest.raises(GuitarformerError, match="data.controls needs"):
+        set_values(Config(), {"data.controls": True, "data.tokenizer": "REMI"})
+    with pytest.raises(GuitarformerError, match="not a valid int"):
+        set_values(Config(), {"train.batch_size": "many"})
+    with pytest.raises(GuitarformerError, match="section.key"):
+        set_values(Config(), {"lr": 1.0})
+
+
+def test_set_values_keeps_typed_strings_as_written():
+    from guitarformer.config import set_values
+
+    cfg = set_values(Config(), {"data.dataset": "null", "train.max_steps": 7})
+    assert cfg.data.dataset == "null" and cfg.train.max_steps == 7  # a folder named "null" stays a folder
+    assert apply_overrides(Config(), ["data.dataset=null"]).data.dataset is None  # as text it means None

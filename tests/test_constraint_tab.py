@@ -18,6 +18,7 @@ from guitarformer.data.tokenization import (
 )
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
+from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models import build_model
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.music.score import UNPLAYABLE
@@ -106,8 +107,8 @@ def test_random_model_writes_playable_tab(tok):
     model = build_model(ModelConfig(vocab_size=len(tok), block_size=200, n_layer=1, n_head=2, n_embd=32,
                                     dropout=0.0)).eval()
     g = torch.Generator().manual_seed(5)
-    out = generate(model, torch.full((24, 1), sp["bos"]), 200, temperature=1.5, generator=g,
-                   constraint=GuitarConstraint(tok, tuning), eos_id=sp["eos"], max_bars=3, bar_ids=bar_ids(tok))
+    out = generate(model, torch.full((24, 1), sp["bos"]), SamplingParams(200, temperature=1.5, max_bars=3),
+                   generator=g, constraint=GuitarConstraint(tok, tuning), eos_id=sp["eos"], bar_ids=bar_ids(tok))
     tpq = tok.time_division
     n_notes = n_hammers = 0
     for row in out.tolist():

@@ -21,6 +21,7 @@ from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
+from guitarformer.generation.sampling import SamplingParams
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.runs import load_run
 
@@ -62,7 +63,7 @@ def test_run_records_the_styles_of_its_folders(control_run):
 
 def test_riffs_carry_the_requested_controls(control_run):
     model, tok, cfg = load_run(control_run)
-    asked = conditions(tok, tuning=(40, 45, 50, 55, 59, 64), tempo=140, time_signature="7/8", position=7,
+    asked = conditions(tok, tuning=(40, 45, 50, 55, 59, 64), tempo=140, time_signature="7/8", hand_position=7,
                        key="E:minor", density="high", polyphony="chords", palm_mute="high", style="metal")
     piece = [tok[i] for i in asked.piece]
     bar = [tok[i] for i in asked.bar]
@@ -106,7 +107,7 @@ def test_sliding_window_keeps_the_piece_controls(control_run):
                                            if args[0].shape[1] > 1 else None)
     try:
         ctx = model.config.block_size
-        generate(model, torch.tensor([front + [tok["Bar_None"]]]), 2 * ctx, keep_front=len(front),
+        generate(model, torch.tensor([front + [tok["Bar_None"]]]), SamplingParams(2 * ctx), keep_front=len(front),
                  generator=torch.Generator().manual_seed(0))
     finally:
         hook.remove()
@@ -116,7 +117,7 @@ def test_sliding_window_keeps_the_piece_controls(control_run):
 
 def test_cli_sample_with_controls(control_run, tmp_path):
     r = CliRunner().invoke(main, ["sample", "--run", str(control_run), "--out", str(tmp_path / "r.mid"),
-                                  "--key", "E minor", "--density", "high", "--polyphony", "chords", "--position", "7",
+                                  "--key", "E minor", "--density", "high", "--polyphony", "chords", "--hand-position", "7",
                                   "--palm-mute", "high", "--style", "metal", "--tempo", "140",
                                   "--time-signature", "7/8", "--bars", "2", "--seed", "1", "--device", "cpu"])
     assert r.exit_code == 0, r.output
@@ -146,6 +147,13 @@ def test_position_without_controls_still_fingers(plain_run, tmp_path):
     r = CliRunner().invoke(main, ["sample", "--run", str(plain_run), "--out", str(tmp_path / "r.mid"),
                                   "--position", "7", "--time-signature", "3/4", "--bars", "2", "--device", "cpu"])
     assert r.exit_code == 0, r.output
+
+
+def test_hand_position_without_controls_names_the_fix(plain_run, tmp_path):
+    r = CliRunner().invoke(main, ["sample", "--run", str(plain_run), "--out", str(tmp_path / "r.mid"),
+                                  "--hand-position", "7", "--device", "cpu"])
+    assert r.exit_code == 2 and not (tmp_path / "r.mid").exists()
+    assert "--hand-position" in r.output and "data.controls=true" in r.output and "--position" in r.output
 
 
 def test_tempo_alone_follows_the_models_time_signature(control_run):

@@ -8,6 +8,7 @@ from pathlib import Path
 import miditok
 import numpy as np
 import pytest
+import symusic
 import torch
 from click.testing import CliRunner
 
@@ -27,7 +28,8 @@ from guitarformer.data.tab_tokens import TabREMI
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
-from guitarformer.generation.infill import fill_bars, song_bars
+from guitarformer.app.infill import fill_bars
+from guitarformer.generation.infill import song_bars
 from guitarformer.readers import read_guitar
 from guitarformer.runs import load_run
 
@@ -159,24 +161,48 @@ def infill_run(request, tiny_cfg, tiny_dataset, tmp_path_factory):
     return run
 
 
-def test_a_tiny_run_fills_bars_and_keeps_every_other_note(infill_run):
-    model, tok, cfg = load_run(infill_run)
+def _nudged(lo: int, hi: int, nudge: int):
+    """The song with one note of the chord on each of the gap's edges (bar lines lo and hi) moved `nudge` ticks
+    earlier: off the grid, but on the bar line in the quantised time the model sees."""
     gs = read_guitar(SONG)[0]
+    notes = list(gs.track.notes)
+    for edge in (lo, hi):
+        k = next(i for i, n in enumerate(notes) if n.time == edge)
+        notes[k] = symusic.Note(edge - nudge, notes[k].duration + nudge, notes[k].pitch, notes[k].velocity)
+    gs.track.notes.clear()
+    gs.track.notes.extend(notes)
+    return gs
+
+
+def test_a_tiny_run_fills_bars_and_keeps_every_other_note(infill_run):
+    """The notes the model sees in the gap (quantised onsets) are the ones replaced: a note a few ticks before the
+    gap's first bar line goes (it is written again), one a few ticks before its last bar line stays (it opens the
+    bar after); every other note keeps its time, string, fret and technique."""
+    model, tok, cfg = load_run(infill_run)
     song = song_bars(tok, read_guitar(SONG)[0], FillIds.of(tok))
     lo, hi = song.starts[1], song.starts[3]
+    nudge = max(1, song.gs.score.ticks_per_quarter // tok.time_division // 4)  # well under half a grid step
+
+    def outside(t: int) -> bool:  # not in bars 2-3 as the model's grid puts them
+        return not lo - nudge <= t < hi - nudge
+
+    def rows(g, keep):
+        return [(n.time, n.duration, n.pitch, n.velocity, fr, te)
+                for n, fr, te in zip(g.track.notes, g.frets, g.techniques) if keep(n.time)]
+
     for seed in range(3):
-        filled = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=seed)
+        gs = _nudged(lo, hi, nudge)
+        gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo)
+        filled = fill_bars(model, tok, cfg, _nudged(lo, hi, nudge), 2, 3, seed=seed)
         assert filled.ended and sum(t in bar_ids(tok) for t in filled.fill_ids) == 2  # exactly the two bars
         assert tok.tokens_errors(miditok.TokSequence(ids=filled.fill_ids)) == 0
-        out = filled.gs
-
-        def kept(g, frets, techs):
-            return [(n.time, n.duration, n.pitch, n.velocity, fr, te)
-                    for n, fr, te in zip(g.track.notes, frets, techs) if not lo <= n.time < hi]
-
-        assert kept(out, out.frets, out.techniques) == kept(gs, gs.frets, gs.techniques)
-        new = [n for n in out.track.notes if lo <= n.time < hi]
-        assert len(new) == filled.new_notes
+        out = filled.score
+        assert rows(out, outside) == rows(gs, outside)
+        times = [n.time for n in out.track.notes]
+        assert lo - nudge not in times  # written again by the fill, not kept beside it
+        assert times.count(hi - nudge) == 1  # the bar after the gap keeps its first chord whole
+        new = [n for n in out.track.notes if not outside(n.time)]
+        assert len(new) == filled.new_notes and all(lo <= n.time for n in new)
         assert all(n.time + n.duration <= hi for n in new)  # nothing rings into the bars after
         assert [(t.time, t.numerator, t.denominator) for t in out.score.time_signatures] == \
             [(t.time, t.numerator, t.denominator) for t in gs.score.time_signatures]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guitarformer.evaluation.features import compare, groove_consistency, inter_onset_interval, note_density, overlap_area, Piece, pitch_class_entropy, pitch_range, polyphony, scale_consistency, used_pitch_classes
+from guitarformer.evaluation.features import compare, density, groove_consistency, inter_onset_interval, overlap_area, Piece, pitch_class_entropy, pitch_range, polyphony, scale_consistency, used_pitch_classes
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.ngram import KneserNey
 
@@ -76,7 +76,7 @@ def test_features_on_hand_made_pieces():
     assert used_pitch_classes(c_major) == 7
     assert pitch_range(c_major) == 12
     assert inter_onset_interval(c_major) == 1.0
-    assert note_density(c_major) == 1.0
+    assert density(c_major) == 1.0
     assert polyphony(c_major) == 1.0
     counts = np.array([2, 1, 1, 1, 1, 1, 1]) / 8
     assert pitch_class_entropy(c_major) == pytest.approx(float(-(counts * np.log2(counts)).sum()))
@@ -84,7 +84,9 @@ def test_features_on_hand_made_pieces():
     assert pitch_class_entropy(chromatic) == pytest.approx(math.log2(12))
     assert scale_consistency(chromatic) == pytest.approx(7 / 12)
     chords = _piece([40, 47, 52, 45, 52, 57], onsets=[0, 0, 0, 2, 2, 2], durations=[2] * 6)
-    assert polyphony(chords) == 3.0
+    assert polyphony(chords) == 3.0 and density(chords) == pytest.approx(2 / 4)  # two strums over 4 quarters
+    held = _piece([40, 64, 67], onsets=[0, 1, 2], durations=[4, 1, 1])  # a bass note ringing under a melody
+    assert polyphony(held) == 1.0  # notes per onset, not notes sounding: the Poly control's measure
     same_bars = _piece([60] * 8, onsets=[0, 1, 2, 3, 4, 5, 6, 7])
     assert groove_consistency(same_bars) == 1.0
     # Bar 2 drops one of 4 onsets: 1 of 48 grid cells differ.
@@ -209,7 +211,7 @@ def test_decoder_continuation_matches_plain_forward(riff_runs):
     root, runs = riff_runs
     model, tok, cfg = load_run(runs["decoder"])
     pairs = Seq2SeqPairs(TokenSplit(root / "ds", "val"), 16, 20, bar_ids(tok), tok["BOS_None"], tok.pad_token_id)
-    got = continuation_nll(model, "decoder", pairs, "cpu", batch_size=3)
+    got = continuation_nll(model, pairs, "cpu", batch_size=3)
     nll, n = 0.0, 0
     with torch.no_grad():
         for src, mask, _, y in pairs.eval_batches(1):

@@ -19,6 +19,7 @@ from guitarformer.models import build_model
 import guitarformer.generation.engine as sample_mod
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
+from guitarformer.generation.sampling import SamplingParams
 from guitarformer.generation.riffs import generate_riffs
 
 TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured", "TabREMI"]
@@ -92,8 +93,8 @@ def test_random_model_at_high_temperature_writes_valid_playable_sequences(name):
     g = torch.Generator().manual_seed(7)
     for bars in (None, 2):
         c = GuitarConstraint(tok, tuning)
-        out = generate(model, torch.full((32, 1), sp["bos"]), 160, temperature=1.5, generator=g, constraint=c,
-                       eos_id=sp["eos"], max_bars=bars, bar_ids=bar_ids(tok))
+        out = generate(model, torch.full((32, 1), sp["bos"]), SamplingParams(160, temperature=1.5, max_bars=bars),
+                       generator=g, constraint=c, eos_id=sp["eos"], bar_ids=bar_ids(tok))
         n_notes = 0
         for row in out.tolist():
             ids = until_eos(row, sp["eos"])
@@ -169,11 +170,11 @@ def test_small_models_decode_on_one_cpu_thread_and_restore_the_setting():
     limit = sample_mod.SMALL_STEP_WORK
     torch.set_num_threads(2)
     try:
-        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 4)
+        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), SamplingParams(4))
         assert seen == [1] * 4 and torch.get_num_threads() == 2  # the prompt, then one forward per new token
         sample_mod.SMALL_STEP_WORK = 0  # "a big model": the caller's threads are left alone
         seen.clear()
-        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 4)
+        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), SamplingParams(4))
         assert seen == [2] * 4
     finally:
         sample_mod.SMALL_STEP_WORK = limit
@@ -193,12 +194,12 @@ def test_generate_runs_in_eval_mode_and_gives_the_model_back_in_its_own(kind):
     for mode in (True, False):
         model.train(mode)
         seen.clear()
-        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), 6, **kw)
+        generate(model, torch.full((2, 1), special_ids(tok)["bos"]), SamplingParams(6), **kw)
         assert seen and not any(seen)
         assert model.training is mode and all(m.training is mode for m in model.modules())
     model.train()
     with pytest.raises(IndexError):  # a failing call (a token id past the vocabulary) gives the mode back too
-        generate(model, torch.full((2, 1), len(tok) + 5), 6, **kw)
+        generate(model, torch.full((2, 1), len(tok) + 5), SamplingParams(6), **kw)
     assert model.training
 
 
@@ -214,7 +215,7 @@ def test_greedy_is_identical_with_and_without_cache(kind):
     runs = []
     for use_cache in (True, False):
         # 80 new tokens > block_size 48: the cached path also slides its window once.
-        runs.append(generate(model, prompt, 80, temperature=0, use_cache=use_cache,
+        runs.append(generate(model, prompt, SamplingParams(80, temperature=0, use_cache=use_cache),
                              constraint=GuitarConstraint(tok), eos_id=None, **kw))
     assert runs[0].shape == (2, 84)
     assert torch.equal(runs[0], runs[1])
@@ -261,8 +262,8 @@ def test_encoder_decoder_constraint_starts_from_the_source(name):
     g = torch.Generator().manual_seed(3)
     src = torch.tensor([src_ids] * 16)
     c = GuitarConstraint(tok)
-    out = generate(model, torch.full((16, 1), sp["bos"]), 90, temperature=1.5, generator=g, constraint=c,
-                   eos_id=sp["eos"], max_bars=2, bar_ids=bar_ids(tok), src=src,
+    out = generate(model, torch.full((16, 1), sp["bos"]), SamplingParams(90, temperature=1.5, max_bars=2),
+                   generator=g, constraint=c, eos_id=sp["eos"], bar_ids=bar_ids(tok), src=src,
                    src_key_mask=torch.ones_like(src, dtype=torch.bool))
     c2 = GuitarConstraint(tok)
     c2.start(torch.tensor([src_ids + [sp["bos"]]]), 2)
@@ -296,7 +297,7 @@ def test_constraint_state_is_cheap_at_batch_32():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from guitarformer.training.checkpoint import save_checkpoint
+    from guitarformer.runs.checkpoint import save_checkpoint
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     cfg = Config()
@@ -324,7 +325,9 @@ def test_sample_batches_bars_tempo_program_tuning(run_dir, tmp_path):
     files = sorted(tmp_path.glob("riff_*.mid"))
     assert len(files) == 5 and len(sorted(tmp_path.glob("riff_*.txt"))) == 5
     assert r.output.count("bars,") == 5 and "range" in r.output
-    assert all(line.split(": ")[1].split(" bars")[0] in ("1", "2") for line in r.output.splitlines())
+    run_line, *riff_lines = r.output.splitlines()
+    assert run_line.startswith(f"run {run_dir} (last.pt")  # the summary names the run it used
+    assert all(line.split(": ")[1].split(" bars")[0] in ("1", "2") for line in riff_lines)
     lo, hi = min(TUNINGS["drop-d"]), max(TUNINGS["drop-d"]) + MAX_FRET
     for f in files:
         s = symusic.Score(str(f))

@@ -269,14 +269,15 @@ def test_constrained_tab_sampling_writes_only_playable_strings(tok):
 
     from guitarformer.generation.constraint import GuitarConstraint
     from guitarformer.generation.engine import generate
+    from guitarformer.generation.sampling import SamplingParams
     from guitarformer.models import build_model
 
     torch.manual_seed(0)
     model = build_model(dict(kind="decoder", vocab_size=len(tok), block_size=128, n_layer=1, n_head=2, n_embd=32,
                              dropout=0.0))
     start = torch.tensor([[tok["BOS_None"]]] * 4)
-    out = generate(model, start, 120, 1.0, None, None, torch.Generator().manual_seed(0), True,
-                   GuitarConstraint(tok, TUNINGS["drop-d"]), tok["EOS_None"])
+    out = generate(model, start, SamplingParams(120), generator=torch.Generator().manual_seed(0),
+                   constraint=GuitarConstraint(tok, TUNINGS["drop-d"]), eos_id=tok["EOS_None"])
     notes = 0
     for row in out.tolist():
         gs = decode_guitar(tok, row, TUNINGS["drop-d"])

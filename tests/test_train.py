@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from guitarformer.config import load_config
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
-from guitarformer.training.loop import Data, evaluate, fit_steps_to_budget, lr_at, train
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.training.budget import fit_steps_to_budget
+from guitarformer.training.loop import Data, evaluate, lr_at, train
 
 
 def _cfg(tiny_cfg, tiny_dataset, **train_kw):

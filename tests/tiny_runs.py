@@ -10,7 +10,7 @@ import torch
 
 from guitarformer.config import Config, ModelConfig
 from guitarformer.models import build_model
-from guitarformer.training.checkpoint import save_checkpoint
+from guitarformer.runs.checkpoint import save_checkpoint
 
 
 def untrained_run(run: Path, tok, block_size: int, seed: int = 0, max_new_tokens: int | None = None) -> Path:

@@ -46,9 +46,8 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
     if not 1 <= first <= last <= n:
         raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bars",
                                 f"pass bars between 1 and {n}, the first before the last")
-    before, span, after, budget = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
-    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, before, span, after, budget, gs.tuning, gs.capo,
-                             device, seed, params.temperature, params.top_k, params.top_p)
+    layout = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
+    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, layout, params, gs.tuning, gs.capo, device, seed)
     return _splice_fill(song, first, last, new, tokenizer, ended)
 
 

@@ -47,9 +47,9 @@ class LoadedRun:
 
     def describe(self) -> str:
         """One line naming the run: folder, checkpoint, step and validation loss."""
-        step = "step ?" if self.step is None else f"step {self.step}"
-        loss = "" if self.val_loss is None else f", val loss {self.val_loss:.3f}"
-        return f"run {self.run_dir} ({self.checkpoint.name}, {step}{loss})"
+        facts = [self.checkpoint.name] + ([] if self.step is None else [f"step {self.step}"]) + \
+            ([] if self.val_loss is None else [f"val loss {self.val_loss:.3f}"])
+        return f"run {self.run_dir} ({', '.join(facts)})"
 
 
 def _checkpoint_path(run: str | Path | None, checkpoint: str | Path | None) -> Path:

@@ -14,7 +14,7 @@ from guitarformer.app.files import read_user_file
 from guitarformer.data.tab_tokens import is_tab_tokenizer
 from guitarformer.data.tokenization import decode, encode
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.riffs import fret_score
+from guitarformer.fretting import finger_score
 from guitarformer.music.bars import bar_lines, count_bars
 from guitarformer.music.score import GuitarScore
 
@@ -54,7 +54,7 @@ def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
     starts = lines[:-1]
     tab = is_tab_tokenizer(tokenizer)
     if tab and gs.frets is None:  # a tab-token model reads strings: a prompt without them gets fret()'s
-        gs.frets = fret_score(gs)
+        gs.frets = finger_score(gs).frets
 
     def window(i: int) -> list[int]:
         part = _from_tick(score, starts[i])

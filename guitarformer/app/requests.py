@@ -125,8 +125,8 @@ class TabRequest:
 
 
 def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
-    """Every path has its kind's suffix, is no folder and is not shared with another output; `allowed`: the kinds
-    this command writes."""
+    """Every path has its kind's suffix, is no folder and is not shared with another output, and its folder exists
+    (created here, missing folders and all); `allowed`: the kinds this command writes."""
     seen: dict[Path, str] = {}
     for kind, path in outputs.items():
         flag = outputs.label(kind)
@@ -134,16 +134,23 @@ def check_outputs(outputs: Outputs, allowed: tuple[str, ...]) -> None:
             raise GuitarformerError(f"{flag} {path}: this command does not write a {kind} file",
                                     f"leave out {flag}")
         suffixes, example = SUFFIXES[kind]
+        if path.is_dir():
+            raise GuitarformerError(f"{flag} {path} is a folder", f"give {flag} a file name, e.g. {path / example}")
         if path.suffix.lower() not in suffixes:
             raise GuitarformerError(f"{flag} {path}: a {kind} file needs the suffix {' or '.join(suffixes)}, "
                                     f"not {path.suffix or 'none'}", f"name it like {example}")
-        if path.is_dir():
-            raise GuitarformerError(f"{flag} {path} is a folder", f"give {flag} a file name, e.g. {path / example}")
         key = path.expanduser().resolve()
         if key in seen:
             raise GuitarformerError(f"{seen[key]} and {flag} both name {path}: one would overwrite the other",
                                     "give each output its own file name")
         seen[key] = flag
+    for kind, path in outputs.items():  # before the slow part, as every file is written after it
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            flag = outputs.label(kind)
+            raise GuitarformerError(f"cannot create the folder for {flag} {path}: {e.strerror or e}",
+                                    f"choose a {flag} path in a writable folder") from None
 
 
 def outputs_by_suffix(label: str, paths: list[Path | None], allowed: tuple[str, ...], **named: Path | None) -> Outputs:

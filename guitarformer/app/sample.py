@@ -11,10 +11,9 @@ from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, check_outputs
 from guitarformer.app.splice import continue_part
-from guitarformer.data.tab_tokens import has_controls
 from guitarformer.data.tokenization import decode
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.conditioning import NO_CONTROLS_FIX, conditions
+from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.riffs import Riff, generate_riffs, sample_rows
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
@@ -68,10 +67,7 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
 
 
 def _asked(req: SampleRequest, tokenizer, tuning: tuple[int, ...] | None):
-    """The request's controls as tokens (generation/conditioning.py); --hand-position needs a run with controls."""
-    if req.hand_position is not None and not has_controls(tokenizer):
-        raise GuitarformerError("this run was trained without control tokens, so it cannot be asked for "
-                                "--hand-position", f"{NO_CONTROLS_FIX}; or re-finger the tab with --position")
+    """The request's controls as tokens (generation/conditioning.py)."""
     return conditions(tokenizer, tuning, req.tempo, req.time_signature, req.hand_position, **req.controls())
 
 
@@ -183,5 +179,5 @@ def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loade
     fix = (f"raise --max-new-tokens (a bar takes about {tokens_per_bar(loaded.tokenizer, loaded.cfg, file):.0f} "
            "tokens)") if cut else "try another --seed or a higher --temperature"
     listing = ", ".join(names) + (", ..." if len(empty) > 3 else "")
-    return GuitarformerError(f"{len(empty)} of {len(riffs)} riffs came out empty, not written ({listing}): {why}",
-                             fix)
+    return GuitarformerError(f"{len(empty)} of {len(riffs)} riffs came out empty ({listing}): {why}; nothing was "
+                             "written", fix)

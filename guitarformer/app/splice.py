@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import symusic
 
 from guitarformer.app.prompt import Prompt
-from guitarformer.generation.riffs import Riff, bars_spanned, clamp_to_tuning, fret_score, new_bars_from
+from guitarformer.fretting import finger_score
+from guitarformer.generation.riffs import Riff, bars_spanned, clamp_to_tuning, new_bars_from
 from guitarformer.music.bars import bar_lines, signature_at
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 
@@ -39,7 +40,7 @@ def splice(part: GuitarScore, new: Sequence[Placed], at: int, drop: Sequence[boo
     out.techniques = [t for _, _, t in ordered] if part.techniques or any(t for _, _, t in new) else None
     out.frets = [f for _, f, _ in ordered]
     if UNPLAYABLE in out.frets:  # fret()'s choice for those notes alone, in the context of the whole part
-        fallback = fret_score(out, position)
+        fallback = finger_score(out, position).frets
         out.frets = [f if f != UNPLAYABLE else fallback[k] for k, f in enumerate(out.frets)]
     return out
 

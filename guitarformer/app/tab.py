@@ -10,7 +10,7 @@ from guitarformer.app.files import pick_track, read_user_parts
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.requests import TabRequest, check_outputs
 from guitarformer.errors import GuitarformerError
-from guitarformer.fretting import fret
+from guitarformer.fretting import finger_score
 from guitarformer.generation.fingering import check_fingering_run, finger
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import parse_tuning
@@ -52,8 +52,7 @@ def _fingered(req: TabRequest, parts: list[GuitarScore], loaded: LoadedRun | Non
         if by_model is not None:
             gs.frets = by_model[k]
         elif not keep:  # the part keeps its own program; `program` only says how to finger it
-            program = gs.track.program if req.program is None else req.program
-            gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo, position=req.position, program=program)
+            gs.frets = finger_score(gs, req.position, req.program).frets
         if req.bars:
             n_bars = count_bars(gs.score.time_signatures, gs.score.ticks_per_quarter,
                                 max((x.time + 1 for x in gs.track.notes), default=1))

@@ -12,10 +12,10 @@ Piece controls, one value per piece:
           so the key is always estimated, the same way for training data and for samples);
   Style   given by the caller (by default the dataset's folder name), cleaned to [a-z0-9-].
 Bar controls, one value per bar that has notes (a bar without notes gets none):
-  Density  onsets (distinct note starts) per quarter note: low / mid / high, split at DENSITY_THRESHOLDS, the
-           tertiles of real tabs and the built-in corpus (onsets, not notes, so a strummed chord counts once and
-           polyphony stays a control of its own);
-  Poly     the most common onset size, 1 / 2 / 3+ notes: single / dyads / chords (a tie goes to the larger);
+  Density  music.texture.density (distinct onsets per quarter note): low / mid / high, split at
+           DENSITY_THRESHOLDS, the tertiles of real tabs and the built-in corpus;
+  Poly     music.texture.polyphony_class, the most common number of notes per onset, 1 / 2 / 3+: single / dyads /
+           chords (a tie goes to the larger);
   Pos      the hand position, the median fret of the bar's fretted (non-open) notes: 0-4, 5-9, 10-14, 15+
            (all open strings: 0-4; no known fret: none);
   PM       the share of palm-muted notes: none (0), some (under half), most (half or more);
@@ -37,8 +37,10 @@ from statistics import median
 import numpy as np
 
 from guitarformer.errors import GuitarformerError
+from guitarformer.music.bars import bar_index, bars
 from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, TUNINGS
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.music.texture import density, polyphony_class
 
 PIECE_CONTROLS = ("Tuning", "Capo", "Key", "Style")  # after BOS, in this order
 BAR_CONTROLS = ("Density", "Poly", "Pos", "PM", "Tech")  # after each Bar, in this order
@@ -180,13 +182,9 @@ def bar_controls(notes: Sequence[PlayedNote], ticks_per_quarter: int, bar_ticks:
     """The control values of one bar `bar_ticks` long, from the notes that start in it ({} when none do)."""
     if not notes:
         return {}
-    sizes: dict[int, int] = {}
-    for n in notes:
-        sizes[n.onset] = sizes.get(n.onset, 0) + 1
+    onsets = [n.onset for n in notes]
     quarters = max(bar_ticks, 1) / ticks_per_quarter
-    counts = [sum(1 for k in sizes.values() if min(k, 3) == c) for c in (1, 2, 3)]
-    poly = max(range(3), key=lambda c: (counts[c], c))
-    out = {"Density": density_value(len(sizes) / quarters), "Poly": POLY_VALUES[poly]}
+    out = {"Density": density_value(density(onsets, quarters)), "Poly": POLY_VALUES[polyphony_class(onsets) - 1]}
     frets = [n.fret for n in notes if n.fret >= 0]
     if frets:
         fretted = [f for f in frets if f > 0]
@@ -196,37 +194,19 @@ def bar_controls(notes: Sequence[PlayedNote], ticks_per_quarter: int, bar_ticks:
     return out
 
 
-def bar_starts(time_signatures: Sequence[tuple[int, int, int]], ticks_per_quarter: int, end: int) -> list[int]:
-    """Start ticks of the bars up to `end`, from (time, numerator, denominator) time signatures (4/4 before
-    the first); a signature that falls inside a bar starts a new bar there, as notation does."""
-    sigs = sorted((int(t), int(n), int(d)) for t, n, d in time_signatures) or [(0, 4, 4)]
-    if sigs[0][0] > 0:
-        sigs.insert(0, (0, 4, 4))
-    starts: list[int] = []
-    for k, (t, num, den) in enumerate(sigs):
-        stop = sigs[k + 1][0] if k + 1 < len(sigs) else max(end, t + 1)
-        length = max(1, num * ticks_per_quarter * 4 // den)
-        starts.extend(range(t, stop, length))
-    return [s for s in starts if s < max(end, 1)]
-
-
 def controls_per_bar(notes: Sequence[PlayedNote], ticks_per_quarter: int,
                      time_signatures: Sequence[tuple[int, int, int]]) -> list[dict[str, str]]:
-    """Each bar's control values (bars from the time signatures), notes assigned to the bar they start in."""
+    """Each bar's control values, notes assigned to the bar they start in. Bars are music.bars' (a signature inside
+    a bar takes effect at the next bar line), so they are the bars of miditok's Bar tokens that the controls in a
+    token sequence follow; each bar is as long as its meter, the last one too."""
     if not notes:
         return []
-    end = max(n.onset for n in notes) + 1
-    starts = bar_starts(time_signatures, ticks_per_quarter, end)
-    bounds = starts + [max(end, starts[-1] + 1)]
-    per_bar: list[list[PlayedNote]] = [[] for _ in starts]
+    spans = bars(time_signatures, ticks_per_quarter, max(n.onset for n in notes) + 1)
+    starts = [start for start, *_ in spans]
+    per_bar: list[list[PlayedNote]] = [[] for _ in spans]
     for n in notes:
-        per_bar[int(np.searchsorted(starts, n.onset, side="right")) - 1].append(n)
-    # The last bar's length is the meter's, not the distance to the last onset.
-    lengths = [b - a for a, b in zip(bounds, bounds[1:])]
-    sig_at = sorted(time_signatures) or [(0, 4, 4)]
-    last_sig = [s for s in sig_at if s[0] <= starts[-1]] or [(0, 4, 4)]
-    lengths[-1] = last_sig[-1][1] * ticks_per_quarter * 4 // last_sig[-1][2]
-    return [bar_controls(ns, ticks_per_quarter, n) for ns, n in zip(per_bar, lengths)]
+        per_bar[bar_index(starts, n.onset)].append(n)
+    return [bar_controls(ns, ticks_per_quarter, length) for ns, (_, length, _, _) in zip(per_bar, spans)]
 
 
 # ---------------------------------------------------------------- as tokens

@@ -1,4 +1,6 @@
-"""Musical features of pieces (pitch-class entropy, density, groove, ...) and their overlap with real music."""
+"""Musical features of pieces (pitch-class entropy, density, groove, ...) and their overlap with real music.
+
+Density and polyphony are music/texture.py's, the same definitions the Density and Poly controls bin."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+
+from guitarformer.music import texture
 
 
 @dataclass
@@ -94,9 +98,9 @@ def scale_consistency(p: Piece) -> float:
     return best
 
 
-def note_density(p: Piece) -> float:
-    """Notes per quarter note."""
-    return len(p.pitch) / p.span if len(p.pitch) else math.nan
+def density(p: Piece) -> float:
+    """Distinct onsets per quarter note: music.texture.density, as the Density control measures a bar."""
+    return texture.density(p.onset.tolist(), p.span)
 
 
 def inter_onset_interval(p: Piece) -> float:
@@ -106,12 +110,8 @@ def inter_onset_interval(p: Piece) -> float:
 
 
 def polyphony(p: Piece) -> float:
-    """Mean number of notes sounding at each onset (1 = monophonic)."""
-    t = np.unique(p.onset)
-    if not len(t):
-        return math.nan
-    end = p.onset + np.maximum(p.duration, 1e-6)
-    return float(np.mean([((p.onset <= x) & (end > x)).sum() for x in t]))
+    """Mean notes per onset (1 = single notes): music.texture.polyphony, what the Poly control bins per bar."""
+    return texture.polyphony(p.onset.tolist())
 
 
 def groove_consistency(p: Piece, grid: int = 12) -> float:
@@ -133,7 +133,7 @@ FEATURES: dict[str, Callable[[Piece], float]] = {
     "pitch_range": pitch_range,
     "used_pitch_classes": used_pitch_classes,
     "scale_consistency": scale_consistency,
-    "note_density": note_density,
+    "density": density,
     "inter_onset_interval": inter_onset_interval,
     "polyphony": polyphony,
     "groove_consistency": groove_consistency,

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError, SkipFile
-from guitarformer.fretting import fret
+from guitarformer.fretting import finger_score
 from guitarformer.generation.fingering import BEAM, Guitar, TabVocab, check_fingering_run, refinger
 from guitarformer.generation.grammar import NO_PITCH
-from guitarformer.music.guitar import MAX_FRET
+from guitarformer.music.guitar import MAX_FRET, fret_of
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import detect_format, read_guitar
 
@@ -69,13 +69,10 @@ def part_ids(tokenizer, gs: GuitarScore, name: str = "", source: str = "") -> Pa
     if not has_human_fingering(gs):
         return None
     human = encode(tokenizer, gs)
-    fretted = encode(tokenizer, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo,
-                                                       program=gs.track.program)))
-    n = len(gs.tuning)
+    fretted = encode(tokenizer, finger_score(gs))
     counted = []
     for s, p, plain in note_strings(tokenizer, human):
-        f = p - gs.tuning[n - s] - gs.capo if 1 <= s <= n else -1
-        counted.append(plain and 0 <= f <= MAX_FRET)
+        counted.append(plain and 0 <= fret_of(p, s, gs.tuning, gs.capo) <= MAX_FRET)
     if not any(counted):
         return None
     return PartIds(name, source, (tuple(gs.tuning), gs.capo), human, fretted, counted)

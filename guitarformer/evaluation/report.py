@@ -25,22 +25,24 @@ from guitarformer.evaluation.ngram import KneserNey
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
 from guitarformer.generation.riffs import generate_riffs
+from guitarformer.models.kinds import kind_of
 from guitarformer.runs import load_run, newest_run
-from guitarformer.runtime import resolve_device
+from guitarformer.runtime import resolve_device, set_threads, step_work
 
 
 def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "test", device: str = "auto",
                  reference: Path | None = None, num_samples: int = 32, max_new_tokens: int | None = None,
                  samples: bool = True, ngram_order: int = 5, cont_src: int | None = None,
-                 cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None) -> dict:
-    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/EVAL.md)."""
-
-
-
+                 cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None,
+                 threads: int = 0) -> dict:
+    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/EVAL.md). `threads`: CPU
+    threads (0: runtime.set_threads picks them for the likelihood's batches; sampling picks its own)."""
     say = progress or (lambda s: None)
     dev = resolve_device(device)
     run_dir = Path(run_dir) if run_dir else newest_run()
     model, tokenizer, cfg = load_run(run_dir, None, str(dev))
+    if dev.type == "cpu":
+        set_threads(threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
     dataset = Path(data) if data else Path(cfg.data.dataset)
     meta = load_meta(dataset)
     if meta["tokens"].get(split, 0) < 2:
@@ -61,27 +63,19 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     V = len(tokenizer)
 
     # Continuation lengths: what the encoder-decoder was trained on; a decoder fits source + target in its context.
-    if kind == "decoder":
-        S = cont_src or min(m.src_block_size, m.block_size // 2)
-        T = cont_tgt or m.block_size - S + 1
-        if S + T - 1 > m.block_size:
-            raise GuitarformerError(f"continuation source {S} + target {T} tokens exceed the decoder's context "
-                                    f"{m.block_size}", "lower --cont-src / --cont-tgt")
-    else:
-        S, T = cont_src or m.src_block_size, cont_tgt or m.block_size
-        if S > m.src_block_size or T > m.block_size:
-            raise GuitarformerError(f"continuation {S}/{T} tokens exceed the model's {m.src_block_size}/{m.block_size}",
-                                    "lower --cont-src / --cont-tgt")
+    api = kind_of(model)
+    S, T = api.continuation_lengths(m, cont_src, cont_tgt)
     pairs = Seq2SeqPairs(part, S, T, bar_ids(tokenizer), tokenizer["BOS_None"], tokenizer.pad_token_id)
 
     t0 = time.time()
     say(f"likelihood on {split} ({len(part):,} tokens)")
-    if kind == "decoder":
-        res["likelihood"] = {"scope": "stream", **stream_nll(model, part, m.block_size, dev, bs)}
+    # A model that reads one token stream is scored on the whole split, as training validates; one that reads
+    # source/target pairs on the continuation pairs alone.
+    res["likelihood"] = {"scope": "stream", **stream_nll(model, part, m.block_size, dev, bs)} if api.streams \
+        else None
     res["continuation"] = {"src_len": S, "tgt_len": T, "pairs": len(range(0, len(pairs.cut_points), 8)),
-                           "model": continuation_nll(model, kind, pairs, dev, bs)}
-    if kind != "decoder":
-        res["likelihood"] = {"scope": "continuation", **res["continuation"]["model"]}
+                           "model": continuation_nll(model, pairs, dev, bs)}
+    res["likelihood"] = res["likelihood"] or {"scope": "continuation", **res["continuation"]["model"]}
     say(f"{ngram_order}-gram Kneser-Ney baseline")
     train = TokenSplit(dataset, "train")
     lm = KneserNey(V, ngram_order).fit([np.asarray(train.tokens, dtype=np.int64).tolist()])

@@ -250,14 +250,12 @@ def _nn_costs(notes_t, tuning, capo, max_fret, costs, model) -> np.ndarray | Non
     return None if c is None else costs.nn_weight * c
 
 
-def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=None):
-    """Viterbi over onsets. Returns (groups, chosen candidate per group). `gold` (one (string index, fret) per
-    note) is added to each onset's candidates, for fitting. `piece`: the `_piece_table` of a first pass (second
-    pass; its terms are weighted by `costs.piece`). `nn`: extra cost per (note, string index), `_nn_costs`."""
+def _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold=None) -> list[list[_Cand]]:
+    """The cheapest fingerings of each onset's chord (layers of equal chords share one list); with `gold`, the
+    human fingering of each chord is among them."""
     n_strings = len(tuning)
     opens = [p + capo for p in tuning]  # index 0 = lowest string
     fret_room = max_fret - capo
-    groups = group_onsets(notes_t)
     w = costs.vector()
     cache: dict[tuple[int, ...], list[_Cand]] = {}
     layers: list[list[_Cand]] = []
@@ -270,32 +268,92 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
             if pitches not in cache:
                 cache[pitches] = _chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM)
             layers.append(cache[pitches])
+    return layers
+
+
+class _LayerTables:
+    """Each layer's candidates as arrays (position, mean string, cost, open strings, string mask, first note's
+    assignment, top fret), with the per-note extra costs (second pass, learned string model) added to the cost."""
+
+    def __init__(self, notes_t, groups, layers, n_strings: int, costs, piece=None, nn=None):
+        self.groups, self.layers = groups, layers
+        self.extra = None
+        if piece is not None and len(notes_t):
+            self.extra = np.zeros((len(notes_t), n_strings + 1))  # last column: unplayable (index -1)
+            self.extra[:, :n_strings] = piece @ np.asarray(costs.piece, dtype=float)
+        if nn is not None and len(notes_t):
+            self.extra = nn if self.extra is None else self.extra + nn
+        self.static: dict[int, tuple] = {}  # per distinct candidate list (layers of equal chords share one)
+
+    def __call__(self, t: int) -> tuple:
+        layer = self.layers[t]
+        key = id(layer)
+        if key not in self.static:
+            self.static[key] = (np.array([x.pos for x in layer]), np.array([x.mean_string for x in layer]),
+                                np.array([x.cost for x in layer]), np.array([x.opens for x in layer]),
+                                np.array([x.mask for x in layer]), np.array([x.assign[0] for x in layer]),
+                                np.array([x.top for x in layer]),
+                                np.array([[s for s, _ in x.assign] for x in layer], dtype=np.intp))
+        pos, ms, cost, opens, mask, first, top, strings = self.static[key]
+        if self.extra is not None:
+            cost = cost + self.extra[np.asarray(self.groups[t])[None, :], strings].sum(1)
+        return pos, ms, cost, opens, mask, first, top
+
+
+def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, win, tabs
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(total cost of every (previous candidate, candidate) pair from onset prev_g to onset g: `best` of the path
+    so far plus the move, the hand window after each pair). `hand`/`win`: the last fretted position / lazy hand
+    window along each previous path."""
+    move_tab, rest_tab, popcount, win_tab = tabs
+    onset = notes_t[g[0]][0]
+    pos_c, ms_c, _, opens_c, mask_c, first_c, top_c = cur
+    ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
+    d = np.abs(hand[:, None] - pos_c[None, :])
+    d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
+    total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
+    if costs.string_jump:
+        jump = np.abs(prev[1][:, None] - ms_c[None, :])
+        total += costs.string_jump * np.nan_to_num(jump)
+    if len(prev_g) == 1 and len(g) == 1:
+        pa, pb = notes_t[prev_g[0]][2], notes_t[g[0]][2]
+        sa, fa = prev[5][:, 0], prev[5][:, 1]
+        sb, fb = first_c[:, 0], first_c[:, 1]
+        ok = (sa >= 0)[:, None] & (sb >= 0)[None, :]
+        ds = sb[None, :] - sa[:, None]
+        same = ok & (ds == 0)
+        total += costs.contrary * (ok & (ds * (pb - pa) < 0))
+        total += same * (costs.same_string + costs.slide * np.abs(fb[None, :] - fa[:, None]))
+    if costs.cut_sustain:
+        sus = [k for k, e in enumerate(ends) if e > onset]
+        if sus:
+            sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in prev_layer])
+            total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
+    if opens_c.any():
+        h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
+        with np.errstate(invalid="ignore"):
+            total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
+    with np.errstate(invalid="ignore"):
+        new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
+    if any(costs.window):
+        total += win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)]
+    return total, new_win
+
+
+def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=None):
+    """Viterbi over onsets. Returns (groups, chosen candidate per group). `gold` (one (string index, fret) per
+    note) is added to each onset's candidates, for fitting. `piece`: the `_piece_table` of a first pass (second
+    pass; its terms are weighted by `costs.piece`). `nn`: extra cost per (note, string index), `_nn_costs`."""
+    n_strings = len(tuning)
+    groups = group_onsets(notes_t)
+    layers = _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold)
     if not layers:
         return groups, []
-
     move_tab, rest_tab = _shift_tables(costs)
     popcount = np.array([bin(i).count("1") for i in range(1 << n_strings)])
-    extra = None
-    if piece is not None and len(notes_t):
-        extra = np.zeros((len(notes_t), n_strings + 1))  # last column: unplayable (index -1)
-        extra[:, :n_strings] = piece @ np.asarray(costs.piece, dtype=float)
-    if nn is not None and len(notes_t):
-        extra = nn if extra is None else extra + nn
-    static: dict[int, tuple] = {}  # per distinct candidate list (layers of equal chords share one)
-
-    def arrays(t):
-        layer = layers[t]
-        key = id(layer)
-        if key not in static:
-            static[key] = (np.array([x.pos for x in layer]), np.array([x.mean_string for x in layer]),
-                           np.array([x.cost for x in layer]), np.array([x.opens for x in layer]),
-                           np.array([x.mask for x in layer]), np.array([x.assign[0] for x in layer]),
-                           np.array([x.top for x in layer]),
-                           np.array([[s for s, _ in x.assign] for x in layer], dtype=np.intp))
-        pos, ms, cost, opens, mask, first, top, strings = static[key]
-        if extra is not None:
-            cost = cost + extra[np.asarray(groups[t])[None, :], strings].sum(1)
-        return pos, ms, cost, opens, mask, first, top
+    win_tab = np.array([costs.window[b] for b in _WIN_BIN] + [0.0])  # index 25: no move known
+    tabs = (move_tab, rest_tab, popcount, win_tab)
+    arrays = _LayerTables(notes_t, groups, layers, n_strings, costs, piece, nn)
 
     # Viterbi: best[j] = cheapest total cost ending in candidate j of the current layer. `hand[j]` carries the
     # last fretted position along that path, so open strings do not make the hand forget where it was.
@@ -303,46 +361,15 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     best = prev[2].copy()
     hand = prev[0]
     win = prev[0]  # lazy hand window along each path
-    win_tab = np.array([costs.window[b] for b in _WIN_BIN] + [0.0])  # index 25: no move known
     back: list[np.ndarray] = []
     for t in range(1, len(layers)):
-        prev_g, g = groups[t - 1], groups[t]
-        onset = notes_t[g[0]][0]
         cur = arrays(t)
-        pos_c, ms_c, cost_c, opens_c, mask_c, first_c, top_c = cur
-        ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
-        d = np.abs(hand[:, None] - pos_c[None, :])
-        d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
-        total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
-        if costs.string_jump:
-            jump = np.abs(prev[1][:, None] - ms_c[None, :])
-            total += costs.string_jump * np.nan_to_num(jump)
-        if len(prev_g) == 1 and len(g) == 1:
-            pa, pb = notes_t[prev_g[0]][2], notes_t[g[0]][2]
-            sa, fa = prev[5][:, 0], prev[5][:, 1]
-            sb, fb = first_c[:, 0], first_c[:, 1]
-            ok = (sa >= 0)[:, None] & (sb >= 0)[None, :]
-            ds = sb[None, :] - sa[:, None]
-            same = ok & (ds == 0)
-            total += costs.contrary * (ok & (ds * (pb - pa) < 0))
-            total += same * (costs.same_string + costs.slide * np.abs(fb[None, :] - fa[:, None]))
-        if costs.cut_sustain:
-            sus = [k for k, e in enumerate(ends) if e > onset]
-            if sus:
-                sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in layers[t - 1]])
-                total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
-        if opens_c.any():
-            h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
-            with np.errstate(invalid="ignore"):
-                total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
-        with np.errstate(invalid="ignore"):
-            new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
-        if any(costs.window):
-            total += win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)]
+        total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], prev, cur, layers[t - 1], best, hand,
+                                     win, tabs)
         ptr = total.argmin(axis=0)
         cols = np.arange(len(ptr))
-        best = total[ptr, cols] + cost_c
-        hand = np.where(np.isnan(pos_c), hand[ptr], pos_c)
+        best = total[ptr, cols] + cur[2]
+        hand = np.where(np.isnan(cur[0]), hand[ptr], cur[0])
         win = new_win[ptr, cols]
         back.append(ptr)
         prev = cur

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -23,7 +24,8 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
-from guitarformer.generation.riffs import fret_score, riff_seed
+from guitarformer.fretting import finger_score
+from guitarformer.generation.riffs import riff_seed
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.music.score import GuitarScore
 
@@ -60,7 +62,7 @@ def check_infill_run(tokenizer, cfg) -> FillIds:
 def song_bars(tokenizer, gs: GuitarScore, fill: FillIds) -> SongBars:
     """The song's tokens by bar (a part without a fingering gets fret()'s first; controls where the run has them)."""
     if gs.frets is None:
-        gs.frets = fret_score(gs)
+        gs.frets = finger_score(gs).frets
     ids = encode(tokenizer, gs)
     if has_controls(tokenizer):
         ids = insert_controls(tokenizer, ids, gs)
@@ -133,10 +135,20 @@ class FillConstraint:
         return m
 
 
+class FillPlan(NamedTuple):
+    """What the model reads and writes for a fill: whole bars before and after the gap, the gap's bars (their
+    meters), and the fill's token budget."""
+
+    before: list[list[int]]
+    span: list[list[int]]
+    after: list[list[int]]
+    budget: int
+
+
 def plan(cfg, head: list[int], bars: list[list[int]], first: int, last: int, max_new_tokens: int | None = None
-         ) -> tuple[list[list[int]], list[list[int]], list[list[int]], int]:
-    """(before, span, after, budget): the bars first..last (1-based), the whole bars around them that fit the model's
-    context beside the fill's token budget (twice what the bars took, or the piece's mean bar, when not given)."""
+         ) -> FillPlan:
+    """The bars first..last (1-based), the whole bars around them that fit the model's context beside the fill's
+    token budget (twice what the bars took, or the piece's mean bar, when not given)."""
     n, k = len(bars), last - first + 1
     span = bars[first - 1:last]
     is_encdec = cfg.model.kind == "encoder_decoder"
@@ -153,15 +165,15 @@ def plan(cfg, head: list[int], bars: list[list[int]], first: int, last: int, max
         raise GuitarformerError(f"--bars {first}-{last}: {k} bars do not fit this model's context "
                                 f"({S if is_encdec else T} tokens)", "fill fewer bars at a time")
     before, after = _context(bars, first - 1, last, room)
-    return before, span, after, budget
+    return FillPlan(before, span, after, budget)
 
 
-def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], before: list[list[int]],
-                span: list[list[int]], after: list[list[int]], budget: int, tuning: tuple[int, ...], capo: int = 0,
-                device="cpu", seed: int = 0, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = 0.95) -> tuple[list[int], bool]:
+def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: FillPlan, params: SamplingParams,
+                tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0) -> tuple[list[int], bool]:
     """(the fill's tokens, whether the model closed it): `len(span)` bars in the meters of `span`'s bars, between
-    `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says."""
+    `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says.
+    `params`: the sampling filters (its token budget and bar limit are the plan's)."""
+    before, span, after, budget = layout
     k = len(span)
     is_encdec = cfg.model.kind == "encoder_decoder"
     meters = [next((int(i) for i in bar if tokenizer[int(i)].startswith("TimeSig_")), -1) for bar in span]
@@ -171,7 +183,7 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], before: l
                                 end_id)
     stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, 0))],
              "constraint": constraint, "eos_id": end_id, "bar_ids": list(fill.bars)}
-    params = SamplingParams(budget, temperature, top_k, top_p, max_bars=k)
+    params = SamplingParams(budget, params.temperature, params.top_k, params.top_p, max_bars=k)
     if is_encdec:
         src, _ = seq2seq_layout(fill, head, before, span, after)
         src_t = torch.tensor([src], dtype=torch.long, device=device)

@@ -13,7 +13,7 @@ import torch
 
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, special_ids
-from guitarformer.fretting import fret
+from guitarformer.fretting import finger_score
 from guitarformer.generation.conditioning import Conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
@@ -32,6 +32,11 @@ class Riff:
     new_notes: int = 0
     ended: bool = True  # the model finished it (end token or bar limit); False: the token budget ran out
     files: dict[str, Path] = field(default_factory=dict)  # what the `sample` command wrote of it, by kind
+
+    @property
+    def score(self) -> GuitarScore:
+        """The riff as a GuitarScore (frets and techniques with every note): the same object as `gs`."""
+        return self.gs
 
 
 @dataclass
@@ -169,10 +174,10 @@ def _riff_of(score: symusic.Score, window: symusic.Score | None, tuning, positio
         gs.extra["generated_from_tick"] = new_from
     if played is not None and played.frets is not None and position is None:
         gs.techniques = played.techniques
-        fallback = fret_score(gs) if UNPLAYABLE in played.frets else None
+        fallback = finger_score(gs).frets if UNPLAYABLE in played.frets else None
         gs.frets = [f if f != UNPLAYABLE else fallback[k] for k, f in enumerate(played.frets)]
     else:
-        gs.frets = fret_score(gs, position)
+        gs.frets = finger_score(gs, position).frets
     new = [n for n in gs.track.notes if n.time >= new_from]
     end = max((n.time + n.duration for n in new), default=new_from)
     return Riff(ids=[], gs=gs, frets=gs.frets, new_notes=len(new), new_bars=bars_spanned(score, new_from, end))
@@ -218,11 +223,6 @@ def clamp_to_tuning(score, tuning: tuple[int, ...]):
         tr.notes.clear()
         tr.notes.extend([symusic.Note(*n) for n in sorted(kept)])
     return score
-
-
-def fret_score(gs: GuitarScore, position: int | None = None) -> list[tuple[int, int]]:
-    """A (string, fret) for every note of `gs` from `fret()`, in its tuning, capo and program."""
-    return fret(list(gs.track.notes), gs.tuning, gs.capo, position=position, program=gs.track.program)
 
 
 def generate_riff(model, tokenizer, cfg, device, seed: int = 0, max_new_tokens: int = 256) -> Riff:

@@ -27,13 +27,15 @@ How a tab reads (the header of every tab says the essentials):
 
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from guitarformer.fretting import fret
+from guitarformer.fretting import finger_score
+from guitarformer.music.bars import bar_index
+from guitarformer.music.bars import bars as bar_spans
+from guitarformer.music.bars import signature_at as bar_signature
 from guitarformer.music.guitar import MAX_FRET, TUNINGS, pitch_name
 from guitarformer.music.score import PLAIN, Technique
 
@@ -85,43 +87,27 @@ def tempo_at(score, tick: int) -> float:
 
 
 def bars_of(score, end: int) -> list[tuple[int, int]]:
-    """(start, length) in ticks of every bar up to `end`, from the score's time signatures (4/4 before the first);
-    a signature that falls inside a bar starts with the next bar."""
-    tpq = score.ticks_per_quarter
-    sigs = _signatures(score)
-    bars, t, k = [], 0, 0
-    while t < end or not bars:
-        while k + 1 < len(sigs) and sigs[k + 1][0] <= t:
-            k += 1
-        length = max(1, sigs[k][1] * tpq * 4 // sigs[k][2])
-        bars.append((t, length))
-        t += length
-    return bars
+    """(start, length) in ticks of every bar up to `end`, from the score's time signatures: music.bars' bars (4/4
+    before the first; a signature that falls inside a bar starts with the next bar)."""
+    return [(start, length) for start, length, _, _ in bar_spans(_signatures(score), score.ticks_per_quarter, end)]
 
 
 def signature_at(score, tick: int) -> tuple[int, int]:
-    """(numerator, denominator) in force at `tick` (4/4 before the first signature)."""
-    sig = (4, 4)
-    for t, num, den in _signatures(score):
-        if t <= tick:
-            sig = (num, den)
-    return sig
+    """(numerator, denominator) of the bar that holds `tick` (music.bars.signature_at)."""
+    return bar_signature(_signatures(score), score.ticks_per_quarter, tick)
 
 
 def _signatures(score) -> list[tuple[int, int, int]]:
-    sigs = sorted((int(ts.time), int(ts.numerator), int(ts.denominator)) for ts in score.time_signatures
-                  if ts.numerator > 0 and ts.denominator > 0)
-    if not sigs or sigs[0][0] > 0:
-        sigs.insert(0, (0, 4, 4))
-    return sigs
+    """The score's time signatures as triples, without the malformed ones (a zero numerator or denominator) a
+    hostile file may hold."""
+    return [(int(ts.time), int(ts.numerator), int(ts.denominator)) for ts in score.time_signatures
+            if ts.numerator > 0 and ts.denominator > 0]
 
 
 def resolve_frets(gs, frets) -> list[tuple[int, int]]:
     """The fingering to render: `frets`, else the score's own, else `fret()`'s."""
     if frets is None:
-        frets = gs.frets
-    if frets is None:
-        frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
+        frets = finger_score(gs, keep_own=True).frets
     if len(frets) != len(gs.track.notes):
         raise ValueError(f"{len(frets)} frets for {len(gs.track.notes)} notes")
     return list(frets)
@@ -166,7 +152,7 @@ def unplaced_notes(gs, frets=None) -> list[Unplaced]:
         if f >= 0 and 1 <= s <= n:
             continue
         reason = "below" if x.pitch < lo else "above" if x.pitch > hi else "chord" if at_once[x.time] > n else "busy"
-        out.append(Unplaced(i, bisect.bisect_right(starts, x.time), int(x.pitch), reason))
+        out.append(Unplaced(i, bar_index(starts, x.time) + 1, int(x.pitch), reason))
     return out
 
 
@@ -446,14 +432,14 @@ def _bars_with_notes(gs, frets) -> list[_Bar]:
         last[s] = i
     for i in order:
         x, (s, f) = notes[i], frets[i]
-        b = bisect.bisect_right(starts, x.time) - 1
+        b = bar_index(starts, x.time)
         prev = notes[prev_on[i]].pitch if i in prev_on else None
         nxt = notes[next_on[i]].pitch if i in next_on else None
         marks = _note_marks(techs[i], f, x.pitch, prev, nxt)
         bars[b].notes.append(_Note(i, s - 1, x.time - starts[b], marks, techs[i]))
     for x in notes:  # what sounds in each bar, held notes included
-        b0 = bisect.bisect_right(starts, x.time) - 1
-        b1 = bisect.bisect_left(starts, x.time + max(1, x.duration)) - 1
+        b0 = bar_index(starts, x.time)
+        b1 = bar_index(starts, x.time + max(1, x.duration) - 1)  # the bar of its last tick
         for b in range(b0, min(b1, len(bars) - 1) + 1):
             bars[b].sounding = True
     return bars

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import signal
-import statistics
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import torch.distributed
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from guitarformer.config import Config, apply_overrides, from_dict, save_config
+from guitarformer.config import Config, apply_overrides, from_dict, save_config, set_values
 from guitarformer.data.corpus import ensure_builtin_dataset
 from guitarformer.data.dataset import (
     DecoderWindows,
@@ -35,7 +35,8 @@ from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.models.loss import summarize, token_stats
+from guitarformer.models.kinds import kind_of
+from guitarformer.models.loss import nll
 from guitarformer.runs import new_run_dir
 from guitarformer.runtime import (
     Dist,
@@ -43,10 +44,14 @@ from guitarformer.runtime import (
     peak_flops,
     resolve_device,
     resolve_dtype,
+    set_threads,
     setup_distributed,
+    step_work,
 )
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.training.budget import Budget
 from guitarformer.training.progress import RunLog
+from guitarformer.training.ranks import any_rank, mean_over_ranks, on_main
 from guitarformer.training.state import (
     TrainState,
     checkpoint_dict,
@@ -71,6 +76,24 @@ def lr_at(step: int, cfg) -> float:
 
 
 # ---------------------------------------------------------------- data
+
+
+def _windows(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0):
+    """A decoder's source: windows of the token stream."""
+    return DecoderWindows(split, cfg.model.block_size, shifter, control_dropout=cfg.data.control_dropout,
+                          infill=infill)
+
+
+def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0):
+    """An encoder-decoder's source: (source bars, target bars) pairs."""
+    m = cfg.model
+    return Seq2SeqPairs(split, m.src_block_size, m.block_size, bar_ids(tokenizer), tokenizer["BOS_None"],
+                        tokenizer.pad_token_id, shifter=shifter, control_dropout=cfg.data.control_dropout,
+                        infill=infill)
+
+
+# The data source each model kind trains on (data/dataset.py; models/kinds.py reads its batches).
+_SOURCES = {"decoder": _windows, "encoder_decoder": _pairs}
 
 
 class Data:
@@ -99,17 +122,9 @@ class Data:
         if self.val_is_train:
             val = train
         shifter = PitchShifter(self.tokenizer, cfg.data.transpose) if cfg.data.transpose > 0 else None
-        m = cfg.model
-        if m.kind == "decoder":
-            self.train = DecoderWindows(train, m.block_size, shifter, control_dropout=cfg.data.control_dropout,
-                                        infill=cfg.data.infill)
-            self.val = DecoderWindows(val, m.block_size, control_dropout=cfg.data.control_dropout)
-        else:
-            args = (m.src_block_size, m.block_size, bar_ids(self.tokenizer), self.tokenizer["BOS_None"],
-                    self.tokenizer.pad_token_id)
-            self.train = Seq2SeqPairs(train, *args, shifter=shifter, control_dropout=cfg.data.control_dropout,
-                                      infill=cfg.data.infill)
-            self.val = Seq2SeqPairs(val, *args, control_dropout=cfg.data.control_dropout)
+        source = _SOURCES[cfg.model.kind]
+        self.train = source(train, cfg, self.tokenizer, shifter=shifter, infill=cfg.data.infill)
+        self.val = source(val, cfg, self.tokenizer)
 
     @property
     def val_split(self) -> str:
@@ -139,29 +154,11 @@ def resolve_dataset(cfg: Config, dist: Dist, progress: bool = True) -> Path:
     return path
 
 
-def model_inputs(kind: str, batch, device):
-    """(args, kwargs, targets) for model(*args, targets=targets, **kwargs) from a batch of either data source."""
-    if kind == "decoder":
-        x, y = (t.to(device, non_blocking=True) for t in batch)
-        return (x,), {}, y
-    src, mask, tgt, y = (t.to(device, non_blocking=True) for t in batch)
-    return (src, tgt), {"src_key_mask": mask}, y
-
-
-@torch.no_grad()
 def evaluate(model, data: Data, kind: str, device, dtype, batch_size: int, max_batches: int = 0) -> dict[str, float]:
     """Token-weighted NLL, perplexity and next-token accuracy over the val source."""
-    was_training = model.training
-    model.eval()
-    nll, correct, count = 0.0, 0, 0
-    for batch in data.val.eval_batches(batch_size, max_batches):
-        args, kw, y = model_inputs(kind, batch, device)
-        with autocast_ctx(device, dtype):
-            logits, _ = model(*args, **kw)
-        a, b, c = token_stats(logits, y)
-        nll, correct, count = nll + a, correct + b, count + c
-    model.train(was_training)
-    r = summarize(nll, correct, count)
+    api = kind_of(kind)
+    r = nll(model, (api.inputs(b) for b in data.val.eval_batches(batch_size, max_batches)), device,
+            lambda: autocast_ctx(device, dtype))
     return {"loss": r["nll"], "ppl": r["ppl"], "accuracy": r["accuracy"], "tokens": r["tokens"]}
 
 
@@ -170,11 +167,11 @@ def compile_or_eager(raw, data: Data, kind: str, batch_size: int, device, dtype,
     (no C++ compiler, an unsupported backend): a slower run beats a failed one."""
     compiled = torch.compile(raw)
     probe = data.train.batch(batch_size, torch.Generator().manual_seed(0))  # leaves the data order alone
-    args, kw, y = model_inputs(kind, probe, device)
+    inputs = kind_of(kind).inputs(probe).to(device)
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # nor the dropout RNG
             with autocast_ctx(device, dtype):
-                _, loss = compiled(*args, targets=y, **kw)
+                _, loss = inputs(compiled)
             loss.backward()
         return compiled
     except Exception as e:  # inductor raises many types; all mean "run eagerly"
@@ -223,36 +220,20 @@ def prepare_run_dir(run_dir: Path | None, cfg: Config, dataset: Path, resumed: b
     return run_dir
 
 
-def on_main(dist: Dist, fn: Callable[[], Any]) -> Any:
-    """fn() on rank 0 alone; its result, or its GuitarformerError, reaches every rank, so all go on or all stop."""
-    result, error = None, None
-    if dist.main:
-        try:
-            result = fn()
-        except GuitarformerError as e:
-            error = (e.problem, e.fix)
-    if dist.world > 1:
-        box = [(result, error)]
-        torch.distributed.broadcast_object_list(box, src=0)
-        result, error = box[0]
-    if error is not None:
-        raise GuitarformerError(*error)
-    return result
-
-
 # ---------------------------------------------------------------- one step, one evaluation
 
 
 def forward_backward(model, data: Data, state: TrainState, cfg: Config, device, dtype, dist: Dist) -> float:
     """grad_accum micro-batches forward and backward (DDP syncs gradients on the last); this rank's mean loss."""
     B, A = cfg.train.batch_size, cfg.train.grad_accum
+    api = kind_of(cfg.model.kind)
     loss_sum = 0.0
     for micro in range(A):
-        args, kw, y = model_inputs(cfg.model.kind, data.train.batch(B, state.data_rng), device)
+        inputs = api.inputs(data.train.batch(B, state.data_rng)).to(device)
         sync = nullcontext() if (dist.world == 1 or micro == A - 1) else model.no_sync()
         with sync:
             with autocast_ctx(device, dtype):
-                _, loss = model(*args, targets=y, **kw)
+                _, loss = inputs(model)
             state.scaler.scale(loss / A).backward()
         loss_sum += loss.detach().float().item() / A
     return loss_sum
@@ -266,49 +247,6 @@ def optimizer_step(model, state: TrainState, grad_clip: float) -> float:
     state.scaler.update()
     state.optimizer.zero_grad(set_to_none=True)
     return float(grad_norm)
-
-
-def mean_over_ranks(x: float, dist: Dist, device) -> float:
-    if dist.world == 1:
-        return x
-    t = torch.tensor([x], device=device)
-    torch.distributed.all_reduce(t)
-    return t.item() / dist.world
-
-
-# Steps timed for train.time_budget_min: after compilation, before the first eval. The median step counts, so a
-# burst of other work on a shared machine does not decide the whole run.
-BUDGET_TIMED_STEPS = (3, 23)
-BUDGET_EVAL_STEPS_PER_TOKEN = 1 / 3  # an eval token costs about a third of a training token (forward only)
-
-
-def fit_steps_to_budget(cfg: Config, step: int, elapsed_s: float, s_per_step: float, val_tokens: int,
-                        tokens_per_step: int) -> int:
-    """max_steps that ends the run within cfg.train.time_budget_min, given `elapsed_s` so far (at `step`) and the
-    measured seconds per step; never above the configured max_steps, never below the step reached."""
-    t = cfg.train
-    left = t.time_budget_min * 60.0 - elapsed_s
-    eval_steps = val_tokens * BUDGET_EVAL_STEPS_PER_TOKEN / max(1, tokens_per_step) if t.eval_iters == 0 \
-        else t.eval_iters * BUDGET_EVAL_STEPS_PER_TOKEN
-    per_step = s_per_step * (1 + eval_steps / max(1, t.eval_interval))  # evals spread over the steps
-    return max(step + 1, min(t.max_steps, step + int(left / per_step)))
-
-
-def min_over_ranks(x: int, dist: Dist, device) -> int:
-    if dist.world == 1:
-        return x
-    t = torch.tensor([float(x)], device=device)
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
-    return int(t.item())
-
-
-def any_rank(flags: list[bool], dist: Dist, device) -> list[bool]:
-    """Each flag, true where it is true on any rank."""
-    if dist.world == 1:
-        return flags
-    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
-    torch.distributed.all_reduce(t)
-    return [v > 0 for v in t.tolist()]
 
 
 def validate(raw, data: Data, cfg: Config, device, dtype, dist: Dist) -> dict[str, float]:
@@ -361,6 +299,228 @@ class _Stop:
 # ---------------------------------------------------------------- the loop
 
 
+@dataclass
+class Run:
+    """One training run, set up: where it runs, its data, directory, model (plain and wrapped), state and log."""
+
+    cfg: Config
+    dist: Dist
+    device: torch.device
+    dtype: torch.dtype
+    data: Data
+    run_dir: Path
+    raw: torch.nn.Module  # the plain module: evaluation, checkpoints and samples use it
+    model: torch.nn.Module  # what trains: raw, compiled and/or under DDP
+    state: TrainState
+    log: RunLog
+    resumed: bool
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.run_dir / "ckpt"
+
+    @property
+    def tokens_per_step(self) -> int:
+        t = self.cfg.train
+        return t.batch_size * t.grad_accum * self.cfg.model.block_size * self.dist.world
+
+
+def resumed_config(cfg: Config, resume: str | Path | None, overrides: list[str] | None
+                   ) -> tuple[Config, dict[str, Any] | None]:
+    """(the config to train with, the checkpoint to resume from or None): a resumed run takes its own config,
+    changed by `overrides`."""
+    if resume is None:
+        return cfg, None
+    ckpt = load_resume_checkpoint(Path(resume))
+    return apply_overrides(from_dict(ckpt["config"]), overrides or []), ckpt
+
+
+def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None, progress: bool, force: bool
+           ) -> Run:
+    """Device and threads, data, the run directory (its config knows the vocabulary and the dataset's full path),
+    then the model and its state: fresh, or exactly where the checkpoint left off."""
+    t = cfg.train
+    dist = setup_distributed(t.device)
+    device = resolve_device(t.device, dist)
+    dtype = resolve_dtype(t.dtype, device)
+    torch.manual_seed(t.seed + dist.rank)  # each rank its own dropout masks
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    dataset = resolve_dataset(cfg, dist, progress)
+    data = Data(cfg, dataset)
+    V = len(data.tokenizer)
+    if cfg.model.vocab_size not in (0, V):
+        raise GuitarformerError(f"model.vocab_size={cfg.model.vocab_size} but the dataset's tokenizer has {V} tokens",
+                                "leave model.vocab_size at 0 so it is taken from the dataset")
+    # What the run learns of its data, set as every change to a config is (typed, validated): the vocabulary, and
+    # the dataset's absolute path, so `eval` and `--resume` work from any folder.
+    set_values(cfg, {"model.vocab_size": V, "data.dataset": str(dataset.resolve())})
+    run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
+
+    raw = build_model(cfg.model).to(device)
+    if device.type == "cpu":  # train.num_threads, else what this machine's idle cores can run
+        set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size),
+                    processes=int(os.environ.get("LOCAL_WORLD_SIZE", dist.world)))
+    state = new_state(raw, cfg, device, dtype, dist.rank)
+    if ckpt is not None:
+        restore(raw, state, ckpt, dist.rank, device, where=str(run_dir / "ckpt" / "last.pt"))
+    model = compile_or_eager(raw, data, cfg.model.kind, t.batch_size, device, dtype, dist.main) if t.compile else raw
+    if dist.world > 1:
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
+    return Run(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None)
+
+
+def announce(run: Run, ckpt: dict[str, Any] | None) -> None:
+    """Rank 0 says what trains where on what, and warns about a resume on another world size or no val files."""
+    if not run.dist.main:
+        return
+    cfg, dist, data = run.cfg, run.dist, run.data
+    n = run.raw.num_params(non_embedding=False)
+    where = f"{run.device.type}" + (f" x{dist.world}" if dist.world > 1 else "") + \
+        f", {str(run.dtype).replace('torch.', '')}"
+    print(f"guitarformer: {cfg.model.kind} {n / 1e6:.2f}M params, vocab {cfg.model.vocab_size}, context "
+          f"{cfg.model.block_size}, on {where}; data {data.dataset} ({len(data.train.split):,} train tokens); run "
+          f"{run.run_dir}" + (f"; resumed at step {run.state.step}" if ckpt is not None else ""), flush=True)
+    if ckpt is not None and saved_world(ckpt) != dist.world:
+        print(f"guitarformer: the checkpoint was written by {saved_world(ckpt)} process(es) and resumes on "
+              f"{dist.world}: training goes on, but not step for step as it would have", flush=True)
+    if data.val_is_train:
+        print(f"guitarformer: warning: {data.val_warning()}", flush=True)
+        run.log.text("warning", data.val_warning(), run.state.step)
+
+
+class Throughput:
+    """Training and performance scalars every log_interval steps: loss, lr, gradient norm, tokens/s, MFU."""
+
+    def __init__(self, run: Run):
+        self.run, self.last, self.tokens = run, time.time(), 0
+        self.flops_tok, self.peak = run.raw.flops_per_token(), peak_flops(run.device)
+
+    def step(self, step: int, loss: float, lr: float, grad_norm: float, bar, last_val: dict | None) -> None:
+        run = self.run
+        self.tokens += run.tokens_per_step
+        if not (step % run.cfg.train.log_interval == 0 or step == 1):
+            return
+        tps = self.tokens / max(time.time() - self.last, 1e-9)
+        perf = {"mfu": self.flops_tok * tps / (self.peak * run.dist.world)} if self.peak else {}
+        if run.device.type == "cuda":  # what the run needs of the card, for choosing batch and context
+            perf["peak_mem_gib"] = torch.cuda.max_memory_allocated(run.device) / 2**30
+        run.log.scalars("train", step, loss=loss, lr=lr, grad_norm=grad_norm)
+        run.log.scalars("perf", step, tokens_per_s=tps, **perf)
+        self.last, self.tokens = time.time(), 0
+        bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val['loss']:.3f}" if last_val else "-")
+
+
+def train_step(run: Run) -> tuple[float, float, float]:
+    """One optimizer step at the scheduled learning rate: (this rank's loss, lr, gradient norm); a loss that is not
+    finite stops the run before the step is taken."""
+    state, t = run.state, run.cfg.train
+    lr = lr_at(state.step, run.cfg)
+    for g in state.optimizer.param_groups:
+        g["lr"] = lr
+    loss = forward_backward(run.model, run.data, state, run.cfg, run.device, run.dtype, run.dist)
+    if not math.isfinite(loss):
+        raise GuitarformerError(
+            f"training loss became {loss} at step {state.step}; stopped without saving the bad weights "
+            f"(the last good checkpoint is {run.ckpt_dir / 'last.pt'})",
+            "lower train.lr, raise train.warmup_steps, or use --set train.dtype=float32")
+    grad_norm = optimizer_step(run.model, state, t.grad_clip)
+    state.step += 1
+    return loss, lr, grad_norm
+
+
+def evaluation(run: Run) -> tuple[dict[str, float], bool]:
+    """Validate, log, checkpoint (best.pt on an improvement); (the val numbers, whether patience is spent)."""
+    state, t = run.state, run.cfg.train
+    val = validate(run.raw, run.data, run.cfg, run.device, run.dtype, run.dist)
+    run.log.scalars("val", state.step, extra={"split": run.data.val_split},
+                    loss=val["loss"], ppl=val["ppl"], accuracy=val["accuracy"])
+    improved = state.record_eval(val["loss"])
+    save_checkpoints(run.ckpt_dir, run.raw, state, run.cfg, run.dist, run.device, best=improved)
+    return val, state.patience_spent(t.patience) and state.step < t.max_steps
+
+
+def loop(run: Run, progress: bool, stop_at: int | None, t_start: float) -> tuple[str | None, dict | None]:
+    """Steps until max_steps, early stopping, the clock, a signal or `stop_at`: (what stopped it, last val)."""
+    t, state, dist = run.cfg.train, run.state, run.dist
+    budget = Budget(run.cfg, dist, run.device, run.run_dir, len(run.data.val.split), run.tokens_per_step, t_start)
+    perf = Throughput(run)
+    last_val: dict[str, float] | None = None
+    stopped_by: str | None = None
+    run.model.train()
+    with _Stop() as stop, tqdm(total=t.max_steps, initial=state.step, desc="train", unit="step",
+                               disable=not (progress and dist.main), dynamic_ncols=True) as bar:
+        while state.step < t.max_steps:
+            loss, lr, grad_norm = train_step(run)
+            step = state.step
+            budget.step(step, bar)
+            bar.update(1)
+            perf.step(step, mean_over_ranks(loss, dist, run.device), lr, grad_norm, bar, last_val)
+
+            out_of_time, signalled = any_rank(  # the clock or a signal on one rank stops them all
+                [t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes, stop.signal is not None],
+                dist, run.device)
+            sliced = stop_at is not None and step >= stop_at
+            if step % t.eval_interval == 0 or step == t.max_steps or out_of_time or signalled or sliced:
+                last_val, patience_spent = evaluation(run)
+                if patience_spent:
+                    stopped_by = f"early stopping (no val improvement in {t.patience} evaluations)"
+                    break
+                if t.sample_interval and step % t.sample_interval == 0:
+                    run.log.riff(run.raw, run.data.tokenizer, run.cfg, step, run.device)
+            stopped_by = stop_reason(stop.signal, out_of_time, signalled, sliced, t.max_minutes, stop_at)
+            if stopped_by:
+                break
+    return stopped_by, last_val
+
+
+def stop_reason(signum: int | None, out_of_time: bool, signalled: bool, sliced: bool, max_minutes: float,
+                stop_at: int | None) -> str | None:
+    """Why the loop stops after this step, or None to go on."""
+    if signum:
+        return "signal " + signal.Signals(signum).name
+    if out_of_time:
+        return f"time limit ({max_minutes} min)"
+    if signalled:
+        return "a signal to another rank"
+    if sliced:
+        return f"stop_at={stop_at}"
+    return None
+
+
+def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: float) -> dict[str, Any]:
+    """The run's summary (summary.json), its hyper-parameters in TensorBoard, a last riff unless interrupted."""
+    cfg, t, state, dist = run.cfg, run.cfg.train, run.state, run.dist
+    interrupted = bool(stopped_by and stopped_by.startswith("signal"))
+    summary = {
+        "run_dir": str(run.run_dir), "step": state.step, "best_val_loss": state.best_val,
+        "val_loss": last_val["loss"] if last_val else None, "seconds": round(seconds, 1),
+        "stopped_by": stopped_by, "device": run.device.type, "world": dist.world, "val_split": run.data.val_split,
+    }
+    if dist.main:
+        if not interrupted:
+            run.log.riff(run.raw, run.data.tokenizer, cfg, state.step, run.device)
+        run.log.close(
+            {"kind": cfg.model.kind, "n_layer": cfg.model.n_layer, "n_embd": cfg.model.n_embd,
+             "n_head": cfg.model.n_head, "block_size": cfg.model.block_size, "lr": t.lr,
+             "batch_size": t.batch_size * t.grad_accum * dist.world, "pos": cfg.model.pos},
+            {"hparam/best_val_loss": state.best_val, "hparam/steps": state.step})
+        (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        ck = run.ckpt_dir / ("best.pt" if (run.ckpt_dir / "best.pt").exists() else "last.pt")
+        why = f" (stopped by {stopped_by})" if stopped_by else ""
+        print(f"guitarformer: {state.step} steps in {seconds / 60:.1f} min{why}; best val loss {state.best_val:.4f} "
+              f"nats/token; checkpoint {ck}\n  next: guitarformer sample --run {run.run_dir} --out riff.mid",
+              flush=True)
+    if dist.world > 1:
+        torch.distributed.barrier()
+    if interrupted:
+        summary["interrupted"] = True
+    return summary
+
+
 def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | None = None,
           progress: bool = True, resume_overrides: list[str] | None = None,
           stop_at: int | None = None, force: bool = False) -> dict[str, Any]:
@@ -371,162 +531,14 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     that many steps while keeping the schedule of train.max_steps: a pre-emptible job's slice. A `run_dir`
     that already holds a run is refused unless `force` (which deletes that run's checkpoints and logs).
     """
-    ckpt = None
+    cfg, ckpt = resumed_config(cfg, resume, resume_overrides)
     if resume is not None:
         run_dir = Path(resume)
-        ckpt = load_resume_checkpoint(run_dir)
-        cfg = apply_overrides(from_dict(ckpt["config"]), resume_overrides or [])
-    t = cfg.train
-    if t.max_steps < 1:
-        raise GuitarformerError(f"train.max_steps is {t.max_steps}: a run needs at least one step",
+    if cfg.train.max_steps < 1:
+        raise GuitarformerError(f"train.max_steps is {cfg.train.max_steps}: a run needs at least one step",
                                 "pass --max-steps 1 or more")
-
-    # Where and how: one process, or one of torchrun's ranks.
-    dist = setup_distributed(t.device)
-    device = resolve_device(t.device, dist)
-    dtype = resolve_dtype(t.dtype, device)
-    if t.num_threads > 0:
-        torch.set_num_threads(t.num_threads)
-    torch.manual_seed(t.seed + dist.rank)  # each rank its own dropout masks
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    # Data, then the run directory (the config it saves knows the vocabulary and the dataset's full path).
-    dataset = resolve_dataset(cfg, dist, progress)
-    data = Data(cfg, dataset)
-    V = len(data.tokenizer)
-    if cfg.model.vocab_size not in (0, V):
-        raise GuitarformerError(f"model.vocab_size={cfg.model.vocab_size} but the dataset's tokenizer has {V} tokens",
-                                "leave model.vocab_size at 0 so it is taken from the dataset")
-    cfg.model.vocab_size = V
-    cfg.data.dataset = str(dataset.resolve())  # absolute: `eval` and `--resume` work from any folder
-    run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
-    ckpt_dir = run_dir / "ckpt"
-
-    # Model and state: fresh, or exactly where the checkpoint left off.
-    model = build_model(cfg.model).to(device)
-    state = new_state(model, cfg, device, dtype, dist.rank)
-    if ckpt is not None:
-        restore(model, state, ckpt, dist.rank, device, where=str(ckpt_dir / "last.pt"))
-    raw = model  # the plain module: evaluation, checkpoints and samples use it
-    if t.compile:
-        model = compile_or_eager(raw, data, cfg.model.kind, t.batch_size, device, dtype, dist.main)
-    if dist.world > 1:
-        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-
-    log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
-    if dist.main:
-        n = raw.num_params(non_embedding=False)
-        where = f"{device.type}" + (f" x{dist.world}" if dist.world > 1 else "") + f", {str(dtype).replace('torch.', '')}"
-        print(f"guitarformer: {cfg.model.kind} {n / 1e6:.2f}M params, vocab {V}, context {cfg.model.block_size}, "
-              f"on {where}; data {dataset} ({len(data.train.split):,} train tokens); run {run_dir}"
-              + (f"; resumed at step {state.step}" if ckpt is not None else ""), flush=True)
-        if ckpt is not None and saved_world(ckpt) != dist.world:
-            print(f"guitarformer: the checkpoint was written by {saved_world(ckpt)} process(es) and resumes on "
-                  f"{dist.world}: training goes on, but not step for step as it would have", flush=True)
-        if data.val_is_train:
-            print(f"guitarformer: warning: {data.val_warning()}", flush=True)
-            log.text("warning", data.val_warning(), state.step)
-
-    tokens_per_step = t.batch_size * t.grad_accum * cfg.model.block_size * dist.world
-    flops_tok, peak = raw.flops_per_token(), peak_flops(device)
-    t_start = t_last = time.time()
-    step_ends: list[float] = []  # for train.time_budget_min
-    tok_since = 0
-    last_val: dict[str, float] | None = None
-    stopped_by: str | None = None
-    model.train()
-    with _Stop() as stop, tqdm(total=t.max_steps, initial=state.step, desc="train", unit="step",
-                               disable=not (progress and dist.main), dynamic_ncols=True) as bar:
-        while state.step < t.max_steps:
-            lr = lr_at(state.step, cfg)
-            for g in state.optimizer.param_groups:
-                g["lr"] = lr
-            loss = forward_backward(model, data, state, cfg, device, dtype, dist)
-            if not math.isfinite(loss):
-                raise GuitarformerError(
-                    f"training loss became {loss} at step {state.step}; stopped without saving the bad weights "
-                    f"(the last good checkpoint is {ckpt_dir / 'last.pt'})",
-                    "lower train.lr, raise train.warmup_steps, or use --set train.dtype=float32")
-            grad_norm = optimizer_step(model, state, t.grad_clip)
-            state.step += 1
-            step = state.step
-            if t.time_budget_min > 0 and not t.budget_fitted and BUDGET_TIMED_STEPS[0] <= step <= BUDGET_TIMED_STEPS[1]:
-                step_ends.append(time.time())
-                if step == BUDGET_TIMED_STEPS[1]:  # fix max_steps once; checkpoints and config.yaml carry it
-                    planned = fit_steps_to_budget(cfg, step, time.time() - t_start,
-                                                  statistics.median(b - a for a, b in zip(step_ends, step_ends[1:])),
-                                                  len(data.val.split), tokens_per_step)
-                    t.max_steps, t.budget_fitted = min_over_ranks(planned, dist, device), True
-                    bar.total = t.max_steps
-                    if dist.main:
-                        save_config(cfg, run_dir / "config.yaml")
-                        print(f"\nguitarformer: {t.time_budget_min:g}-minute budget: {t.max_steps} steps "
-                              f"(train.time_budget_min; the schedule decays to step {t.max_steps})", flush=True)
-            tok_since += tokens_per_step
-            bar.update(1)
-
-            loss = mean_over_ranks(loss, dist, device)
-            if step % t.log_interval == 0 or step == 1:
-                tps = tok_since / max(time.time() - t_last, 1e-9)
-                perf = {"mfu": flops_tok * tps / (peak * dist.world)} if peak else {}
-                if device.type == "cuda":  # what the run needs of the card, for choosing batch and context
-                    perf["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
-                log.scalars("train", step, loss=loss, lr=lr, grad_norm=grad_norm)
-                log.scalars("perf", step, tokens_per_s=tps, **perf)
-                t_last, tok_since = time.time(), 0
-                bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val['loss']:.3f}" if last_val else "-")
-
-            out_of_time, signalled = any_rank(  # the clock or a signal on one rank stops them all
-                [t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes, stop.signal is not None],
-                dist, device)
-            halt = out_of_time or signalled
-            sliced = stop_at is not None and step >= stop_at
-            if step % t.eval_interval == 0 or step == t.max_steps or halt or sliced:
-                last_val = validate(raw, data, cfg, device, dtype, dist)
-                log.scalars("val", step, extra={"split": data.val_split},
-                            loss=last_val["loss"], ppl=last_val["ppl"], accuracy=last_val["accuracy"])
-                improved = state.record_eval(last_val["loss"])
-                save_checkpoints(ckpt_dir, raw, state, cfg, dist, device, best=improved)
-                if state.patience_spent(t.patience) and step < t.max_steps:
-                    stopped_by = f"early stopping (no val improvement in {t.patience} evaluations)"
-                    break
-                if t.sample_interval and step % t.sample_interval == 0:
-                    log.riff(raw, data.tokenizer, cfg, step, device)
-            if stop.signal:
-                stopped_by = "signal " + signal.Signals(stop.signal).name
-            elif out_of_time:
-                stopped_by = f"time limit ({t.max_minutes} min)"
-            elif signalled:
-                stopped_by = "a signal to another rank"
-            elif sliced:
-                stopped_by = f"stop_at={stop_at}"
-            if stopped_by:
-                break
-
-    seconds = time.time() - t_start
-    interrupted = bool(stopped_by and stopped_by.startswith("signal"))
-    summary = {
-        "run_dir": str(run_dir), "step": state.step, "best_val_loss": state.best_val,
-        "val_loss": last_val["loss"] if last_val else None, "seconds": round(seconds, 1),
-        "stopped_by": stopped_by, "device": device.type, "world": dist.world, "val_split": data.val_split,
-    }
-    if dist.main:
-        if not interrupted:
-            log.riff(raw, data.tokenizer, cfg, state.step, device)
-        log.close(
-            {"kind": cfg.model.kind, "n_layer": cfg.model.n_layer, "n_embd": cfg.model.n_embd,
-             "n_head": cfg.model.n_head, "block_size": cfg.model.block_size, "lr": t.lr,
-             "batch_size": t.batch_size * t.grad_accum * dist.world, "pos": cfg.model.pos},
-            {"hparam/best_val_loss": state.best_val, "hparam/steps": state.step})
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        ck = ckpt_dir / ("best.pt" if (ckpt_dir / "best.pt").exists() else "last.pt")
-        why = f" (stopped by {stopped_by})" if stopped_by else ""
-        print(f"guitarformer: {state.step} steps in {seconds / 60:.1f} min{why}; best val loss {state.best_val:.4f} "
-              f"nats/token; checkpoint {ck}\n  next: guitarformer sample --run {run_dir} --out riff.mid", flush=True)
-    if dist.world > 1:
-        torch.distributed.barrier()
-    if interrupted:
-        summary["interrupted"] = True
-    return summary
+    run = set_up(cfg, run_dir, ckpt, progress, force)
+    announce(run, ckpt)
+    t_start = time.time()
+    stopped_by, last_val = loop(run, progress, stop_at, t_start)
+    return finish(run, stopped_by, last_val, time.time() - t_start)

@@ -22,7 +22,7 @@ import torch.distributed
 from guitarformer.config import Config
 from guitarformer.errors import GuitarformerError
 from guitarformer.runtime import Dist
-from guitarformer.training.checkpoint import CKPT_VERSION, unwrap
+from guitarformer.runs.checkpoint import CKPT_VERSION, unwrap
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Run directories: a new one per training run, the newest under ./runs, and loading one back for sampling."""
+"""Run directories: a new one per training run, the newest under ./runs, loading one back for sampling; the
+checkpoint files inside them are written and read by runs/checkpoint.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from guitarformer.config import from_dict
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.training.checkpoint import load_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint
 
 
 def new_run_dir(base: str | Path = "runs") -> Path:

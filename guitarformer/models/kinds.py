@@ -1,0 +1,186 @@
+"""One interface for both model kinds: how a batch becomes a loss, how a prompt becomes the model's input.
+
+Training, likelihood, sampling and infilling call `kind_of(model or config)` and use what it returns instead of
+asking which kind they hold. Each kind knows:
+
+- `inputs(batch)`: a batch in the layout its data source yields (decoder: x, y; encoder-decoder: src, src_mask,
+  tgt, y) as `Inputs`, which calls a model (or its DDP / compiled wrapper) and gives (logits, loss).
+- `continuation(src, src_mask, tgt, y)`: a batch of source/target pairs (data.dataset.Seq2SeqPairs) in its own
+  layout, scoring the same target tokens either way (a decoder reads the source as its prefix).
+- `prompt(context, head, bos)`: a prompt as `Prompt`, what generation.engine.generate takes: the ids it
+  continues and, for an encoder-decoder, the source its encoder reads.
+- `stepper(model, prompt)`: the decoding step, (new tokens, KV cache) -> logits, with the memory encoded once.
+
+Shapes: B batch, S source tokens, T target tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from guitarformer import IGNORE_INDEX
+from guitarformer.config import ModelConfig
+from guitarformer.errors import GuitarformerError
+from guitarformer.models.decoder import Decoder
+from guitarformer.models.encoder_decoder import EncoderDecoder
+from guitarformer.models.layers import KVCache, as_model_config
+
+Step = Callable[[Tensor, KVCache | None], Tensor]  # (B, T) new tokens, cache -> logits (B, T, V)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A batch as one model kind takes it: `model(*args, targets=targets, **kwargs)`."""
+
+    args: tuple[Tensor, ...]
+    targets: Tensor | None = None
+    kwargs: dict[str, Tensor] = field(default_factory=dict)
+
+    def to(self, device) -> Inputs:
+        """The same batch on `device` (non-blocking: pinned host tensors overlap the copy with compute)."""
+        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+        return Inputs(tuple(move(a) for a in self.args), None if self.targets is None else move(self.targets),
+                      {k: move(v) for k, v in self.kwargs.items()})
+
+    def __call__(self, model: nn.Module, with_loss: bool = True) -> tuple[Tensor, Tensor | None]:
+        """(logits (B, T, V), mean cross-entropy or None) of `model` on this batch."""
+        return model(*self.args, targets=self.targets if with_loss else None, **self.kwargs)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the sampler continues: `ids` (B, T0); an encoder-decoder's encoder also reads `src` (B, S).
+
+    `keep_front`: prompt tokens a sliding context keeps in front (BOS and the piece's controls)."""
+
+    ids: Tensor
+    src: Tensor | None = None
+    src_key_mask: Tensor | None = None
+    keep_front: int = 0
+
+    def generate_kwargs(self) -> dict:
+        """The keyword arguments of generation.engine.generate that carry this prompt beside its ids."""
+        if self.src is None:
+            return {"keep_front": self.keep_front}
+        return {"src": self.src, "src_key_mask": self.src_key_mask}
+
+    def history(self) -> Tensor:
+        """(B, S + T0) every token the output continues in time: the constraint's state starts from these."""
+        return self.ids if self.src is None else torch.cat([self.src, self.ids], 1)
+
+
+def _rows(ids: Sequence[int], num: int, device) -> Tensor:
+    return torch.tensor([list(ids)] * num, dtype=torch.long, device=device)
+
+
+class DecoderKind:
+    """A causal language model over one stream: the prompt is the context, the output continues it."""
+
+    name = "decoder"
+    model_class = Decoder
+    streams = True  # reads one token stream: scored over a whole split, as training validates
+
+    def inputs(self, batch: Sequence[Tensor]) -> Inputs:
+        x, y = batch
+        return Inputs((x,), y)
+
+    def continuation(self, src: Tensor, src_mask: Tensor, tgt: Tensor, y: Tensor) -> Inputs:
+        """The source tokens as the prefix, the target after them, only target positions scored (the
+        teacher-forced `tgt` is the target itself shifted, so it is not needed here)."""
+        rows, ys = [], []
+        for s, m, t in zip(src, src_mask, y):
+            s, t = s[m], t[t != IGNORE_INDEX]
+            inp = torch.cat([s, t])[:-1]
+            tt = torch.full_like(inp, IGNORE_INDEX)
+            tt[len(s) - 1:] = t  # position len(s)-1 (the last source token) predicts the first target token
+            rows.append(inp)
+            ys.append(tt)
+        L = max(len(r) for r in rows)
+        x = torch.zeros(len(rows), L, dtype=torch.long)
+        yy = torch.full((len(rows), L), IGNORE_INDEX, dtype=torch.long)
+        for i, (r, t) in enumerate(zip(rows, ys)):  # right padding: causal attention never sees it
+            x[i, : len(r)] = r
+            yy[i, : len(t)] = t
+        return Inputs((x,), yy)
+
+    def continuation_lengths(self, cfg: ModelConfig, src: int | None, tgt: int | None) -> tuple[int, int]:
+        """(source, target) tokens of a continuation pair: what fits the context, prefix and target together."""
+        S = src or min(cfg.src_block_size, cfg.block_size // 2)
+        T = tgt or cfg.block_size - S + 1
+        if S + T - 1 > cfg.block_size:
+            raise GuitarformerError(f"continuation source {S} + target {T} tokens exceed the decoder's context "
+                                    f"{cfg.block_size}", "lower --cont-src / --cont-tgt")
+        return S, T
+
+    def prompt(self, context: Sequence[int], head: Sequence[int], bos: int, num: int = 1, device="cpu",
+               keep_front: int = 0, src_block_size: int | None = None) -> Prompt:
+        """`context` (which starts with BOS) and then `head` (the first tokens of the output) as one stream; the
+        sampler's sliding window, not `src_block_size`, fits it to the context."""
+        return Prompt(_rows([*context, *head], num, device), keep_front=keep_front)
+
+    def stepper(self, model: nn.Module, prompt: Prompt) -> Step:
+        return lambda tokens, cache: model(tokens, cache=cache)[0]
+
+    def heard(self, prompt_src: Sequence[int], row: Sequence[int]) -> list[int]:
+        """The tokens a listener hears for an output row: the row holds the prompt already."""
+        return list(row)
+
+
+class EncoderDecoderKind:
+    """An encoder over the source bars, a causal decoder writing the bars after them."""
+
+    name = "encoder_decoder"
+    model_class = EncoderDecoder
+    streams = False  # reads source/target pairs: scored on continuation pairs only
+
+    def inputs(self, batch: Sequence[Tensor]) -> Inputs:
+        src, mask, tgt, y = batch
+        return Inputs((src, tgt), y, {"src_key_mask": mask})
+
+    def continuation(self, src: Tensor, src_mask: Tensor, tgt: Tensor, y: Tensor) -> Inputs:
+        """Source through the encoder, the target teacher-forced after BOS: the pairs' own layout."""
+        return self.inputs((src, src_mask, tgt, y))
+
+    def continuation_lengths(self, cfg: ModelConfig, src: int | None, tgt: int | None) -> tuple[int, int]:
+        """(source, target) tokens of a continuation pair: what the model was trained on."""
+        S, T = src or cfg.src_block_size, tgt or cfg.block_size
+        if S > cfg.src_block_size or T > cfg.block_size:
+            raise GuitarformerError(f"continuation {S}/{T} tokens exceed the model's {cfg.src_block_size}/"
+                                    f"{cfg.block_size}", "lower --cont-src / --cont-tgt")
+        return S, T
+
+    def prompt(self, context: Sequence[int], head: Sequence[int], bos: int, num: int = 1, device="cpu",
+               keep_front: int = 0, src_block_size: int | None = None) -> Prompt:
+        """`context` as the source (its last `src_block_size` tokens behind its first `keep_front`), and the target
+        starting at BOS followed by `head`."""
+        src = list(context)
+        if src_block_size is not None and len(src) > src_block_size:
+            src = src[:keep_front] + src[keep_front:][-(src_block_size - keep_front):]
+        s = _rows(src, num, device)
+        return Prompt(_rows([bos, *head], num, device), s, torch.ones_like(s, dtype=torch.bool))
+
+    def stepper(self, model: nn.Module, prompt: Prompt) -> Step:
+        memory = model.encode(prompt.src, prompt.src_key_mask)  # once: every step attends to the same memory
+        return lambda tokens, cache: model.decode(tokens, memory, prompt.src_key_mask, cache=cache)
+
+    def heard(self, prompt_src: Sequence[int], row: Sequence[int]) -> list[int]:
+        """The tokens a listener hears for an output row: the continuation comes after its source."""
+        return [*prompt_src, *row]
+
+
+ModelKind = DecoderKind | EncoderDecoderKind
+KINDS: dict[str, ModelKind] = {k.name: k for k in (DecoderKind(), EncoderDecoderKind())}
+
+
+def kind_of(what: nn.Module | ModelConfig | dict | str) -> ModelKind:
+    """The kind of a model (its `config`), a ModelConfig, a config dict or a kind name."""
+    name = what if isinstance(what, str) else (
+        what.config.kind if isinstance(what, nn.Module) else as_model_config(what).kind)
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown model kind {name!r}: use {' or '.join(KINDS)}") from None
