@@ -8,7 +8,7 @@ from pathlib import Path
 
 from guitarformer.config import DataConfig
 from guitarformer.data.tokenization import build_tokenizer
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from tiny_runs import untrained_run
 
 STYLES = ("folk", "rock")
