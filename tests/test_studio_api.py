@@ -1,0 +1,303 @@
+"""The studio's JSON API through FastAPI's TestClient: every endpoint and every refusal, on untrained tiny runs
+(their riffs are noise; the API's contracts are not)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from guitarformer.app import load_run_once
+from guitarformer.music.bars import bar_starts
+from guitarformer.readers import read_guitar
+from guitarformer.studio import BackgroundServer, create_app
+from guitarformer.studio.forms import bars_of
+from guitarformer.studio.server import check_host
+from guitarformer.studio.worker import JobCancelled, Worker
+from studio_runs import free_port, studio_run
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+FIX = Path(__file__).parent / "fixtures" / "io"
+STATIC = Path(__file__).resolve().parents[1] / "guitarformer" / "studio" / "static"
+OPTIONS = {"bars", "tempo", "time_signature", "tuning", "key", "style", "density", "polyphony", "hand_position",
+           "palm_mute", "techniques", "temperature", "top_p", "seed", "program"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    return studio_run(tmp_path_factory.mktemp("studio") / "run")
+
+
+@pytest.fixture(scope="module")
+def client(run, tmp_path_factory):
+    app = create_app(load_run_once(run), root=tmp_path_factory.mktemp("served"))
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def plain_client(tmp_path_factory):
+    """A run without control or fill tokens: options it cannot honour, and no Regenerate."""
+    run = studio_run(tmp_path_factory.mktemp("plain") / "run", controls=False, infill=0.0)
+    with TestClient(create_app(load_run_once(run))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def riffs(client):
+    res = client.post("/api/sample", json={"bars": 4, "num_samples": 2, "seed": 7, "key": "E:minor"})
+    assert res.status_code == 200, res.text
+    return res.json()["riffs"]
+
+
+def notes_of(path: Path) -> list[tuple[int, int]]:
+    return sorted((n.time, n.pitch) for n in read_guitar(path)[0].track.notes)
+
+
+def fetch(client, url: str, tmp: Path, name: str) -> Path:
+    res = client.get(url)
+    assert res.status_code == 200, res.text
+    out = tmp / name
+    out.write_bytes(res.content)
+    return out
+
+
+def error(res, status: int) -> str:
+    assert res.status_code == status, res.text
+    body = res.json()
+    assert body["error"] and "Traceback" not in body["error"]
+    return body["error"]
+
+
+def test_the_page_loads_alphatab_from_this_server_only(client):
+    html = client.get("/").text
+    assert '<script src="/static/alphatab/alphaTab.min.js">' in html and "/static/studio.js" in html
+    js = client.get("/static/studio.js").text
+    for text in (html, js):  # no script, font or SoundFont from a CDN
+        assert "cdn" not in text.lower() and "unpkg" not in text and "jsdelivr" not in text
+    assert '"/static/alphatab/"' in js and "soundfont/sonivox.sf3" in js and 'fontDirectory = ALPHATAB + "font/"' in js
+    for path in ("alphaTab.min.js", "font/Bravura.woff2", "soundfont/sonivox.sf3", "LICENSE"):
+        assert client.get(f"/static/alphatab/{path}").status_code == 200
+
+
+def test_shipped_alphatab_files_match_their_record():
+    """scripts/fetch_alphatab.py wrote VERSION: every file is there, unchanged, and under 2 MB."""
+    lines = (STATIC / "alphatab" / "VERSION").read_text().splitlines()
+    assert lines[0] == "@coderline/alphatab 1.8.4"
+    files = [line.split("  ", 1) for line in lines if "  " in line]
+    assert len(files) == 9
+    for digest, rel in files:
+        data = (STATIC / "alphatab" / rel).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest and len(data) < 2 * 1024 * 1024, rel
+
+
+def test_run_info_lists_every_option(client, plain_client):
+    info = client.get("/api/run").json()
+    assert OPTIONS <= set(info["options"]) and info["can_infill"] and info["kind"] == "decoder"
+    assert info["options"]["style"]["available"] and set(info["options"]["style"]["values"]) == {"folk", "rock"}
+    plain = plain_client.get("/api/run").json()
+    assert not plain["can_infill"] and not plain["options"]["key"]["available"] and plain["options"]["key"]["reason"]
+
+
+def test_sample_gives_candidates_with_their_files(client, riffs, tmp_path):
+    assert len(riffs) == 2 and riffs[0]["id"] != riffs[1]["id"] and [r["seed"] for r in riffs] == [7, 8]
+    for r in riffs:
+        assert set(r["files"]) >= {"gp", "midi", "tab"}
+        gp = fetch(client, r["files"]["gp"], tmp_path, f"{r['id']}.gp5")
+        assert len(read_guitar(gp)[0].track.notes) == r["notes"] and r["bars"] <= 4
+        assert fetch(client, r["files"]["midi"], tmp_path, f"{r['id']}.mid").read_bytes()[:4] == b"MThd"
+        assert client.get(r["files"]["tab"]).text == r["tab"] and "E" in r["tab"]
+    # candidate k is the riff of seed + k: asking for seed 8 alone gives candidate 2 again
+    again = client.post("/api/sample", json={"bars": 4, "num_samples": 1, "seed": 8, "key": "E:minor"}).json()
+    assert again["riffs"][0]["notes"] == riffs[1]["notes"]
+    assert notes_of(fetch(client, again["riffs"][0]["files"]["gp"], tmp_path, "again.gp5")) == \
+        notes_of(tmp_path / f"{riffs[1]['id']}.gp5")
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"bars": "eight"}, "bars must be a whole number"),
+    ({"bars": 0}, "bars must be 1..64"),
+    ({"bars": 500}, "bars must be 1..64"),
+    ({"num_samples": 40}, "num_samples must be 1..8"),
+    ({"tempo": "fast"}, "tempo must be a number"),
+    ({"key": 5}, "key must be text"),
+    ({"color": "red"}, "unknown option 'color'"),
+    ([1, 2], "JSON object"),
+])
+def test_bad_options_get_one_message(client, body, says):
+    assert says in error(client.post("/api/sample", json=body), 400)
+
+
+def test_option_the_run_cannot_honour(plain_client):
+    msg = error(plain_client.post("/api/sample", json={"key": "E:minor"}), 400)
+    assert msg.startswith("this run cannot honour key:") and "control tokens" in msg
+    assert "not trained with infilling" in error(plain_client.post("/api/infill", json={"riff": "0" * 16,
+                                                                                       "bars": [1, 1]}), 400)
+
+
+def test_body_that_is_not_json(client):
+    res = client.post("/api/sample", content=b"bars=8", headers={"Content-Type": "application/json"})
+    assert "not JSON" in error(res, 400)
+
+
+def long_riff(client, bars: int = 4) -> dict:
+    """A riff of at least `bars` bars (the untrained model often ends after one: look through the seeds)."""
+    for seed in range(0, 32, 8):
+        for riff in client.post("/api/sample", json={"bars": 8, "num_samples": 8, "seed": seed}).json()["riffs"]:
+            if riff["bars"] >= bars:
+                return riff
+    raise AssertionError(f"no seed of 0..31 gave {bars} bars")
+
+
+def test_infill_keeps_the_bars_outside(client, tmp_path):
+    riff = long_riff(client)
+    before = read_guitar(fetch(client, riff["files"]["gp"], tmp_path, "before.gp5"))[0]
+    res = client.post("/api/infill", json={"riff": riff["id"], "bars": [2, 3], "seed": 1})
+    assert res.status_code == 200, res.text
+    new = res.json()["riffs"][0]
+    assert new["id"] != riff["id"] and set(new["files"]) >= {"gp", "midi", "tab"} and new["regenerated"] == [2, 3]
+    after = read_guitar(fetch(client, new["files"]["gp"], tmp_path, "after.gp5"))[0]
+    end = max(n.time + n.duration for n in before.track.notes)
+    starts = bar_starts(before.score.time_signatures, before.score.ticks_per_quarter, end)
+    lo, hi = starts[1], starts[3]
+    outside = lambda gs: sorted((n.time, n.pitch) for n in gs.track.notes if not lo <= n.time < hi)  # noqa: E731
+    assert outside(after) == outside(before)
+
+
+def test_infill_refusals(client, riffs):
+    rid = riffs[0]["id"]
+    n = riffs[0]["bars"]
+    assert f"not within the riff's bars 1-{n}" in error(client.post("/api/infill", json={"riff": rid,
+                                                                                      "bars": [n, n + 5]}), 400)
+    assert "not within" in error(client.post("/api/infill", json={"riff": rid, "bars": [2, 1]}), 400)
+    assert "bars must be [first, last]" in error(client.post("/api/infill", json={"riff": rid, "bars": 3}), 400)
+    assert "no riff" in error(client.post("/api/infill", json={"riff": "feedfacefeedface", "bars": [1, 1]}), 404)
+    assert "names the riff" in error(client.post("/api/infill", json={"bars": [1, 1]}), 400)
+
+
+def test_continue_an_uploaded_file(client, tmp_path):
+    song = FIX / "drop_d_capo.gp5"
+    res = client.post("/api/continue", files={"file": ("song.gp5", song.read_bytes())},
+                      data={"options": json.dumps({"bars": 2, "num_samples": 1, "seed": 2})})
+    assert res.status_code == 200, res.text
+    riff = res.json()["riffs"][0]
+    out = read_guitar(fetch(client, riff["files"]["gp"], tmp_path, "cont.gp5"))[0]
+    src = read_guitar(song)[0]
+    assert bars_of(out) >= bars_of(src) and len(out.track.notes) >= len(src.track.notes)
+    assert [n.pitch for n in out.track.notes[:5]] == [n.pitch for n in src.track.notes[:5]]
+
+
+def test_upload_refusals(client):
+    def up(name, data, options="{}"):
+        return client.post("/api/continue", files={"file": (name, data)}, data={"options": options})
+
+    msg = error(up("broken.gp5", (FIX / "corrupt.gp5").read_bytes()), 400)
+    assert "broken.gp5" in msg and "not a readable Guitar Pro file" in msg and "guitarformer-studio" not in msg
+    assert "larger than 4 MB" in error(up("big.mid", b"MThd" + bytes(5 * 1024 * 1024)), 413)
+    assert "empty" in error(up("empty.gp5", b""), 400)
+    assert "no file suffix" in error(up("song", b"MThd...."), 400)
+    assert "options field is not JSON" in error(up("s.gp5", b"x", options="{bars"), 400)
+    assert "own time signature" in error(up("s.gp5", b"x", options='{"time_signature": "3/4"}'), 400)
+    assert client.get("/api/run").status_code == 200  # still serving
+
+
+def test_downloads_serve_only_what_the_server_made(client, riffs):
+    rid = riffs[0]["id"]
+    assert "no file kind" in error(client.get(f"/api/files/{rid}/py"), 404)
+    for url in ("/api/files/..%2F..%2Fetc%2Fpasswd/gp", "/api/files/../../pyproject.toml/gp",
+                f"/api/files/{rid}/..%2F..%2F..%2Fpyproject.toml"):
+        assert "root:" not in client.get(url).text and error(client.get(url), 404)
+    assert "no riff" in error(client.get(f"/api/files/{rid[::-1]}/gp"), 404)
+    if not client.get("/api/run").json()["server_wav"]:
+        assert "no wav file" in error(client.get(f"/api/files/{rid}/wav"), 404)
+
+
+def test_cancel_a_queued_request(client):
+    worker: Worker = client.app.state.studio.worker
+    release = threading.Event()
+    blocker = worker.submit(lambda stop: release.wait(30))  # the one generation thread is busy
+    answers = {}
+    t = threading.Thread(target=lambda: answers.update(r=client.post("/api/sample", json={"job": "j-1", "bars": 1})))
+    t.start()
+    for _ in range(200):
+        if worker.pending() == 2:
+            break
+        threading.Event().wait(0.01)
+    assert client.post("/api/cancel/j-1").json() == {"job": "j-1", "cancelled": True}
+    release.set()
+    t.join(30)
+    assert blocker.future.result() is True
+    assert error(answers["r"], 409) == "cancelled"
+    assert client.post("/api/cancel/j-1").json()["cancelled"] is False  # gone
+    assert client.get("/api/run").status_code == 200
+
+
+def test_a_running_job_stops_at_the_next_riff():
+    worker = Worker()
+    started, done = threading.Event(), []
+
+    def riffs(stop):
+        for k in range(1000):
+            started.set()
+            if stop():
+                raise JobCancelled("j")
+            done.append(k)
+            threading.Event().wait(0.01)
+
+    job = worker.submit(riffs, "j")
+    started.wait(5)
+    assert worker.cancel("j")
+    with pytest.raises(JobCancelled):
+        job.future.result(10)
+    assert len(done) < 1000
+    assert worker.run(lambda stop: 42) == 42  # the thread goes on serving
+    worker.close()
+
+
+def test_a_full_queue_says_busy(run):
+    app = create_app(load_run_once(run), max_queued=1)
+    with TestClient(app) as c:
+        release = threading.Event()
+        c.app.state.studio.worker.submit(lambda stop: release.wait(30))
+        assert "busy" in error(c.post("/api/sample", json={"bars": 1}), 503)
+        release.set()
+
+
+def test_two_clients_at_once_are_both_answered(run):
+    app = create_app(load_run_once(run))
+    with BackgroundServer(app, port=free_port()) as url:
+        out: dict[int, httpx.Response] = {}
+
+        def ask(i):
+            out[i] = httpx.post(f"{url}/api/sample", json={"bars": 2, "num_samples": 1, "seed": i}, timeout=120)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert sorted(out) == [0, 1] and all(r.status_code == 200 for r in out.values())
+    assert out[0].json()["riffs"][0]["id"] != out[1].json()["riffs"][0]["id"]
+
+
+def test_host_other_than_this_machine_warns():
+    assert check_host("127.0.0.1") is None and check_host("localhost") is None
+    assert "anyone who can reach" in check_host("0.0.0.0")
+
+
+def test_a_taken_port_is_one_clear_message():
+    from guitarformer.errors import GuitarformerError
+    from guitarformer.studio.server import check_port_free
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(GuitarformerError, match=f"cannot serve on 127.0.0.1:{port}"):
+            check_port_free("127.0.0.1", port)
