@@ -481,3 +481,24 @@ def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, tempe
 
 if __name__ == "__main__":
     main()
+
+
+# ---------------------------------------------------------------- studio
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
+              help="Run directory (default: the newest under ./runs).")
+@click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Another address makes the page reachable from other machines (it has no login: a warning says so).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="cpu", show_default=True)
+@_threads
+def studio(run_dir, checkpoint, port, host, device, threads):
+    """A page in your browser: generate riffs, see their tab and notation, hear them, regenerate bars, continue a
+    file, download MIDI, Guitar Pro 5, ASCII tab and WAV (docs/STUDIO.md; the JSON API under /api)."""
+    from guitarformer.studio import serve
+
+    serve(run_dir, checkpoint, host=host, port=port, device=device, threads=threads)
+

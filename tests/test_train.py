@@ -57,6 +57,8 @@ def test_run_directory_and_tensorboard(tiny_run):
         assert t in tags, t
     losses = [v for _, v in tags["train/loss"]]
     assert losses[-1] < losses[0]  # it learns
+    assert "hparam/best_val_loss" in tags  # the hparams results live in the run's own event file ...
+    assert not [p for p in (tiny_run / "tb").iterdir() if p.is_dir()]  # ... not in a run of their own beside it
     cfg = load_config(str(tiny_run / "config.yaml"))
     summary = json.loads((tiny_run / "summary.json").read_text())
     assert summary["best_val_loss"] < _untrained_val_loss(cfg, cfg.data.dataset) - 1.0  # 5.87 -> 4.54 nats/token

@@ -154,12 +154,12 @@ def jsonable(res: Any) -> Any:
 
 
 def log_tensorboard(run_dir: Path, res: dict) -> None:
-    """Scalars under eval/<split>/... in the run's TensorBoard, at the run's step."""
+    """The report in the run's TensorBoard, at the run's step: one table under Text (eval/<split>), so the Scalars
+    page keeps the run's own curves first instead of a card per one-point number."""
 
+    rows = [f"| {k} | {v:.4g} |" for k, v in scalars(res).items() if math.isfinite(v)]
     w = SummaryWriter(str(Path(run_dir) / "tb"))
-    for k, v in scalars(res).items():
-        if math.isfinite(v):
-            w.add_scalar(f"eval/{res['split']}/{k}", v, res.get("step", 0))
+    w.add_text(f"eval/{res['split']}", "\n".join(["| measure | value |", "| --- | --- |", *rows]), res.get("step", 0))
     w.close()
 
 

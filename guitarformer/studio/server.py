@@ -12,6 +12,7 @@ import uvicorn
 
 from guitarformer.app import load_run_once
 from guitarformer.errors import GuitarformerError
+from guitarformer.runtime import set_threads, step_work
 from guitarformer.studio.api import create_app
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -26,8 +27,9 @@ def check_host(host: str) -> str | None:
 
 
 def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, host: str = "127.0.0.1",
-          port: int = 8000, device: str = "cpu") -> None:
-    """Load the run (default: the newest under ./runs) and serve the studio until interrupted."""
+          port: int = 8000, device: str = "cpu", threads: int = 0) -> None:
+    """Load the run (default: the newest under ./runs) and serve the studio until interrupted. `threads`: CPU
+    threads for generation (0: chosen per step)."""
     if not 0 < port < 65536:
         raise GuitarformerError(f"--port must be 1..65535, not {port}", "e.g. --port 8000")
     check_port_free(host, port)
@@ -35,6 +37,7 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
     if warning:
         print(warning, file=sys.stderr)
     loaded = load_run_once(run, checkpoint, device)
+    set_threads(threads, step_work(loaded.model, 1))
     app = create_app(loaded)
     shown = f"[{host}]" if ":" in host else host
     print(f"guitarformer studio: {loaded.describe()}")

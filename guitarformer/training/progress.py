@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams as hparams_summaries
 
 from guitarformer.config import Config
 from guitarformer.generation.riffs import generate_riff
@@ -22,7 +23,7 @@ class RunLog:
     """
 
     def __init__(self, run_dir: Path | None, resumed_at: int | None = None):
-        self.writer, self.metrics = None, None
+        self.writer, self.metrics, self.last_step = None, None, resumed_at or 0
         if run_dir is None:
             return
         self.writer = SummaryWriter(str(run_dir / "tb"), purge_step=resumed_at)
@@ -34,6 +35,7 @@ class RunLog:
         """Scalars under `kind/`; `extra` goes to the JSON line only (labels, not numbers to plot)."""
         if self.writer is None:
             return
+        self.last_step = max(self.last_step, step)
         for k, v in vals.items():
             self.writer.add_scalar(f"{kind}/{k}", v, step)
         self.metrics.write(json.dumps({"step": step, "kind": kind, **vals, **(extra or {})}) + "\n")
@@ -50,7 +52,12 @@ class RunLog:
     def close(self, hparams: dict, results: dict) -> None:
         if self.writer is None:
             return
-        self.writer.add_hparams(hparams, results, run_name="hparams")
+        # The hparams summaries go into the run's own event file (add_hparams would make them a run of their own
+        # beside it), with the results as scalars at the last step.
+        for summary in hparams_summaries(hparams, results):
+            self.writer.file_writer.add_summary(summary)
+        for k, v in results.items():
+            self.writer.add_scalar(k, v, self.last_step)
         self.writer.close()
         self.metrics.close()
 
