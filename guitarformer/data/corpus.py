@@ -1,16 +1,25 @@
-"""The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached."""
+"""The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached.
+
+Each tune keeps what its ABC header says about it: its key from ``K:`` (mode included, e.g. "A:dorian") and its
+type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), as the tune's style.
+The MIDI of a tune of a known type is written to ``midi/<type>/``, so that `prepare` (whose style control is the
+folder below the input folder) gives it its type as the style, and ``labels.json`` maps each MIDI file to its
+``Key`` and ``Style`` control values for a prepare that takes given keys over estimated ones.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from inspect import signature
 from pathlib import Path
 
 import symusic
-from music21 import converter, corpus, stream, tempo
+from music21 import converter, corpus, key, stream, tempo
 from tqdm import tqdm
 
 from guitarformer.data.prepare import prepare, reader_hash
@@ -18,14 +27,18 @@ from guitarformer.data.tokenization import tokenizer_params
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import (
     GUITAR_PROGRAM,
+    PITCH_NAMES,
     STANDARD_TUNING,
     TPQ,
     playable_range,
 )
+from guitarformer.data.tune_labels import header_of, key_control, key_label, read_abc_headers, tune_type
 from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
-CORPUS_VERSION = "fiddle-v2"  # v2: sounding an octave below the written fiddle pitch, as guitarists play them
+# v2: sounding an octave below the written fiddle pitch, as guitarists play them; v3: tune types as style folders,
+# K: keys in labels.json and tunes.jsonl
+CORPUS_VERSION = "fiddle-v3"
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
 LOW, HIGH = playable_range(STANDARD_TUNING, frets=22)  # E2 .. D6 (a 22-fret guitar)
@@ -130,17 +143,23 @@ def tune_to_score(m21score) -> tuple[symusic.Score | None, str | None]:
 
 
 def _convert_file(args: tuple[str, str]) -> list[dict]:
-    """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune."""
+    """Parse one ABC file (one or many tunes) and write each tune as MIDI, under midi/<type>/ where its header
+    names its type; returns one record per tune (with its K: label, Key control value and type)."""
     src, out_dir = args
 
     records: list[dict] = []
     try:
         parsed = converter.parse(src, format="abc")
+        headers = read_abc_headers(src)
     except Exception as e:  # a broken book loses its tunes, not the run
         return [{"source": src, "tune": None, "status": "failed", "reason": f"music21 parse error: {e}"}]
     tunes = list(parsed.scores) if isinstance(parsed, stream.Opus) else [parsed]
     for i, tune in enumerate(tunes):
-        rec = {"source": src, "tune": i, "title": (tune.metadata.title if tune.metadata else None)}
+        title = tune.metadata.title if tune.metadata else None
+        header = header_of(headers, i, tune.metadata.number if tune.metadata else None, len(tunes))
+        label = key_label(tune)
+        rec = {"source": src, "tune": i, "title": title, "key_label": label, "key": key_control(label),
+               "type": tune_type(header.rhythm if header else None, title or (header.title if header else None))}
         expanded = True
         try:
             full = tune.expandRepeats()
@@ -154,11 +173,40 @@ def _convert_file(args: tuple[str, str]) -> list[dict]:
             rec.update(status="skipped", reason=reason)
             records.append(rec)
             continue
-        name = f"{Path(src).stem}-{i:03d}.mid"
+        name = f"{rec['type']}/{Path(src).stem}-{i:03d}.mid" if rec["type"] else f"{Path(src).stem}-{i:03d}.mid"
+        (Path(out_dir) / name).parent.mkdir(exist_ok=True)
         score.dump_midi(str(Path(out_dir) / name))
         rec.update(status="ok", reason=None if expanded else "repeats not expanded", file=name)
         records.append(rec)
     return records
+
+
+def labels(records: list[dict]) -> dict[str, dict[str, str]]:
+    """MIDI file (relative to midi/) -> its given control values: Key (from K:) and Style (the tune's type),
+    each where the header has it."""
+    out: dict[str, dict[str, str]] = {}
+    for r in records:
+        if r.get("status") == "ok":
+            given = {"Key": r.get("key"), "Style": r.get("type")}
+            out[r["file"]] = {k: v for k, v in given.items() if v}
+    return out
+
+
+def label_summary(records: list[dict]) -> dict:
+    """The styles (tune types) of the converted tunes and how many carry a K: key."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    return {
+        "styles": dict(Counter(r.get("type") or "(none)" for r in ok).most_common()),
+        "key_labels": sum(bool(r.get("key")) for r in ok),
+        "modes": dict(Counter((r.get("key_label") or ":(none)").split(":")[1] for r in ok).most_common()),
+        "tunes": len(ok),
+    }
+
+
+def corpus_labels(corpus: Path) -> dict[str, dict[str, str]]:
+    """The given control values of a built corpus's MIDI files, by absolute path (see `labels`)."""
+    given = json.loads((Path(corpus) / "labels.json").read_text())
+    return {str((Path(corpus) / "midi" / f).resolve()): v for f, v in given.items()}
 
 
 def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, progress: bool = True) -> Path:
@@ -199,10 +247,12 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
         "counts": dict(counts),
         "reasons": dict(reasons),
         "sha256": hashlib.sha256("".join(sorted(r.get("file") or "" for r in records)).encode()).hexdigest(),
+        "labels": label_summary(records),
     }
     with open(out_dir / "tunes.jsonl", "w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
+    (out_dir / "labels.json").write_text(json.dumps(labels(records), indent=0, sort_keys=True))
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary, indent=2))
     tmp.replace(done)  # corpus.json last: its presence means the corpus is complete
@@ -228,6 +278,9 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     if (out / "meta.json").is_file():
         return out
     src = build_corpus(limit=limit, progress=progress)
+    # Styles reach prepare as the midi/<type>/ folders. Keys need prepare to take given control values over its
+    # estimate (`labels`); a prepare without that parameter estimates every key from the notes.
+    given = {"labels": corpus_labels(src)} if data_cfg.controls and "labels" in signature(prepare).parameters else {}
     prepare([src / "midi"], out, data_cfg, progress=progress,
-            sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"])
+            sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"], **given)
     return out
