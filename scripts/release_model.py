@@ -39,7 +39,7 @@ import symusic
 import torch
 
 from guitarformer.config import Config, load_config
-from guitarformer.data.corpus import COLLECTIONS, CORPUS_VERSION, ensure_builtin_dataset
+from guitarformer.data.corpus import COLLECTIONS, CORPUS_VERSION, ensure_builtin_dataset, keys_written
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import load_tokenizer
@@ -178,8 +178,9 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, form: dict, ar
         f"({CORPUS_VERSION}; public domain), read as ABC, an octave below written pitch, fretted by `fret()`. "
         f"{meta['files']} files; {meta['tokens']['train']:,} train / {meta['tokens']['val']:,} val / "
         f"{meta['tokens']['test']:,} test tokens; vocabulary {meta['vocab_size']}. Styles (tune types from R: or the "
-        f"title): {', '.join(meta.get('control_styles') or []) or 'none'}. Keys: the K: field where the prepare step "
-        "takes given keys, else estimated from the notes.", "",
+        f"title): {', '.join(meta.get('control_styles') or []) or 'none'}. Keys: "
+        + ("the tunes' K: fields (mode kept by its third: dorian is minor, mixolydian major)." if keys_written()
+           else "estimated from the notes (this version's prepare takes no written keys)."), "",
         "## Recipe", "",
         f"    {args.command}", "",
         f"Config {shipped.config} with {', '.join(RECIPE + list(args.set))}; {shipped.steps} steps in "

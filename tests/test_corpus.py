@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from pathlib import Path
 
 import pytest
 from music21 import converter
 
 from guitarformer.config import DataConfig
-from guitarformer.data.corpus import build_corpus, corpus_labels, ensure_builtin_dataset, label_summary, labels
+from guitarformer.data.corpus import (
+    build_corpus,
+    corpus_labels,
+    ensure_builtin_dataset,
+    keys_written,
+    label_summary,
+    labels,
+)
+from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import load_tokenizer
@@ -92,3 +102,17 @@ def test_the_builtin_dataset_with_controls_has_the_tune_types_as_styles(corpus, 
     types = sorted({r["type"] for r in records if r["status"] == "ok" and r["type"]})
     assert types and load_meta(dataset)["control_styles"] == types
     assert control_styles(load_tokenizer(dataset / "tokenizer.json")) == types
+
+
+def test_the_builtin_dataset_with_controls_learns_the_written_keys(corpus, cache_root):
+    if not keys_written():
+        pytest.skip("this prepare takes no given control values: keys are estimated from the notes")
+    dataset = ensure_builtin_dataset(DataConfig(controls=True, corpus_limit=8), progress=False)
+    tok = load_tokenizer(dataset / "tokenizer.json")
+    given = corpus_labels(corpus)
+    lines = [json.loads(x) for x in (dataset / "manifest.jsonl").read_text().splitlines()]
+    split = TokenSplit(dataset, "train")
+    keys = Counter(tok[int(i)].split("_", 1)[1] for k in range(split.num_sequences) for i in split.sequence(k)
+                   if tok[int(i)].startswith("CtrlKey_"))
+    written = Counter(given[str(Path(d["path"]).resolve())]["Key"] for d in lines if d["split"] == "train")
+    assert keys == written and any(k.endswith(":minor") for k in keys)

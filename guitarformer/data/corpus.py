@@ -270,6 +270,12 @@ def builtin_dataset_name(data_cfg) -> str:
     return f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
 
 
+def keys_written() -> bool:
+    """Whether prepare takes given control values (`labels`) over its key estimate, so that the corpus's Key
+    controls are the tunes' K: fields; without that parameter every key is estimated from the notes."""
+    return "labels" in signature(prepare).parameters
+
+
 def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = True) -> Path:
     """The built-in corpus prepared with this data config (built and tokenized on first use, then reused)."""
 
@@ -278,9 +284,8 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     if (out / "meta.json").is_file():
         return out
     src = build_corpus(limit=limit, progress=progress)
-    # Styles reach prepare as the midi/<type>/ folders. Keys need prepare to take given control values over its
-    # estimate (`labels`); a prepare without that parameter estimates every key from the notes.
-    given = {"labels": corpus_labels(src)} if data_cfg.controls and "labels" in signature(prepare).parameters else {}
+    # Styles reach prepare as the midi/<type>/ folders, keys as given labels (see `keys_written`).
+    given = {"labels": corpus_labels(src)} if data_cfg.controls and keys_written() else {}
     prepare([src / "midi"], out, data_cfg, progress=progress,
             sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"], **given)
     return out
