@@ -39,7 +39,15 @@ import symusic
 import torch
 
 from guitarformer.config import Config, load_config
-from guitarformer.data.corpus import COLLECTIONS, CORPUS_VERSION, ensure_builtin_dataset, keys_written
+from guitarformer.data.controls import PlayedNote, estimate_key
+from guitarformer.data.corpus import (
+    COLLECTIONS,
+    CORPUS_VERSION,
+    build_corpus,
+    corpus_labels,
+    ensure_builtin_dataset,
+    keys_written,
+)
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import load_tokenizer
@@ -137,11 +145,23 @@ def form_scores(run: Path, args, device) -> dict[str, float]:
     return {"samples_repeat_share": rep.repeat_share, "samples": rep.pieces, "sample_bars": rep.bars}
 
 
-def corpus_test_form(dataset: Path) -> dict[str, float]:
-    """The repeat share of the first 16 bars of the built-in test tunes (their corpus MIDI, as prepared)."""
+def corpus_facts(dataset: Path, limit: int) -> dict:
+    """What the prepared corpus is: its styles (tune types) and K: keys, how often the key estimate of
+    data/controls.py agrees with the K: key on the val tunes (the ceiling of key adherence measured by that
+    estimate), and the repeat share of the first 16 bars of the test tunes (their corpus MIDI, as prepared)."""
+    summary = json.loads((build_corpus(limit=limit, progress=False) / "corpus.json").read_text())["labels"]
+    given = corpus_labels(build_corpus(limit=limit, progress=False))
     lines = [json.loads(x) for x in (dataset / "manifest.jsonl").read_text().splitlines()]
+    val = [d["path"] for d in lines if d.get("split") == "val" and given.get(str(Path(d["path"]).resolve()), {}).get("Key")]
+    agree = sum(_estimated_key(symusic.Score(p)) == given[str(Path(p).resolve())]["Key"] for p in val)
     rep = form_report(symusic.Score(d["path"]) for d in lines if d.get("split") == "test")
-    return {"test_tunes_repeat_share": rep.repeat_share, "test_tunes": rep.pieces}
+    return {**summary, "key_estimate_agrees_val": agree / len(val) if val else float("nan"), "val_keyed": len(val),
+            "test_tunes_repeat_share": rep.repeat_share, "test_tunes": rep.pieces}
+
+
+def _estimated_key(score: symusic.Score) -> str | None:
+    notes = [PlayedNote(n.time, n.duration, n.pitch) for t in score.tracks for n in t.notes]
+    return estimate_key(notes)
 
 
 def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Scores:
@@ -167,7 +187,7 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x == x else "n/a"
 
 
-def model_card(shipped: Scores, others: list[Scores], meta: dict, form: dict, args) -> str:
+def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args) -> str:
     """MODEL_CARD.md from the measured numbers."""
     lines = [
         "# guitarformer's shipped model", "",
@@ -199,8 +219,11 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, form: dict, ar
                      f"{s.val_nll_note:.3f} | {i.get('nll_both', float('nan')):.3f} | "
                      f"{i.get('nll_left', float('nan')):.3f} | {ratio:.3f} | {oa} | {oa_left} | "
                      f"{_pct(s.form.get('samples_repeat_share', float('nan')))} ({s.form.get('samples', 0)} riffs) |")
-    lines += ["", f"Built-in test tunes repeat {_pct(form['test_tunes_repeat_share'])} of their first 16 bars "
-              f"({form['test_tunes']} tunes).", "",
+    lines += ["", f"The corpus: {corpus['tunes']} tunes, styles {json.dumps(corpus['styles'])}; {corpus['key_labels']} "
+              f"with a K: key (modes {json.dumps(corpus['modes'])}). The key estimate the adherence table uses agrees "
+              f"with K: on {_pct(corpus['key_estimate_agrees_val'])} of {corpus['val_keyed']} val tunes (key's ceiling). "
+              f"The test tunes repeat {_pct(corpus['test_tunes_repeat_share'])} of their first 16 bars "
+              f"({corpus['test_tunes']} tunes).", "",
               "Control adherence (share of riffs or bars that have the asked value, measured from the notes; "
               f"{args.num_samples} riffs of at most {args.bars} bars per value; scripts/bench_controls.py):", "",
               "| model | control | asked | unconditioned |", "|---|---|---|---|"]
@@ -246,10 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dataset {dataset}: {meta['tokens']['train']:,} train tokens, styles {meta.get('control_styles')}")
     kinds = ["decoder", "encoder_decoder"] if args.encdec else ["decoder"]
     scores = [train_and_measure(kind, dataset, args, work, device) for kind in kinds]
-    form = corpus_test_form(dataset)
-    card = model_card(scores[0], scores[1:], meta, form, args)
+    corpus = corpus_facts(dataset, args.limit)
+    card = model_card(scores[0], scores[1:], meta, corpus, args)
     exported = export_run(Path(scores[0].run), card, args.out)
-    report = {"dataset": str(dataset), "form": form, "scores": [asdict(s) for s in scores],
+    report = {"dataset": str(dataset), "corpus": corpus, "scores": [asdict(s) for s in scores],
               "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
     (work / "release.json").write_text(json.dumps(report, indent=2, default=str))
     if args.docs:

@@ -64,7 +64,9 @@ def test_the_card_carries_the_measured_numbers(release):
         assert s["infill"]["spans"] > 0 and s["infill"]["nll_both"] > 0
         assert set(s["controls"]) == {"tempo", "density"}
         assert s["form"]["samples"] == 2
-    assert report["form"]["test_tunes"] >= 1
+    corpus = report["corpus"]
+    assert corpus["test_tunes"] >= 1 and corpus["val_keyed"] >= 1 and 0 <= corpus["key_estimate_agrees_val"] <= 1
+    assert sum(corpus["styles"].values()) == corpus["tunes"] and f"{corpus['tunes']} tunes, styles" in card
     assert "--steps 8" in card and "decoder (shipped)" in card and "| encoder_decoder | tempo |" in card
 
 
