@@ -13,6 +13,7 @@ import torch
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
+from guitarformer.pretrained import export
 from guitarformer.pretrained.export import shipping_dtype
 from guitarformer.runs import load_run
 
@@ -83,3 +84,17 @@ def test_the_package_folder_reports_whether_a_model_ships(tmp_path):
     assert pretrained_dir() == Path(__file__).resolve().parents[1] / "guitarformer" / "pretrained"
     assert not has_pretrained(tmp_path)
     assert "shipped model" in shipped_note() and "MODEL_CARD.md" in shipped_note()
+
+
+def test_a_half_precision_export_loads_as_a_run_and_predicts_as_the_full_one(release, tmp_path, monkeypatch):
+    _, report = release
+    run = Path(report["scores"][0]["run"])
+    monkeypatch.setattr(export, "MAX_BYTES", export.OTHER_FILES_BYTES + 150_000)  # fp32 (226 KB) does not fit
+    done = export.export_run(run, "card", tmp_path / "half")
+    assert done.dtype == "float16" and done.bytes <= export.MAX_BYTES
+    full, _, cfg = load_run(run)
+    half, _, _ = load_run(tmp_path / "half")
+    x = torch.randint(0, cfg.model.vocab_size, (1, 32))
+    with torch.no_grad():
+        a, b = full(x)[0], half(x)[0]
+    assert next(half.parameters()).dtype == torch.float32 and torch.allclose(a, b, atol=2e-2)
