@@ -46,7 +46,7 @@ from guitarformer.data.corpus import (
     build_corpus,
     corpus_labels,
     ensure_builtin_dataset,
-    keys_written,
+    labels_taken,
 )
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
@@ -199,7 +199,7 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         f"{meta['files']} files; {meta['tokens']['train']:,} train / {meta['tokens']['val']:,} val / "
         f"{meta['tokens']['test']:,} test tokens; vocabulary {meta['vocab_size']}. Styles (tune types from R: or the "
         f"title): {', '.join(meta.get('control_styles') or []) or 'none'}. Keys: "
-        + ("the tunes' K: fields (mode kept by its third: dorian is minor, mixolydian major)." if keys_written()
+        + ("the tunes' K: fields (mode kept by its third: dorian is minor, mixolydian major)." if labels_taken()
            else "estimated from the notes (this version's prepare takes no written keys)."), "",
         "## Recipe", "",
         f"    {args.command}", "",

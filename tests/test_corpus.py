@@ -14,7 +14,7 @@ from guitarformer.data.corpus import (
     build_corpus,
     corpus_labels,
     ensure_builtin_dataset,
-    keys_written,
+    labels_taken,
     label_summary,
     labels,
 )
@@ -79,40 +79,43 @@ def corpus(cache_root):
     return build_corpus(limit=8, progress=False)
 
 
-def test_the_corpus_writes_each_typed_tune_in_its_style_folder_with_its_labels(corpus):
+def test_the_corpus_records_each_tunes_type_and_key_as_its_labels(corpus):
     records = [json.loads(x) for x in (corpus / "tunes.jsonl").read_text().splitlines()]
     ok = [r for r in records if r["status"] == "ok"]
     assert ok and all({"key_label", "key", "type"} <= set(r) for r in records)
-    for r in ok:
-        path = corpus / "midi" / r["file"]
-        assert path.is_file()
-        assert (path.parent.name == r["type"]) if r["type"] else path.parent.name == "midi"
+    assert all((corpus / "midi" / r["file"]).is_file() for r in ok)
     given = json.loads((corpus / "labels.json").read_text())
-    assert given == labels(records) and all(given[r["file"]].get("Style") == r["type"] for r in ok if r["type"])
-    assert all(given[r["file"]]["Key"] == key_control(r["key_label"]) for r in ok if r["key_label"])
+    assert given == labels(records) and set(given) == {r["file"] for r in ok}
+    assert all(given[r["file"]].get("Style") == r["type"] for r in ok)
+    assert all(given[r["file"]].get("Key") == key_control(r["key_label"]) for r in ok)
+    assert any(r["type"] for r in ok) and any(r["key"] for r in ok)
     summary = json.loads((corpus / "corpus.json").read_text())["labels"]
     assert summary == label_summary(records) and sum(summary["styles"].values()) == len(ok)
     assert set(corpus_labels(corpus)) == {str((corpus / "midi" / f).resolve()) for f in given}
 
 
-def test_the_builtin_dataset_with_controls_has_the_tune_types_as_styles(corpus, cache_root):
-    cfg = DataConfig(controls=True, corpus_limit=8)
-    dataset = ensure_builtin_dataset(cfg, progress=False)
+@pytest.fixture(scope="module")
+def controls_dataset(corpus):
+    if not labels_taken():
+        pytest.skip("this prepare takes no given control values: no styles, keys estimated from the notes")
+    return ensure_builtin_dataset(DataConfig(controls=True, corpus_limit=8), progress=False)
+
+
+def test_the_builtin_dataset_with_controls_has_the_tune_types_as_styles(corpus, controls_dataset):
     records = [json.loads(x) for x in (corpus / "tunes.jsonl").read_text().splitlines()]
     types = sorted({r["type"] for r in records if r["status"] == "ok" and r["type"]})
-    assert types and load_meta(dataset)["control_styles"] == types
-    assert control_styles(load_tokenizer(dataset / "tokenizer.json")) == types
+    assert types and load_meta(controls_dataset)["control_styles"] == types
+    assert control_styles(load_tokenizer(controls_dataset / "tokenizer.json")) == types
 
 
-def test_the_builtin_dataset_with_controls_learns_the_written_keys(corpus, cache_root):
-    if not keys_written():
-        pytest.skip("this prepare takes no given control values: keys are estimated from the notes")
-    dataset = ensure_builtin_dataset(DataConfig(controls=True, corpus_limit=8), progress=False)
-    tok = load_tokenizer(dataset / "tokenizer.json")
+def test_the_builtin_dataset_with_controls_learns_the_written_keys(corpus, controls_dataset):
+    tok = load_tokenizer(controls_dataset / "tokenizer.json")
     given = corpus_labels(corpus)
-    lines = [json.loads(x) for x in (dataset / "manifest.jsonl").read_text().splitlines()]
-    split = TokenSplit(dataset, "train")
-    keys = Counter(tok[int(i)].split("_", 1)[1] for k in range(split.num_sequences) for i in split.sequence(k)
-                   if tok[int(i)].startswith("CtrlKey_"))
+    lines = [json.loads(x) for x in (controls_dataset / "manifest.jsonl").read_text().splitlines()]
+    split = TokenSplit(controls_dataset, "train")
+    tokens = [tok[int(i)] for k in range(split.num_sequences) for i in split.sequence(k)]
+    keys = Counter(t.split("_", 1)[1] for t in tokens if t.startswith("CtrlKey_"))
     written = Counter(given[str(Path(d["path"]).resolve())]["Key"] for d in lines if d["split"] == "train")
     assert keys == written and any(k.endswith(":minor") for k in keys)
+    styles = Counter(t.split("_", 1)[1] for t in tokens if t.startswith("CtrlStyle_"))
+    assert styles == Counter(given[str(Path(d["path"]).resolve())]["Style"] for d in lines if d["split"] == "train")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from guitarformer.data.corpus import labels_taken
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
@@ -49,7 +50,8 @@ def test_the_release_writes_a_loadable_model_with_its_card(release):
     assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) == report["exported"]["bytes"] <= MAX_BYTES
     model, tok, cfg = load_run(out)
     assert cfg.data.dataset is None and cfg.data.controls and cfg.data.infill == 0.3
-    assert any(t.startswith("CtrlStyle_") for t in tok.vocab) and "FillBar_None" in tok.vocab
+    assert any(t.startswith("CtrlKey_") for t in tok.vocab) and "FillBar_None" in tok.vocab
+    assert any(t.startswith("CtrlStyle_") for t in tok.vocab) == labels_taken()  # the tune types, where prepare takes them
     riff = generate_riffs(model, tok, cfg, "cpu", 1, 0, 40, bars=2)[0]
     assert riff.new_bars >= 1
 

@@ -1,10 +1,9 @@
 """The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached.
 
 Each tune keeps what its ABC header says about it: its key from ``K:`` (mode included, e.g. "A:dorian") and its
-type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), as the tune's style.
-The MIDI of a tune of a known type is written to ``midi/<type>/``, so that `prepare` (whose style control is the
-folder below the input folder) gives it its type as the style, and ``labels.json`` maps each MIDI file to its
-``Key`` and ``Style`` control values for a prepare that takes given keys over estimated ones.
+type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), as the tune's style
+(data/tune_labels.py). Both are in ``tunes.jsonl``, and ``labels.json`` maps each MIDI file to its ``Key`` and
+``Style`` control values, which `prepare` takes over its key estimate and folder styles (its `labels`).
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ from guitarformer.data.tune_labels import header_of, key_control, key_label, rea
 from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
-# v2: sounding an octave below the written fiddle pitch, as guitarists play them; v3: tune types as style folders,
-# K: keys in labels.json and tunes.jsonl
+# v2: sounding an octave below the written fiddle pitch, as guitarists play them; v3: each tune's type and K: key
+# in tunes.jsonl and labels.json
 CORPUS_VERSION = "fiddle-v3"
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
@@ -143,8 +142,8 @@ def tune_to_score(m21score) -> tuple[symusic.Score | None, str | None]:
 
 
 def _convert_file(args: tuple[str, str]) -> list[dict]:
-    """Parse one ABC file (one or many tunes) and write each tune as MIDI, under midi/<type>/ where its header
-    names its type; returns one record per tune (with its K: label, Key control value and type)."""
+    """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune (with its
+    K: label, Key control value and type)."""
     src, out_dir = args
 
     records: list[dict] = []
@@ -173,8 +172,7 @@ def _convert_file(args: tuple[str, str]) -> list[dict]:
             rec.update(status="skipped", reason=reason)
             records.append(rec)
             continue
-        name = f"{rec['type']}/{Path(src).stem}-{i:03d}.mid" if rec["type"] else f"{Path(src).stem}-{i:03d}.mid"
-        (Path(out_dir) / name).parent.mkdir(exist_ok=True)
+        name = f"{Path(src).stem}-{i:03d}.mid"
         score.dump_midi(str(Path(out_dir) / name))
         rec.update(status="ok", reason=None if expanded else "repeats not expanded", file=name)
         records.append(rec)
@@ -270,9 +268,10 @@ def builtin_dataset_name(data_cfg) -> str:
     return f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
 
 
-def keys_written() -> bool:
-    """Whether prepare takes given control values (`labels`) over its key estimate, so that the corpus's Key
-    controls are the tunes' K: fields; without that parameter every key is estimated from the notes."""
+def labels_taken() -> bool:
+    """Whether prepare takes given control values (`labels`), so that the corpus's Style controls are the tunes'
+    types and its Key controls their K: fields; without that parameter the built-in dataset has no styles and
+    estimates every key from the notes."""
     return "labels" in signature(prepare).parameters
 
 
@@ -284,8 +283,8 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     if (out / "meta.json").is_file():
         return out
     src = build_corpus(limit=limit, progress=progress)
-    # Styles reach prepare as the midi/<type>/ folders, keys as given labels (see `keys_written`).
-    given = {"labels": corpus_labels(src)} if data_cfg.controls and keys_written() else {}
+    # The tunes' types and K: keys as their Style and Key controls (see `labels_taken`).
+    given = {"labels": corpus_labels(src)} if data_cfg.controls and labels_taken() else {}
     prepare([src / "midi"], out, data_cfg, progress=progress,
             sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"], **given)
     return out
