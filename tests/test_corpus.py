@@ -22,7 +22,14 @@ from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import load_tokenizer
-from guitarformer.data.tune_labels import header_of, key_control, key_label, read_headers, tune_type
+from guitarformer.data.tune_labels import (
+    header_of,
+    key_control,
+    key_label,
+    read_headers,
+    section_types,
+    tune_type,
+)
 
 BOOK = """%abc
 X:1
@@ -58,6 +65,12 @@ def test_tune_types_come_from_r_else_the_title_through_one_table():
     assert tune_type(None, None) is None
 
 
+def test_untyped_tunes_of_a_book_in_sections_take_the_type_around_them():
+    numbered = [(1, None), (2, "air"), (3, None), (4, "air"), (5, None), (6, "jig"), (7, None), (7, "jig"),
+                (8, None), (None, None), (9, "reel")]
+    assert section_types(numbered) == [None, "air", "air", "air", None, "jig", "jig", "jig", None, None, "reel"]
+
+
 def test_keys_keep_their_mode_and_map_to_major_or_minor_by_the_third():
     tunes = list(converter.parse(BOOK, format="abc").scores)
     assert [key_label(t) for t in tunes] == ["A:dorian", "D:major", "G:mixolydian", "A#:major"]
@@ -82,7 +95,8 @@ def corpus(cache_root):
 def test_the_corpus_records_each_tunes_type_and_key_as_its_labels(corpus):
     records = [json.loads(x) for x in (corpus / "tunes.jsonl").read_text().splitlines()]
     ok = [r for r in records if r["status"] == "ok"]
-    assert ok and all({"key_label", "key", "type"} <= set(r) for r in records)
+    assert ok and all({"key_label", "key", "type", "type_from", "number"} <= set(r) for r in records)
+    assert all((r["type_from"] == "header") == bool(r["type"]) for r in ok)  # Ryan's: one typed tune a file
     assert all((corpus / "midi" / r["file"]).is_file() for r in ok)
     given = json.loads((corpus / "labels.json").read_text())
     assert given == labels(records) and set(given) == {r["file"] for r in ok}

@@ -1,8 +1,8 @@
 """The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached.
 
 Each tune keeps what its ABC header says about it: its key from ``K:`` (mode included, e.g. "A:dorian") and its
-type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), as the tune's style
-(data/tune_labels.py). Both are in ``tunes.jsonl``, and ``labels.json`` maps each MIDI file to its ``Key`` and
+type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), or in a book that
+groups its tunes by type (O'Neill's) the section it sits in, as the tune's style (data/tune_labels.py). Both are in ``tunes.jsonl``, and ``labels.json`` maps each MIDI file to its ``Key`` and
 ``Style`` control values, which `prepare` takes over its key estimate and folder styles (its `labels`).
 """
 
@@ -31,10 +31,19 @@ from guitarformer.music.guitar import (
     TPQ,
     playable_range,
 )
-from guitarformer.data.tune_labels import header_of, key_control, key_label, read_abc_headers, tune_type
+from guitarformer.data.tune_labels import (
+    header_of,
+    key_control,
+    key_label,
+    read_abc_headers,
+    section_types,
+    tune_type,
+)
 from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
+# Books that print their tunes grouped by type, in X: order: a tune there without R: is typed by its section.
+ORDERED_BY_TYPE = ("oneills1850",)
 # v2: sounding an octave below the written fiddle pitch, as guitarists play them; v3: each tune's type and K: key
 # in tunes.jsonl and labels.json
 CORPUS_VERSION = "fiddle-v3"
@@ -157,8 +166,11 @@ def _convert_file(args: tuple[str, str]) -> list[dict]:
         title = tune.metadata.title if tune.metadata else None
         header = header_of(headers, i, tune.metadata.number if tune.metadata else None, len(tunes))
         label = key_label(tune)
-        rec = {"source": src, "tune": i, "title": title, "key_label": label, "key": key_control(label),
-               "type": tune_type(header.rhythm if header else None, title or (header.title if header else None))}
+        kind = tune_type(header.rhythm if header else None, title or (header.title if header else None))
+        number = header.number if header else None
+        rec = {"source": src, "tune": i, "number": int(number) if number and number.isdigit() else None,
+               "title": title, "key_label": label, "key": key_control(label), "type": kind,
+               "type_from": "header" if kind else None}
         expanded = True
         try:
             full = tune.expandRepeats()
@@ -179,6 +191,15 @@ def _convert_file(args: tuple[str, str]) -> list[dict]:
     return records
 
 
+def type_by_sections(records: list[dict]) -> None:
+    """Type the untyped tunes of the books in ORDERED_BY_TYPE by the section they sit in (`section_types`)."""
+    for book in ORDERED_BY_TYPE:
+        mine = [r for r in records if Path(r["source"]).parent.name == book and r.get("tune") is not None]
+        for r, kind in zip(mine, section_types([(r.get("number"), r.get("type")) for r in mine])):
+            if kind and not r.get("type"):
+                r.update(type=kind, type_from="section")
+
+
 def labels(records: list[dict]) -> dict[str, dict[str, str]]:
     """MIDI file (relative to midi/) -> its given control values: Key (from K:) and Style (the tune's type),
     each where the header has it."""
@@ -195,6 +216,7 @@ def label_summary(records: list[dict]) -> dict:
     ok = [r for r in records if r.get("status") == "ok"]
     return {
         "styles": dict(Counter(r.get("type") or "(none)" for r in ok).most_common()),
+        "typed_by_section": sum(r.get("type_from") == "section" for r in ok),
         "key_labels": sum(bool(r.get("key")) for r in ok),
         "modes": dict(Counter((r.get("key_label") or ":(none)").split(":")[1] for r in ok).most_common()),
         "tunes": len(ok),
@@ -235,6 +257,7 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
             records.extend(_convert_file(job))
             bar.update(1)
     bar.close()
+    type_by_sections(records)
     counts = Counter(r["status"] for r in records)
     reasons = Counter(r["reason"] for r in records if r.get("reason"))
     summary = {

@@ -1,7 +1,8 @@
 """What an ABC tune's header says about it: its type (the built-in corpus's style) and its key (``K:``).
 
 Types come from the ``R:`` (rhythm) field, else from the title ("Abitha Muggins' Favorite -- Reel"), through one
-table of spellings (`TUNE_TYPES`); a tune whose header names no known type has none. Keys come from music21's
+table of spellings (`TUNE_TYPES`), and in a book printed section by section, from the typed tunes around it
+(`section_types`); a tune none of these types has none. Keys come from music21's
 reading of ``K:``, mode included ("A:dorian"); as a Key control value ("E:minor", data/controls.py) a mode keeps its
 tonic and is major or minor by its third (dorian, phrygian, aeolian, locrian: minor; ionian, lydian, mixolydian:
 major), which is what a key estimate from the notes finds for such a tune.
@@ -10,6 +11,7 @@ major), which is what a key estimate from the notes finds for such a tune.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +77,26 @@ def tune_type(rhythm: str | None, title: str | None) -> str | None:
         if found:
             return TUNE_TYPES[found[-1].lower()]
     return None
+
+
+def section_types(numbered: list[tuple[int | None, str | None]]) -> list[str | None]:
+    """Types for the tunes of a book that prints its tunes grouped by type (O'Neill's: airs, then jigs, slip jigs,
+    reels, hornpipes), given (X: number, type or None) per tune: a tune without a type takes the type of the
+    nearest typed tunes before and after it by number (the same number counts as both: some books number a tune
+    twice) where the two agree (it sits inside that type's section);
+    a tune at a boundary between sections, or without a number, keeps None."""
+    typed = sorted((n, t) for n, t in numbered if n is not None and t)
+    numbers = [n for n, _ in typed]
+    out: list[str | None] = []
+    for n, t in numbered:
+        if t or n is None:
+            out.append(t)
+            continue
+        lo, hi = bisect_right(numbers, n), bisect_left(numbers, n)  # typed tunes numbered <= n, and >= n
+        below = typed[lo - 1][1] if lo > 0 else None
+        above = typed[hi][1] if hi < len(typed) else None
+        out.append(below if below is not None and below == above else None)
+    return out
 
 
 def key_label(m21score) -> str | None:
