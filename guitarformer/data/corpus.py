@@ -1,16 +1,24 @@
-"""The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached."""
+"""The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached.
+
+Each tune keeps what its ABC header says about it: its key from ``K:`` (mode included, e.g. "A:dorian") and its
+type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), or in a book that
+groups its tunes by type (O'Neill's) the section it sits in, as the tune's style (data/tune_labels.py). Both are in ``tunes.jsonl``, and ``labels.json`` maps each MIDI file to its ``Key`` and
+``Style`` control values, which `prepare` takes over its key estimate and folder styles (its `labels`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from inspect import signature
 from pathlib import Path
 
 import symusic
-from music21 import converter, corpus, stream, tempo
+from music21 import converter, corpus, key, stream, tempo
 from tqdm import tqdm
 
 from guitarformer.data.prepare import prepare, reader_hash
@@ -18,14 +26,27 @@ from guitarformer.data.tokenization import tokenizer_params
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import (
     GUITAR_PROGRAM,
+    PITCH_NAMES,
     STANDARD_TUNING,
     TPQ,
     playable_range,
 )
+from guitarformer.data.tune_labels import (
+    header_of,
+    key_control,
+    key_label,
+    read_abc_headers,
+    section_types,
+    tune_type,
+)
 from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
-CORPUS_VERSION = "fiddle-v2"  # v2: sounding an octave below the written fiddle pitch, as guitarists play them
+# Books that print their tunes grouped by type, in X: order: a tune there without R: is typed by its section.
+ORDERED_BY_TYPE = ("oneills1850",)
+# v2: sounding an octave below the written fiddle pitch, as guitarists play them; v3: each tune's type and K: key
+# in tunes.jsonl and labels.json
+CORPUS_VERSION = "fiddle-v3"
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
 LOW, HIGH = playable_range(STANDARD_TUNING, frets=22)  # E2 .. D6 (a 22-fret guitar)
@@ -130,17 +151,26 @@ def tune_to_score(m21score) -> tuple[symusic.Score | None, str | None]:
 
 
 def _convert_file(args: tuple[str, str]) -> list[dict]:
-    """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune."""
+    """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune (with its
+    K: label, Key control value and type)."""
     src, out_dir = args
 
     records: list[dict] = []
     try:
         parsed = converter.parse(src, format="abc")
+        headers = read_abc_headers(src)
     except Exception as e:  # a broken book loses its tunes, not the run
         return [{"source": src, "tune": None, "status": "failed", "reason": f"music21 parse error: {e}"}]
     tunes = list(parsed.scores) if isinstance(parsed, stream.Opus) else [parsed]
     for i, tune in enumerate(tunes):
-        rec = {"source": src, "tune": i, "title": (tune.metadata.title if tune.metadata else None)}
+        title = tune.metadata.title if tune.metadata else None
+        header = header_of(headers, i, tune.metadata.number if tune.metadata else None, len(tunes))
+        label = key_label(tune)
+        kind = tune_type(header.rhythm if header else None, title or (header.title if header else None))
+        number = header.number if header else None
+        rec = {"source": src, "tune": i, "number": int(number) if number and number.isdigit() else None,
+               "title": title, "key_label": label, "key": key_control(label), "type": kind,
+               "type_from": "header" if kind else None}
         expanded = True
         try:
             full = tune.expandRepeats()
@@ -159,6 +189,44 @@ def _convert_file(args: tuple[str, str]) -> list[dict]:
         rec.update(status="ok", reason=None if expanded else "repeats not expanded", file=name)
         records.append(rec)
     return records
+
+
+def type_by_sections(records: list[dict]) -> None:
+    """Type the untyped tunes of the books in ORDERED_BY_TYPE by the section they sit in (`section_types`)."""
+    for book in ORDERED_BY_TYPE:
+        mine = [r for r in records if Path(r["source"]).parent.name == book and r.get("tune") is not None]
+        for r, kind in zip(mine, section_types([(r.get("number"), r.get("type")) for r in mine])):
+            if kind and not r.get("type"):
+                r.update(type=kind, type_from="section")
+
+
+def labels(records: list[dict]) -> dict[str, dict[str, str]]:
+    """MIDI file (relative to midi/) -> its given control values: Key (from K:) and Style (the tune's type),
+    each where the header has it."""
+    out: dict[str, dict[str, str]] = {}
+    for r in records:
+        if r.get("status") == "ok":
+            given = {"Key": r.get("key"), "Style": r.get("type")}
+            out[r["file"]] = {k: v for k, v in given.items() if v}
+    return out
+
+
+def label_summary(records: list[dict]) -> dict:
+    """The styles (tune types) of the converted tunes and how many carry a K: key."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    return {
+        "styles": dict(Counter(r.get("type") or "(none)" for r in ok).most_common()),
+        "typed_by_section": sum(r.get("type_from") == "section" for r in ok),
+        "key_labels": sum(bool(r.get("key")) for r in ok),
+        "modes": dict(Counter((r.get("key_label") or ":(none)").split(":")[1] for r in ok).most_common()),
+        "tunes": len(ok),
+    }
+
+
+def corpus_labels(corpus: Path) -> dict[str, dict[str, str]]:
+    """The given control values of a built corpus's MIDI files, by absolute path (see `labels`)."""
+    given = json.loads((Path(corpus) / "labels.json").read_text())
+    return {str((Path(corpus) / "midi" / f).resolve()): v for f, v in given.items()}
 
 
 def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, progress: bool = True) -> Path:
@@ -189,6 +257,7 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
             records.extend(_convert_file(job))
             bar.update(1)
     bar.close()
+    type_by_sections(records)
     counts = Counter(r["status"] for r in records)
     reasons = Counter(r["reason"] for r in records if r.get("reason"))
     summary = {
@@ -199,10 +268,12 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
         "counts": dict(counts),
         "reasons": dict(reasons),
         "sha256": hashlib.sha256("".join(sorted(r.get("file") or "" for r in records)).encode()).hexdigest(),
+        "labels": label_summary(records),
     }
     with open(out_dir / "tunes.jsonl", "w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
+    (out_dir / "labels.json").write_text(json.dumps(labels(records), indent=0, sort_keys=True))
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary, indent=2))
     tmp.replace(done)  # corpus.json last: its presence means the corpus is complete
@@ -220,6 +291,13 @@ def builtin_dataset_name(data_cfg) -> str:
     return f"builtin-{data_cfg.tokenizer.lower()}-{tag}" + (f"-first{limit}" if limit else "")
 
 
+def labels_taken() -> bool:
+    """Whether prepare takes given control values (`labels`), so that the corpus's Style controls are the tunes'
+    types and its Key controls their K: fields; without that parameter the built-in dataset has no styles and
+    estimates every key from the notes."""
+    return "labels" in signature(prepare).parameters
+
+
 def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = True) -> Path:
     """The built-in corpus prepared with this data config (built and tokenized on first use, then reused)."""
 
@@ -228,6 +306,8 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     if (out / "meta.json").is_file():
         return out
     src = build_corpus(limit=limit, progress=progress)
+    # The tunes' types and K: keys as their Style and Key controls (see `labels_taken`).
+    given = {"labels": corpus_labels(src)} if data_cfg.controls and labels_taken() else {}
     prepare([src / "midi"], out, data_cfg, progress=progress,
-            sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"])
+            sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"], **given)
     return out

@@ -13,7 +13,8 @@ controls) and a span [i, j]:
 
 The decoder's fill is plain next-token prediction after everything around the gap. In training (data/dataset.py)
 a share `data.infill` of windows or pairs becomes such an example, with a random span of 1..MAX_SPAN_BARS bars that
-has bars on both sides; the loss skips the FillBar and FillStart targets: where the placeholders go is the
+has music before it and whole bars after it (never a bar cut mid-way: the `infill` command gives whole bars, and a
+model shown cut ones learns not to rely on what follows the gap); the loss skips the FillBar and FillStart targets: where the placeholders go is the
 sampler's choice, not music, and a model that learned to predict them would drop them into plain samples.
 
 The tokens exist in a tokenizer built with `infill_params()` (TabREMI datasets from this version on); they are
@@ -164,22 +165,39 @@ def _pick_span(bar_at: np.ndarray, gen: torch.Generator, fits, first: int = 1) -
     return None
 
 
-def decoder_example(f: FillIds, content: np.ndarray, length: int, gen: torch.Generator
+def bar_ends(bar_at: np.ndarray, size: int, whole_end: bool) -> np.ndarray:
+    """Where whole bars of a stretch of `size` tokens end (exclusive): at each bar line after the first, and at
+    the stretch's end when it ends the piece (`whole_end`); a stretch cut mid-piece ends in a partial bar."""
+    ends = bar_at[1:]
+    return np.append(ends, size) if whole_end and len(bar_at) and bar_at[-1] < size else ends
+
+
+def _after_end(ends: np.ndarray, e: int, limit: int) -> int | None:
+    """The end of the most whole bars from bar line `e` that end at or before `limit`; None if not one does."""
+    fit = ends[(ends > e) & (ends <= limit)]
+    return int(fit[-1]) if len(fit) else None
+
+
+def decoder_example(f: FillIds, content: np.ndarray, length: int, gen: torch.Generator, whole_end: bool = False
                     ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(window, skip) for a decoder: `content` (a stretch of one piece, no BOS/EOS, may start or end mid-bar) as the
-    layout BOS before FillBar.. after FillStart span FillEnd, at most `length` tokens, padded with PAD to `length`;
-    `skip` (length - 1,) bool marks the targets without loss (placeholders, padding). None: no span fits."""
+    """(window, skip) for a decoder: `content` (a stretch of one piece, no BOS/EOS, may start mid-bar; it ends the
+    piece where `whole_end`, else its last bar counts as cut) as the layout BOS before FillBar.. after FillStart span
+    FillEnd, at most `length` tokens, padded with PAD to `length`; `skip` (length - 1,) bool marks the targets without
+    loss (placeholders, padding). The after part is whole bars, at least one, as `guitarformer infill` gives them:
+    a model trained on bars cut mid-way learns to ignore what follows the gap. None: no span fits."""
     bar_at = np.nonzero(np.isin(content, f.bars))[0]
-    # BOS, k FillBars, FillStart, FillEnd around the content; the after part keeps at least its Bar token. Content
-    # that starts mid-bar has music before its first bar line.
-    picked = _pick_span(bar_at, gen, lambda a, k: bar_at[a + k] < length - 3 - k,
+    ends = bar_ends(bar_at, len(content), whole_end)
+    # BOS, k FillBars, FillStart, FillEnd around the content: before + span + after = content[:t] in length - 3 - k.
+    # Content that starts mid-bar has music before its first bar line.
+    picked = _pick_span(bar_at, gen, lambda a, k: _after_end(ends, bar_at[a + k], length - 3 - k) is not None,
                         first=0 if len(bar_at) and bar_at[0] > 0 else 1)
     if picked is None:
         return None
     a, k = picked
-    c = content[: length - 3 - k]
     s, e = int(bar_at[a]), int(bar_at[a + k])
-    seq = np.concatenate([[f.bos], c[:s], [f.bar] * k, c[e:], [f.start], c[s:e], [f.end]]).astype(np.int64)
+    t = _after_end(ends, e, length - 3 - k)
+    seq = np.concatenate([[f.bos], content[:s], [f.bar] * k, content[e:t], [f.start], content[s:e], [f.end]])
+    seq = seq.astype(np.int64)
     w = np.full(length, f.pad, dtype=np.int64)
     w[: len(seq)] = seq
     skip = np.ones(length - 1, dtype=bool)
@@ -188,21 +206,27 @@ def decoder_example(f: FillIds, content: np.ndarray, length: int, gen: torch.Gen
 
 
 def seq2seq_example(f: FillIds, before: np.ndarray, rest: np.ndarray, src_len: int, gen: torch.Generator,
-                    head: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
-    """(source, target) for an encoder-decoder: the span opens `rest` (which starts with a Bar), `before` is what
-    comes before it, `head` (the piece's opening controls, if any) goes right after BOS. Source BOS head before
-    FillBar.. after within `src_len` tokens, half of the room for each side where both have more; target span +
-    EOS. None: no span with a bar after it."""
+                    head: np.ndarray | None = None, whole_end: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """(source, target) for an encoder-decoder: the span opens `rest` (which starts with a Bar and ends the piece
+    where `whole_end`, else its last bar counts as cut), `before` is what comes before it, `head` (the piece's
+    opening controls, if any) goes right after BOS. Source BOS head before FillBar.. after within `src_len` tokens:
+    after is whole bars (at least one), about half of the room where both sides have more, before takes the rest;
+    target span + EOS. None: no span with a whole bar after it that fits."""
     head = np.zeros(0, dtype=np.int64) if head is None else head
     bar_at = np.nonzero(np.isin(rest, f.bars))[0]
-    picked = _pick_span(np.concatenate([[-1], bar_at]), gen, lambda a, k: a == 1)
-    if picked is None or len(bar_at) == 0 or bar_at[0] != 0:
+    if len(bar_at) == 0 or bar_at[0] != 0:
+        return None
+    ends = bar_ends(bar_at, len(rest), whole_end)
+    room = lambda k: max(0, src_len - 1 - len(head) - k)  # noqa: E731 - the source's room beside BOS, head, FillBars
+    picked = _pick_span(np.concatenate([[-1], bar_at]), gen,
+                        lambda a, k: a == 1 and _after_end(ends, bar_at[k], bar_at[k] + room(k)) is not None)
+    if picked is None:
         return None
     _, k = picked
     e = int(bar_at[k])
-    room = max(0, src_len - 1 - len(head) - k)
-    n_after = min(len(rest) - e, room // 2)
-    n_before = min(len(before), room - n_after)
-    n_after = min(len(rest) - e, room - n_before)
-    src = np.concatenate([[f.bos], head, before[len(before) - n_before:], [f.bar] * k, rest[e: e + n_after]])
+    # Half the room for the bars after the gap where the before side can fill the other half; at least one bar.
+    limit = e + max(room(k) // 2, room(k) - len(before))
+    t = _after_end(ends, e, limit) or _after_end(ends, e, e + room(k))
+    n_before = min(len(before), room(k) - (t - e))
+    src = np.concatenate([[f.bos], head, before[len(before) - n_before:], [f.bar] * k, rest[e:t]])
     return src.astype(np.int64), np.concatenate([rest[:e], [f.eos]]).astype(np.int64)

@@ -1,0 +1,77 @@
+"""Writing a trained run as the shipped model: its best weights, small enough to ship, with config, tokenizer and card."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from guitarformer.config import from_dict, save_config
+from guitarformer.errors import GuitarformerError
+from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
+from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+
+FP16_MAX = 65504.0  # the largest finite float16: weights beyond it are stored as bfloat16 instead
+# Room left beside the weights for config.yaml, tokenizer.json and the card (a TabREMI tokenizer.json with controls
+# is about 20 KB; the card a few KB).
+OTHER_FILES_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What `export_run` wrote: the folder, the weights' dtype, parameter count and bytes on disk (all files)."""
+
+    folder: Path
+    dtype: str
+    parameters: int
+    bytes: int
+
+
+def best_checkpoint(run: Path) -> Path:
+    """ckpt/best.pt of a run, else ckpt/last.pt."""
+    for name in ("best.pt", "last.pt"):
+        if (run / "ckpt" / name).is_file():
+            return run / "ckpt" / name
+    raise GuitarformerError(f"run {run} has no checkpoint (ckpt/best.pt or ckpt/last.pt)", "train it first")
+
+
+def shipping_dtype(weights: dict[str, torch.Tensor], budget: int) -> torch.dtype:
+    """float32 where the weights fit `budget` bytes so, else float16 (more mantissa than bfloat16 for weights of
+    ordinary size), else bfloat16 where a weight is beyond float16's range; GuitarformerError where even half
+    precision does not fit."""
+    n = sum(t.numel() for t in weights.values() if t.is_floating_point())
+    if 4 * n <= budget:
+        return torch.float32
+    if 2 * n > budget:
+        raise GuitarformerError(f"a model of {n:,} parameters is {2 * n / 2**20:.1f} MiB even in half precision, "
+                                f"more than the {budget / 2**20:.1f} MiB a shipped model may take",
+                                "release a smaller model (fewer layers or a narrower width)")
+    big = max((float(t.abs().max()) for t in weights.values() if t.is_floating_point() and t.numel()), default=0.0)
+    return torch.float16 if big < FP16_MAX else torch.bfloat16
+
+
+def export_run(run: Path, card: str, out: Path | None = None) -> Exported:
+    """Write `run`'s best weights (no optimizer state), its config (dataset: the built-in corpus it was trained on),
+    its tokenizer and the model card `card` into `out` (default: the package's pretrained folder), laid out as a
+    run directory; the weights load with ``torch.load(weights_only=True)``."""
+    run, out = Path(run), Path(out) if out is not None else pretrained_dir()
+    state = load_checkpoint(best_checkpoint(run))
+    weights = state["model"]
+    dtype = shipping_dtype(weights, MAX_BYTES - OTHER_FILES_BYTES)
+    weights = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
+    cfg = from_dict(state["config"])
+    cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
+    save_checkpoint(out / CHECKPOINT, {"model": weights, "config": cfg.to_dict(), "step": state.get("step", 0)})
+    save_config(cfg, out / "config.yaml")
+    shutil.copyfile(run / "tokenizer.json", out / "tokenizer.json")
+    (out / "MODEL_CARD.md").write_text(card)
+    size = sum((out / f).stat().st_size for f in (CHECKPOINT, Path("config.yaml"), Path("tokenizer.json"),
+                                                    Path("MODEL_CARD.md")))
+    if size > MAX_BYTES:
+        raise GuitarformerError(f"the exported model takes {size / 2**20:.2f} MiB, more than {MAX_BYTES / 2**20:.0f} MiB",
+                                "release a smaller model")
+    params = sum(t.numel() for t in weights.values())
+    return Exported(out, str(dtype).removeprefix("torch."), params, size)
+

@@ -1,0 +1,292 @@
+"""Release the shipped model: prepare, train, measure and export it into guitarformer/pretrained/.
+
+One command makes the model `guitarformer sample` and `guitarformer infill` use when the user names no run:
+
+  1. the built-in corpus (public-domain fiddle tunes inside music21; no other data, whatever its licence) prepared
+     with controls: styles are the tunes' types, keys their K: fields (data/corpus.py);
+  2. the decoder trained with controls and infilling in the mix (`--minutes` of training on the GPU when there is
+     one, else on the CPU: a long run);
+  3. measured: val NLL per token and per note; control adherence (scripts/bench_controls.py, beside unconditioned
+     riffs); infilling (scripts/bench_infill.py: NLL given both sides vs the left only, OA of filled bars vs
+     copying the bars before); form (evaluation/form.py: the share of the first 16 bars that repeat an earlier bar,
+     in sampled riffs and in the built-in test tunes);
+  4. exported (pretrained/export.py: best weights in half precision where full precision passes 10 MB, config,
+     tokenizer) with MODEL_CARD.md written from the measured numbers;
+  5. with --encdec, the encoder-decoder trained and measured the same way (its scores go into the card; only the
+     decoder ships).
+
+    python scripts/release_model.py --minutes 15                  # the release (GPU: about 15 min + benches)
+    python scripts/release_model.py --minutes 15 --encdec --docs  # also the encoder-decoder; docs/CONTROLS.md, INFILL.md
+    python scripts/release_model.py --config tiny --limit 4 --steps 6 --out /tmp/pre --controls tempo \\
+        --num-samples 1 --bars 1 --num-infill 2 --form-samples 1       # the end-to-end check (tests/test_release_model.py)
+
+Everything the run made stays in --work (runs, the benches' tables, release.json with every number). The release
+commit adds the model's files to pyproject.toml's package data with them (tests/test_api.py holds every package-data
+pattern to a tracked file, so the line cannot come before the files):
+
+    "guitarformer.pretrained" = ["ckpt/best.pt", "config.yaml", "tokenizer.json", "MODEL_CARD.md"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import symusic
+import torch
+
+from guitarformer.config import Config, load_config
+from guitarformer.data.controls import PlayedNote, estimate_key
+from guitarformer.data.corpus import (
+    COLLECTIONS,
+    CORPUS_VERSION,
+    build_corpus,
+    corpus_labels,
+    ensure_builtin_dataset,
+    labels_taken,
+)
+from guitarformer.data.dataset import TokenSplit
+from guitarformer.data.prepare import load_meta
+from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.evaluation.form import FORM_BARS, form_report
+from guitarformer.generation.riffs import generate_riffs, tokens_per_bar
+from guitarformer.pretrained import pretrained_dir
+from guitarformer.pretrained.export import export_run
+from guitarformer.runs import load_run
+from guitarformer.runtime import resolve_device
+from guitarformer.training.loop import train
+
+SCRIPTS = Path(__file__).resolve().parent
+ROOT = SCRIPTS.parent
+# The recipe beside each config: controls and infilling in the mix, as issue 26 asks of the default model.
+RECIPE = ["data.controls=true", "data.infill=0.3"]
+KINDS = {"decoder": "decoder-small", "encoder_decoder": "encdec-small"}
+NOTE_TOKEN = "Pitch"  # one per note in TabREMI and REMI: tokens per note = tokens / Pitch tokens
+
+
+@dataclass
+class Scores:
+    """What one trained model measured."""
+
+    kind: str
+    config: str
+    run: str
+    steps: int
+    train_seconds: float
+    device: str
+    val_nll_token: float
+    val_nll_note: float
+    controls: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> asked, unconditioned
+    infill: dict = field(default_factory=dict)
+    form: dict[str, float] = field(default_factory=dict)
+
+
+def _script(name: str):
+    """A bench script of scripts/ as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def release_config(name: str, args) -> Config:
+    """A named config with the release recipe, the corpus limit and the training budget of the command line."""
+    cfg = load_config(name, [*RECIPE, *args.set])
+    if args.limit:
+        cfg.data.corpus_limit = args.limit
+    cfg.train.device = args.device
+    cfg.train.seed = args.seed
+    if args.steps:
+        cfg.train.max_steps = args.steps
+    else:  # --minutes: as many steps as fit (time_budget_min fits max_steps to the machine), capped by the clock
+        cfg.train.max_steps = max(cfg.train.max_steps, args.max_steps)
+        cfg.train.time_budget_min = args.minutes
+        cfg.train.max_minutes = args.minutes * 1.1
+    return cfg
+
+
+def val_nll_per_note(dataset: Path, nll_token: float) -> float:
+    """Nats per note from nats per token: times the val split's tokens per note (val tokens / Pitch tokens)."""
+    tok = load_tokenizer(dataset / "tokenizer.json")
+    ids = np.asarray(TokenSplit(dataset, "val").tokens)
+    notes = int(np.isin(ids, [i for t, i in tok.vocab.items() if t.split("_", 1)[0] == NOTE_TOKEN]).sum())
+    return nll_token * len(ids) / notes if notes else float("nan")
+
+
+def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
+    """scripts/bench_controls.py on the run (its table written to `out`); the mean share per control, asked and
+    unconditioned, read back from the table's summary."""
+    cmd = [sys.executable, str(SCRIPTS / "bench_controls.py"), str(run), "--bars", str(args.bars),
+           "--num-samples", str(args.num_samples), "--device", args.device, "--seed", str(args.seed),
+           "--out", str(out)] + (["--controls", args.controls] if args.controls else [])
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    scores, in_summary = {}, False
+    for line in out.read_text().splitlines():
+        if line.startswith("| control | mean share asked"):
+            in_summary = True
+        elif in_summary and line.startswith("| ") and "%" in line:
+            name, asked, chance = (c.strip() for c in line.strip("|").split("|")[:3])
+            scores[name] = {"asked": float(asked.rstrip("%")) / 100, "unconditioned": float(chance.rstrip("%")) / 100}
+    return scores
+
+
+def form_scores(run: Path, args, device) -> dict[str, float]:
+    """The repeat share of the first 16 bars in riffs sampled without controls."""
+    model, tok, cfg = load_run(run, None, str(device))
+    budget = int(FORM_BARS * tokens_per_bar(tok, cfg) * 1.5) + 32
+    s = cfg.sample
+    riffs = generate_riffs(model, tok, cfg, device, args.form_samples, args.seed, budget, s.temperature,
+                           s.top_k or None, s.top_p, bars=FORM_BARS)
+    rep = form_report(r.gs.score for r in riffs)
+    return {"samples_repeat_share": rep.repeat_share, "samples": rep.pieces, "sample_bars": rep.bars}
+
+
+def corpus_facts(dataset: Path, limit: int) -> dict:
+    """What the prepared corpus is: its styles (tune types) and K: keys, how often the key estimate of
+    data/controls.py agrees with the K: key on the val tunes (the ceiling of key adherence measured by that
+    estimate), and the repeat share of the first 16 bars of the test tunes (their corpus MIDI, as prepared)."""
+    summary = json.loads((build_corpus(limit=limit, progress=False) / "corpus.json").read_text())["labels"]
+    given = corpus_labels(build_corpus(limit=limit, progress=False))
+    lines = [json.loads(x) for x in (dataset / "manifest.jsonl").read_text().splitlines()]
+    val = [d["path"] for d in lines if d.get("split") == "val" and given.get(str(Path(d["path"]).resolve()), {}).get("Key")]
+    agree = sum(_estimated_key(symusic.Score(p)) == given[str(Path(p).resolve())]["Key"] for p in val)
+    rep = form_report(symusic.Score(d["path"]) for d in lines if d.get("split") == "test")
+    return {**summary, "key_estimate_agrees_val": agree / len(val) if val else float("nan"), "val_keyed": len(val),
+            "test_tunes_repeat_share": rep.repeat_share, "test_tunes": rep.pieces}
+
+
+def _estimated_key(score: symusic.Score) -> str | None:
+    notes = [PlayedNote(n.time, n.duration, n.pitch) for t in score.tracks for n in t.notes]
+    return estimate_key(notes)
+
+
+def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Scores:
+    """Train one model kind on the prepared corpus and measure it (module docstring, steps 2-3)."""
+    cfg = release_config(args.config or KINDS[kind], args)
+    cfg.model.kind = kind
+    cfg.data.dataset = str(dataset)
+    run = work / kind
+    t0 = time.time()
+    summary = train(cfg, run_dir=run, progress=not args.quiet, force=True)
+    seconds = time.time() - t0
+    nll = float(summary["best_val_loss"])
+    scores = Scores(kind, cfg.name, str(run), int(summary["step"]), round(seconds, 1), str(device), nll,
+                    val_nll_per_note(dataset, nll))
+    scores.controls = control_scores(run, args, work / f"CONTROLS-{kind}.md")
+    bench = _script("bench_infill")
+    scores.infill = bench.bench_run(run, args.num_infill, args.seed, device)
+    scores.form = form_scores(run, args, device)
+    return scores
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%" if x == x else "n/a"
+
+
+def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args) -> str:
+    """MODEL_CARD.md from the measured numbers."""
+    lines = [
+        "# guitarformer's shipped model", "",
+        f"A {shipped.kind} ({shipped.config} recipe) over tab tokens with controls and bar infilling; "
+        "`guitarformer sample` and `guitarformer infill` use it when no run is named and none has been trained.", "",
+        "## Data", "",
+        f"The built-in corpus only: the fiddle-tune collections {', '.join(COLLECTIONS)} that ship inside music21 "
+        f"({CORPUS_VERSION}; public domain), read as ABC, an octave below written pitch, fretted by `fret()`. "
+        f"{meta['files']} files; {meta['tokens']['train']:,} train / {meta['tokens']['val']:,} val / "
+        f"{meta['tokens']['test']:,} test tokens; vocabulary {meta['vocab_size']}. Styles (tune types from R: or the "
+        f"title): {', '.join(meta.get('control_styles') or []) or 'none'}. Keys: "
+        + ("the tunes' K: fields (mode kept by its third: dorian is minor, mixolydian major)." if labels_taken()
+           else "estimated from the notes (this version's prepare takes no written keys)."), "",
+        "## Recipe", "",
+        f"    {args.command}", "",
+        f"Config {shipped.config} with {', '.join(RECIPE + list(args.set))}; {shipped.steps} steps in "
+        f"{shipped.train_seconds / 60:.1f} min on {shipped.device}; seed {args.seed}.", "",
+        "## Scores", "",
+        "| model | val NLL / token | val NLL / note | infill NLL both sides | left only | ratio | "
+        "OA fill pitch/duration/onset | OA copy-left | riffs repeating (16 bars) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in [shipped, *others]:
+        i = s.infill
+        ratio = i["nll_both"] / i["nll_left"] if i.get("nll_left") else float("nan")
+        oa = "/".join(f"{i['oa'][n]:.3f}" for n in ("pitch", "duration", "onset")) if i else "n/a"
+        oa_left = "/".join(f"{i['oa_left'][n]:.3f}" for n in ("pitch", "duration", "onset")) if i else "n/a"
+        lines.append(f"| {s.kind}{' (shipped)' if s is shipped else ''} | {s.val_nll_token:.3f} | "
+                     f"{s.val_nll_note:.3f} | {i.get('nll_both', float('nan')):.3f} | "
+                     f"{i.get('nll_left', float('nan')):.3f} | {ratio:.3f} | {oa} | {oa_left} | "
+                     f"{_pct(s.form.get('samples_repeat_share', float('nan')))} ({s.form.get('samples', 0)} riffs) |")
+    lines += ["", f"The corpus: {corpus['tunes']} tunes, styles {json.dumps(corpus['styles'])}; {corpus['key_labels']} "
+              f"with a K: key (modes {json.dumps(corpus['modes'])}). The key estimate the adherence table uses agrees "
+              f"with K: on {_pct(corpus['key_estimate_agrees_val'])} of {corpus['val_keyed']} val tunes (key's ceiling). "
+              f"The test tunes repeat {_pct(corpus['test_tunes_repeat_share'])} of their first 16 bars "
+              f"({corpus['test_tunes']} tunes).", "",
+              "Control adherence (share of riffs or bars that have the asked value, measured from the notes; "
+              f"{args.num_samples} riffs of at most {args.bars} bars per value; scripts/bench_controls.py):", "",
+              "| model | control | asked | unconditioned |", "|---|---|---|---|"]
+    for s in [shipped, *others]:
+        for name, c in s.controls.items():
+            lines.append(f"| {s.kind} | {name} | {_pct(c['asked'])} | {_pct(c['unconditioned'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=15.0, help="training time per model kind")
+    ap.add_argument("--max-steps", type=int, default=20000, help="the schedule's length before --minutes fits it")
+    ap.add_argument("--steps", type=int, default=0, help="exactly this many steps instead of --minutes")
+    ap.add_argument("--config", default=None, help="config for every kind (default: decoder-small, encdec-small)")
+    ap.add_argument("--set", action="append", default=[], help="section.key=value beside the recipe")
+    ap.add_argument("--limit", type=int, default=0, help="first N source files of the corpus (0: all)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--encdec", action="store_true", help="also train and measure the encoder-decoder")
+    ap.add_argument("--bars", type=int, default=4, help="bars per riff in the control benchmark")
+    ap.add_argument("--num-samples", type=int, default=16, help="riffs per control value")
+    ap.add_argument("--controls", default="", help="bench_controls.py --controls (default: all)")
+    ap.add_argument("--num-infill", type=int, default=200, help="spans in the infilling benchmark")
+    ap.add_argument("--form-samples", type=int, default=60, help="unconditioned riffs for the repeat share")
+    ap.add_argument("--work", type=Path, default=None, help="folder for runs and tables (default runs/release-*)")
+    ap.add_argument("--out", type=Path, default=pretrained_dir(), help="where the shipped model goes")
+    ap.add_argument("--docs", action="store_true", help="write docs/CONTROLS.md and docs/INFILL.md from this release")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    args.command = "python scripts/release_model.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = resolve_device(args.device)
+    work = args.work or ROOT / "runs" / time.strftime("release-%Y%m%d-%H%M%S")
+    work.mkdir(parents=True, exist_ok=True)
+    dataset = ensure_builtin_dataset(release_config(args.config or KINDS["decoder"], args).data,
+                                     progress=not args.quiet)
+    meta = load_meta(dataset)
+    print(f"dataset {dataset}: {meta['tokens']['train']:,} train tokens, styles {meta.get('control_styles')}")
+    kinds = ["decoder", "encoder_decoder"] if args.encdec else ["decoder"]
+    scores = [train_and_measure(kind, dataset, args, work, device) for kind in kinds]
+    corpus = corpus_facts(dataset, args.limit)
+    card = model_card(scores[0], scores[1:], meta, corpus, args)
+    exported = export_run(Path(scores[0].run), card, args.out)
+    report = {"dataset": str(dataset), "corpus": corpus, "scores": [asdict(s) for s in scores],
+              "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
+    (work / "release.json").write_text(json.dumps(report, indent=2, default=str))
+    if args.docs:
+        (ROOT / "docs" / "CONTROLS.md").write_text((work / "CONTROLS-decoder.md").read_text())
+        _script("bench_infill").write_doc([s.infill for s in scores], ROOT / "docs" / "INFILL.md",
+                                          args.command)
+    print(f"exported {exported.folder}: {exported.parameters:,} parameters as {exported.dtype}, "
+          f"{exported.bytes / 2**20:.2f} MiB; numbers in {work / 'release.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

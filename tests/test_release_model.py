@@ -1,0 +1,102 @@
+"""scripts/release_model.py end to end on a tiny setting, and the shipped-model folder it writes (guitarformer/pretrained)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from guitarformer.data.corpus import labels_taken
+from guitarformer.errors import GuitarformerError
+from guitarformer.generation.riffs import generate_riffs
+from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
+from guitarformer.pretrained import export
+from guitarformer.pretrained.export import shipping_dtype
+from guitarformer.runs import load_run
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "release_model.py"
+
+
+def _release_script():
+    spec = importlib.util.spec_from_file_location("release_model", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["release_model"] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def release(cache_root, tmp_path_factory):
+    """A tiny release: 24 source files (the first with val and test tunes), 8 steps of each model kind."""
+    tmp = tmp_path_factory.mktemp("release")
+    argv = ["--config", "tiny", "--limit", "24", "--steps", "8", "--set", "model.block_size=256",
+            "--set", "model.src_block_size=128", "--out", str(tmp / "pre"), "--work", str(tmp / "work"),
+            "--controls", "tempo,density", "--num-samples", "1", "--bars", "1", "--num-infill", "3",
+            "--form-samples", "2", "--device", "cpu", "--encdec", "--quiet"]
+    assert _release_script().main(argv) == 0
+    return tmp / "pre", json.loads((tmp / "work" / "release.json").read_text())
+
+
+def test_the_release_writes_a_loadable_model_with_its_card(release):
+    out, report = release
+    assert has_pretrained(out)
+    state = torch.load(out / CHECKPOINT, weights_only=True)  # plain tensors and values only
+    assert set(state) >= {"model", "config"} and "optimizer" not in state
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) == report["exported"]["bytes"] <= MAX_BYTES
+    model, tok, cfg = load_run(out)
+    assert cfg.data.dataset is None and cfg.data.controls and cfg.data.infill == 0.3
+    assert any(t.startswith("CtrlKey_") for t in tok.vocab) and "FillBar_None" in tok.vocab
+    assert any(t.startswith("CtrlStyle_") for t in tok.vocab) == labels_taken()  # the tune types, where prepare takes them
+    riff = generate_riffs(model, tok, cfg, "cpu", 1, 0, 40, bars=2)[0]
+    assert riff.new_bars >= 1
+
+
+def test_the_card_carries_the_measured_numbers(release):
+    out, report = release
+    card = (out / "MODEL_CARD.md").read_text()
+    dec, enc = report["scores"]
+    assert (dec["kind"], enc["kind"]) == ("decoder", "encoder_decoder")
+    for s in (dec, enc):
+        assert s["steps"] == 8 and s["val_nll_note"] > s["val_nll_token"] > 0  # more than one token per note
+        assert f"{s['val_nll_token']:.3f} | {s['val_nll_note']:.3f}" in card
+        assert s["infill"]["spans"] > 0 and s["infill"]["nll_both"] > 0
+        assert set(s["controls"]) == {"tempo", "density"}
+        assert s["form"]["samples"] == 2
+    corpus = report["corpus"]
+    assert corpus["test_tunes"] >= 1 and corpus["val_keyed"] >= 1 and 0 <= corpus["key_estimate_agrees_val"] <= 1
+    assert sum(corpus["styles"].values()) == corpus["tunes"] and f"{corpus['tunes']} tunes, styles" in card
+    assert "--steps 8" in card and "decoder (shipped)" in card and "| encoder_decoder | tempo |" in card
+
+
+def test_weights_are_halved_only_where_full_precision_does_not_fit():
+    w = {"a": torch.zeros(1000), "n": torch.zeros(3, dtype=torch.long)}
+    assert shipping_dtype(w, 4000) == torch.float32
+    assert shipping_dtype(w, 3999) == torch.float16
+    assert shipping_dtype({"a": torch.full((1000,), 1e6)}, 3999) == torch.bfloat16  # beyond float16's range
+    with pytest.raises(GuitarformerError, match="even in half precision"):
+        shipping_dtype(w, 1999)
+
+
+def test_the_package_folder_reports_whether_a_model_ships(tmp_path):
+    assert pretrained_dir() == Path(__file__).resolve().parents[1] / "guitarformer" / "pretrained"
+    assert not has_pretrained(tmp_path)
+    assert "shipped model" in shipped_note() and "MODEL_CARD.md" in shipped_note()
+
+
+def test_a_half_precision_export_loads_as_a_run_and_predicts_as_the_full_one(release, tmp_path, monkeypatch):
+    _, report = release
+    run = Path(report["scores"][0]["run"])
+    monkeypatch.setattr(export, "MAX_BYTES", export.OTHER_FILES_BYTES + 150_000)  # fp32 (226 KB) does not fit
+    done = export.export_run(run, "card", tmp_path / "half")
+    assert done.dtype == "float16" and done.bytes <= export.MAX_BYTES
+    full, _, cfg = load_run(run)
+    half, _, _ = load_run(tmp_path / "half")
+    x = torch.randint(0, cfg.model.vocab_size, (1, 32))
+    with torch.no_grad():
+        a, b = full(x)[0], half(x)[0]
+    assert next(half.parameters()).dtype == torch.float32 and torch.allclose(a, b, atol=2e-2)
