@@ -10,7 +10,7 @@ One command makes the model `guitarformer sample` and `guitarformer infill` use 
      riffs); infilling (scripts/bench_infill.py: NLL given both sides vs the left only, OA of filled bars vs
      copying the bars before); form (evaluation/form.py: the share of the first 16 bars that repeat an earlier bar,
      in sampled riffs and in the built-in test tunes);
-  4. exported (pretrained/export.py: best weights in half precision where full precision passes 10 MB, config,
+  4. exported (runs/export.py: best weights in half precision where full precision passes 10 MB, config,
      tokenizer) with MODEL_CARD.md written from the measured numbers;
   5. with --encdec, the encoder-decoder trained and measured the same way (its scores go into the card; only the
      decoder ships).
@@ -56,9 +56,10 @@ from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
-from guitarformer.generation.riffs import generate_riffs, tokens_per_bar
+from guitarformer.app.prompt import tokens_per_bar
+from guitarformer.generation.riffs import generate_riffs
 from guitarformer.pretrained import pretrained_dir
-from guitarformer.pretrained.export import export_run
+from guitarformer.runs.export import export_run
 from guitarformer.runs import load_run
 from guitarformer.runtime import resolve_device
 from guitarformer.training.loop import train

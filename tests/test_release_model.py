@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from guitarformer.data.corpus import labels_taken
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
-from guitarformer.pretrained import export
-from guitarformer.pretrained.export import shipping_dtype
+from guitarformer.runs import export
+from guitarformer.runs.export import shipping_dtype
 from guitarformer.runs import load_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -100,3 +101,32 @@ def test_a_half_precision_export_loads_as_a_run_and_predicts_as_the_full_one(rel
     with torch.no_grad():
         a, b = full(x)[0], half(x)[0]
     assert next(half.parameters()).dtype == torch.float32 and torch.allclose(a, b, atol=2e-2)
+
+
+def test_with_no_run_named_and_none_of_the_users_sampling_uses_the_shipped_model(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from tiny_runs import untrained_run
+
+    import guitarformer.app.loaded as loaded_mod
+    import guitarformer.runs as runs_mod
+    from guitarformer.cli import main
+    from guitarformer.config import DataConfig
+    from guitarformer.data.tokenization import build_tokenizer
+
+    shipped = untrained_run(tmp_path / "shipped", build_tokenizer(DataConfig()), 128)
+    (shipped / "ckpt" / "last.pt").rename(shipped / CHECKPOINT)
+    monkeypatch.setattr(runs_mod, "pretrained_dir", lambda: shipped.resolve())
+    monkeypatch.setattr(runs_mod, "has_pretrained", lambda: True)
+    monkeypatch.setattr(loaded_mod, "pretrained_dir", lambda: shipped.resolve())
+    monkeypatch.chdir(tmp_path)  # no runs/ here
+    assert runs_mod.default_run() == shipped.resolve()
+    r = CliRunner().invoke(main, ["sample", "--out", "riff.mid", "--bars", "2", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[0].startswith("using the shipped model") and (tmp_path / "riff.mid").is_file()
+    (tmp_path / "runs" / "mine").mkdir(parents=True)  # a run of the user's wins over the shipped model
+    untrained_run(tmp_path / "runs" / "mine", build_tokenizer(DataConfig()), 128)
+    assert runs_mod.default_run() == Path("runs") / "mine"
+    monkeypatch.setattr(runs_mod, "has_pretrained", lambda: False)
+    shutil.rmtree(tmp_path / "runs")
+    with pytest.raises(GuitarformerError, match="no trained run"):
+        runs_mod.default_run()

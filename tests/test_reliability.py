@@ -26,7 +26,7 @@ import symusic
 import torch
 from click.testing import CliRunner
 
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.errors import GuitarformerError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -721,7 +721,7 @@ def _state(v: float) -> dict:
 
 
 def test_disk_full_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
-    import guitarformer.training.checkpoint as ckmod
+    import guitarformer.runs.checkpoint as ckmod
 
     p = tmp_path / "ckpt" / "last.pt"
     save_checkpoint(p, _state(1))
@@ -748,7 +748,7 @@ def test_disk_full_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EROFS])
 def test_rename_failure_keeps_previous_checkpoint(tmp_path, monkeypatch, err):
-    import guitarformer.training.checkpoint as ckmod
+    import guitarformer.runs.checkpoint as ckmod
 
     p = tmp_path / "last.pt"
     save_checkpoint(p, _state(1))
@@ -771,7 +771,7 @@ def test_first_save_failing_says_there_is_no_earlier_checkpoint(tmp_path):
 
 def test_disk_full_mid_training_is_one_clear_line(tmp_path, cache_root, rel_dataset, monkeypatch):
     """The CLI: the second checkpoint write fails; the message says the previous one survives; resume works."""
-    import guitarformer.training.checkpoint as ckmod
+    import guitarformer.runs.checkpoint as ckmod
 
     real_replace, calls = os.replace, []
 

@@ -19,7 +19,8 @@ from guitarformer.data.infill import has_fill_tokens
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.music.guitar import TUNINGS
-from guitarformer.runs import load_run, newest_run
+from guitarformer.pretrained import pretrained_dir, shipped_note
+from guitarformer.runs import checkpoint_of, load_run
 from guitarformer.runtime import resolve_device
 
 # Control options of `sample` -> the control type they ask for (data/controls.py).
@@ -49,16 +50,9 @@ class LoadedRun:
         """One line naming the run: folder, checkpoint, step and validation loss."""
         facts = [self.checkpoint.name] + ([] if self.step is None else [f"step {self.step}"]) + \
             ([] if self.val_loss is None else [f"val loss {self.val_loss:.3f}"])
+        if self.run_dir.resolve() == pretrained_dir():  # no run named and none of the user's: say which model
+            return f"{shipped_note()} ({', '.join(facts)})"
         return f"run {self.run_dir} ({', '.join(facts)})"
-
-
-def _checkpoint_path(run: str | Path | None, checkpoint: str | Path | None) -> Path:
-    """The checkpoint runs.load_run reads for these arguments (best, else last, of the run or the newest run)."""
-    if checkpoint is not None:
-        return Path(checkpoint)
-    run_dir = Path(run) if run else newest_run()
-    best = run_dir / "ckpt" / "best.pt"
-    return best if best.is_file() else run_dir / "ckpt" / "last.pt"
 
 
 def _checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
@@ -78,7 +72,7 @@ def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None =
     """Load a run directory (default: the newest under ./runs) or a checkpoint file on `device` ("auto": a GPU
     when there is one)."""
     dev = resolve_device(device)
-    path = _checkpoint_path(run, checkpoint)
+    path = checkpoint_of(run, checkpoint)
     model, tokenizer, cfg = load_run(run, checkpoint, str(dev))
     step, val_loss = _checkpoint_facts(path)
     return LoadedRun(model, tokenizer, cfg, path.parent.parent, path, step, val_loss, dev)

@@ -10,6 +10,7 @@ from guitarformer.config import from_dict
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
+from guitarformer.pretrained import has_pretrained, pretrained_dir
 from guitarformer.runs.checkpoint import load_checkpoint
 
 
@@ -40,19 +41,36 @@ def newest_run(base: str | Path = "runs") -> Path:
     return max(written, key=written.get)
 
 
+def default_run(base: str | Path = "runs") -> Path:
+    """The run a command uses when none is named: the newest under `base`, else the model shipped in the package."""
+    try:
+        return newest_run(base)
+    except GuitarformerError:
+        if has_pretrained():
+            return pretrained_dir()
+        raise
+
+
+def checkpoint_of(run: str | Path | None = None, checkpoint: str | Path | None = None) -> Path:
+    """The checkpoint file a run stands for: `checkpoint` itself, else the run's best (else last) checkpoint; the
+    run is `default_run()` when neither is given."""
+    if checkpoint is not None:
+        return Path(checkpoint)
+    run_dir = Path(run) if run else default_run()
+    ck = run_dir / "ckpt" / "best.pt"
+    if not ck.is_file():
+        ck = run_dir / "ckpt" / "last.pt"
+    if not ck.is_file():
+        raise GuitarformerError(f"run {run_dir} has no checkpoint (ckpt/best.pt or ckpt/last.pt)",
+                                "train it first, or pass --checkpoint FILE")
+    return ck
+
+
 def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None, device: str = "cpu"):
-    """(model, tokenizer, cfg) from a run directory (best, else last checkpoint) or a checkpoint file."""
-    if checkpoint is None:
-        run_dir = Path(run) if run else newest_run()
-        ck = run_dir / "ckpt" / "best.pt"
-        if not ck.is_file():
-            ck = run_dir / "ckpt" / "last.pt"
-        if not ck.is_file():
-            raise GuitarformerError(f"run {run_dir} has no checkpoint (ckpt/best.pt or ckpt/last.pt)",
-                                    "train it first, or pass --checkpoint FILE")
-    else:
-        ck = Path(checkpoint)
-        run_dir = ck.parent.parent
+    """(model, tokenizer, cfg) from a run directory (best, else last checkpoint) or a checkpoint file; with neither,
+    the newest run under ./runs, else the shipped model."""
+    ck = checkpoint_of(run, checkpoint)
+    run_dir = ck.parent.parent
     state = load_checkpoint(ck)
     cfg = from_dict(state["config"])
     tok_path = run_dir / "tokenizer.json"

@@ -11,7 +11,7 @@ import torch
 from guitarformer.config import from_dict, save_config
 from guitarformer.errors import GuitarformerError
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
-from guitarformer.training.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 
 FP16_MAX = 65504.0  # the largest finite float16: weights beyond it are stored as bfloat16 instead
 # Room left beside the weights for config.yaml, tokenizer.json and the card (a TabREMI tokenizer.json with controls
