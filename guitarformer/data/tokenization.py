@@ -99,7 +99,10 @@ def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_e
 def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo: float | None = None) -> symusic.Score:
     """Ids -> symusic Score with one track. Special tokens are dropped; miditok skips ill-ordered tokens."""
     clean = _content_ids(tok, ids)
-    score = tok.decode([clean]) if clean else symusic.Score(tok.time_division)
+    if not clean:
+        score = symusic.Score(tok.time_division)
+    else:  # a tab tokenizer decodes to a GuitarScore (strings and techniques): here only its notes are asked for
+        score = tok.decode(clean).score if is_tab_tokenizer(tok) else tok.decode([clean])
     return _as_part(score, program, tempo)
 
 
