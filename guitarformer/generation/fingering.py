@@ -1,6 +1,6 @@
 """The model fingers other music: a tab-token model chooses the string of every note of a file.
 
-A TabREMI note is ``Pitch Velocity Duration String [Bend] [Tech ...]``: the string comes after everything
+A TabREMI note is ``Pitch [Velocity] Duration String [Bend] [Tech ...]``: the string comes after everything
 else about the note, so a decoder trained on tab tokens has, at each Duration, a distribution over the
 strings that could play it. `refinger` reads a part's token ids with teacher forcing (every token as the file
 has it) except String tokens, which the model chooses among those the guitar allows: with `beam=1` at each
@@ -51,14 +51,14 @@ from dataclasses import dataclass, replace
 import symusic
 import torch
 
-from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer
+from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer, note_offset
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import SMALL_STEP_WORK
 from guitarformer.generation.grammar import NO_PITCH
-from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
+from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of, pitch_of
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
 Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
@@ -100,6 +100,7 @@ class TabVocab:
         self.tail = {i for i, k in enumerate(kinds) if k in ("Bend", "Tech")}
         self.not_fretted = {tokenizer[t] for t in NOT_FRETTED}
         self.pad = tokenizer.pad_token_id
+        self.offset = note_offset(tokenizer)  # a String comes this many tokens after its note's Pitch
 
 
 def _windows(ids: Sequence[int], block: int, v: TabVocab) -> list[tuple[int, int]]:
@@ -133,8 +134,8 @@ class _Rows:
         self.constraint = GuitarConstraint(tokenizer, tuning, capo, device=device)
         fits = torch.zeros(NO_PITCH + 1, MAX_STRINGS, dtype=torch.bool)
         n = len(tuning)
-        for k in range(min(n, MAX_STRINGS)):  # String_{k+1} is tab string k+1, open pitch tuning[n - 1 - k]
-            fits[tuning[n - 1 - k] + capo: min(NO_PITCH, tuning[n - 1 - k] + MAX_FRET) + 1, k] = True
+        for k in range(min(n, MAX_STRINGS)):  # String_{k+1} is tab string k+1
+            fits[pitch_of(k + 1, 0, tuning, capo): min(NO_PITCH, pitch_of(k + 1, MAX_FRET, tuning)) + 1, k] = True
         self.fits = fits.to(device)
         self.any_string = torch.zeros(MAX_STRINGS, dtype=torch.bool, device=device)
         self.any_string[:min(n, MAX_STRINGS)] = True
@@ -235,7 +236,7 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
                 onset = []
             elif row[j] in v.string_of:
                 need[j].append(w)
-                p = v.pitch_of.get(row[j - 3], NO_PITCH) if j >= 3 else NO_PITCH  # Pitch Velocity Duration String
+                p = v.pitch_of.get(row[j - v.offset], NO_PITCH) if j >= v.offset else NO_PITCH
                 pitch[rs, j] = p
                 scored[rs, j] = False
                 onset.append((j, p))
@@ -450,7 +451,7 @@ def _onset_map(tokenizer, gs: GuitarScore) -> tuple[dict[int, int], int]:
 def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], ids: list[int]) -> Fingered:
     notes = list(gs.track.notes)
     n = len(gs.tuning)
-    dec, strings, _ = decode_tab(tokenizer, ids)
+    dec, strings, _ = decode_tab(tokenizer, [i for i in ids if tokenizer[int(i)] not in ("BOS_None", "EOS_None")])
     dnotes = list(dec.tracks[0].notes) if dec.tracks else []
     qmap, qtpq = _onset_map(tokenizer, gs)
     per_tick = qtpq / dec.ticks_per_quarter
@@ -458,8 +459,8 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
     for dn, s in zip(dnotes, strings):
         by_key.setdefault((round(dn.time * per_tick), dn.pitch), []).append(s)
 
-    def fret_of(s: int, pitch: int) -> tuple[int, int]:
-        f = pitch - gs.tuning[n - s] - gs.capo if 1 <= s <= n else -1
+    def played(s: int, pitch: int) -> tuple[int, int]:
+        f = fret_of(pitch, s, gs.tuning, gs.capo)
         return (s, f) if 0 <= f <= MAX_FRET else UNPLAYABLE
 
     out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes)
@@ -469,7 +470,7 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
         left = by_key.get((qmap.get(note.time, -1), note.pitch))
         taken = used.setdefault(note.time, set())
         if left:
-            got = fret_of(left.pop(0), note.pitch)
+            got = played(left.pop(0), note.pitch)
             if got[0] not in taken or got == UNPLAYABLE:
                 out[i] = got
                 taken.add(got[0])
@@ -478,7 +479,7 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
         if placeholder[i] != UNPLAYABLE and placeholder[i][0] not in taken:
             out[i] = placeholder[i]
         else:  # the lowest free fret
-            free = [fret_of(s, note.pitch) for s in range(1, n + 1) if s not in taken]
+            free = [played(s, note.pitch) for s in range(1, n + 1) if s not in taken]
             free = [f for f in free if f != UNPLAYABLE]
             out[i] = min(free, key=lambda sf: sf[1]) if free else UNPLAYABLE
         taken.add(out[i][0])
