@@ -212,17 +212,29 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     return out, scores
 
 
-def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
-                    beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
-    """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
-    returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
-    K, W, T = beam, len(windows), max(len(r) for r in windows)
-    B = W * K  # row w * K + j: beam j of window w
+@dataclass
+class _Plan:
+    """The teacher-forced batch of one `_refinger_batch` call: row w * K + j is beam j of window w.
+
+    `x` (B, T) the ids (PAD after a window's end), `pitch` (B, T) the pitch of the note whose String is at t,
+    `scored` (B, T) the teacher-forced tokens whose log-prob adds to a row's score, `need[t]` the windows whose
+    token t is a String to choose, `later[(w, t)]` the fit masks of the onset's notes after that one."""
+
+    x: torch.Tensor
+    pitch: torch.Tensor
+    scored: torch.Tensor
+    need: list[list[int]]
+    later: dict[tuple[int, int], tuple[int, ...]]
+
+
+def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], K: int) -> _Plan:
+    T = max(len(r) for r in windows)
+    B = len(windows) * K
     x = torch.full((B, T), v.pad, dtype=torch.long)
     pitch = torch.full((B, T), NO_PITCH, dtype=torch.long)
-    scored = torch.zeros(B, T, dtype=torch.bool)  # teacher-forced tokens, whose log-prob adds to a row's score
-    need: list[list[int]] = [[] for _ in range(T)]  # need[t]: windows whose token t is a String to choose
-    later: dict[tuple[int, int], tuple[int, ...]] = {}  # (window, t) -> fit masks of the onset's notes still to come
+    scored = torch.zeros(B, T, dtype=torch.bool)
+    need: list[list[int]] = [[] for _ in range(T)]
+    later: dict[tuple[int, int], tuple[int, ...]] = {}
     for w, row in enumerate(windows):
         rs = slice(w * K, (w + 1) * K)
         x[rs, :len(row)] = torch.tensor(row)
@@ -240,20 +252,61 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
                 pitch[rs, j] = p
                 scored[rs, j] = False
                 onset.append((j, p))
-    x, pitch, scored = x.to(device), pitch.to(device), scored.to(device)
-    string_ids = torch.tensor(v.string_ids, device=device)
-    onset_ids = torch.tensor(sorted(v.onset), device=device)
-    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}  # id(group) -> (group, its rows)
+    return _Plan(x, pitch, scored, need, later)
+
+
+def _start_groups(win_groups: list[_Rows], K: int, x: torch.Tensor, device: torch.device
+                  ) -> tuple[dict[int, tuple[_Rows, torch.Tensor]], torch.Tensor]:
+    """Each (tuning, capo) group with its rows, its constraint started on them; and each row's index among its
+    group's rows (which beam search's reordering needs)."""
     member: dict[int, tuple[_Rows, list[int]]] = {}
-    for r in range(B):
+    for r in range(x.shape[0]):
         g = win_groups[r // K]
         member.setdefault(id(g), (g, []))[1].append(r)
-    local = torch.zeros(B, dtype=torch.long)  # row -> its index among its group's rows
+    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}
+    local = torch.zeros(x.shape[0], dtype=torch.long)
     for key, (g, rs) in member.items():
         groups[key] = (g, torch.tensor(rs, device=device))
         local[rs] = torch.arange(len(rs))
         g.constraint.start(x[groups[key][1], :0])
-    win_group = [id(g) for g in win_groups]
+    return groups, local.to(device)
+
+
+def _allowed(ws: list[int], K: int, t: int, tok: torch.Tensor, plan: _Plan, taken: torch.Tensor,
+             groups: dict[int, tuple[_Rows, torch.Tensor]], win_groups: list[_Rows],
+             string_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, ok): the rows of windows `ws` choosing a String at t, and the strings each may take: the
+    constraint's, free at the onset, leaving room for the onset's later notes; else the fallbacks, in order."""
+    B, device = tok.shape[0], tok.device
+    allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+    fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+    anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+    for key in {id(win_groups[w]) for w in ws}:
+        g, rs = groups[key]
+        allowed[rs] = g.constraint.mask(tok[rs])[:, string_ids]
+        fits[rs] = g.fits[plan.pitch[rs, t]]
+        anys[rs] = g.any_string
+    rs = torch.tensor([w * K + j for w in ws for j in range(K)], device=device)
+    free = ~taken[rs]
+    chord = _leaves_room(ws, K, t, plan.later, free, win_groups)  # the rest of the onset still fits
+    ok = allowed[rs] & free & chord
+    for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
+        ok = torch.where(ok.any(1, keepdim=True), ok, wider)
+    return rs, ok
+
+
+def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+                    beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
+    """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
+    returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
+    K, W = beam, len(windows)
+    plan = _plan(v, windows, win_groups, K)
+    B, T = plan.x.shape
+    plan = _Plan(plan.x.to(device), plan.pitch.to(device), plan.scored.to(device), plan.need, plan.later)
+    x = plan.x
+    string_ids = torch.tensor(v.string_ids, device=device)
+    onset_ids = torch.tensor(sorted(v.onset), device=device)
+    groups, local = _start_groups(win_groups, K, x, device)
     taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings struck at the current onset
     # score: log-likelihood of each row's tokens so far; one row per window starts (the others, -inf, are filled
     # by the first String's alternatives), and row 0 of each window always follows the greedy choice.
@@ -277,47 +330,44 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
             logp = logits.double()
             logp = logp - torch.logsumexp(logp, 1, keepdim=True)
             nxt = logp.gather(1, x[:, t + 1:t + 2]).squeeze(1)
-            score = score + torch.where(scored[:, t + 1], nxt, 0.0)
-        if not need[t + 1]:
+            score = score + torch.where(plan.scored[:, t + 1], nxt, 0.0)
+        ws = plan.need[t + 1]
+        if not ws:
             continue
-        ws = need[t + 1]
-        rows = [w * K + j for w in ws for j in range(K)]
-        allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        for key in {win_group[w] for w in ws}:
-            g, rs = groups[key]
-            allowed[rs] = g.constraint.mask(tok[rs])[:, string_ids]
-            fits[rs] = g.fits[pitch[rs, t + 1]]
-            anys[rs] = g.any_string
-        rs = torch.tensor(rows, device=device)
-        free = ~taken[rs]
-        chord = _leaves_room(ws, K, t + 1, later, free, win_groups)  # the rest of the onset still fits
-        ok = allowed[rs] & free & chord
-        for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
-            ok = torch.where(ok.any(1, keepdim=True), ok, wider)  # the fallbacks, in order
-        greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rows),)
+        rs, ok = _allowed(ws, K, t + 1, tok, plan, taken, groups, win_groups, string_ids)
+        greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rs),)
         if K == 1:
             x[rs, t + 1] = string_ids[greedy]
             continue
-        cand = (score[rs].unsqueeze(1) + logp[rs][:, string_ids]).masked_fill(~ok, float("-inf"))
-        cand = cand.view(len(ws), K * MAX_STRINGS)  # beam j's string s at j * MAX_STRINGS + s
-        first = greedy.view(len(ws), K)[:, 0]  # row 0 of each window: its own greedy choice
-        keep = cand.gather(1, first.unsqueeze(1))
-        rest = cand.scatter(1, first.unsqueeze(1), float("-inf")).sort(dim=1, descending=True, stable=True)
-        pick = torch.cat([first.unsqueeze(1), rest.indices[:, :K - 1]], 1)  # (len(ws), K)
-        new_score = torch.cat([keep, rest.values[:, :K - 1]], 1)
-        parent = torch.tensor([w * K for w in ws], device=device).repeat_interleave(K) + pick.view(-1) // MAX_STRINGS
-        src = torch.arange(B, device=device)
-        src[rs] = parent
-        _reorder(src, cache, groups.values(), local.to(device))
+        src, pick, new_score = _beam_step(ws, K, B, score[rs], logp[rs][:, string_ids], ok, greedy)
+        _reorder(src, cache, groups.values(), local)
         x, taken, score = x[src], taken[src], score[src]
-        x[rs, t + 1] = string_ids[pick.view(-1) % MAX_STRINGS]
-        score[rs] = new_score.view(-1)
+        x[rs, t + 1] = string_ids[pick]
+        score[rs] = new_score
     best = score.view(W, K).argmax(1).tolist() if K > 1 else [0] * W  # the first of equals: the greedy row
     chosen, final = x.cpu().tolist(), score.view(W, K).cpu().tolist()
     return [([(j, chosen[w * K + best[w]][j]) for j in range(1, len(row)) if row[j] in v.string_of],
              final[w][best[w]]) for w, row in enumerate(windows)]
+
+
+def _beam_step(ws: list[int], K: int, B: int, score: torch.Tensor, logp: torch.Tensor, ok: torch.Tensor,
+               greedy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One String choice of beam search over the rows of windows `ws` (K each; `score`, `logp` (rows, strings),
+    `ok` and `greedy` theirs): row 0 of each window takes its own greedy choice, rows 1..K-1 the best other
+    (row, string) candidates. Returns the source row of every row of the batch (B,), each chosen row's string
+    index and its new score."""
+    cand = (score.unsqueeze(1) + logp).masked_fill(~ok, float("-inf"))
+    cand = cand.view(len(ws), K * MAX_STRINGS)  # beam j's string s at j * MAX_STRINGS + s
+    first = greedy.view(len(ws), K)[:, 0]
+    keep = cand.gather(1, first.unsqueeze(1))
+    rest = cand.scatter(1, first.unsqueeze(1), float("-inf")).sort(dim=1, descending=True, stable=True)
+    pick = torch.cat([first.unsqueeze(1), rest.indices[:, :K - 1]], 1)  # (len(ws), K)
+    new_score = torch.cat([keep, rest.values[:, :K - 1]], 1)
+    device = score.device
+    parent = torch.tensor([w * K for w in ws], device=device).repeat_interleave(K) + pick.view(-1) // MAX_STRINGS
+    src = torch.arange(B, device=device)
+    src[torch.tensor([w * K + j for w in ws for j in range(K)], device=device)] = parent
+    return src, pick.view(-1) % MAX_STRINGS, new_score.view(-1)
 
 
 def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
