@@ -69,7 +69,7 @@ LAYOUT_PARAM, LAYOUT = "tab_layout", 2  # 1 (no parameter): Pitch Velocity Durat
 VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
 TAB_TYPES = ("String", "Bend", "Tech")
 _NOT_NOTES = ("BOS", "EOS", "PAD", "MASK", *TAB_TYPES)  # what REMI decoding is not given
-_SideTable = dict[tuple[int, int], list[tuple[int, Technique]]]
+_SideTable = dict[tuple[int, int], list[tuple[int, int, Technique]]]  # (time, pitch) -> [(duration, string, tech)]
 
 
 def tab_params(velocities: bool) -> dict[str, Any]:
@@ -158,20 +158,22 @@ class TabREMI(miditok.REMI):
             if ev.type_ == "Pitch":
                 pitch = ev
             elif ev.type_ == "Duration" and pitch is not None:
-                string, tech = self._string_of(pitch.time, int(pitch.value))
+                string, tech = self._string_of(pitch.time, int(pitch.value), int(pitch.desc) - pitch.time)
                 out.append(Event("String", string, ev.time, ev.program))
                 out += [Event(*t.split("_", 1), ev.time, ev.program) for t in technique_tokens(tech)]
                 pitch = None
         return out
 
-    def _string_of(self, time: int, pitch: int) -> tuple[int, Technique]:
-        """The string and technique of the note at (time, pitch), from the side table (a unison: the next
-        one of them); without one (a bare Score, a note quantisation moved onto another's place, or one no string
+    def _string_of(self, time: int, pitch: int, duration: int) -> tuple[int, Technique]:
+        """The string and technique of the note at (time, pitch), from the side table (a unison: the one of
+        this duration, else the next one); without one (a bare Score, a note quantisation moved onto another's place, or one no string
         of the tuning plays), the string that plays it at the lowest fret."""
         options = self._side.get((time, pitch)) if self._side is not None else None
         if not options:
             return _lowest_fret_string(*self._guitar, pitch), PLAIN
-        return options.pop(0) if len(options) > 1 else options[0]
+        k = next((k for k, o in enumerate(options) if o[0] == duration), 0)
+        _, string, tech = options.pop(k) if len(options) > 1 else options[k]
+        return string, tech
 
     # ------------------------------------------------------------ decoding
 
@@ -218,7 +220,7 @@ class TabREMI(miditok.REMI):
 
 def _side_table(tok: TabREMI, gs: GuitarScore) -> _SideTable:
     """(time, pitch) of every note as the tokenizer sees it (after its own resampling and quantisation) ->
-    [(string, technique)]. Each string's notes are preprocessed on their own, so a key is found even where
+    [(duration, string, technique)]. Each string's notes are preprocessed on their own, so a key is found even where
     quantisation moves notes; two strings sharing a key (a unison) keep both entries, lowest string first."""
     notes = gs.track.notes
     techs = gs.techniques if gs.techniques and len(gs.techniques) == len(notes) else [PLAIN] * len(notes)
@@ -243,10 +245,10 @@ def _side_table(tok: TabREMI, gs: GuitarScore) -> _SideTable:
         for i in sorted(idx, key=lambda i: (notes[i].time, notes[i].pitch)):
             tech_by_pitch.setdefault(notes[i].pitch, []).append(techs[i])
         used: dict[int, int] = {}
-        for time, pitch in sorted((n.time, n.pitch) for t in pre.tracks for n in t.notes):
+        for time, pitch, duration in sorted((n.time, n.pitch, n.duration) for t in pre.tracks for n in t.notes):
             k = used.get(pitch, 0)
             options = tech_by_pitch.get(pitch, [PLAIN])
-            keys.setdefault((time, pitch), []).append((s, options[min(k, len(options) - 1)]))
+            keys.setdefault((time, pitch), []).append((duration, s, options[min(k, len(options) - 1)]))
             used[pitch] = k + 1
     return keys
 
