@@ -34,6 +34,7 @@ from guitarformer.data.tab_tokens import canonical, technique_tokens  # noqa: E4
 from guitarformer.data.tokenization import build_tokenizer, encode, load_tokenizer  # noqa: E402
 from guitarformer.errors import SkipFile  # noqa: E402
 from guitarformer.fretting import fret  # noqa: E402
+from guitarformer.music.guitar import fret_of  # noqa: E402
 from guitarformer.music.score import PLAIN, GuitarScore  # noqa: E402
 from guitarformer.readers import detect_format, read_guitar  # noqa: E402
 from bench_tab_doc import write_section  # noqa: E402
@@ -44,31 +45,34 @@ KINDS = {"Guitar Pro": (".gp3", ".gp4", ".gp5", ".gp", ".gpx"), "ASCII tab": (".
          "MIDI (fingered by `fret()`)": (".mid", ".midi")}
 
 
-def quantised_notes(tok, gs: GuitarScore) -> tuple[Counter, int]:
+def quantised_notes(tok, gs: GuitarScore) -> tuple[Counter, int, int]:
     """What a perfect round trip gives back: each note's (onset, duration in quarters, pitch, string, fret,
-    technique) as the tokenizer quantises it, string by string; and how many notes quantisation itself drops
-    (a note merged into another on its string), which count as not round-tripped."""
+    technique) as the tokenizer quantises it, string by string; how many notes quantisation itself drops (a note
+    merged into another on its string), which count as not round-tripped; and how many notes the source leaves
+    UNPLAYABLE (`fret()` where a chord has more notes than strings: the tokens give each note a string) or writes
+    with a fret that does not give its pitch on that string (pitch != open string + capo + fret: a reader's or
+    the file's own inconsistency, which no token layout of pitch and string can keep)."""
     notes = gs.track.notes
     techs = gs.techniques or [PLAIN] * len(notes)
     by_string: dict[int, list[int]] = {}
     for i, (s, _) in enumerate(gs.frets):
         by_string.setdefault(s, []).append(i)
     want, dropped = Counter(), 0
+    odd = sum(1 for n, (s, f) in zip(notes, gs.frets) if s <= 0 or fret_of(n.pitch, s, gs.tuning, gs.capo) != f)
     for s, idx in by_string.items():
         one = gs.score.copy()
         one.tracks[0].notes.clear()
         for i in idx:
             one.tracks[0].notes.append(notes[i].copy())
         pre = tok.preprocess_score(one)
-        q = sorted(((n.time, n.duration, n.pitch) for t in pre.tracks for n in t.notes), key=lambda x: (x[0], x[2]))
-        src = sorted(idx, key=lambda i: (notes[i].time, notes[i].pitch))
-        if len(q) != len(src):
-            dropped += len(src) - len(q)
-            src = src[:len(q)]
         tpq = pre.ticks_per_quarter
-        for (t, d, p), i in zip(q, src):
-            want[(Fraction(t, tpq), Fraction(d, tpq), p, *gs.frets[i], canonical(techs[i]))] += 1
-    return want, dropped
+        for p in {notes[i].pitch for i in idx}:  # each pitch's notes keep their order through quantisation
+            q = sorted((n.time, n.duration) for t in pre.tracks for n in t.notes if n.pitch == p)
+            src = sorted((i for i in idx if notes[i].pitch == p), key=lambda i: notes[i].time)
+            dropped += max(0, len(src) - len(q))
+            for (t, d), i in zip(q, src):
+                want[(Fraction(t, tpq), Fraction(d, tpq), p, *gs.frets[i], canonical(techs[i]))] += 1
+    return want, dropped, odd
 
 
 def decoded_notes(tok, ids: list[int], gs: GuitarScore) -> Counter:
@@ -110,7 +114,7 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
                     c["skipped"] += 1
                     continue
                 velocities.update(n.velocity for n in gs.track.notes)
-                want, dropped = quantised_notes(tab, gs)
+                want, dropped, odd = quantised_notes(tab, gs)
                 got = decoded_notes(tab, list(seq.ids), gs)
                 c["parts"] += 1
                 c["notes"] += len(gs.track.notes)
@@ -119,6 +123,7 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
                 c["loud"] += len(loud.encode(gs)[0].ids)
                 c["same"] += sum((want & got).values())
                 c["dropped"] += dropped
+                c["odd"] += odd
                 for x in gs.techniques or []:
                     for token in technique_tokens(x):
                         techs[token.split("_", 1)[1] if token.startswith("Tech_") else "Bend"] += 1
@@ -126,20 +131,23 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
         if c["parts"]:
             rows.append((kind, c, len(velocities), time.perf_counter() - t0))
     lines = ["| source | parts | notes | velocities | REMI tokens/note | TabREMI tokens/note | TabREMI / REMI | "
-             "with Velocity (dynamics; the first layout) / REMI | round trip |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "with Velocity (dynamics; the first layout) / REMI | round trip | notes the source leaves unplayable "
+             "or frets off their pitch | round trip of the rest |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for kind, c, nv, _ in rows:
         n = c["notes"]
         lines.append(f"| {kind} | {c['parts']} | {n:,} | {nv} | {c['remi'] / n:.3f} | {c['tab'] / n:.3f} | "
                      f"**{c['tab'] / c['remi']:.3f}x** | {c['loud'] / c['remi']:.3f}x | "
-                     f"{c['same'] / n:.2%} ({n - c['same']:,} notes differ, {c['dropped']} merged by quantisation) |")
+                     f"{c['same'] / n:.2%} ({n - c['same']:,} notes differ, {c['dropped']} merged by quantisation) | "
+                     f"{c['odd']} | {c['same'] / (n - c['odd']):.3%} |")
     total = Counter()
     for _, c, _, _ in rows:
         total.update(c)
     if total["notes"]:
         lines.append(f"| all | {total['parts']} | {total['notes']:,} | | {total['remi'] / total['notes']:.3f} | "
                      f"{total['tab'] / total['notes']:.3f} | **{total['tab'] / total['remi']:.3f}x** | "
-                     f"{total['loud'] / total['remi']:.3f}x | **{total['same'] / total['notes']:.3%}** |")
+                     f"{total['loud'] / total['remi']:.3f}x | **{total['same'] / total['notes']:.3%}** | "
+                     f"{total['odd']} | **{total['same'] / (total['notes'] - total['odd']):.3%}** |")
     if failures:
         lines += ["", "Files the readers failed on (not counted): " + ", ".join(f"{k} {v}" for k, v in failures.items())]
     tech_lines = ["| technique | per 100 notes |", "|---|---:|"]

@@ -179,6 +179,16 @@ def test_every_tuning_from_four_to_eight_strings(tok, tuning, capo):
     assert back.frets == gs.frets and back.techniques == gs.techniques
 
 
+def test_frets_past_the_24th_come_back_as_written(tok):
+    """Human tabs write frets past the 24 the sampler plays (27 on the high E); decoding keeps them."""
+    gs = _line(STANDARD_TUNING, 0)
+    gs.track.notes.append(symusic.Note(40 * 480, 480, 64 + 27, 90))
+    gs.frets.append((1, 27))
+    gs.techniques.append(PLAIN)
+    back, _ = round_trip(tok, gs)
+    assert back.frets[-1] == (1, 27) and back.frets == gs.frets
+
+
 def test_more_strings_than_the_tokenizer_holds_is_a_skipped_file(tok):
     nine = (26, 30, 35, 40, 45, 50, 55, 59, 64)
     gs = _line(nine[1:], 0)
@@ -226,7 +236,7 @@ def test_unplayable_notes_stay_unplayable(tok):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/guitar is absent")
 def test_round_trip_over_real_tabs(tok):
-    """At least 99% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
+    """At least 99.9% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
     files = sorted(p for p in SHARED.rglob("*") if p.suffix.lower() in (".gp3", ".gp4", ".gp5", ".txt")
                    and "classtab" not in p.parts[:-3])
     files += sorted((SHARED / "classtab" / "app" / "tabs").glob("*.txt"))
@@ -254,7 +264,7 @@ def test_round_trip_over_real_tabs(tok):
     print(f"tab tokens round trip: {same}/{total} notes ({same / total:.2%}) in {parts} parts; "
           f"{len(unread)} files failed to read: {unread}")
     assert len(unread) <= 3, unread
-    assert same / total >= 0.99, f"{same}/{total} notes kept string, fret and technique"
+    assert same / total >= 0.999, f"{same}/{total} notes kept string, fret and technique"
 
 
 def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):

@@ -58,7 +58,7 @@ from guitarformer.data.tab_techniques import (
     technique_tokens,
 )
 from guitarformer.errors import GuitarformerError, SkipFile
-from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, fret_of
+from guitarformer.music.guitar import STANDARD_TUNING, fret_of
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 
 __all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "decode_tab", "technique_of", "technique_tokens"]
@@ -67,6 +67,9 @@ MAX_STRINGS = 8
 CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...]} turns controls on
 LAYOUT_PARAM, LAYOUT = "tab_layout", 2  # 1 (no parameter): Pitch Velocity Duration String, Velocity always
 VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
+# The highest fret decoding keeps (three octaves): human tabs write frets past the 24 the sampler plays (up to 29
+# in the shared Guitar Pro files); a higher one means the tokens were written for another tuning.
+WRITTEN_FRETS = 36
 TAB_TYPES = ("String", "Bend", "Tech")
 _NOT_NOTES = ("BOS", "EOS", "PAD", "MASK", *TAB_TYPES)  # what REMI decoding is not given
 _SideTable = dict[tuple[int, int], list[tuple[int, int, Technique]]]  # (time, pitch) -> [(duration, string, tech)]
@@ -180,7 +183,8 @@ class TabREMI(miditok.REMI):
     def decode(self, tokens: Any, programs: list[tuple[int, bool]] | None = None, output_path: str | None = None,
                tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0) -> GuitarScore:
         """Tokens (ids, a TokSequence, BPE or not) -> GuitarScore with each note's string, fret (from pitch,
-        string, `tuning` and `capo`; UNPLAYABLE where that string cannot play it) and techniques. `frets` is
+        string, `tuning` and `capo`; UNPLAYABLE where that string cannot play it, below its open pitch or past
+        WRITTEN_FRETS) and techniques. `frets` is
         None when no note fits this tuning (not this tuning's tab: `fretting.fret()` places the notes).
         Special, control and infilling tokens are skipped."""
         if isinstance(tokens, list) and tokens and isinstance(tokens[0], miditok.TokSequence):
@@ -197,7 +201,7 @@ class TabREMI(miditok.REMI):
         frets: list[tuple[int, int]] | None = []
         for note, s in zip(notes, strings):
             f = fret_of(note.pitch, s, tuning, capo)
-            frets.append((s, f) if 0 <= f <= MAX_FRET else UNPLAYABLE)
+            frets.append((s, f) if 0 <= f <= WRITTEN_FRETS else UNPLAYABLE)
         if len(frets) != len(notes) or all(f == UNPLAYABLE for f in frets):
             frets = None
         if output_path:
@@ -363,7 +367,7 @@ def bar_notes(tok: TabREMI, ids: list[int], tuning: tuple[int, ...], capo: int =
             n, s = notes[k], strings[k] if k < len(strings) else 0
             f = fret_of(n.pitch, s, tuning, capo)
             tech = techs[k] if k < len(techs) else PLAIN
-            bars[-1].append(PlayedNote(n.time, n.duration, n.pitch, s, f if 0 <= f <= MAX_FRET else -1, tech))
+            bars[-1].append(PlayedNote(n.time, n.duration, n.pitch, s, f if 0 <= f <= WRITTEN_FRETS else -1, tech))
             k += 1
     return bars, lengths, tpq
 

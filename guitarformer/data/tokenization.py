@@ -36,7 +36,8 @@ def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()
                      ) -> dict[str, Any]:
     """The miditok TokenizerConfig arguments for a data config (stored in meta.json); with `cfg.controls`, the
     control tokens' parameter too, with this style vocabulary (the dataset's folder names). Tab tokens carry a
-    Velocity per note only with `dynamics` (the dataset's notes have more than one velocity)."""
+    Velocity per note only with `dynamics` (the dataset's notes have more than one velocity) or the data config's
+    `tab_velocities`."""
     params = dict(
         pitch_range=TOKEN_PITCH_RANGE,
         num_velocities=cfg.num_velocities,
@@ -49,7 +50,7 @@ def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()
     if getattr(cfg, "controls", False):
         params.update(control_params(styles))
     if cfg.tokenizer == "TabREMI":  # Velocity only with dynamics; the bar-infilling tokens, appended last
-        params.update(tab_params(dynamics))
+        params.update(tab_params(dynamics or bool(getattr(cfg, "tab_velocities", False))))
         params.update(infill_params())
     return params
 
