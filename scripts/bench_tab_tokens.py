@@ -181,7 +181,7 @@ def bench_corpus(remi_dir: Path, tab_dir: Path) -> str:
                 tokens += int(arr.shape[0])
                 notes += int(np.isin(np.asarray(arr), pitch).sum())
         per_note.append(tokens / notes)
-        lines.append(f"| {d.name} | {type(tok).__name__} | {meta.get('files_ok', meta.get('n_files', ''))} | "
+        lines.append(f"| {d.name} | {type(tok).__name__} | {meta.get('status', {}).get('ok', '')} | "
                      f"{tokens:,} | {notes:,} | {tokens / notes:.3f} |")
     lines.append(f"| | TabREMI / REMI | | | | **{per_note[1] / per_note[0]:.3f}x** |")
     return "\n".join(lines)

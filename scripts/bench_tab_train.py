@@ -69,26 +69,23 @@ def main() -> None:
             prepare([args.midi], ds, cfg.data, workers=1, progress=False)
         for seed in args.seeds:
             run = args.work / f"run-{name.lower()}-{seed}"
-            t0 = time.perf_counter()
             if not (run / "ckpt" / "best.pt").is_file() and not (run / "ckpt" / "last.pt").is_file():
                 cfg = copy.deepcopy(load_config(args.config, [f"data.tokenizer={name}", f"train.seed={seed}",
                                                               *overrides]))
                 cfg.data.dataset = str(ds)
                 train(cfg, run_dir=run, progress=False)
-            minutes = (time.perf_counter() - t0) / 60
             tokens, notes, nll = score(run)
             per_seed.setdefault(seed, {})[name] = nll * tokens / notes
-            rows.append((name, seed, tokens, notes, tokens / notes, nll, nll * tokens / notes, minutes))
+            rows.append((name, seed, tokens, notes, tokens / notes, nll, nll * tokens / notes))
             print(rows[-1], flush=True)
     meta = json.loads((args.work / "ds-remi" / "meta.json").read_text())
     lines = [f"`python scripts/bench_tab_train.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, "
              f"2-core CPU shared with other jobs; {args.steps} steps each, config {args.config} with "
-             f"{', '.join(overrides)}; {meta.get('files_ok', '?')} files)", "",
-             "| tokenizer | seed | val tokens | val notes | tokens/note | nats/token | **nats/note** | train min |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, seed, tokens, notes, tpn, nll, npn, minutes in rows:
-        lines.append(f"| {name} | {seed} | {tokens:,} | {notes:,} | {tpn:.3f} | {nll:.4f} | **{npn:.4f}** | "
-                     f"{minutes:.1f} |")
+             f"{', '.join(overrides)}; {meta.get('status', {}).get('ok', '?')} files of the corpus)", "",
+             "| tokenizer | seed | val tokens | val notes | tokens/note | nats/token | **nats/note** |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, seed, tokens, notes, tpn, nll, npn in rows:
+        lines.append(f"| {name} | {seed} | {tokens:,} | {notes:,} | {tpn:.3f} | {nll:.4f} | **{npn:.4f}** |")
     ratios = [v["TabREMI"] / v["REMI"] for v in per_seed.values() if len(v) == 2]
     mean = {n: float(np.mean([v[n] for v in per_seed.values()])) for n in TOKENIZERS}
     lines += ["", f"TabREMI / REMI per seed: {', '.join(f'{r:.3f}' for r in ratios)}; mean nats/note "
