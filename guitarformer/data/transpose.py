@@ -20,7 +20,7 @@ import torch
 
 from guitarformer.data.controls import POS_VALUES, control_type, position_value
 from guitarformer.data.tab_tokens import is_tab_tokenizer, note_offset
-from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING, TUNINGS
+from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING, TUNINGS, pitch_of
 
 GUITAR_LOW, GUITAR_HIGH = 40, 88  # E2 .. E6: transposition keeps every note on a standard-tuned 24-fret neck
 
@@ -92,13 +92,13 @@ class PitchShifter:
         for i in window[:8].tolist():  # the piece controls come first, right after BOS
             tuning = self.tuning_of.get(i, tuning)
             capo = self.capo_of.get(i, capo)
-        opens = np.full(9, -1, dtype=np.int64)
-        opens[1: len(tuning) + 1] = tuning[::-1]  # string 1 is the highest
+        fret0 = np.zeros(max(len(tuning), int(self.string_of.max())) + 1, dtype=np.int64)  # fret 0 per string
+        fret0[1: len(tuning) + 1] = [pitch_of(s, 0, tuning, capo) for s in range(1, len(tuning) + 1)]
         j = np.nonzero(self.string_of[window[self.offset:]] > 0)[0] + self.offset
         pitch = self.pitch_of[window[j - self.offset]]
         strings = self.string_of[window[j]]
         ok = (pitch >= 0) & (strings <= len(tuning))
-        return j[ok], pitch[ok] - opens[strings[ok]] - capo
+        return j[ok], pitch[ok] - fret0[strings[ok]]
 
     def _positions(self, out: np.ndarray, j: np.ndarray, frets: np.ndarray) -> None:
         """Write each bar's CtrlPos again from the moved frets of its notes in the window (in place)."""
