@@ -1,10 +1,11 @@
 """NLL per note of runs trained on different tokenizations of the same files (nats/note is the unit that compares
 tokenizations: a tab token stream has more tokens per note, so nats/token alone would flatter it).
 
-    python scripts/bench_tab_nll.py RUN_DIR [RUN_DIR ...] [--split val] [--device auto]
+    python scripts/bench_tab_nll.py RUN_DIR [RUN_DIR ...] [--split val] [--device auto] [--by-type]
 
 Each run is scored on its own dataset's split (the split comes from each source file's content hash, so runs on
 two tokenizations of one corpus score the same tunes). Notes are counted as the split's Pitch tokens.
+`--by-type` also splits each run's nats/note by the type of the token predicted (where the extra nats go).
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from guitarformer.data.dataset import TokenSplit  # noqa: E402
+from guitarformer import IGNORE_INDEX  # noqa: E402
+from guitarformer.data.dataset import DecoderWindows, TokenSplit  # noqa: E402
 from guitarformer.evaluation.likelihood import stream_nll  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.runtime import resolve_device  # noqa: E402
@@ -28,6 +32,7 @@ def main() -> None:
     ap.add_argument("runs", type=Path, nargs="+")
     ap.add_argument("--split", default="val", choices=["val", "test"])
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--by-type", action="store_true")
     args = ap.parse_args()
     dev = resolve_device(args.device)
     print("| run | tokenizer | val tokens | notes | tokens/note | nats/token | **nats/note** |")
@@ -44,6 +49,26 @@ def main() -> None:
         total = r["nll"] * r["tokens"]
         print(f"| {run.name} | {type(tok).__name__} | {r['tokens']:,} | {notes:,} | {r['tokens'] / notes:.3f} | "
               f"{r['nll']:.4f} | **{total / notes:.4f}** |", flush=True)
+        if args.by_type:
+            by = by_type(model, tok, part, cfg.model.block_size, dev)
+            print("  " + ", ".join(f"{k} {v / notes:.3f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])
+                                   if v / notes >= 0.001) + " nats/note", flush=True)
+
+
+def by_type(model, tok, part: TokenSplit, block_size: int, dev) -> dict[str, float]:
+    """Total nats of the split's tokens (consecutive windows, as stream_nll), by the type of the token predicted."""
+    types = [tok[i].split("_")[0] for i in range(len(tok))]
+    out: dict[str, float] = {}
+    model.eval()
+    with torch.no_grad():
+        for x, y in DecoderWindows(part, block_size).eval_batches(16):
+            logits, _ = model(x.to(dev))
+            nll = F.cross_entropy(logits.flatten(0, 1).float(), y.to(dev).flatten(), ignore_index=IGNORE_INDEX,
+                                  reduction="none")
+            for t, v in zip(y.flatten().tolist(), nll.tolist()):
+                if t != IGNORE_INDEX:
+                    out[types[t]] = out.get(types[t], 0.0) + v
+    return out
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def note(pitch: int, duration: str, string: int, *tech: str) -> list[str]:
-    return [f"Pitch_{pitch}", "Velocity_63", f"Duration_{duration}", f"String_{string}", *tech]
+    return [f"Pitch_{pitch}", f"Duration_{duration}", f"String_{string}", *tech]
 
 
 def mask_after(tok, tokens: list[str], tuning=STANDARD_TUNING) -> torch.Tensor:
@@ -51,10 +51,10 @@ def allowed(tok, m: torch.Tensor, *names: str) -> list[bool]:
 def test_a_string_still_ringing_takes_no_second_note(tok):
     """A2 rings on the A string (String_5) for two beats; one beat in, D3 (A string fret 5, D string open, low E
     fret 10) may go on the D or low E string but not the busy A string; once A2 has ended, the A string again."""
-    ringing = ["Position_0", *note(45, "2.0.8", 5), "Position_8", "Pitch_50", "Velocity_63", "Duration_1.0.8"]
+    ringing = ["Position_0", *note(45, "2.0.8", 5), "Position_8", "Pitch_50", "Duration_1.0.8"]
     assert allowed(tok, mask_after(tok, ringing), "String_5", "String_4", "String_6") == [False, True, True]
     assert not any(allowed(tok, mask_after(tok, ringing), "String_1", "String_2", "String_3"))  # cannot play D3
-    ended = ["Position_0", *note(45, "1.0.8", 5), "Position_8", "Pitch_50", "Velocity_63", "Duration_1.0.8"]
+    ended = ["Position_0", *note(45, "1.0.8", 5), "Position_8", "Pitch_50", "Duration_1.0.8"]
     assert allowed(tok, mask_after(tok, ended), "String_5", "String_4", "String_6") == [True, True, True]
 
 
@@ -80,7 +80,7 @@ def test_hammer_on_only_from_an_earlier_note_on_the_string(tok):
 
 
 def test_a_bend_only_after_a_whole_note(tok):
-    assert not mask_after(tok, ["Position_0", "Pitch_57", "Velocity_63", "Duration_0.4.8"])[tok["Bend_2"]]
+    assert not mask_after(tok, ["Position_0", "Pitch_57", "Duration_0.4.8"])[tok["Bend_2"]]
     assert not mask_after(tok, ["Position_0"])[tok["Bend_2"]]
     assert mask_after(tok, ["Position_0", *note(57, "0.4.8", 3)])[tok["Bend_2"]]
 
@@ -88,9 +88,10 @@ def test_a_bend_only_after_a_whole_note(tok):
 @pytest.mark.parametrize("name", ["REMI", "TabREMI"])
 def test_no_eos_in_the_middle_of_a_note(name):
     """EOS after a Pitch or its Velocity would drop that note (a random model wrote `Bar TimeSig_3/2 Pitch_76
-    EOS`); after a whole note it may come."""
+    EOS`); after a whole note it may come. (TabREMI on data without dynamics has no Velocity.)"""
     t = build_tokenizer(DataConfig(tokenizer=name))
-    whole = ["Pitch_76", "Velocity_63", "Duration_1.0.8"] + (["String_1"] if name == "TabREMI" else [])
+    whole = ["Pitch_76", "Velocity_63", "Duration_1.0.8"] if name == "REMI" else ["Pitch_76", "Duration_1.0.8",
+                                                                                 "String_1"]
     head = ["Position_0", *whole, "Position_8"]
     for k in range(1, len(whole)):
         assert not mask_after(t, head + whole[:k])[t["EOS_None"]], whole[:k]
@@ -139,7 +140,7 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok):
     """Rows at different places of different riffs (one at a String, one at a Tech, ...) must not leak state into
     each other: the batched masks equal each row's own, step by step."""
     sp = special_ids(tok)
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(3)
     B, steps = 6, 150
     c = GuitarConstraint(tok)
     last = torch.full((B,), sp["bos"])
@@ -197,12 +198,11 @@ def test_an_asked_hand_position_holds_every_note_the_sampler_writes():
     tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
     assert position_frets("5-9") == (5, 9) and position_frets("15+") == (15, 24)
     start = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
-    vel = next(t for t in tok.vocab if t.startswith("Velocity_"))
     dur = next(t for t in tok.vocab if t.startswith("Duration_"))
 
     def strings_for(pitch, region):
         c = GuitarConstraint(tok, region=region)
-        c.start(torch.tensor([start + [tok[f"Pitch_{pitch}"], tok[vel], tok[dur]]]))
+        c.start(torch.tensor([start + [tok[f"Pitch_{pitch}"], tok[dur]]]))
         m = c.mask(torch.tensor([tok[dur]]))[0]
         return [s for s in range(1, 7) if m[tok[f"String_{s}"]]]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import miditok
 import numpy as np
 import pytest
+import symusic
 import torch
 
 from guitarformer import IGNORE_INDEX
@@ -40,6 +41,7 @@ from guitarformer.data.dataset import (
 )
 from guitarformer.data.tab_tokens import (
     TabREMI,
+    bar_notes,
     control_params,
     control_styles,
     has_controls,
@@ -53,10 +55,10 @@ from guitarformer.data.tokenization import (
     load_tokenizer,
     tokenizer_params,
 )
-from guitarformer.errors import GuitarformerError
+from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
-from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
-from guitarformer.music.score import PLAIN, Technique
+from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers import read_guitar
 
 FIX = Path(__file__).parent / "fixtures"
@@ -234,7 +236,7 @@ def test_unknown_style_and_trained_tokenizer_are_refused(tok):
 def test_grammar_allows_controls_only_where_they_belong(tok):
     def errors(tokens):
         return tok.tokens_errors(miditok.TokSequence(ids=[tok[t] for t in tokens]))
-    note = ["Position_0", "Pitch_52", "Velocity_79", "Duration_1.0.8", "String_2"]
+    note = ["Position_0", "Pitch_52", "Duration_1.0.8", "String_2"]
     ok = ["CtrlTuning_standard", "CtrlKey_E:minor", "Bar_None", "CtrlDensity_high", "CtrlPM_most", "TimeSig_4/4",
           *note, "Bar_None", "CtrlPoly_chords", "TimeSig_4/4", *note]
     assert errors(ok) == 0
@@ -272,10 +274,14 @@ def test_real_files_round_trip(tok, shared_guitar):
     files = sorted(p for p in shared_guitar.rglob("*") if p.suffix.lower() in (".gp3", ".gp4", ".gp5", ".txt"))
     random.Random(1).shuffle(files)
     parts = 0
+    unread: dict[str, str] = {}
     for f in files[:40]:
         try:
             read = read_guitar(f)
-        except Exception:  # dirt in the shared data
+        except SkipFile:  # readable, not a guitar part
+            continue
+        except Exception as e:  # counted and reported: a reader failing here is a finding, not noise
+            unread[f.name] = f"{type(e).__name__}: {e}"
             continue
         for gs in read[:2]:
             if not gs.track.notes or not gs.frets:
@@ -288,7 +294,8 @@ def test_real_files_round_trip(tok, shared_guitar):
             assert toks[1].startswith("CtrlTuning")
             assert sum(t.startswith("CtrlDensity") for t in toks) >= 1
             parts += 1
-    assert parts >= 10
+    print(f"controls on real files: {parts} parts; {len(unread)} files failed to read: {unread}")
+    assert parts >= 10 and len(unread) <= 2, unread
 
 
 # ---------------------------------------------------------------- dropout in training windows
@@ -418,6 +425,47 @@ def test_transposition_moves_the_key_control(tok):
     assert shifter.tables[2][tok["CtrlDensity_low"]] == tok["CtrlDensity_low"]
 
 
+def _low_riff() -> GuitarScore:
+    """Two bars in drop D with capo 2: frets 3-4 on the low strings (the low D string at fret 1, below E2), then
+    frets 2-4 with an open string."""
+    tuning, capo = TUNINGS["drop-d"], 2
+    score = symusic.Score(TPQ)
+    score.tempos.append(symusic.Tempo(0, 100))
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=25)
+    frets = [(6, 1), (6, 3), (5, 4), (4, 3), (5, 2), (4, 0), (3, 4), (2, 3)]
+    for k, (s, f) in enumerate(frets):
+        tr.notes.append(symusic.Note(k * TPQ, TPQ, pitch_of(s, f, tuning, capo), 90))
+    score.tracks.append(tr)
+    return GuitarScore(score=score, tuning=tuning, capo=capo, frets=frets)
+
+
+def test_transposition_keeps_every_control_true(tok):
+    """Transposed windows keep their strings, move their frets, and each bar's CtrlPos (and the key) says what
+    the moved notes are, as insert_controls would compute it from them; a drop-D riff below E2 is also seen at
+    its own pitch."""
+    gs = _low_riff()
+    ids = insert_controls(tok, encode(tok, gs), gs)
+    shifter = PitchShifter(tok, 12)
+    window = np.array(ids)
+    shifts, positions = set(), set()
+    for seed in range(80):
+        out = shifter(window, torch.Generator().manual_seed(seed)).tolist()
+        shift = next(int(tok[b].split("_")[1]) - int(tok[a].split("_")[1]) for a, b in zip(ids, out)
+                     if tok[a].startswith("Pitch_"))
+        shifts.add(shift)
+        bars, lengths, tpq = bar_notes(tok, out, gs.tuning, gs.capo)
+        asked = [tok[i] for i in out if tok[i].startswith("CtrlPos_")]
+        true = [f"CtrlPos_{bar_controls(b, tpq, n)['Pos']}" for b, n in zip(bars, lengths) if b]
+        assert asked == true, (shift, asked, true)
+        assert [n.string for b in bars for n in b] == [s for s, _ in gs.frets]  # the strings stay
+        positions.update(asked)
+        key = next(tok[i] for i in out if tok[i].startswith("CtrlKey_"))
+        assert key == f"CtrlKey_{estimate_key([n for b in bars for n in b])}"
+    assert 0 in shifts and min(shifts) == 0  # its own pitch; never down (a fret 0 would leave the neck)
+    assert len(positions) >= 3  # the hand position moved with the shifts: 0-4, 5-9, 10-14 at least
+
+
 def test_windows_without_controls_are_unchanged(tmp_path):
     plain = build_tokenizer(DataConfig(tokenizer="TabREMI"))
     gs = fretted(FIX / "tabs" / "riff.txt")
@@ -439,7 +487,7 @@ def test_meter_tokens_are_remis_own(tok):
     assert float(toks[2].split("_")[1]) == nearest
     piece, bar = prompt_tokens(tok.vocab, density="low")
     prompt = [tok["BOS_None"], *piece, tok["Bar_None"], *bar, *ids]
-    assert tok.tokens_errors(miditok.TokSequence(ids=prompt[1:] + [tok["Pitch_52"], tok["Velocity_79"],
-                                                                   tok["Duration_1.0.8"], tok["String_2"]])) == 0
+    assert tok.tokens_errors(miditok.TokSequence(ids=prompt[1:] + [tok["Pitch_52"], tok["Duration_1.0.8"],
+                                                                   tok["String_2"]])) == 0
     with pytest.raises(GuitarformerError, match="4/4"):
         meter_tokens(tok.vocab, "11/16")

@@ -1,4 +1,5 @@
-"""Tab-native tokens (TabREMI): each note's string and techniques survive file -> tokens -> GuitarScore."""
+"""Tab-native tokens (TabREMI): each note's string and techniques survive file -> tok.encode -> tok.decode, in
+as many tokens per note as REMI."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import json
+
 import miditok
 import pytest
 import symusic
@@ -14,8 +17,9 @@ import symusic
 from guitarformer.config import DataConfig
 from guitarformer.data.tab_tokens import TabREMI, canonical, technique_of, technique_tokens
 from guitarformer.data.tokenization import build_tokenizer, decode, decode_guitar, encode, load_tokenizer
+from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
-from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
+from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 from guitarformer.readers import read_guitar
 
@@ -37,9 +41,15 @@ def fretted(gs: GuitarScore) -> GuitarScore:
 
 
 def round_trip(tok, gs: GuitarScore) -> tuple[GuitarScore, list[int]]:
-    ids = encode(tok, gs)
-    back = decode_guitar(tok, ids, gs.tuning, gs.capo, gs.track.program)
-    return back, ids
+    """MidiTok's own API: tok.encode(GuitarScore) -> TokSequence, tok.decode(ids) -> GuitarScore."""
+    seq = tok.encode(gs)
+    seq = seq[0] if isinstance(seq, list) else seq
+    back = tok.decode(seq.ids, tuning=gs.tuning, capo=gs.capo)
+    return back, list(seq.ids)
+
+
+def n_notes(tok, ids: list[int]) -> int:
+    return sum(tok[int(i)].startswith("Pitch_") for i in ids)
 
 
 def multiset(gs: GuitarScore) -> Counter:
@@ -52,13 +62,27 @@ def multiset(gs: GuitarScore) -> Counter:
 def test_fixture_round_trip_is_exact(tok, name):
     gs = fretted(read_guitar(FIX / name)[0])
     back, ids = round_trip(tok, gs)
-    assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids)) == 0
     # the notes are exactly what plain REMI gives (no note lost to a token between Pitch and Duration)
     remi = build_tokenizer(DataConfig(tokenizer="REMI"))
-    plain = decode(remi, encode(remi, gs.score))
+    remi_ids = encode(remi, gs.score)
+    plain = decode(remi, remi_ids)
     assert [(n.time, n.duration, n.pitch) for n in back.track.notes] == \
         [(n.time, n.duration, n.pitch) for n in plain.tracks[0].notes]
     assert back.frets is not None and multiset(back) == multiset(gs)
+    # no more tokens than REMI's, but for the technique tokens (Velocity is gone: these files have no dynamics)
+    techs = sum(len(technique_tokens(t)) for t in gs.techniques or [])
+    assert len(ids) - techs <= len(remi_ids) - 2 and n_notes(tok, ids) == n_notes(remi, remi_ids)
+
+
+def test_the_wrappers_give_what_the_tokenizer_gives(tok):
+    """data/tokenization.py's encode/decode_guitar (what the rest of the package calls) wrap tok.encode/decode."""
+    gs = fretted(read_guitar(FIX / "tabs" / "drop_d.txt")[0])
+    back, ids = round_trip(tok, gs)
+    wrapped = encode(tok, gs)
+    assert wrapped == [tok["BOS_None"], *ids, tok["EOS_None"]]
+    again = decode_guitar(tok, wrapped, gs.tuning, gs.capo, program=30, name="x")
+    assert again.frets == back.frets and again.techniques == back.techniques and again.track.program == 30
 
 
 def _with_techniques() -> GuitarScore:
@@ -82,7 +106,7 @@ def _with_techniques() -> GuitarScore:
 def test_every_technique_round_trips(tok):
     gs = _with_techniques()
     back, ids = round_trip(tok, gs)
-    assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids)) == 0
     assert back.techniques == [canonical(t) for t in gs.techniques]
     assert back.techniques[0].release and back.techniques[0].bend[1][1] == 4 and not back.techniques[8].release
     assert multiset(back) == multiset(gs)
@@ -98,12 +122,79 @@ def test_save_load_and_grammar(tok, tmp_path):
     tok.save(tmp_path / "tokenizer.json")
     again = load_tokenizer(tmp_path / "tokenizer.json")
     assert isinstance(again, TabREMI) and again.vocab == tok.vocab
+    assert not any(t.startswith("Velocity_") for t in again.vocab)  # one velocity: no Velocity tokens
+    saved = json.loads((tmp_path / "tokenizer.json").read_text())["config"]["additional_params"]
+    assert saved["tab_velocities"].startswith("none") and saved["tab_layout"] == 2
     g = again.tokens_types_graph
     assert g["Duration"] - {"EOS", "PAD", "MASK"} == {"String"}  # miditok lets special tokens follow anything
     assert "Tech" in g["String"] and "Pitch" in g["Tech"] and "Bend" not in g["Tech"]
-    bad = [tok["Bar_None"], tok["Position_0"], tok["Pitch_60"], tok["Velocity_79"], tok["Duration_1.0.8"],
-           tok["Pitch_64"]]  # a note without its String
-    assert tok.tokens_errors(miditok.TokSequence(ids=bad)) > 0
+    bad = [tok["Bar_None"], tok["Position_0"], tok["Pitch_60"], tok["Duration_1.0.8"], tok["Pitch_64"]]
+    assert tok.tokens_errors(miditok.TokSequence(ids=bad)) > 0  # a note without its String
+
+
+def test_velocity_only_with_dynamics():
+    loud = build_tokenizer(DataConfig(tokenizer="TabREMI"), dynamics=True)
+    gs = fretted(read_guitar(FIX / "tabs" / "riff.txt")[0])
+    back, ids = round_trip(loud, gs)
+    toks = [loud[i] for i in ids]
+    k = toks.index(next(t for t in toks if t.startswith("Pitch_")))
+    assert toks[k + 1].startswith("Velocity_") and toks[k + 2].startswith("Duration_") and toks[k + 3] == \
+        f"String_{back.frets[0][0]}"
+    assert multiset(back) == multiset(gs)
+    assert loud.config.additional_params["tab_velocities"].startswith("kept")
+
+
+def test_an_older_layout_is_refused_with_the_fix(tok, tmp_path):
+    tok.save(tmp_path / "tokenizer.json")
+    data = json.loads((tmp_path / "tokenizer.json").read_text())
+    del data["config"]["additional_params"]["tab_layout"]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(GuitarformerError, match="prepare"):
+        load_tokenizer(tmp_path / "tokenizer.json")
+
+
+def _line(tuning: tuple[int, ...], capo: int) -> GuitarScore:
+    """Every string of the tuning, open then at frets 3 and 12, one note per beat."""
+    score = symusic.Score(480)
+    score.tempos.append(symusic.Tempo(0, 100))
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=25)
+    frets = []
+    for k, (s, f) in enumerate((s, f) for f in (0, 3, 12) for s in range(len(tuning), 0, -1)):
+        tr.notes.append(symusic.Note(k * 480, 480, pitch_of(s, f, tuning, capo), 90))
+        frets.append((s, f))
+    score.tracks.append(tr)
+    return GuitarScore(score=score, tuning=tuning, capo=capo, frets=frets,
+                       techniques=[Technique(hammer=f == 3) for _, f in frets])
+
+
+@pytest.mark.parametrize("tuning, capo", [(TUNINGS["standard"], 0), (TUNINGS["drop-d"], 2), (TUNINGS["open-g"], 5),
+                                          (TUNINGS["dadgad"], 0), (TUNINGS["seven-string"], 0),
+                                          ((28, 33, 38, 43), 0), ((28, 33, 38, 43, 48), 1),
+                                          ((30, 35, 40, 45, 50, 55, 59, 64), 0)])
+def test_every_tuning_from_four_to_eight_strings(tok, tuning, capo):
+    gs = _line(tuning, capo)
+    back, ids = round_trip(tok, gs)
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids)) == 0
+    assert back.frets == gs.frets and back.techniques == gs.techniques
+
+
+def test_frets_past_the_24th_come_back_as_written(tok):
+    """Human tabs write frets past the 24 the sampler plays (27 on the high E); decoding keeps them."""
+    gs = _line(STANDARD_TUNING, 0)
+    gs.track.notes.append(symusic.Note(40 * 480, 480, 64 + 27, 90))
+    gs.frets.append((1, 27))
+    gs.techniques.append(PLAIN)
+    back, _ = round_trip(tok, gs)
+    assert back.frets[-1] == (1, 27) and back.frets == gs.frets
+
+
+def test_more_strings_than_the_tokenizer_holds_is_a_skipped_file(tok):
+    nine = (26, 30, 35, 40, 45, 50, 55, 59, 64)
+    gs = _line(nine[1:], 0)
+    gs.tuning = nine
+    with pytest.raises(SkipFile, match="9-string"):
+        tok.encode(gs)
 
 
 def test_bpe_on_tab_tokens(tmp_path):
@@ -117,18 +208,18 @@ def test_bpe_on_tab_tokens(tmp_path):
     assert tok.is_trained
     for gs in parts:
         back, ids = round_trip(tok, gs)
+        assert any(i >= len(tok.vocab) for i in ids)  # merged tokens
         assert multiset(back) == multiset(gs)
 
 
 def test_tuning_decides_the_frets(tok):
     gs = fretted(read_guitar(FIX / "tabs" / "drop_d.txt")[0])
     assert gs.tuning == TUNINGS["drop-d"]
-    ids = encode(tok, gs)
-    back = decode_guitar(tok, ids, gs.tuning)
+    back, ids = round_trip(tok, gs)
     assert back.frets == [f for _, f in sorted(zip([(n.time, n.pitch) for n in gs.track.notes], gs.frets))] or \
         Counter(back.frets) == Counter(gs.frets)
     # a tuning whose strings cannot hold the pitches leaves the fingering to fret()
-    low = decode_guitar(tok, ids, tuple(p + 30 for p in gs.tuning))
+    low = tok.decode(ids, tuning=tuple(p + 30 for p in gs.tuning))
     assert low.frets is None and len(low.track.notes) == len(back.track.notes)
 
 
@@ -139,22 +230,26 @@ def test_unplayable_notes_stay_unplayable(tok):
     gs.frets, gs.techniques = fret(gs.track.notes, gs.tuning), None
     assert UNPLAYABLE in gs.frets
     back, ids = round_trip(tok, gs)
-    assert tok.tokens_errors(miditok.TokSequence(ids=ids[1:-1])) == 0
+    assert tok.tokens_errors(miditok.TokSequence(ids=ids)) == 0
     assert multiset(back) == multiset(gs)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/guitar is absent")
 def test_round_trip_over_real_tabs(tok):
-    """At least 99% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
+    """At least 99.9% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
     files = sorted(p for p in SHARED.rglob("*") if p.suffix.lower() in (".gp3", ".gp4", ".gp5", ".txt")
                    and "classtab" not in p.parts[:-3])
     files += sorted((SHARED / "classtab" / "app" / "tabs").glob("*.txt"))
     random.Random(0).shuffle(files)
     total = same = parts = 0
+    unread: dict[str, str] = {}
     for f in files[:150]:
         try:
             read = read_guitar(f)
-        except Exception:
+        except SkipFile:  # readable, not a guitar part: no notes to compare
+            continue
+        except Exception as e:  # counted and reported: a reader failing here is a finding, not noise
+            unread[f.name] = f"{type(e).__name__}: {e}"
             continue
         for gs in read:
             if not gs.frets or len(gs.track.notes) < 2:
@@ -166,8 +261,10 @@ def test_round_trip_over_real_tabs(tok):
             total += sum(want.values())
             same += sum((want & got).values())
     assert parts > 20 and total > 1000
-    print(f"tab tokens round trip: {same}/{total} notes ({same / total:.2%}) in {parts} parts")
-    assert same / total >= 0.99, f"{same}/{total} notes kept string, fret and technique"
+    print(f"tab tokens round trip: {same}/{total} notes ({same / total:.2%}) in {parts} parts; "
+          f"{len(unread)} files failed to read: {unread}")
+    assert len(unread) <= 3, unread
+    assert same / total >= 0.999, f"{same}/{total} notes kept string, fret and technique"
 
 
 def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
@@ -250,7 +347,7 @@ def test_constraint_allows_only_strings_that_can_play_the_note(tok):
     from guitarformer.generation.constraint import GuitarConstraint
 
     head = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
-    note = [tok["Velocity_79"], tok["Duration_1.0.8"]]
+    note = [tok["Duration_1.0.8"]]
     cases = [(STANDARD_TUNING, 0, 40, {6}), (STANDARD_TUNING, 0, 64, {1, 2, 3, 4, 5, 6}), (STANDARD_TUNING, 0, 65, {1, 2, 3, 4, 5}),
              (TUNINGS["drop-d"], 0, 38, {6}), (STANDARD_TUNING, 2, 42, {6}), (STANDARD_TUNING, 0, 90, set())]
     for tuning, capo, pitch, want in cases:

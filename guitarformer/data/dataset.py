@@ -24,7 +24,6 @@ from guitarformer.data.controls import (
     CONTROLS,
     PIECE_CONTROLS,
     control_kinds,
-    control_type,
 )
 from guitarformer.data.infill import (
     MAX_SPAN_BARS,
@@ -35,9 +34,9 @@ from guitarformer.data.infill import (
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tab_tokens import CONTROLS_PARAM
 from guitarformer.data.tokenization import load_tokenizer
-from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING
+from guitarformer.data.transpose import PitchShifter
 
-GUITAR_LOW, GUITAR_HIGH = 40, 88  # E2 .. E6: transposition keeps every note on a standard-tuned 24-fret neck
+__all__ = ["ControlDropout", "DecoderWindows", "PitchShifter", "Seq2SeqPairs", "TokenSplit"]
 
 
 class TokenSplit:
@@ -61,66 +60,6 @@ class TokenSplit:
 
     def sequence(self, i: int) -> np.ndarray:
         return np.asarray(self.tokens[self.offsets[i]: self.offsets[i + 1]], dtype=np.int64)
-
-
-class PitchShifter:
-    """Transposes token ids by semitones, guitar-aware: a shift is only used if every pitch stays in range."""
-
-    def __init__(self, tokenizer, max_shift: int):
-        self.max_shift = max_shift
-        V = len(tokenizer)
-        self.pitch_of = np.full(V, -1, dtype=np.int64)
-        self.open_of = np.full(V, -1, dtype=np.int64)  # tab tokens: String_s -> its open pitch in standard tuning
-        self.id_of: dict[int, int] = {}
-        for tok_str, i in tokenizer.vocab.items():
-            if tok_str.startswith("Pitch_"):
-                p = int(tok_str.split("_")[1])
-                self.pitch_of[i] = p
-                self.id_of[p] = i
-            elif tok_str.startswith("String_") and int(tok_str.split("_")[1]) <= len(STANDARD_TUNING):
-                self.open_of[i] = STANDARD_TUNING[-int(tok_str.split("_")[1])]
-        # Key controls ("CtrlKey_E:minor") move with the pitches.
-        key_prefix = control_type("Key") + "_"
-        keys = {t[len(key_prefix):]: i for t, i in tokenizer.vocab.items() if t.startswith(key_prefix)}
-        self.tables: dict[int, np.ndarray] = {}
-        for s in range(-max_shift, max_shift + 1):
-            t = np.arange(V, dtype=np.int64)
-            for p, i in self.id_of.items():
-                t[i] = self.id_of.get(p + s, i)
-            for key, i in keys.items():
-                tonic, mode = key.split(":")
-                t[i] = keys.get(f"{PITCH_NAMES[(PITCH_NAMES.index(tonic) + s) % 12]}:{mode}", i)
-            self.tables[s] = t
-
-    def __call__(self, window: np.ndarray, gen: torch.Generator) -> np.ndarray:
-        if self.max_shift <= 0:
-            return window
-        pitches = self.pitch_of[window]
-        pitches = pitches[pitches >= 0]
-        if pitches.size == 0:
-            return window
-        lo = max(-self.max_shift, GUITAR_LOW - int(pitches.min()))
-        hi = min(self.max_shift, GUITAR_HIGH - int(pitches.max()))
-        lo, hi = self._keep_frets(window, lo, hi)
-        if lo > hi:
-            return window
-        s = int(torch.randint(lo, hi + 1, (1,), generator=gen))
-        return self.tables[s][window]
-
-    def _keep_frets(self, window: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
-        """Tab tokens: a guitarist transposes a line by moving the hand, so each note keeps its string and its
-        fret moves by the shift. Narrow [lo, hi] so no fret (as standard tuning reads it: the tokens do not carry
-        the tuning) leaves the neck, or goes further off it than it already was in another tuning."""
-        j = np.nonzero(self.open_of[window[3:]] >= 0)[0] + 3  # String tokens; their note's Pitch is 3 before
-        if j.size == 0:
-            return lo, hi
-        pitch = self.pitch_of[window[j - 3]]
-        ok = pitch >= 0
-        if not ok.any():
-            return lo, hi
-        frets = pitch[ok] - self.open_of[window[j[ok]]]
-        fmin, fmax = int(frets.min()), int(frets.max())
-        return max(lo, min(0, -fmin)), min(hi, max(MAX_FRET, fmax) - fmax)
 
 
 class ControlDropout:

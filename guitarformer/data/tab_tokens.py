@@ -1,19 +1,24 @@
-"""Tab-native tokens: REMI whose every note also carries its string and its playing techniques.
+"""Tab-native tokens: REMI whose every note also carries its string and its playing techniques, in no more
+tokens per note than REMI.
 
-A note is ``Pitch Velocity Duration String [Bend] [Tech ...]``: MidiTok's REMI reads Velocity and Duration at
-fixed offsets after Pitch and skips token types it does not know, so String and technique tokens go after
-Duration, where REMI decoding leaves them alone; `decode_tab` reads them back in its own pass. The fret follows
-from pitch, string and tuning (fret = pitch - open string - capo), so one String token per note carries the
-whole fingering, and the pitch stays explicit for everything that reads pitches (features, MIDI, the n-gram).
+A note is ``Pitch [Velocity] Duration String [Bend] [Tech ...]``. Velocity is there only where the data has
+dynamics (the ``tab_velocities`` parameter, which tokenizer.json saves and states): a dataset whose notes share
+one velocity pays nothing for it, so a note is ``Pitch Duration String``, as many tokens as REMI's ``Pitch
+Velocity Duration``. MidiTok's REMI reads Velocity and Duration at fixed offsets after Pitch and skips token
+types it does not know, so String and technique tokens go after Duration. The fret follows from pitch, string,
+tuning and capo (`music.guitar.fret_of`), so one String token carries the whole fingering and the pitch stays
+explicit for everything that reads pitches (features, MIDI, the n-gram, the sampler's constraint).
 
-Techniques are the per-note `Technique` record as tokens, in a fixed order: ``Bend_<quarter tones>`` (the
-bend's peak, 1-8) with ``Tech_Release`` when it comes back down, then ``Tech_*`` for slides (SlideInBelow,
-SlideInAbove, SlideShift, SlideLegato, SlideOutDown, SlideOutUp), Hammer, PalmMute, Dead, Ghost, harmonics
-(HarmNatural, HarmArtificial, HarmPinch, HarmTap, HarmSemi, HarmFeedback), Vibrato, LetRing, Tap. A bend comes back as
-its shape's summary (peak at mid-note, release to the fretted pitch at the end), which is what tab writes.
+`TabREMI` is a MidiTok tokenizer in its own right: `tok.encode(guitar_score)` writes the strings and
+techniques (a bare symusic Score has none: each note takes its lowest-fret string in standard tuning), and
+`tok.decode(ids, tuning=..., capo=...)` gives back a GuitarScore with strings, frets and techniques. A symusic
+Note holds no string, so `encode` hands the notes' strings and techniques to `_create_track_events` in a side
+table keyed by (time, pitch) after MidiTok's own preprocessing, each string preprocessed on its own so that
+quantisation cannot mix two strings' notes up. tokenizer.json save/load, BPE, `tokens_types_graph` (extended
+with String, Bend and Tech) and `tokens_errors` are MidiTok's. Techniques as tokens: data/tab_techniques.py.
 
-Everything else is MidiTok's REMI: tokenizer.json save/load, BPE, `tokens_types_graph` (extended here with the
-new types, so the sampler's grammar and `tokens_errors` cover them).
+The layout is versioned (the ``tab_layout`` parameter): a dataset or run tokenized with the first layout
+(``Pitch Velocity Duration String`` always) is refused by `check_layout` with the fix (prepare again).
 
 With controls on (the tokenizer config's ``guitar_controls`` parameter, off by default), the vocabulary also holds
 the control tokens of data/controls.py: piece controls (``CtrlTuning CtrlCapo CtrlKey CtrlStyle``) right after BOS,
@@ -24,11 +29,13 @@ The style vocabulary depends on the dataset, so it is kept in that same paramete
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import miditok
+import numpy as np
 import symusic
+from miditok.classes import Event
 
 from guitarformer.data.controls import (
     BAR_CONTROLS,
@@ -43,28 +50,51 @@ from guitarformer.data.controls import (
     style_name,
 )
 from guitarformer.data.infill import FILL_TOKENS, extend_graph, infill_on
-from guitarformer.errors import GuitarformerError
-from guitarformer.music.guitar import MAX_FRET
-from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.data.tab_techniques import (
+    MAX_BEND_QUARTER_TONES,
+    TECH_VALUES,
+    canonical,
+    technique_of,
+    technique_tokens,
+)
+from guitarformer.errors import GuitarformerError, SkipFile
+from guitarformer.music.guitar import STANDARD_TUNING, fret_of
+from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
+
+__all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "decode_tab", "technique_of", "technique_tokens"]
 
 MAX_STRINGS = 8
-MAX_BEND_QUARTER_TONES = 8  # two whole steps: the most a guitar string bends
 CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...]} turns controls on
+LAYOUT_PARAM, LAYOUT = "tab_layout", 2  # 1 (no parameter): Pitch Velocity Duration String, Velocity always
+VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
+# The highest fret decoding keeps (three octaves): human tabs write frets past the 24 the sampler plays (up to 29
+# in the shared Guitar Pro files); a higher one means the tokens were written for another tuning.
+WRITTEN_FRETS = 36
+TAB_TYPES = ("String", "Bend", "Tech")
+_NOT_NOTES = ("BOS", "EOS", "PAD", "MASK", *TAB_TYPES)  # what REMI decoding is not given
+_SideTable = dict[tuple[int, int], list[tuple[int, int, Technique]]]  # (time, pitch) -> [(duration, string, tech)]
 
-# Flag fields of Technique and their Tech_ values, in token order.
-_FLAGS = (("hammer", "Hammer"), ("palm_mute", "PalmMute"), ("dead", "Dead"), ("ghost", "Ghost"),
-          ("vibrato", "Vibrato"), ("let_ring", "LetRing"), ("tap", "Tap"))
-_SLIDE_IN = {"below": "SlideInBelow", "above": "SlideInAbove"}
-_SLIDE_OUT = {"shift": "SlideShift", "legato": "SlideLegato", "down": "SlideOutDown", "up": "SlideOutUp"}
-_HARMONIC = {"natural": "HarmNatural", "artificial": "HarmArtificial", "pinch": "HarmPinch", "tap": "HarmTap",
-             "semi": "HarmSemi", "feedback": "HarmFeedback"}
-TECH_VALUES = ("Release", *_SLIDE_IN.values(), *_SLIDE_OUT.values(), *(v for _, v in _FLAGS), *_HARMONIC.values())
-_FROM_TECH = {v: ("slide_in", k) for k, v in _SLIDE_IN.items()} | {v: ("slide_out", k) for k, v in _SLIDE_OUT.items()} \
-    | {v: ("harmonic", k) for k, v in _HARMONIC.items()} | {v: (f, True) for f, v in _FLAGS}
+
+def tab_params(velocities: bool) -> dict[str, Any]:
+    """The TokenizerConfig arguments of the tab layout: with `velocities` (the data has dynamics) a Velocity per
+    note, else none (and tokenizer.json says why)."""
+    return {"use_velocities": velocities, LAYOUT_PARAM: LAYOUT,
+            VELOCITY_PARAM: "kept: the data has dynamics" if velocities else "none: the data has one velocity"}
 
 
 class TabREMI(miditok.REMI):
-    """REMI with ``String_<1..8>`` after each note's Duration and technique tokens after it (module docstring)."""
+    """REMI with ``String_<1..8>`` after each note's Duration, technique tokens after it, and Velocity only where
+    the data has dynamics (module docstring)."""
+
+    _side: _SideTable | None = None  # the strings and techniques of the score being encoded (encode)
+    _guitar: tuple[tuple[int, ...], int] = (STANDARD_TUNING, 0)  # its tuning and capo
+
+    def _tweak_config_before_creating_voc(self) -> None:
+        super()._tweak_config_before_creating_voc()
+        params = self.config.additional_params
+        params.setdefault(LAYOUT_PARAM, LAYOUT)
+        params.setdefault(VELOCITY_PARAM, "kept: the data has dynamics" if self.config.use_velocities
+                          else "none: the data has one velocity")
 
     def _create_base_vocabulary(self) -> list[str]:
         vocab = super()._create_base_vocabulary()
@@ -97,6 +127,194 @@ class TabREMI(miditok.REMI):
             graph["Bar"] = after_bar | set(bar)
         return extend_graph(graph) if infill_on(self) else graph
 
+    # ------------------------------------------------------------ encoding
+
+    def encode(self, score: GuitarScore | symusic.Score, encode_ids: bool = True, no_preprocess_score: bool = False,
+               attribute_controls_indexes: Mapping[int, Mapping[int, Sequence[int] | bool]] | None = None
+               ) -> miditok.TokSequence | list[miditok.TokSequence]:
+        """MidiTok's encode; a GuitarScore's notes take their strings (its `frets`) and techniques along. A part
+        with more strings than the tokenizer holds is a SkipFile (prepare writes it as the file's reason)."""
+        if isinstance(score, GuitarScore):
+            if len(score.tuning) > MAX_STRINGS:
+                raise SkipFile(f"a {len(score.tuning)}-string tuning: tab tokens hold at most {MAX_STRINGS} strings")
+            if score.frets is None:
+                raise GuitarformerError("tab tokens need a fingering", "call fretting.fret() for sources without one")
+            self._side, self._guitar = _side_table(self, score), (score.tuning, score.capo)
+            score = score.score
+        try:
+            return super().encode(score, encode_ids, no_preprocess_score, attribute_controls_indexes)
+        finally:
+            self._side, self._guitar = None, (STANDARD_TUNING, 0)
+
+    def _create_track_events(self, track: symusic.Track, ticks_per_beat: np.ndarray, time_division: int,
+                             ticks_bars: Sequence[int], ticks_beats: Sequence[int],
+                             attribute_controls_indexes: Mapping[int, Sequence[int] | bool] | None = None
+                             ) -> list[Event]:
+        """REMI's events, each note's Duration followed by its String and technique events (same time, so that
+        MidiTok's stable sort by time keeps them there)."""
+        events = super()._create_track_events(track, ticks_per_beat, time_division, ticks_bars, ticks_beats,
+                                              attribute_controls_indexes)
+        out: list[Event] = []
+        pitch: Event | None = None
+        for ev in events:
+            out.append(ev)
+            if ev.type_ == "Pitch":
+                pitch = ev
+            elif ev.type_ == "Duration" and pitch is not None:
+                string, tech = self._string_of(pitch.time, int(pitch.value), int(pitch.desc) - pitch.time)
+                out.append(Event("String", string, ev.time, ev.program))
+                out += [Event(*t.split("_", 1), ev.time, ev.program) for t in technique_tokens(tech)]
+                pitch = None
+        return out
+
+    def _string_of(self, time: int, pitch: int, duration: int) -> tuple[int, Technique]:
+        """The string and technique of the note at (time, pitch), from the side table (a unison: the one of
+        this duration, else the next one); without one (a bare Score, a note quantisation moved onto another's place, or one no string
+        of the tuning plays), the string that plays it at the lowest fret."""
+        options = self._side.get((time, pitch)) if self._side is not None else None
+        if not options:
+            return _lowest_fret_string(*self._guitar, pitch), PLAIN
+        k = next((k for k, o in enumerate(options) if o[0] == duration), 0)
+        _, string, tech = options.pop(k) if len(options) > 1 else options[k]
+        return string, tech
+
+    # ------------------------------------------------------------ decoding
+
+    def decode(self, tokens: Any, programs: list[tuple[int, bool]] | None = None, output_path: str | None = None,
+               tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0) -> GuitarScore:
+        """Tokens (ids, a TokSequence, BPE or not) -> GuitarScore with each note's string, fret (from pitch,
+        string, `tuning` and `capo`; UNPLAYABLE where that string cannot play it, below its open pitch or past
+        WRITTEN_FRETS) and techniques. `frets` is
+        None when no note fits this tuning (not this tuning's tab: `fretting.fret()` places the notes).
+        Special, control and infilling tokens are skipped."""
+        if isinstance(tokens, list) and tokens and isinstance(tokens[0], miditok.TokSequence):
+            seq = tokens[0]  # one track
+        elif isinstance(tokens, miditok.TokSequence):
+            seq = tokens
+        else:  # ids or token strings, flat or as one track (a list, an array, a tensor)
+            flat = tokens.tolist() if hasattr(tokens, "tolist") else list(tokens)
+            flat = flat[0] if flat and isinstance(flat[0], list) else flat
+            seq = self._convert_sequence_to_tokseq([flat])[0]
+        self._preprocess_tokseq_before_decoding(seq)
+        score, strings, techs = self._decode_tokens([str(t) for t in seq.tokens], programs)
+        notes = score.tracks[0].notes
+        frets: list[tuple[int, int]] | None = []
+        for note, s in zip(notes, strings):
+            f = fret_of(note.pitch, s, tuning, capo)
+            frets.append((s, f) if 0 <= f <= WRITTEN_FRETS else UNPLAYABLE)
+        if len(frets) != len(notes) or all(f == UNPLAYABLE for f in frets):
+            frets = None
+        if output_path:
+            score.dump_midi(output_path)
+        return GuitarScore(score=score, tuning=tuple(tuning), capo=capo, frets=frets,
+                           techniques=techs if len(techs) == len(notes) else None, source_format="generated")
+
+    def _decode_tokens(self, toks: list[str], programs: list[tuple[int, bool]] | None = None
+                       ) -> tuple[symusic.Score, list[int], list[Technique]]:
+        """(score with one track, string per note, technique per note), notes in token order (REMI's)."""
+        base = [t for t in toks if t.split("_")[0] not in _NOT_NOTES and not t.startswith(PREFIX)
+                and not t.startswith("Fill")]
+        score = super().decode([miditok.TokSequence(tokens=base)], programs) if base else \
+            symusic.Score(self.time_division)
+        if not score.tracks:
+            score.tracks.append(symusic.Track(program=0))
+        strings, techs = _tab_of(toks, self.config.use_velocities)
+        return score, strings, techs
+
+
+def _side_table(tok: TabREMI, gs: GuitarScore) -> _SideTable:
+    """(time, pitch) of every note as the tokenizer sees it (after its own resampling and quantisation) ->
+    [(duration, string, technique)]. Each string's notes are preprocessed on their own, so a key is found even where
+    quantisation moves notes; two strings sharing a key (a unison) keep both entries, lowest string first."""
+    notes = gs.track.notes
+    techs = gs.techniques if gs.techniques and len(gs.techniques) == len(notes) else [PLAIN] * len(notes)
+    by_string: dict[int, list[int]] = {}
+    for i, (s, _f) in enumerate(gs.frets or []):
+        by_string.setdefault(s, []).append(i)
+    keys: _SideTable = {}
+    for s, idx in sorted(by_string.items()):
+        if not 1 <= s <= len(gs.tuning):  # UNPLAYABLE: left out, so `_string_of` gives the lowest fret
+            continue
+        one = symusic.Score(gs.score.ticks_per_quarter)
+        one.tempos = gs.score.tempos.copy()
+        one.time_signatures = gs.score.time_signatures.copy()
+        tr = symusic.Track(program=gs.track.program)
+        for i in idx:
+            tr.notes.append(notes[i].copy())
+        one.tracks.append(tr)
+        pre = tok.preprocess_score(one)
+        # Preprocessing keeps the notes' order on one string (onsets strictly increase there, apart from notes
+        # it merges or drops), so the k-th note of a pitch after it is the k-th of that pitch before it.
+        tech_by_pitch: dict[int, list[Technique]] = {}
+        for i in sorted(idx, key=lambda i: (notes[i].time, notes[i].pitch)):
+            tech_by_pitch.setdefault(notes[i].pitch, []).append(techs[i])
+        used: dict[int, int] = {}
+        for time, pitch, duration in sorted((n.time, n.pitch, n.duration) for t in pre.tracks for n in t.notes):
+            k = used.get(pitch, 0)
+            options = tech_by_pitch.get(pitch, [PLAIN])
+            keys.setdefault((time, pitch), []).append((duration, s, options[min(k, len(options) - 1)]))
+            used[pitch] = k + 1
+    return keys
+
+
+def _lowest_fret_string(tuning: tuple[int, ...], capo: int, pitch: int) -> int:
+    """The string that plays `pitch` at the lowest fret in this tuning (the lowest string when none can)."""
+    n = len(tuning)
+    frets = [(f, s) for s in range(1, n + 1) if (f := fret_of(pitch, s, tuning, capo)) >= 0]
+    return min(frets)[1] if frets else min(n, MAX_STRINGS)
+
+
+def _tab_of(toks: list[str], velocities: bool) -> tuple[list[int], list[Technique]]:
+    """The string (0: none written) and technique of each whole note of REMI tokens with tab tokens."""
+    strings: list[int] = []
+    techs: list[Technique] = []
+    pending: list[str] | None = None
+    for j, t in enumerate(toks):
+        kind = t.split("_")[0]
+        if closes_note(toks, j, velocities):
+            if pending is not None:
+                techs.append(technique_of(pending))
+            strings.append(0)
+            pending = []
+        elif kind == "String" and pending is not None and strings and strings[-1] == 0:
+            strings[-1] = int(t.split("_")[1])
+        elif kind in ("Bend", "Tech") and pending is not None:
+            pending.append(t)
+        elif kind in ("Pitch", "Position", "Bar", "TimeSig", "Tempo") and pending is not None:
+            techs.append(technique_of(pending))
+            pending = None
+    if pending is not None:
+        techs.append(technique_of(pending))
+    return strings, techs
+
+
+def closes_note(toks: Sequence[str], j: int, velocities: bool) -> bool:
+    """Token j is the Duration of a whole note (Pitch [Velocity] Duration), as REMI decoding reads one."""
+    if not toks[j].startswith("Duration_"):
+        return False
+    if velocities:
+        return j >= 2 and toks[j - 2].startswith("Pitch_") and toks[j - 1].startswith("Velocity_")
+    return j >= 1 and toks[j - 1].startswith("Pitch_")
+
+
+def note_offset(tok: miditok.MusicTokenizer) -> int:
+    """How many tokens a note's String comes after its Pitch (3 with Velocity, 2 without)."""
+    return 3 if tok.config.use_velocities else 2
+
+
+def decode_tab(tok: TabREMI, ids: Sequence[int]) -> tuple[symusic.Score, list[int], list[Technique]]:
+    """(score, string per note (0: none written), technique per note) from base tab token ids, notes in token
+    order (REMI's): for callers that need the strings as written, playable in some tuning or not."""
+    return tok._decode_tokens([tok[int(i)] for i in ids])
+
+
+def check_layout(params: Mapping[str, Any], tokenization: str, where: str) -> None:
+    """Refuse a TabREMI tokenizer.json of the first layout (`params`: its config), with the fix."""
+    extra = params.get("additional_params") or {}
+    if tokenization == "TabREMI" and extra.get(LAYOUT_PARAM) != LAYOUT:
+        raise GuitarformerError(f"{where} holds tab tokens of an older layout (a Velocity on every note)",
+                                "run `guitarformer prepare` again (and train on the new dataset)")
+
 
 def control_params(styles: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """The TokenizerConfig parameter that turns controls on, with this style vocabulary (cleaned, sorted)."""
@@ -118,156 +336,6 @@ def is_tab_tokenizer(tok: miditok.MusicTokenizer) -> bool:
     return isinstance(tok, TabREMI)
 
 
-def technique_tokens(t: Technique) -> list[str]:
-    """The tokens of one note's techniques, in the fixed order (none for a plain note)."""
-    if not t:
-        return []
-    out = []
-    if t.bend:
-        peak = max(a for _, a in t.bend)
-        if peak > 0:
-            out.append(f"Bend_{min(MAX_BEND_QUARTER_TONES, max(1, round(peak)))}")
-            if t.release:
-                out.append("Tech_Release")
-    if t.slide_in in _SLIDE_IN:
-        out.append(f"Tech_{_SLIDE_IN[t.slide_in]}")
-    if t.slide_out in _SLIDE_OUT:
-        out.append(f"Tech_{_SLIDE_OUT[t.slide_out]}")
-    out += [f"Tech_{v}" for f, v in _FLAGS if getattr(t, f)]
-    if t.harmonic in _HARMONIC:
-        out.append(f"Tech_{_HARMONIC[t.harmonic]}")
-    return out
-
-
-def technique_of(tokens: list[str]) -> Technique:
-    """The Technique a note's technique tokens describe (inverse of `technique_tokens` up to the bend's shape)."""
-    fields: dict[str, Any] = {}
-    peak, release = 0, False
-    for token in tokens:
-        kind, value = token.split("_", 1)
-        if kind == "Bend":
-            peak = int(value)
-        elif value == "Release":
-            release = True
-        elif value in _FROM_TECH:
-            name, v = _FROM_TECH[value]
-            fields[name] = v
-    if peak:
-        fields["bend"] = ((0.0, 0.0), (0.5, float(peak)), (1.0, 0.0)) if release else ((0.0, 0.0), (0.5, float(peak)))
-    return replace(PLAIN, **fields) if fields else PLAIN
-
-
-def canonical(t: Technique) -> Technique:
-    """A Technique as the tokens can hold it (bend shape summarised): what a round trip must give back."""
-    return technique_of(technique_tokens(t))
-
-
-def _note_keys(tok: miditok.MusicTokenizer, gs: GuitarScore) -> tuple[dict[tuple[int, int], list[tuple[int, Technique]]], int]:
-    """(time, pitch) of every note as the tokenizer sees it (after its own resampling and quantisation),
-    -> [(string, technique)]. Each string's notes are preprocessed on their own, so a key is found even
-    where quantisation moves notes; two strings sharing a key (a unison) keep both entries. Also returns the
-    ticks per quarter of those times."""
-    notes = gs.track.notes
-    techs = gs.techniques if gs.techniques and len(gs.techniques) == len(notes) else [PLAIN] * len(notes)
-    by_string: dict[int, list[int]] = {}
-    for i, (s, _f) in enumerate(gs.frets or []):
-        by_string.setdefault(s, []).append(i)
-    keys: dict[tuple[int, int], list[tuple[int, Technique]]] = {}
-    tpq = 0
-    for s, idx in sorted(by_string.items()):
-        one = symusic.Score(gs.score.ticks_per_quarter)
-        one.tempos = gs.score.tempos.copy()
-        one.time_signatures = gs.score.time_signatures.copy()
-        tr = symusic.Track(program=gs.track.program)
-        for i in idx:
-            tr.notes.append(notes[i].copy())
-        one.tracks.append(tr)
-        pre = tok.preprocess_score(one)
-        tpq = pre.ticks_per_quarter
-        # Preprocessing keeps the notes' order per string (onsets strictly increase on one string, apart from
-        # notes it merges or drops), so match by (time, pitch) and carry the technique of the same note.
-        src = sorted(idx, key=lambda i: (notes[i].time, notes[i].pitch))
-        got = sorted(((n.time, n.pitch) for tr2 in pre.tracks for n in tr2.notes))
-        tech_by_pitch: dict[int, list[Technique]] = {}
-        for i in src:
-            tech_by_pitch.setdefault(notes[i].pitch, []).append(techs[i])
-        used: dict[int, int] = {}
-        for time, pitch in got:
-            k = used.get(pitch, 0)
-            options = tech_by_pitch.get(pitch, [PLAIN])
-            keys.setdefault((time, pitch), []).append((s, options[min(k, len(options) - 1)]))
-            used[pitch] = k + 1
-    return keys, tpq
-
-
-def encode_tab(tok: TabREMI, gs: GuitarScore, base_ids: list[int]) -> list[int]:
-    """Insert each note's String and technique tokens into the REMI ids of `gs` (BOS ... EOS as given).
-
-    `gs.frets` must be set (a reader's human fingering, or `fret()`'s). A note the tokenizer's quantisation
-    moved onto another note's (time, pitch) takes the lowest fret the tuning allows for it."""
-    if gs.frets is None:
-        raise ValueError("tab tokens need a fingering: call fretting.fret() first for sources without one")
-    keys, key_tpq = _note_keys(tok, gs)
-    decoded = tok.decode([[i for i in base_ids if tok[i].split("_")[0] not in ("BOS", "EOS", "PAD")]])
-    dnotes = list(decoded.tracks[0].notes) if decoded.tracks else []
-    per_key_tick = (key_tpq or decoded.ticks_per_quarter) / decoded.ticks_per_quarter
-    out: list[int] = []
-    k = 0
-    toks = [tok[i] for i in base_ids]
-    for j, i in enumerate(base_ids):
-        out.append(i)
-        if _closes_note(toks, j) and k < len(dnotes):
-            n = dnotes[k]
-            k += 1
-            cands = keys.get((round(n.time * per_key_tick), n.pitch)) or [(0, PLAIN)]
-            string, tech = cands.pop(0) if len(cands) > 1 else cands[0]
-            if not 1 <= string <= min(MAX_STRINGS, len(gs.tuning)):  # unplayable or unknown: the nearest string
-                string = _lowest_fret_string(gs, n.pitch)
-            out.append(tok[f"String_{string}"])
-            out += [tok[t] for t in technique_tokens(tech)]
-    return out
-
-
-def _closes_note(toks: list[str], j: int) -> bool:
-    """Token j is the Duration of a whole note (Pitch Velocity Duration), as REMI decoding reads one."""
-    return (toks[j].startswith("Duration_") and j >= 2 and toks[j - 2].startswith("Pitch_")
-            and toks[j - 1].startswith("Velocity_"))
-
-
-def _lowest_fret_string(gs: GuitarScore, pitch: int) -> int:
-    n = len(gs.tuning)
-    frets = [(pitch - open_ - gs.capo, n - k) for k, open_ in enumerate(gs.tuning) if pitch - open_ - gs.capo >= 0]
-    return min(frets)[1] if frets else n
-
-
-def decode_tab(tok: TabREMI, ids: list[int]) -> tuple[symusic.Score, list[int], list[Technique]]:
-    """(score, string per note, technique per note) from tab token ids, notes in token order (REMI's)."""
-    toks = [tok[int(i)] for i in ids]
-    base = [int(i) for i, t in zip(ids, toks) if t.split("_")[0] not in ("String", "Bend", "Tech", "BOS", "EOS", "PAD", "MASK")
-            and not t.startswith(PREFIX)]
-    score = tok.decode([base]) if base else symusic.Score(tok.time_division)
-    strings: list[int] = []
-    techs: list[Technique] = []
-    pending: list[str] | None = None
-    for j, t in enumerate(toks):
-        kind = t.split("_")[0]
-        if _closes_note(toks, j):
-            if pending is not None:
-                techs.append(technique_of(pending))
-            strings.append(0)
-            pending = []
-        elif kind == "String" and pending is not None and strings and strings[-1] == 0:
-            strings[-1] = int(t.split("_")[1])
-        elif kind in ("Bend", "Tech") and pending is not None:
-            pending.append(t)
-        elif kind in ("Pitch", "Position", "Bar", "TimeSig", "Tempo") and pending is not None:
-            techs.append(technique_of(pending))
-            pending = None
-    if pending is not None:
-        techs.append(technique_of(pending))
-    return score, strings, techs
-
-
 # ---------------------------------------------------------------- control tokens
 
 
@@ -281,7 +349,6 @@ def bar_notes(tok: TabREMI, ids: list[int], tuning: tuple[int, ...], capo: int =
     score, strings, techs = decode_tab(tok, content)
     tpq = score.ticks_per_quarter
     notes = list(score.tracks[0].notes) if score.tracks else []
-    n_strings = len(tuning)
     sig = (4, 4) if not score.time_signatures else (score.time_signatures[0].numerator,
                                                     score.time_signatures[0].denominator)
     bars: list[list[PlayedNote]] = [[]]  # bars[0] is open before the first Bar token, and is that bar's
@@ -296,11 +363,11 @@ def bar_notes(tok: TabREMI, ids: list[int], tuning: tuple[int, ...], capo: int =
         elif t.startswith("TimeSig_"):
             num, den = (int(x) for x in t.split("_")[1].split("/"))
             lengths[-1] = num * tpq * 4 // den
-        elif _closes_note(toks, j) and k < len(notes):
+        elif closes_note(toks, j, tok.config.use_velocities) and k < len(notes):
             n, s = notes[k], strings[k] if k < len(strings) else 0
-            f = n.pitch - tuning[n_strings - s] - capo if 1 <= s <= n_strings else -1
+            f = fret_of(n.pitch, s, tuning, capo)
             tech = techs[k] if k < len(techs) else PLAIN
-            bars[-1].append(PlayedNote(n.time, n.duration, n.pitch, s, f if 0 <= f <= MAX_FRET else -1, tech))
+            bars[-1].append(PlayedNote(n.time, n.duration, n.pitch, s, f if 0 <= f <= WRITTEN_FRETS else -1, tech))
             k += 1
     return bars, lengths, tpq
 

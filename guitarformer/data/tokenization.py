@@ -15,21 +15,15 @@ import miditok
 import symusic
 
 from guitarformer.data.infill import infill_params
-from guitarformer.data.tab_tokens import (
-    TabREMI,
-    control_params,
-    decode_tab,
-    encode_tab,
-    is_tab_tokenizer,
-)
-from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
-from guitarformer.music.score import UNPLAYABLE, GuitarScore
+from guitarformer.data.tab_tokens import TabREMI, check_layout, control_params, is_tab_tokenizer, tab_params
+from guitarformer.music.guitar import TOKEN_PITCH_RANGE
+from guitarformer.music.score import GuitarScore
 
 if TYPE_CHECKING:
     from guitarformer.config import DataConfig
 
 TOKENIZERS = {
-    "TabREMI": TabREMI,  # REMI + each note's string and techniques (data/tab_tokens.py)
+    "TabREMI": TabREMI,  # REMI + each note's string and techniques, Velocity only with dynamics (tab_tokens.py)
     "REMI": miditok.REMI,
     "TSD": miditok.TSD,
     "MIDILike": miditok.MIDILike,
@@ -38,9 +32,12 @@ TOKENIZERS = {
 TIME_SIGNATURES = {2: [2, 3], 4: [1, 2, 3, 4, 5, 6, 7], 8: [3, 5, 6, 7, 9, 12]}
 
 
-def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = (), dynamics: bool = False
+                     ) -> dict[str, Any]:
     """The miditok TokenizerConfig arguments for a data config (stored in meta.json); with `cfg.controls`, the
-    control tokens' parameter too, with this style vocabulary (the dataset's folder names)."""
+    control tokens' parameter too, with this style vocabulary (the dataset's folder names). Tab tokens carry a
+    Velocity per note only with `dynamics` (the dataset's notes have more than one velocity) or the data config's
+    `tab_velocities`."""
     params = dict(
         pitch_range=TOKEN_PITCH_RANGE,
         num_velocities=cfg.num_velocities,
@@ -52,20 +49,24 @@ def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()
     )
     if getattr(cfg, "controls", False):
         params.update(control_params(styles))
-    if cfg.tokenizer == "TabREMI":  # the bar-infilling tokens, appended last (data/infill.py)
+    if cfg.tokenizer == "TabREMI":  # Velocity only with dynamics; the bar-infilling tokens, appended last
+        params.update(tab_params(dynamics or bool(getattr(cfg, "tab_velocities", False))))
         params.update(infill_params())
     return params
 
 
-def build_tokenizer(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()) -> miditok.MusicTokenizer:
-    return TOKENIZERS[cfg.tokenizer](miditok.TokenizerConfig(**tokenizer_params(cfg, styles)))
+def build_tokenizer(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = (), dynamics: bool = False
+                    ) -> miditok.MusicTokenizer:
+    return TOKENIZERS[cfg.tokenizer](miditok.TokenizerConfig(**tokenizer_params(cfg, styles, dynamics)))
 
 
 def load_tokenizer(path: str | Path) -> miditok.MusicTokenizer:
-    """Load tokenizer.json whatever its class (the file records it)."""
+    """Load tokenizer.json whatever its class (the file records it); tab tokens of an older layout are refused
+    with the fix (prepare again)."""
 
     data = json.loads(Path(path).read_text())
     name = data.get("tokenization", "REMI")
+    check_layout(data.get("config") or {}, name, str(path))
     cls = TOKENIZERS.get(name) or getattr(miditok, name)
     return cls(params=Path(path))
 
@@ -80,23 +81,16 @@ def bar_ids(tok: miditok.MusicTokenizer) -> list[int]:
 
 
 def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_eos: bool = True) -> list[int]:
-    """Token ids of one guitar part, BOS ... EOS (no BPE applied when the tokenizer is untrained).
+    """Token ids of one guitar part, BOS ... EOS (BPE applied when the tokenizer is trained).
 
     A tab tokenizer (TabREMI) needs a GuitarScore with `frets` (the source's, or `fretting.fret()`'s)."""
-    score = gs if isinstance(gs, symusic.Score) else gs.score
     tab = is_tab_tokenizer(tok)
     if tab and not isinstance(gs, GuitarScore):
         raise TypeError("a tab tokenizer encodes a GuitarScore with frets, not a bare symusic Score")
-    seq = tok.encode(score, encode_ids=not tab)
+    seq = tok.encode(gs if tab else (gs if isinstance(gs, symusic.Score) else gs.score))
     if isinstance(seq, list):  # one TokSequence per track; a GuitarScore holds one track
         seq = seq[0] if seq else None
     ids = list(seq.ids) if seq is not None else []
-    if tab and ids:
-        ids = encode_tab(tok, gs, ids)
-        if tok.is_trained:  # BPE merges the full tab stream, strings and techniques included
-            tab_seq = miditok.TokSequence(ids=ids)
-            tok.encode_token_ids(tab_seq)
-            ids = list(tab_seq.ids)
     if bos_eos:
         sp = special_ids(tok)
         ids = [sp["bos"], *ids, sp["eos"]]
@@ -106,7 +100,10 @@ def encode(tok: miditok.MusicTokenizer, gs: "GuitarScore | symusic.Score", bos_e
 def decode(tok: miditok.MusicTokenizer, ids: list[int], program: int = 25, tempo: float | None = None) -> symusic.Score:
     """Ids -> symusic Score with one track. Special tokens are dropped; miditok skips ill-ordered tokens."""
     clean = _content_ids(tok, ids)
-    score = tok.decode([clean]) if clean else symusic.Score(tok.time_division)
+    if not clean:
+        score = symusic.Score(tok.time_division)
+    else:  # a tab tokenizer decodes to a GuitarScore (strings and techniques): here only its notes are asked for
+        score = tok.decode(clean).score if is_tab_tokenizer(tok) else tok.decode([clean])
     return _as_part(score, program, tempo)
 
 
@@ -132,33 +129,17 @@ def _as_part(score: symusic.Score, program: int, tempo: float | None) -> symusic
 def decode_guitar(tok: miditok.MusicTokenizer, ids: list[int], tuning: tuple[int, ...], capo: int = 0,
                   program: int = 25, tempo: float | None = None, name: str = "") -> GuitarScore:
     """Ids -> GuitarScore. With a tab tokenizer the part keeps the strings and techniques the tokens carry
-    (frets from pitch, string and tuning; a note its string cannot play in this tuning is UNPLAYABLE, and
-    `frets` is None when no note fits, for `fretting.fret()` to place); otherwise only pitches (frets None)."""
+    (`TabREMI.decode`: frets from pitch, string and tuning; a note its string cannot play in this tuning is
+    UNPLAYABLE, and `frets` is None when no note fits, for `fretting.fret()` to place); otherwise only pitches
+    (frets None)."""
     if not is_tab_tokenizer(tok):
         return GuitarScore(score=decode(tok, ids, program, tempo), tuning=tuple(tuning), capo=capo, name=name,
                            source_format="generated")
     clean = _content_ids(tok, ids)
-    if tok.is_trained:
-        clean = _bpe_decode(tok, clean)
-    score, strings, techs = decode_tab(tok, clean)
-    track = _as_part(score, program, tempo).tracks[0]
-    n = len(tuning)
-    frets: list[tuple[int, int]] | None = []
-    for note, s in zip(track.notes, strings):
-        f = note.pitch - tuning[n - s] - capo if 1 <= s <= n else -1
-        frets.append((s, f) if 0 <= f <= MAX_FRET else UNPLAYABLE)
-    if len(frets) != len(track.notes) or all(f == UNPLAYABLE for f in frets):
-        frets = None  # not this tuning's tab: fret() places the notes
-    return GuitarScore(score=score, tuning=tuple(tuning), capo=capo, frets=frets,
-                       techniques=techs if len(techs) == len(track.notes) else None, name=name,
-                       source_format="generated")
-
-
-def _bpe_decode(tok: miditok.MusicTokenizer, ids: list[int]) -> list[int]:
-    """Base ids of BPE ids (a trained tokenizer)."""
-    seq = miditok.TokSequence(ids=ids, are_ids_encoded=True)
-    tok.decode_token_ids(seq)
-    return list(seq.ids)
+    gs = tok.decode(clean, tuning=tuple(tuning), capo=capo)
+    _as_part(gs.score, program, tempo)
+    gs.name = name
+    return gs
 
 
 # ---------------------------------------------------------------- miditok internals, wrapped

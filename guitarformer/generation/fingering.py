@@ -1,6 +1,6 @@
 """The model fingers other music: a tab-token model chooses the string of every note of a file.
 
-A TabREMI note is ``Pitch Velocity Duration String [Bend] [Tech ...]``: the string comes after everything
+A TabREMI note is ``Pitch [Velocity] Duration String [Bend] [Tech ...]``: the string comes after everything
 else about the note, so a decoder trained on tab tokens has, at each Duration, a distribution over the
 strings that could play it. `refinger` reads a part's token ids with teacher forcing (every token as the file
 has it) except String tokens, which the model chooses among those the guitar allows: with `beam=1` at each
@@ -51,14 +51,14 @@ from dataclasses import dataclass, replace
 import symusic
 import torch
 
-from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer
+from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer, note_offset
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.runtime import SMALL_STEP_WORK
 from guitarformer.generation.grammar import NO_PITCH
-from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE
+from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of, pitch_of
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
 Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
@@ -100,6 +100,7 @@ class TabVocab:
         self.tail = {i for i, k in enumerate(kinds) if k in ("Bend", "Tech")}
         self.not_fretted = {tokenizer[t] for t in NOT_FRETTED}
         self.pad = tokenizer.pad_token_id
+        self.offset = note_offset(tokenizer)  # a String comes this many tokens after its note's Pitch
 
 
 def _windows(ids: Sequence[int], block: int, v: TabVocab) -> list[tuple[int, int]]:
@@ -133,8 +134,8 @@ class _Rows:
         self.constraint = GuitarConstraint(tokenizer, tuning, capo, device=device)
         fits = torch.zeros(NO_PITCH + 1, MAX_STRINGS, dtype=torch.bool)
         n = len(tuning)
-        for k in range(min(n, MAX_STRINGS)):  # String_{k+1} is tab string k+1, open pitch tuning[n - 1 - k]
-            fits[tuning[n - 1 - k] + capo: min(NO_PITCH, tuning[n - 1 - k] + MAX_FRET) + 1, k] = True
+        for k in range(min(n, MAX_STRINGS)):  # String_{k+1} is tab string k+1
+            fits[pitch_of(k + 1, 0, tuning, capo): min(NO_PITCH, pitch_of(k + 1, MAX_FRET, tuning)) + 1, k] = True
         self.fits = fits.to(device)
         self.any_string = torch.zeros(MAX_STRINGS, dtype=torch.bool, device=device)
         self.any_string[:min(n, MAX_STRINGS)] = True
@@ -211,17 +212,29 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     return out, scores
 
 
-def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
-                    beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
-    """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
-    returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
-    K, W, T = beam, len(windows), max(len(r) for r in windows)
-    B = W * K  # row w * K + j: beam j of window w
+@dataclass
+class _Plan:
+    """The teacher-forced batch of one `_refinger_batch` call: row w * K + j is beam j of window w.
+
+    `x` (B, T) the ids (PAD after a window's end), `pitch` (B, T) the pitch of the note whose String is at t,
+    `scored` (B, T) the teacher-forced tokens whose log-prob adds to a row's score, `need[t]` the windows whose
+    token t is a String to choose, `later[(w, t)]` the fit masks of the onset's notes after that one."""
+
+    x: torch.Tensor
+    pitch: torch.Tensor
+    scored: torch.Tensor
+    need: list[list[int]]
+    later: dict[tuple[int, int], tuple[int, ...]]
+
+
+def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], K: int) -> _Plan:
+    T = max(len(r) for r in windows)
+    B = len(windows) * K
     x = torch.full((B, T), v.pad, dtype=torch.long)
     pitch = torch.full((B, T), NO_PITCH, dtype=torch.long)
-    scored = torch.zeros(B, T, dtype=torch.bool)  # teacher-forced tokens, whose log-prob adds to a row's score
-    need: list[list[int]] = [[] for _ in range(T)]  # need[t]: windows whose token t is a String to choose
-    later: dict[tuple[int, int], tuple[int, ...]] = {}  # (window, t) -> fit masks of the onset's notes still to come
+    scored = torch.zeros(B, T, dtype=torch.bool)
+    need: list[list[int]] = [[] for _ in range(T)]
+    later: dict[tuple[int, int], tuple[int, ...]] = {}
     for w, row in enumerate(windows):
         rs = slice(w * K, (w + 1) * K)
         x[rs, :len(row)] = torch.tensor(row)
@@ -235,24 +248,65 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
                 onset = []
             elif row[j] in v.string_of:
                 need[j].append(w)
-                p = v.pitch_of.get(row[j - 3], NO_PITCH) if j >= 3 else NO_PITCH  # Pitch Velocity Duration String
+                p = v.pitch_of.get(row[j - v.offset], NO_PITCH) if j >= v.offset else NO_PITCH
                 pitch[rs, j] = p
                 scored[rs, j] = False
                 onset.append((j, p))
-    x, pitch, scored = x.to(device), pitch.to(device), scored.to(device)
-    string_ids = torch.tensor(v.string_ids, device=device)
-    onset_ids = torch.tensor(sorted(v.onset), device=device)
-    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}  # id(group) -> (group, its rows)
+    return _Plan(x, pitch, scored, need, later)
+
+
+def _start_groups(win_groups: list[_Rows], K: int, x: torch.Tensor, device: torch.device
+                  ) -> tuple[dict[int, tuple[_Rows, torch.Tensor]], torch.Tensor]:
+    """Each (tuning, capo) group with its rows, its constraint started on them; and each row's index among its
+    group's rows (which beam search's reordering needs)."""
     member: dict[int, tuple[_Rows, list[int]]] = {}
-    for r in range(B):
+    for r in range(x.shape[0]):
         g = win_groups[r // K]
         member.setdefault(id(g), (g, []))[1].append(r)
-    local = torch.zeros(B, dtype=torch.long)  # row -> its index among its group's rows
+    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}
+    local = torch.zeros(x.shape[0], dtype=torch.long)
     for key, (g, rs) in member.items():
         groups[key] = (g, torch.tensor(rs, device=device))
         local[rs] = torch.arange(len(rs))
         g.constraint.start(x[groups[key][1], :0])
-    win_group = [id(g) for g in win_groups]
+    return groups, local.to(device)
+
+
+def _allowed(ws: list[int], K: int, t: int, tok: torch.Tensor, plan: _Plan, taken: torch.Tensor,
+             groups: dict[int, tuple[_Rows, torch.Tensor]], win_groups: list[_Rows],
+             string_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, ok): the rows of windows `ws` choosing a String at t, and the strings each may take: the
+    constraint's, free at the onset, leaving room for the onset's later notes; else the fallbacks, in order."""
+    B, device = tok.shape[0], tok.device
+    allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+    fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+    anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
+    for key in {id(win_groups[w]) for w in ws}:
+        g, rs = groups[key]
+        allowed[rs] = g.constraint.mask(tok[rs])[:, string_ids]
+        fits[rs] = g.fits[plan.pitch[rs, t]]
+        anys[rs] = g.any_string
+    rs = torch.tensor([w * K + j for w in ws for j in range(K)], device=device)
+    free = ~taken[rs]
+    chord = _leaves_room(ws, K, t, plan.later, free, win_groups)  # the rest of the onset still fits
+    ok = allowed[rs] & free & chord
+    for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
+        ok = torch.where(ok.any(1, keepdim=True), ok, wider)
+    return rs, ok
+
+
+def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+                    beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
+    """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
+    returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
+    K, W = beam, len(windows)
+    plan = _plan(v, windows, win_groups, K)
+    B, T = plan.x.shape
+    plan = _Plan(plan.x.to(device), plan.pitch.to(device), plan.scored.to(device), plan.need, plan.later)
+    x = plan.x
+    string_ids = torch.tensor(v.string_ids, device=device)
+    onset_ids = torch.tensor(sorted(v.onset), device=device)
+    groups, local = _start_groups(win_groups, K, x, device)
     taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings struck at the current onset
     # score: log-likelihood of each row's tokens so far; one row per window starts (the others, -inf, are filled
     # by the first String's alternatives), and row 0 of each window always follows the greedy choice.
@@ -276,47 +330,44 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
             logp = logits.double()
             logp = logp - torch.logsumexp(logp, 1, keepdim=True)
             nxt = logp.gather(1, x[:, t + 1:t + 2]).squeeze(1)
-            score = score + torch.where(scored[:, t + 1], nxt, 0.0)
-        if not need[t + 1]:
+            score = score + torch.where(plan.scored[:, t + 1], nxt, 0.0)
+        ws = plan.need[t + 1]
+        if not ws:
             continue
-        ws = need[t + 1]
-        rows = [w * K + j for w in ws for j in range(K)]
-        allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-        for key in {win_group[w] for w in ws}:
-            g, rs = groups[key]
-            allowed[rs] = g.constraint.mask(tok[rs])[:, string_ids]
-            fits[rs] = g.fits[pitch[rs, t + 1]]
-            anys[rs] = g.any_string
-        rs = torch.tensor(rows, device=device)
-        free = ~taken[rs]
-        chord = _leaves_room(ws, K, t + 1, later, free, win_groups)  # the rest of the onset still fits
-        ok = allowed[rs] & free & chord
-        for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
-            ok = torch.where(ok.any(1, keepdim=True), ok, wider)  # the fallbacks, in order
-        greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rows),)
+        rs, ok = _allowed(ws, K, t + 1, tok, plan, taken, groups, win_groups, string_ids)
+        greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rs),)
         if K == 1:
             x[rs, t + 1] = string_ids[greedy]
             continue
-        cand = (score[rs].unsqueeze(1) + logp[rs][:, string_ids]).masked_fill(~ok, float("-inf"))
-        cand = cand.view(len(ws), K * MAX_STRINGS)  # beam j's string s at j * MAX_STRINGS + s
-        first = greedy.view(len(ws), K)[:, 0]  # row 0 of each window: its own greedy choice
-        keep = cand.gather(1, first.unsqueeze(1))
-        rest = cand.scatter(1, first.unsqueeze(1), float("-inf")).sort(dim=1, descending=True, stable=True)
-        pick = torch.cat([first.unsqueeze(1), rest.indices[:, :K - 1]], 1)  # (len(ws), K)
-        new_score = torch.cat([keep, rest.values[:, :K - 1]], 1)
-        parent = torch.tensor([w * K for w in ws], device=device).repeat_interleave(K) + pick.view(-1) // MAX_STRINGS
-        src = torch.arange(B, device=device)
-        src[rs] = parent
-        _reorder(src, cache, groups.values(), local.to(device))
+        src, pick, new_score = _beam_step(ws, K, B, score[rs], logp[rs][:, string_ids], ok, greedy)
+        _reorder(src, cache, groups.values(), local)
         x, taken, score = x[src], taken[src], score[src]
-        x[rs, t + 1] = string_ids[pick.view(-1) % MAX_STRINGS]
-        score[rs] = new_score.view(-1)
+        x[rs, t + 1] = string_ids[pick]
+        score[rs] = new_score
     best = score.view(W, K).argmax(1).tolist() if K > 1 else [0] * W  # the first of equals: the greedy row
     chosen, final = x.cpu().tolist(), score.view(W, K).cpu().tolist()
     return [([(j, chosen[w * K + best[w]][j]) for j in range(1, len(row)) if row[j] in v.string_of],
              final[w][best[w]]) for w, row in enumerate(windows)]
+
+
+def _beam_step(ws: list[int], K: int, B: int, score: torch.Tensor, logp: torch.Tensor, ok: torch.Tensor,
+               greedy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One String choice of beam search over the rows of windows `ws` (K each; `score`, `logp` (rows, strings),
+    `ok` and `greedy` theirs): row 0 of each window takes its own greedy choice, rows 1..K-1 the best other
+    (row, string) candidates. Returns the source row of every row of the batch (B,), each chosen row's string
+    index and its new score."""
+    cand = (score.unsqueeze(1) + logp).masked_fill(~ok, float("-inf"))
+    cand = cand.view(len(ws), K * MAX_STRINGS)  # beam j's string s at j * MAX_STRINGS + s
+    first = greedy.view(len(ws), K)[:, 0]
+    keep = cand.gather(1, first.unsqueeze(1))
+    rest = cand.scatter(1, first.unsqueeze(1), float("-inf")).sort(dim=1, descending=True, stable=True)
+    pick = torch.cat([first.unsqueeze(1), rest.indices[:, :K - 1]], 1)  # (len(ws), K)
+    new_score = torch.cat([keep, rest.values[:, :K - 1]], 1)
+    device = score.device
+    parent = torch.tensor([w * K for w in ws], device=device).repeat_interleave(K) + pick.view(-1) // MAX_STRINGS
+    src = torch.arange(B, device=device)
+    src[torch.tensor([w * K + j for w in ws for j in range(K)], device=device)] = parent
+    return src, pick.view(-1) % MAX_STRINGS, new_score.view(-1)
 
 
 def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
@@ -450,7 +501,7 @@ def _onset_map(tokenizer, gs: GuitarScore) -> tuple[dict[int, int], int]:
 def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], ids: list[int]) -> Fingered:
     notes = list(gs.track.notes)
     n = len(gs.tuning)
-    dec, strings, _ = decode_tab(tokenizer, ids)
+    dec, strings, _ = decode_tab(tokenizer, [i for i in ids if tokenizer[int(i)] not in ("BOS_None", "EOS_None")])
     dnotes = list(dec.tracks[0].notes) if dec.tracks else []
     qmap, qtpq = _onset_map(tokenizer, gs)
     per_tick = qtpq / dec.ticks_per_quarter
@@ -458,8 +509,8 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
     for dn, s in zip(dnotes, strings):
         by_key.setdefault((round(dn.time * per_tick), dn.pitch), []).append(s)
 
-    def fret_of(s: int, pitch: int) -> tuple[int, int]:
-        f = pitch - gs.tuning[n - s] - gs.capo if 1 <= s <= n else -1
+    def played(s: int, pitch: int) -> tuple[int, int]:
+        f = fret_of(pitch, s, gs.tuning, gs.capo)
         return (s, f) if 0 <= f <= MAX_FRET else UNPLAYABLE
 
     out: list[tuple[int, int]] = [UNPLAYABLE] * len(notes)
@@ -469,7 +520,7 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
         left = by_key.get((qmap.get(note.time, -1), note.pitch))
         taken = used.setdefault(note.time, set())
         if left:
-            got = fret_of(left.pop(0), note.pitch)
+            got = played(left.pop(0), note.pitch)
             if got[0] not in taken or got == UNPLAYABLE:
                 out[i] = got
                 taken.add(got[0])
@@ -478,7 +529,7 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
         if placeholder[i] != UNPLAYABLE and placeholder[i][0] not in taken:
             out[i] = placeholder[i]
         else:  # the lowest free fret
-            free = [fret_of(s, note.pitch) for s in range(1, n + 1) if s not in taken]
+            free = [played(s, note.pitch) for s in range(1, n + 1) if s not in taken]
             free = [f for f in free if f != UNPLAYABLE]
             out[i] = min(free, key=lambda sf: sf[1]) if free else UNPLAYABLE
         taken.add(out[i][0])

@@ -32,6 +32,7 @@ from guitarformer.generation.grammar import (
     Grammar,
 )
 from guitarformer.generation.timing import NEVER
+from guitarformer.music.guitar import fret_of
 
 
 class StringState:
@@ -75,10 +76,10 @@ class StringState:
         if self.tab:  # fits[p, k]: tab string k+1 (open pitch tuning[n-1-k]) can play pitch p
             fits = torch.zeros(NO_PITCH + 1, len(grammar.string_cols), dtype=torch.bool)
             for k in range(min(n, fits.shape[1])):
-                lo = tuning[n - 1 - k] + capo
-                fits[lo:min(NO_PITCH - 1, tuning[n - 1 - k] + max_fret) + 1, k] = True
+                fret = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH + 1)])
+                fits[:, k] = (fret >= 0) & (fret + capo <= max_fret)  # frets count from the nut here
+                fits[NO_PITCH, k] = False
                 if region is not None:  # an asked hand position: frets in it, or the open string
-                    fret = torch.arange(NO_PITCH + 1) - lo
                     fits[:, k] &= (fret == 0) | ((fret >= region[0]) & (fret <= region[1]))
             self.named = min(n, fits.shape[1])  # strings a String token can name
             self.fits = fits.to(dev)  # (129, nS)
