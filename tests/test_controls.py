@@ -21,7 +21,6 @@ from guitarformer.data.controls import (
     PIECE_CONTROLS,
     PlayedNote,
     bar_controls,
-    bar_starts,
     capo_value,
     control_index,
     controls_per_bar,
@@ -32,6 +31,7 @@ from guitarformer.data.controls import (
     style_of,
     tuning_name,
 )
+from guitarformer.music.bars import bar_starts
 from guitarformer.data.dataset import (
     ControlDropout,
     DecoderWindows,

@@ -55,12 +55,12 @@ def note_strings(tokenizer, ids: Sequence[int]) -> list[tuple[int, int, bool]]:
     v = TabVocab(tokenizer) if not isinstance(tokenizer, TabVocab) else tokenizer
     out = []
     for j, i in enumerate(ids):
-        if i in v.string_of and j >= 3:
+        if i in v.string_of and j >= v.offset:
             k, plain = j + 1, True
             while k < len(ids) and ids[k] in v.tail:
                 plain &= ids[k] not in v.not_fretted
                 k += 1
-            out.append((v.string_of[i], v.pitch_of.get(ids[j - 3], NO_PITCH), plain))
+            out.append((v.string_of[i], v.pitch_of.get(ids[j - v.offset], NO_PITCH), plain))
     return out
 
 

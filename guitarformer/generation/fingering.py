@@ -56,7 +56,7 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.runtime import SMALL_STEP_WORK
+from guitarformer.runtime import step_work, threads, threads_for
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of, pitch_of
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
@@ -187,28 +187,26 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     rows = [r for r in rows if any(out[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
     rows.sort(key=lambda r: r[1] - r[2])  # longest first: little padding in a batch
     groups: dict[Guitar, _Rows] = {}
-    was_training, threads = model.training, torch.get_num_threads()
-    n_params = sum(p.numel() for p in model.parameters())
+    was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
             for b in range(0, len(rows), per_batch):
                 batch = rows[b:b + per_batch]
-                # Small steps on a CPU run fastest on one thread (generation/engine.py says why).
-                small = device.type == "cpu" and n_params * len(batch) * beam <= SMALL_STEP_WORK
-                torch.set_num_threads(1 if small else threads)
                 for g in {tuple(guitars[k]) for k, _, _ in batch}:
                     if g not in groups:
                         groups[g] = _Rows(tokenizer, (tuple(g[0]), int(g[1])), device)
-                chosen = _refinger_batch(model, v, [out[k][a:c] for k, a, c in batch],
-                                         [groups[tuple(guitars[k])] for k, _, _ in batch], device, beam)
+                # Small steps on a CPU run fastest on one thread, unless the command asked for a count.
+                with threads(threads_for(step_work(model, len(batch) * beam)) if device.type == "cpu"
+                             else torch.get_num_threads()):
+                    chosen = _refinger_batch(model, v, [out[k][a:c] for k, a, c in batch],
+                                             [groups[tuple(guitars[k])] for k, _, _ in batch], device, beam)
                 for (k, a, _), (row, ll) in zip(batch, chosen):
                     scores[k] += ll
                     for j, s in row:
                         out[k][a + j] = s
     finally:
         model.train(was_training)
-        torch.set_num_threads(threads)
     return out, scores
 
 
