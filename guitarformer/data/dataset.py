@@ -176,9 +176,11 @@ class DecoderWindows:
         need = length - 4  # BOS, FillStart, FillEnd and at least one FillBar around the content
         start = max(a, min(i, b - need))
         c = np.asarray(self.split.tokens[start: min(b, start + need)], dtype=np.int64)
+        ends_piece = start + need >= b  # the stretch's last bar is whole only where the piece ends there
         if self.controls is not None:
-            c, _, _ = self.controls.take(start, need, self.controls.draw(gen), stop=b)
-        return decoder_example(self.fill, c, length, gen)
+            c, nxt, _ = self.controls.take(start, need, self.controls.draw(gen), stop=b)
+            ends_piece = nxt >= b
+        return decoder_example(self.fill, c, length, gen, whole_end=ends_piece)
 
     def _control_windows(self, max_windows: int):
         """Consecutive windows with controls: each starts at the last token of the one before (as the windows
@@ -302,7 +304,8 @@ class Seq2SeqPairs:
         """Source with FillBar placeholders for 1-4 bars from `cut`, target those bars + EOS (data/infill.py)."""
         a, b = _piece_bounds(self.split, start, self.fill)
         before = np.asarray(self.split.tokens[max(a, cut - 2 * self.S): cut], dtype=np.int64)
-        rest = np.asarray(self.split.tokens[cut: min(b, cut + 2 * self.S + MAX_SPAN_BARS * self.T)], dtype=np.int64)
+        rest_end = cut + 2 * self.S + MAX_SPAN_BARS * self.T
+        rest = np.asarray(self.split.tokens[cut: min(b, rest_end)], dtype=np.int64)
         head = None
         if self.controls is not None:
             c = self.controls
@@ -310,7 +313,7 @@ class Seq2SeqPairs:
             before, rest = before[~drop[c.kind[before]]], rest[~drop[c.kind[rest]]]
             end_head, head = c.head(start)
             head = head[~drop[c.kind[head]]] if cut - 2 * self.S >= end_head else None
-        pair = seq2seq_example(self.fill, before, rest, self.S, gen, head)
+        pair = seq2seq_example(self.fill, before, rest, self.S, gen, head, whole_end=rest_end >= b)
         return None if pair is None else (pair[0], pair[1][: self.T])
 
     def _stack(self, items) -> tuple[torch.Tensor, ...]:
