@@ -124,14 +124,14 @@ def write_cases(folder: Path) -> list[Case]:
     return cases
 
 
-def mutations(data: bytes, seed: int, count: int = 6) -> list[tuple[str, bytes]]:
+def mutations(data: bytes, seed: int) -> dict[str, bytes]:
     """Truncations (at 1/4, 1/2, 3/4 of the file) and bit flips (1, 10 and 100 random bits) of a file's bytes."""
     rng = random.Random(seed)
-    out = [(f"cut{k}of4", data[: len(data) * k // 4]) for k in (1, 2, 3)]
-    for flips in (1, 10, 100)[: max(0, count - 3)]:
+    out = {f"cut{k}of4": data[: len(data) * k // 4] for k in (1, 2, 3)}
+    for flips in (1, 10, 100):
         b = bytearray(data)
         for _ in range(flips):
             i = rng.randrange(len(b))
             b[i] ^= 1 << rng.randrange(8)
-        out.append((f"flip{flips}", bytes(b)))
+        out[f"flip{flips}"] = bytes(b)
     return out

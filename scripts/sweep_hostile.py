@@ -93,12 +93,14 @@ def real_sources(shared: Path) -> list[Path]:
     return files
 
 
-def all_cases(folder: Path, shared: Path) -> list[Case]:
+def all_cases(folder: Path, shared: Path, kinds: list[str]) -> list[Case]:
     cases = write_cases(folder / "hostile")
     mutated = folder / "mutated"
     mutated.mkdir()
     for k, src in enumerate(real_sources(shared)):
-        for name, data in mutations(src.read_bytes(), seed=k, count=5):
+        for name, data in mutations(src.read_bytes(), seed=k).items():
+            if name not in kinds:
+                continue
             path = mutated / f"{src.stem}-{name}{src.suffix}"
             path.write_bytes(data)
             cases.append(Case(f"{src.name} {name}", path, f"{name} of {src.name}"))
@@ -164,10 +166,12 @@ def main() -> int:
     ap.add_argument("--run", type=Path, default=None, help="a trained run, to drive sample --prompt too")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    ap.add_argument("--mutations", default="cut2of4,flip10,flip100",
+                    help="which damaged copies of each real file (of cut1of4..cut3of4, flip1, flip10, flip100)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        cases = all_cases(work, args.shared)
+        cases = all_cases(work, args.shared, args.mutations.split(","))
         results = sweep(cases, args.run, work)
         prep, lines = sweep_prepare(cases, work)
     report = table(results, prep, lines, cases)

@@ -103,9 +103,9 @@ def test_prepare_manifest_splits_duplicates_and_cache(tmp_path):
     assert by["broken.mid"]["status"] == "failed" and by["broken.mid"]["reason"]
     assert by["notes.pdf"]["status"] == "skipped" and "unsupported" in by["notes.pdf"]["reason"]
     ok = [d for d in lines if d["status"] == "ok"]
-    assert len(ok) == 12 and all(d["split"] == split_of(d["sha256"]) for d in ok)
+    assert len(ok) == 12 and all(d["split"] == split_of(d["piece"]) for d in ok)  # by the music, not the bytes
     assert sum(d["n_tokens"] for d in ok) == sum(meta["tokens"].values())
-    for k in ("path", "sha256", "format", "status", "reason", "tracks", "n_tokens", "split"):
+    for k in ("path", "sha256", "format", "status", "reason", "tracks", "n_tokens", "split", "piece"):
         assert k in lines[0]
     # arrays: sequences are BOS ... EOS
     tok = load_tokenizer(out / "tokenizer.json")

@@ -159,6 +159,14 @@ def test_contained_read_turns_every_failure_into_one_error(monkeypatch, reader, 
     assert time.time() - t0 < 10
 
 
+def test_a_limit_inside_the_child_comes_back_as_the_same_error(tmp_path, monkeypatch):
+    path = write(tmp_path / "song.gp", hostile.gp_zip(hostile.gpif(extra="<!--" + "ab" * 40_000 + "-->")))
+    monkeypatch.setenv("GUITARFORMER_MAX_GPIF_MB", "0.05")
+    with pytest.raises(ReadLimitError, match="song.gp: its score.gpif inflates to 0.1 MB, past the 0.05 MB") as e:
+        read_guitar_contained(path)
+    assert e.value.limit == "GUITARFORMER_MAX_GPIF_MB" and "GUITARFORMER_MAX_GPIF_MB=0.1" in e.value.fix
+
+
 def test_contained_read_says_skip_and_limits_before_starting_a_child(tmp_path):
     with pytest.raises(SkipFile, match="no guitar track"):
         read_guitar_contained(FIX / "drums_only.mid")

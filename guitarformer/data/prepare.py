@@ -30,7 +30,7 @@ from guitarformer.data.meta import (
     summary_lines,
 )
 from guitarformer.data.pool import run_pool
-from guitarformer.data.prepare_file import FILE_TIMEOUT_S, init_worker, process_file
+from guitarformer.data.prepare_file import FILE_TIMEOUT_S, init_worker, piece_of, process_file
 from guitarformer.data.sources import EMPTY_SHA256, collect_files, file_style, manifest_line, sha256_file
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import (
@@ -41,14 +41,19 @@ from guitarformer.data.tokenization import (
     tokenizer_params,
 )
 from guitarformer.errors import GuitarformerError
-from guitarformer.readers import detect_format
+from guitarformer.readers import detect_format, read_guitar
 from guitarformer.readers.formats import binary_reason, readable_types, unsupported_reason
 
 # Callers import these from here too (the commands, training, evaluation, the corpus).
-__all__ = ["SPLITS", "binary_reason", "load_meta", "prepare", "readable_types", "reader_hash", "sha256_file", "split_of",
+__all__ = ["SPLITS", "binary_reason", "load_meta", "piece_split", "prepare", "readable_types", "reader_hash", "sha256_file", "split_of",
            "suggested_out", "summary_lines", "train_bpe", "unsupported_reason"]
 
 Results = dict[str, tuple[dict, list[list[int]]]]  # content hash -> (record, token sequences)
+
+
+def piece_split(path: str | Path, tracks: str = "guitar") -> str:
+    """The split `prepare` gives a file read alone: its piece's (for tests and tools that want a file in a split)."""
+    return split_of(piece_of(read_guitar(path, tracks=tracks)))
 
 
 def split_of(key: str) -> str:

@@ -20,7 +20,14 @@ from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import read_guitar
 from guitarformer.readers.formats import binary_reason, detect_format, unsupported_reason
-from guitarformer.readers.limits import ReadLimits, cap_address_space, too_big_in_memory, too_large, too_slow
+from guitarformer.readers.limits import (
+    ReadLimitError,
+    ReadLimits,
+    cap_address_space,
+    too_big_in_memory,
+    too_large,
+    too_slow,
+)
 
 _FIX = "check that the file opens in the program that wrote it, or pass another MIDI, Guitar Pro, tab or MusicXML file"
 
@@ -114,6 +121,8 @@ def _result(message, path: Path, limits: ReadLimits, exitcode: int | None) -> li
         raise SkipFile(rest[0])
     if kind == "memory":
         raise too_big_in_memory(path.name, limits)
+    if kind == "limit":
+        raise rest[0]
     if kind == "user":
         raise GuitarformerError(*rest)
     raise GuitarformerError(f"could not read {path.name}: {rest[0]}", _FIX)
@@ -131,6 +140,8 @@ def _child(conn, path: str, tracks: str, include_bass: bool, memory_mb: int) -> 
         message = ("memory",)
     except RecursionError:
         message = ("error", "its structure is nested too deeply")
+    except ReadLimitError as e:
+        message = ("limit", e)
     except GuitarformerError as e:
         message = ("user", e.problem, e.fix)
     except Exception as e:  # a corrupt file of any kind: the reader's message names the problem

@@ -76,39 +76,47 @@ class TooLarge(Exception):
 
 
 class ReadLimitError(GuitarformerError):
-    """A file went past one of the read limits; the message names the limit and the variable that raises it."""
+    """A file went past one of the read limits; the message names the limit and `limit`, the environment variable
+    that raises it."""
 
-    def __init__(self, name: str, what: str, env: str, suggestion: str):
-        self.limit = env
-        super().__init__(f"{name}: {what}",
-                         f"if the file is genuine, raise the limit: {env}={suggestion} (environment variable)")
+    def __init__(self, problem: str, fix: str, limit: str):
+        super().__init__(problem, fix)
+        self.limit = limit
+
+    def __reduce__(self):  # pickled across the contained read's pipe
+        return type(self), (self.problem, self.fix, self.limit)
+
+
+def _limit_error(name: str, what: str, env: str, suggestion: str) -> ReadLimitError:
+    return ReadLimitError(f"{name}: {what}",
+                          f"if the file is genuine, raise the limit: {env}={suggestion} (environment variable)", env)
 
 
 def too_large(name: str, size: int, limits: ReadLimits) -> ReadLimitError:
-    return ReadLimitError(name, f"file too large ({size / 2**20:.1f} MB > the {limits.max_file_mb:g} MB read limit)",
-                          ENV_MAX_FILE_MB, f"{max(2 * limits.max_file_mb, size / 2**20 * 1.5):.0f}")
+    return _limit_error(name, f"file too large ({size / 2**20:.1f} MB > the {limits.max_file_mb:g} MB read limit)",
+                          ENV_MAX_FILE_MB, f"{max(2 * limits.max_file_mb, size / 2**20 * 1.5):.3g}")
 
 
 def too_much_text(name: str, what: str, size: int, limits: ReadLimits) -> ReadLimitError:
     """`what` (an ASCII tab, the MusicXML inside a .mxl, ...) holds `size` bytes, past max_text_mb."""
-    return ReadLimitError(name, f"{what} holds {size / 2**20:.1f} MB of text, more than the {limits.max_text_mb:g} MB "
+    return _limit_error(name, f"{what} holds {size / 2**20:.1f} MB of text, more than the {limits.max_text_mb:g} MB "
                           "read limit for text and MusicXML", ENV_MAX_TEXT_MB,
-                          f"{max(2 * limits.max_text_mb, size / 2**20 * 1.5):.0f}")
+                          f"{max(2 * limits.max_text_mb, size / 2**20 * 1.5):.3g}")
 
 
 def too_much_gpif(name: str, size: int, limits: ReadLimits) -> ReadLimitError:
-    return ReadLimitError(name, f"its score.gpif inflates to {size / 2**20:.1f} MB, past the "
+    return _limit_error(name, f"its score.gpif inflates to {size / 2**20:.1f} MB, past the "
                           f"{limits.max_gpif_mb:g} MB read limit", ENV_MAX_GPIF_MB,
-                          f"{max(2 * limits.max_gpif_mb, size / 2**20 * 1.5):.0f}")
+                          f"{max(2 * limits.max_gpif_mb, size / 2**20 * 1.5):.3g}")
 
 
 def too_slow(name: str, limits: ReadLimits) -> ReadLimitError:
-    return ReadLimitError(name, f"reading it took longer than the {limits.timeout_s:g} s read limit "
+    return _limit_error(name, f"reading it took longer than the {limits.timeout_s:g} s read limit "
                           "(a corrupt or pathological file?)", ENV_TIMEOUT_S, f"{4 * limits.timeout_s:g}")
 
 
 def too_big_in_memory(name: str, limits: ReadLimits) -> ReadLimitError:
-    return ReadLimitError(name, f"reading it needed more than the {limits.memory_mb} MB read memory limit "
+    return _limit_error(name, f"reading it needed more than the {limits.memory_mb} MB read memory limit "
                           "(a corrupt or pathological file?)", ENV_MEMORY_MB, f"{2 * limits.memory_mb}")
 
 
