@@ -8,7 +8,7 @@ Two sources:
 - the built-in corpus: tunes that read to the same pitches and lengths in the same order (one tune in two
   collections, under two names). Before: byte-hash splits; after: the prepared manifest.
 
-    PYTHONPATH=. python scripts/check_split_leaks.py [--shared ../shared/data/guitar] [--no-corpus]
+    PYTHONPATH=. python scripts/check_split_leaks.py [--shared ../shared/data/guitar] [--no-corpus] [--no-shared]
 
 Exit status 1 when a group or a piece spans splits after prepare.
 """
@@ -101,10 +101,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--no-corpus", action="store_true", help="leave the built-in corpus out")
+    ap.add_argument("--no-shared", action="store_true", help="leave the shared files out")
     args = ap.parse_args()
     lines, bad = [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        if args.shared.is_dir():
+        if args.no_shared:
+            pass
+        elif args.shared.is_dir():
             got, n = check_shared(args.shared, Path(tmp))
             lines += got
             bad += n

@@ -152,6 +152,7 @@ def _buggy(*args, **kwargs):
     (_buggy, GuitarformerError, "could not read band.mid: AttributeError: 'Score' object has no attribute"),
 ])
 def test_contained_read_turns_every_failure_into_one_error(monkeypatch, reader, error, match):
+    monkeypatch.setattr(contained, "_start_method", lambda: "fork")  # (other tests may have left threads running)
     monkeypatch.setattr(contained, "read_guitar", reader)  # the forked child inherits the patch
     t0 = time.time()
     with pytest.raises(error, match=match):
@@ -159,11 +160,14 @@ def test_contained_read_turns_every_failure_into_one_error(monkeypatch, reader, 
     assert time.time() - t0 < 10
 
 
-def test_a_limit_inside_the_child_comes_back_as_the_same_error(tmp_path, monkeypatch):
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_limit_inside_the_child_comes_back_as_the_same_error(tmp_path, monkeypatch, method):
+    """The limits travel to the child whichever way it starts (a fork server keeps the environment it began with)."""
+    monkeypatch.setattr(contained, "_start_method", lambda: method)
     path = write(tmp_path / "song.gp", hostile.gp_zip(hostile.gpif(extra="<!--" + "ab" * 40_000 + "-->")))
-    monkeypatch.setenv("GUITARFORMER_MAX_GPIF_MB", "0.05")
+    assert read_guitar_contained(path)[0].track.notes
     with pytest.raises(ReadLimitError, match="song.gp: its score.gpif inflates to 0.1 MB, past the 0.05 MB") as e:
-        read_guitar_contained(path)
+        read_guitar_contained(path, limits=ReadLimits(max_gpif_mb=0.05))
     assert e.value.limit == "GUITARFORMER_MAX_GPIF_MB" and "GUITARFORMER_MAX_GPIF_MB=0.1" in e.value.fix
 
 

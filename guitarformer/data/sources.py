@@ -17,7 +17,7 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 def manifest_line(path: Path, sha: str | None, fmt: str | None, status: str, reason: str | None, **kw: Any) -> dict:
     """One manifest.jsonl record: a file, what it was, what became of it and why."""
     d = {"path": str(path), "sha256": sha, "format": fmt, "status": status, "reason": reason,
-         "tracks": 0, "n_tokens": 0, "split": None}
+         "tracks": 0, "n_tokens": 0, "split": None, "piece": None}
     d.update(kw)
     return d
 

@@ -1,10 +1,10 @@
 """Reading a user's file where it cannot take the machine: in a child process with a memory cap and a time limit.
 
 Every command that reads a file a user hands it (tab, infill, sample --prompt, the studio's uploads) calls
-`read_guitar_contained`; `prepare` gets the same isolation from its worker pool (data/workers.py). The readers'
-own bounds (notes per beat, inflated XML, zip ratio, lines of a tab) stop the blow-ups known today; the child
-process stops the ones not found yet: whatever a reader does, the caller gets its parts or one GuitarformerError
-(or SkipFile) naming the problem, and the child is gone.
+`read_guitar_contained`; `prepare` gets the same limits in its capped pool workers (data/prepare_file.py,
+data/pool.py). The readers' own bounds (notes per beat, inflated XML, zip ratio, notes of a tab) stop the blow-ups
+known today; the child process stops the ones not found yet: whatever a reader does, the caller gets its parts or
+one GuitarformerError (or SkipFile) naming the problem, and the child is gone.
 """
 
 from __future__ import annotations
@@ -45,17 +45,18 @@ def read_guitar_contained(path: str | os.PathLike, tracks: str = "guitar", inclu
     _check_before_reading(path, limits)
     ctx = multiprocessing.get_context(_start_method())
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, str(path), tracks, include_bass, limits.memory_mb), daemon=True,
+    child = ctx.Process(target=_child, args=(send, str(path), tracks, include_bass, limits), daemon=True,
                         name="guitarformer-read")
     child.start()
     send.close()  # the child holds the only writer: its death shows here as EOFError
+    message = _TIMED_OUT
     try:
         message = _receive(receive, limits.timeout_s)
-        if message is _TIMED_OUT:
-            raise too_slow(path.name, limits)
-    finally:
+    finally:  # also on Ctrl-C: the child never outlives the call
         receive.close()
-        _end(child)
+        _end(child, wait=0 if message is _TIMED_OUT else 2)
+    if message is _TIMED_OUT:
+        raise too_slow(path.name, limits)
     return _result(message, path, limits, child.exitcode)
 
 
@@ -101,8 +102,9 @@ def _receive(conn, timeout_s: float):
             return _TIMED_OUT
 
 
-def _end(child) -> None:
-    child.join(timeout=2)
+def _end(child, wait: float) -> None:
+    """Let the child exit (it has sent its message), or kill it after `wait` seconds."""
+    child.join(timeout=wait)
     if child.is_alive():
         child.kill()
         child.join()
@@ -128,10 +130,12 @@ def _result(message, path: Path, limits: ReadLimits, exitcode: int | None) -> li
     raise GuitarformerError(f"could not read {path.name}: {rest[0]}", _FIX)
 
 
-def _child(conn, path: str, tracks: str, include_bass: bool, memory_mb: int) -> None:
+def _child(conn, path: str, tracks: str, include_bass: bool, limits: ReadLimits) -> None:
     """Runs in the child: read, send one message, exit. Every outcome is a message."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends the child
-    cap_address_space(memory_mb)
+    # The readers take their bounds from the environment: these limits, not whatever a fork server started with.
+    os.environ.update(limits.as_env())
+    cap_address_space(limits.memory_mb)
     try:
         message = ("ok", read_guitar(path, tracks=tracks, include_bass=include_bass))
     except SkipFile as e:

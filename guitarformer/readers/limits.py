@@ -48,6 +48,12 @@ class ReadLimits:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    def as_env(self) -> dict[str, str]:
+        """The environment variables that give these limits to ReadLimits.from_env() (in a child process)."""
+        return {ENV_MAX_FILE_MB: f"{self.max_file_mb:g}", ENV_TIMEOUT_S: f"{self.timeout_s:g}",
+                ENV_MEMORY_MB: str(self.memory_mb), ENV_MAX_TEXT_MB: f"{self.max_text_mb:g}",
+                ENV_MAX_GPIF_MB: f"{self.max_gpif_mb:g}"}
+
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_mb * (1 << 20))
