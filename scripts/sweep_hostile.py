@@ -166,12 +166,15 @@ def main() -> int:
     ap.add_argument("--run", type=Path, default=None, help="a trained run, to drive sample --prompt too")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    ap.add_argument("--only", default="", help="run only the cases whose name contains one of these (comma-separated)")
     ap.add_argument("--mutations", default="cut2of4,flip10,flip100",
                     help="which damaged copies of each real file (of cut1of4..cut3of4, flip1, flip10, flip100)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         cases = all_cases(work, args.shared, args.mutations.split(","))
+        if args.only:
+            cases = [c for c in cases if any(k in c.name for k in args.only.split(","))]
         results = sweep(cases, args.run, work)
         prep, lines = sweep_prepare(cases, work)
     report = table(results, prep, lines, cases)

@@ -87,6 +87,13 @@ def test_an_inflated_mxl_is_refused_before_music21_sees_it(tmp_path, monkeypatch
         read_guitar(path)
 
 
+def test_a_flipped_bit_in_deflated_data_is_one_error(tmp_path):
+    data = bytearray(hostile.mxl(hostile.musicxml(measures=40)))
+    data[len(data) // 3] ^= 0x10  # inside the deflated score
+    with pytest.raises(ValueError, match="flip.mxl: unreadable zip"):
+        read_guitar(write(tmp_path / "flip.mxl", bytes(data)))
+
+
 def test_musicxml_without_parts_is_one_skip(tmp_path):
     with pytest.raises(SkipFile, match="MusicXML without any <part>"):
         read_guitar(write(tmp_path / "empty.musicxml", hostile.musicxml(parts=False)))
@@ -94,7 +101,7 @@ def test_musicxml_without_parts_is_one_skip(tmp_path):
 
 def test_a_tab_past_the_text_limit_and_one_of_too_many_notes(tmp_path, monkeypatch):
     wide = write(tmp_path / "wide.txt", hostile.ascii_tab(staves=1, width=400_000))
-    with pytest.raises(ValueError, match="wide.txt: more than 200,000 notes in one tab"):
+    with pytest.raises(ValueError, match="wide.txt: more than 100,000 notes in one tab"):
         read_guitar(wide)
     monkeypatch.setenv("GUITARFORMER_MAX_TEXT_MB", "1")
     with pytest.raises(ReadLimitError, match="GUITARFORMER_MAX_TEXT_MB=") as e:

@@ -53,7 +53,7 @@ _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # "e", "F#", "E4|" (an octave only right before the bar line: "C2----" is a barre mark, not a string)
 _LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?(?:[0-8](?=\s*\|))?)?\s*:?\s*(?=[|\-\[])")
 # Notes in one text: the largest real tabs hold about 20,000; a 400,000-column staff of notes took 20 s and 700 MB.
-MAX_TAB_NOTES = 200_000
+MAX_TAB_NOTES = 100_000
 _TAB_CHARS = set("-|0123456789=*o:")  # "=" sustain and "*"/"o" repeat dots in classtab
 _NOTE_NAME = r"[A-Ga-g](?:#|b)?"
 # "time sig: 3/8", "Time Signature - 6/8", "Time: 3/4" (the header guitarformer writes)

@@ -7,6 +7,7 @@ header declares, and a member that inflates past it is reported as the limit it 
 from __future__ import annotations
 
 import zipfile
+import zlib
 from io import BytesIO
 from xml.etree.ElementTree import Element, ParseError
 
@@ -48,7 +49,8 @@ def zip_member(data: bytes, pick, limit: int, name: str, what: str = "zip") -> t
             size = max(info.file_size, len(out))
             if size <= bound:
                 return info.filename, out
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+            RuntimeError) as e:  # zlib.error: a flipped bit inside the deflated data
         raise ValueError(f"{name}: unreadable {what} ({type(e).__name__}: {e})") from None
     if size > limit:
         raise TooLarge(size)
