@@ -8,7 +8,7 @@ Two sources:
 - the built-in corpus: tunes that read to the same pitches and lengths in the same order (one tune in two
   collections, under two names). Before: byte-hash splits; after: the prepared manifest.
 
-    PYTHONPATH=. python scripts/check_split_leaks.py [--shared ../shared/data/guitar] [--no-corpus] [--no-shared]
+    PYTHONPATH=. python scripts/check_split_leaks.py [--shared ../shared/data/guitar] [--no-corpus] [--no-shared] [--corpus-midi DIR]
 
 Exit status 1 when a group or a piece spans splits after prepare.
 """
@@ -78,8 +78,8 @@ def tune_key(path: Path) -> tuple | None:
     return tuple((n.pitch, round(n.duration * 12 / tpq)) for n in notes)
 
 
-def check_corpus(tmp: Path) -> tuple[list[str], int]:
-    midi = build_corpus(progress=False) / "midi"
+def check_corpus(tmp: Path, midi: Path | None = None) -> tuple[list[str], int]:
+    midi = midi or build_corpus(progress=False) / "midi"
     files = sorted(midi.glob("*.mid"))
     by_key: dict[tuple, list[Path]] = defaultdict(list)
     for f in files:
@@ -102,6 +102,8 @@ def main() -> int:
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--no-corpus", action="store_true", help="leave the built-in corpus out")
     ap.add_argument("--no-shared", action="store_true", help="leave the shared files out")
+    ap.add_argument("--corpus-midi", type=Path, default=None,
+                    help="a folder of the corpus's MIDI files already built (default: build_corpus(), cached)")
     args = ap.parse_args()
     lines, bad = [], 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +116,7 @@ def main() -> int:
         else:
             lines.append(f"- shared files: {args.shared} is absent; not checked")
         if not args.no_corpus:
-            got, n = check_corpus(Path(tmp))
+            got, n = check_corpus(Path(tmp), args.corpus_midi)
             lines += got
             bad += n
     print("\n".join(lines))

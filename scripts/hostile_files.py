@@ -119,7 +119,8 @@ def write_cases(folder: Path) -> list[Case]:
     case("tab-30mb", "huge.txt", ascii_tab(staves=30 * 2**20 // 400, width=64), "a 27 MB ASCII tab (the issue's was 30 MB)")
     case("tab-wide", "wide.txt", ascii_tab(staves=1, width=400_000), "one 400,000-column tab staff")
     case("midi-jumps", "jumps.mid", midi_with_jumps(), "a 300-byte MIDI whose notes are 2^28 ticks apart")
-    case("binary-as-tab", "elf.txt", b"\x7fELF" + bytes(random.Random(0).randrange(256) for _ in range(4000)),
+    rng = random.Random(0)
+    case("binary-as-tab", "elf.txt", b"\x7fELF" + bytes(rng.randrange(256) for _ in range(4000)),
          "an executable named .txt")
     return cases
 

@@ -181,7 +181,8 @@ def main() -> int:
     print(report.split("\n\n| case")[0])
     if args.out:
         args.out.write_text(report + "\n")
-    bad = [r for r in results if not r.ok] + ([prep] if prep.rc != 0 or prep.traceback else [])
+    # prepare exits 2 when no file at all was usable (as with only hostile files), its manifest written all the same
+    bad = [r for r in results if not r.ok] + ([prep] if prep.rc not in (0, 2) or prep.traceback else [])
     return 1 if bad else 0
 
 
