@@ -9,10 +9,57 @@ import pytest
 import torch
 
 SHARED_GUITAR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar"
+# CI sets this: there the shared data is present, so a test that needs it and skips is a failure, not a pass.
+REQUIRE_SHARED = "GUITARFORMER_REQUIRE_SHARED_DATA"
+_shared_tests: dict[str, list[str]] = {"passed": [], "failed": [], "skipped": []}
 
 
 def pytest_configure(config):
     torch.set_num_threads(min(2, torch.get_num_threads()))
+    config.addinivalue_line("markers", "shared_data: needs ../shared/data/guitar (skips without it)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # a test that asks for the shared_guitar fixture needs the folder
+        if "shared_guitar" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.shared_data)
+
+
+def _skip_reason(report) -> str:
+    return str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+def pytest_runtest_logreport(report):
+    """Count the tests that need the shared data: marked shared_data, or skipped for want of it."""
+    needs = "shared_data" in report.keywords
+    if report.skipped and "shared" in _skip_reason(report).lower():
+        needs = True
+    if not needs:
+        return
+    if report.skipped:
+        _shared_tests["skipped"].append(f"{report.nodeid}: {_skip_reason(report)[:160]}")
+    elif report.when == "call":
+        _shared_tests["passed" if report.passed else "failed"].append(report.nodeid)
+    elif report.failed:  # an error in setup
+        _shared_tests["failed"].append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    ran, skipped = len(_shared_tests["passed"]) + len(_shared_tests["failed"]), _shared_tests["skipped"]
+    if not ran and not skipped:
+        return
+    terminalreporter.write_line(f"tests that need ../shared/data/guitar: {ran} ran "
+                                f"({len(_shared_tests['failed'])} failed), {len(skipped)} skipped")
+    if skipped and SHARED_GUITAR.is_dir() and os.environ.get(REQUIRE_SHARED) == "1":
+        terminalreporter.write_line(f"{REQUIRE_SHARED}=1 and {SHARED_GUITAR} is present, yet these skipped:")
+        for line in skipped:
+            terminalreporter.write_line(f"  {line}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if (_shared_tests["skipped"] and SHARED_GUITAR.is_dir() and os.environ.get(REQUIRE_SHARED) == "1"
+            and exitstatus == 0):
+        session.exitstatus = 1
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +112,40 @@ def shared_guitar() -> Path:
     if not SHARED_GUITAR.is_dir():
         pytest.skip("../shared/data/guitar is absent")
     return SHARED_GUITAR
+
+
+# ---------------------------------------------------------------- the reliability tests' riffs, dataset and run
+
+
+@pytest.fixture(scope="session")
+def riff_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("riffs")
+    from reliability_helpers import write_riffs
+
+    write_riffs(d, 6)
+    return d
+
+
+@pytest.fixture(scope="session")
+def rel_dataset(cache_root, riff_dir, tmp_path_factory) -> Path:
+    from guitarformer.data.prepare import prepare
+
+    out = tmp_path_factory.mktemp("rel") / "ds"
+    meta = prepare([riff_dir], out, workers=1, progress=False)
+    assert meta["status"].get("ok") == 6
+    return out
+
+
+@pytest.fixture(scope="session")
+def rel_run(rel_dataset, tiny_cfg, tmp_path_factory) -> Path:
+    import copy
+
+    from guitarformer.training.loop import train
+
+    cfg = copy.deepcopy(tiny_cfg)
+    cfg.data.dataset = str(rel_dataset)
+    cfg.train.max_steps = 10
+    cfg.train.eval_interval = 5
+    run = tmp_path_factory.mktemp("relruns") / "run"
+    train(cfg, run_dir=run, progress=False)
+    return run

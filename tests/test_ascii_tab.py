@@ -258,3 +258,15 @@ def test_palm_mute_line_marks_the_notes_under_it(tmp_path):
     assert [t.palm_mute for t in gs.techniques] == [True, True, False]
     assert gs.track.notes[0].duration < gs.track.notes[2].duration
     assert gs.track.notes[0].velocity < gs.track.notes[2].velocity
+
+
+@pytest.mark.parametrize("body, frets", [
+    ("--3232--", [3, 2, 3, 2]),  # a run without dashes: one-digit frets (was 3, 23, 2: a D#6 on the high E)
+    ("--12--3-", [12, 3]),  # two digits standing alone: a fret the guitar has
+    ("--1012--", [1, 0, 1, 2]),  # four digits: four frets, not a guess at 10, 12
+    ("--32--", [3, 2]),  # no 32nd fret
+    ("--7b9r7-", [7]),  # a bend's target and release are not notes
+])
+def test_multi_digit_frets_only_where_plausible(body, frets):
+    notes, _, _ = _parse_line(body)
+    assert [f for _, f, _ in notes] == frets

@@ -22,39 +22,24 @@ from pathlib import Path
 from guitarformer.errors import SkipFile
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers.ascii_tab import read_ascii_tab
-from guitarformer.readers.base import MAX_FILE_BYTES, MAX_QUARTERS, TRACK_CHOICES
+from guitarformer.readers.base import TRACK_CHOICES, check_timing
+from guitarformer.readers.formats import FORMATS, detect_format
 from guitarformer.readers.gpif import read_gpif
 from guitarformer.readers.guitarpro import read_gp
+from guitarformer.readers.limits import ReadLimits, too_large
 from guitarformer.readers.midi import read_midi
 from guitarformer.readers.notation import from_music21, read_notation
 
-FORMATS: dict[str, str] = {
-    ".mid": "midi",
-    ".midi": "midi",
-    ".gp3": "gp",
-    ".gp4": "gp",
-    ".gp5": "gp",
-    ".gpx": "gp6+",
-    ".gp": "gp6+",
-    ".txt": "ascii_tab",
-    ".tab": "ascii_tab",
-    ".musicxml": "musicxml",
-    ".xml": "musicxml",
-    ".mxl": "musicxml",
-    ".abc": "abc",
-}
-
-
-def detect_format(path: str | os.PathLike) -> str | None:
-    """Format name for a path from its suffix (case-insensitive), or None if we do not read it."""
-    return FORMATS.get(Path(path).suffix.lower())
-
 
 def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: bool = False) -> list[GuitarScore]:
-    """Read every guitar part of a file.
+    """Read every guitar part of a file, in this process.
 
     tracks="guitar" keeps guitar parts only (plus bass when include_bass); tracks="all" keeps every
-    pitched (non-drum) part. Raises SkipFile for a usable-but-not-guitar or unsupported file.
+    pitched (non-drum) part. Raises SkipFile for a usable-but-not-guitar or unsupported file, ReadLimitError
+    for a file over the size limit (ReadLimits.from_env()), and an ordinary exception naming the problem for
+    a corrupt one. Each reader bounds what a file may expand to; for a file from someone else (an upload, a
+    command's argument) use `readers.contained.read_guitar_contained`, which also caps the read's time and
+    memory in a child process.
     """
     if tracks not in TRACK_CHOICES:
         raise ValueError(f"tracks must be one of {TRACK_CHOICES}, not {tracks!r}")
@@ -67,9 +52,9 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
     size = path.stat().st_size
     if size == 0:
         raise SkipFile("empty file (0 bytes)")
-    if size > MAX_FILE_BYTES:
-        raise SkipFile(f"file too large ({size / 2**20:.0f} MB > {MAX_FILE_BYTES >> 20} MB); "
-                       "split it or convert it to MIDI")
+    limits = ReadLimits.from_env()
+    if limits.max_file_mb and size > limits.max_file_bytes:
+        raise too_large(path.name, size, limits)
     if fmt in ("gp", "gp6+"):  # by content: a GP6-8 file saved with a .gp5 name is still read
         with open(path, "rb") as f:
             head = f.read(4)
@@ -81,12 +66,8 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
                   "abc": read_notation}[fmt]
         parts = reader(path, tracks=tracks, include_bass=include_bass)
     for gs in parts:
-        quarters = gs.score.end() / max(1, gs.score.ticks_per_quarter)
-        if quarters > MAX_QUARTERS:
-            raise ValueError(f"{path.name}: implausible length ({quarters:,.0f} quarter notes > {MAX_QUARTERS:,}); "
-                             "corrupt timing data?")
+        check_timing(gs, path.name)
     return parts
-
 
 
 __all__ = ["FORMATS", "detect_format", "from_music21", "read_guitar"]

@@ -47,10 +47,13 @@ from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ, TUNINGS
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import add_pitch_bends, bend_points, sounding
+from guitarformer.readers.limits import ReadLimits, too_much_text
 
 _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # "e", "F#", "E4|" (an octave only right before the bar line: "C2----" is a barre mark, not a string)
 _LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?(?:[0-8](?=\s*\|))?)?\s*:?\s*(?=[|\-\[])")
+# Notes in one text: the largest real tabs hold about 20,000; a 400,000-column staff of notes took 20 s and 700 MB.
+MAX_TAB_NOTES = 100_000
 _TAB_CHARS = set("-|0123456789=*o:")  # "=" sustain and "*"/"o" repeat dots in classtab
 _NOTE_NAME = r"[A-Ga-g](?:#|b)?"
 # "time sig: 3/8", "Time Signature - 6/8", "Time: 3/4" (the header guitarformer writes)
@@ -213,6 +216,20 @@ def _held_until(body: str, j: int) -> int | None:
     return k if k > j else None
 
 
+def _fret_end(body: str, i: int) -> int:
+    """The column after the fret that starts at column i. Two digits are one fret ("12") only when they stand
+    alone (a dash, bar line or mark on both sides) and make a fret the guitar has; a longer run of digits is a run
+    of one-digit frets written without dashes ("3232" on the high E is 3, 2, 3, 2, not 3, 23, 2)."""
+    if i > 0 and body[i - 1].isdigit():  # inside a longer run: one digit at a time
+        return i + 1
+    run = i
+    while run < len(body) and body[run].isdigit():
+        run += 1
+    if run - i == 2 and int(body[i:run]) <= MAX_FRET:
+        return run
+    return i + 1
+
+
 def _parse_line(body: str) -> tuple[list[tuple[int, int, int | None]], list[int], dict[int, dict]]:
     """Notes (column, fret, held-until column or None), bar-line columns and the techniques of one tab line body's
     notes ({column: Technique fields}, for the notes that have any)."""
@@ -233,9 +250,7 @@ def _parse_line(body: str) -> tuple[list[tuple[int, int, int | None]], list[int]
         elif ch in "<>":
             in_harmonic = ch == "<"
         elif ch.isdigit():
-            j = i + 1
-            if j < len(body) and body[j].isdigit() and int(body[i : j + 1]) <= MAX_FRET:
-                j += 1
+            j = _fret_end(body, i)
             fret = int(body[i:j])
             if prev in ("b", "r", "B", "R"):  # a bend's target or a release's: the bent note's pitch, not a note
                 if last is not None and bend:
@@ -286,9 +301,14 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     """One GuitarScore per guitar (its staves concatenated in time; one for a solo tab) with frets from the tab.
 
     Raises SkipFile for bass/mandolin/ukulele tab (4- or 5-line staves), chord sheets and other text
-    without a 6- or 7-line tab staff.
+    without a 6- or 7-line tab staff; ReadLimitError for a text over ReadLimits.max_text_mb; ValueError for one
+    holding more than MAX_TAB_NOTES notes.
     """
     path = Path(path)
+    limits = ReadLimits.from_env()
+    size = path.stat().st_size
+    if limits.max_text_mb and size > limits.max_text_mb * (1 << 20):
+        raise too_much_text(path.name, "the tab", size, limits)
     lines = path.read_text(encoding="utf-8", errors="replace").replace("\t", "    ").splitlines()
     title = _title(lines, path.stem)
     sections = _version_sections(lines)
@@ -360,6 +380,46 @@ def _version_sections(lines: list[str]) -> list[list[str]] | None:
             for k, (a, b) in enumerate(found_cuts)]
 
 
+def _parse_staves(path: Path, lines: list[str], guitar: list) -> tuple[list, float | None]:
+    """Per staff: notes (col, line index 0 = highest string, fret, held-until), bar segments (from the bar lines
+    most of the staff's lines agree on) and techniques; and the median bar width (None without bar lines)."""
+    parsed = []
+    widths = []
+    total = 0
+    for start, _, bodies in guitar:
+        notes, bar_sets, techniques = [], [], {}
+        muted = _palm_muted(lines, start)
+        for li, body in enumerate(bodies):
+            ns, bs, found = _parse_line(body)
+            notes += [(c, li, f, end) for c, f, end in ns]
+            for c, _, _ in ns:
+                fields = {**found.get(c, {}), **({"palm_mute": True} if c in muted else {})}
+                if fields:
+                    techniques[(c, li)] = Technique(**fields)
+            bar_sets.append(tuple(bs))
+        total += len(notes)
+        if total > MAX_TAB_NOTES:
+            raise ValueError(f"{path.name}: more than {MAX_TAB_NOTES:,} notes in one tab (the largest real tabs "
+                             "hold about 20,000): not read")
+        bars = sorted(set(statistics.mode(bar_sets))) if bar_sets else []
+        width = max(len(b) for b in bodies)
+        cuts = sorted(set([c for c in bars if 0 < c < width - 1]))
+        end = bars[-1] if bars and bars[-1] >= width - 2 else width  # closing bar line (or '||')
+        cuts = [c for c in cuts if c < end]
+        edges = [0] + cuts + [end]
+        note_cols = {c for c, _, _, _ in notes}
+        segs = []
+        for a, b in zip(edges, edges[1:]):
+            a += a in bars  # content starts after the bar line...
+            a += a not in note_cols and a < b  # ...and after the customary leading dash
+            if b > a:
+                segs.append((a, b))
+        widths += [b - a for a, b in segs if cuts]
+        parsed.append((notes, segs, techniques))
+    typical = statistics.median(widths) if widths else None
+    return parsed, typical
+
+
 def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     """read_ascii_tab's work on a text's lines: the whole file, or one version of a multi-version one."""
     text = "\n".join(lines)
@@ -384,37 +444,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     sig = [int(x) for x in m.groups() if x] if m else []
     meter = (sig[0], sig[1]) if sig and 1 <= sig[0] <= 16 and sig[1] in (2, 4, 8) else (4, 4)
 
-    # Per staff: notes (col, line index 0 = highest string, fret) and bar columns (from the line
-    # most of the staff agrees on).
-    parsed = []
-    widths = []
-    for start, _, bodies in guitar:
-        notes, bar_sets, techniques = [], [], {}
-        muted = _palm_muted(lines, start)
-        for li, body in enumerate(bodies):
-            ns, bs, found = _parse_line(body)
-            notes += [(c, li, f, end) for c, f, end in ns]
-            for c, _, _ in ns:
-                fields = {**found.get(c, {}), **({"palm_mute": True} if c in muted else {})}
-                if fields:
-                    techniques[(c, li)] = Technique(**fields)
-            bar_sets.append(tuple(bs))
-        bars = sorted(set(statistics.mode(bar_sets))) if bar_sets else []
-        width = max(len(b) for b in bodies)
-        cuts = sorted(set([c for c in bars if 0 < c < width - 1]))
-        end = bars[-1] if bars and bars[-1] >= width - 2 else width  # closing bar line (or '||')
-        cuts = [c for c in cuts if c < end]
-        edges = [0] + cuts + [end]
-        note_cols = {c for c, _, _, _ in notes}
-        segs = []
-        for a, b in zip(edges, edges[1:]):
-            a += a in bars  # content starts after the bar line...
-            a += a not in note_cols and a < b  # ...and after the customary leading dash
-            if b > a:
-                segs.append((a, b))
-        widths += [b - a for a, b in segs if cuts]
-        parsed.append((notes, segs, techniques))
-    typical = statistics.median(widths) if widths else None
+    parsed, typical = _parse_staves(path, lines, guitar)
 
     out = []
     for v, mark in enumerate(part_marks):

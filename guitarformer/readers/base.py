@@ -19,10 +19,43 @@ DEFAULT_VELOCITY = 80
 # delta times jump by 2^28 ticks would otherwise tokenize into hundreds of millions of Bar tokens.
 MAX_FILE_BYTES = 64 << 20
 MAX_QUARTERS = 100_000  # about 14 hours at 120 BPM
+# A score's timing must make bars that are music, not corrupt data: real scores have at most a few thousand bars
+# of a few quarter notes each. A 0/4 or 1/128 signature makes bars of a tick or so (millions of bars to walk), a
+# 128/1 one bars of 512 quarters; a tempo near 0 stretches a bar over hours.
+MAX_BARS = 50_000
+MAX_BAR_QUARTERS = 64
+MIN_BAR_QUARTERS = 1 / 16
+TEMPO_RANGE = (1.0, 3000.0)  # quarter notes per minute
 TRACK_CHOICES = ("guitar", "all")  # read_guitar(tracks=...)
 BEND_PER_QUARTER_TONE = 2048  # MIDI pitch-bend units per quarter tone at the default +-2 semitone range
 DEAD_NOTE_TICKS = TPQ // 8  # a dead (x) note sounds as a 1/32 click (at TPQ=480)
 DEAD_NOTE_VELOCITY = 30
+
+
+def check_timing(gs, name: str) -> None:
+    """ValueError naming the problem when a part's length, time signatures or tempos are not plausible music
+    (see MAX_QUARTERS, MAX_BARS, MAX_BAR_QUARTERS, MIN_BAR_QUARTERS, TEMPO_RANGE)."""
+    score = gs.score
+    tpq = max(1, score.ticks_per_quarter)
+    end = score.end()
+    if end / tpq > MAX_QUARTERS:
+        raise ValueError(f"{name}: implausible length ({end / tpq:,.0f} quarter notes > {MAX_QUARTERS:,}); "
+                         "corrupt timing data?")
+    for tempo in score.tempos:
+        if not TEMPO_RANGE[0] <= tempo.qpm <= TEMPO_RANGE[1]:  # also NaN
+            raise ValueError(f"{name}: tempo {tempo.qpm:g} quarter notes a minute at tick {tempo.time} is outside "
+                             f"{TEMPO_RANGE[0]:g}-{TEMPO_RANGE[1]:g} (corrupt tempo data)")
+    sigs = sorted((ts.time, ts.numerator, ts.denominator) for ts in score.time_signatures)
+    bars = 0.0
+    for k, (time, num, den) in enumerate(sigs):
+        quarters = 4 * num / den if num > 0 and den > 0 else 0.0
+        if not MIN_BAR_QUARTERS <= quarters <= MAX_BAR_QUARTERS:
+            raise ValueError(f"{name}: time signature {num}/{den} at tick {time} makes a bar of {quarters:g} quarter "
+                             f"notes (corrupt data: bars of {MIN_BAR_QUARTERS:g} to {MAX_BAR_QUARTERS} are read)")
+        until = sigs[k + 1][0] if k + 1 < len(sigs) else end
+        bars += max(0, until - time) / (quarters * tpq)
+    if bars > MAX_BARS:
+        raise ValueError(f"{name}: {bars:,.0f} bars (more than {MAX_BARS:,}): corrupt timing data?")
 
 
 def copy_timing(src: symusic.Score, dst: symusic.Score) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import struct
 
+from guitarformer.readers.limits import TooLarge
+
 SECTOR = 0x1000
 # Real .gpx files decompress to about 3-5 times their size (zero-padded sectors); a declared length far
 # beyond that is a corrupt or hostile header, and honouring it could take unbounded memory.
@@ -184,12 +186,15 @@ def _entries(source):
         sector += 1
 
 
-def gpx_file(data: bytes, wanted: str = "score.gpif") -> bytes | None:
+def gpx_file(data: bytes, wanted: str = "score.gpif", limit: int | None = None) -> bytes | None:
     """One file of a .gpx (BCFZ or BCFS), or None where the container holds no such file. A BCFZ stream is
-    expanded only as far as that file's last sector. ValueError for a truncated or corrupt container."""
+    expanded only as far as that file's last sector. ValueError for a truncated or corrupt container; TooLarge
+    where the file is bigger than `limit` bytes."""
     source = _source(data)
     for _, name, size, numbers in _entries(source):
         if name == wanted:
+            if limit is not None and size > limit:
+                raise TooLarge(size)
             if numbers:
                 source.grow(4 + (max(numbers) + 1) * SECTOR)
             return _content(source.out, name, size, numbers)

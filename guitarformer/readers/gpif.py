@@ -11,32 +11,35 @@ from __future__ import annotations
 
 import gc
 import re
-import zipfile
 from contextlib import contextmanager
 from dataclasses import replace
 from fractions import Fraction
-from io import BytesIO
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import MAX_FILE_BYTES, dedupe_by_time, part_name, sounding, time_limit
+from guitarformer.readers.base import dedupe_by_time, part_name, sounding, time_limit
 from guitarformer.readers.bcfz import gpx_file
 from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build_part, extend_tie, gp_role
+from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_gpif
+from guitarformer.readers.xml_safety import parse_xml, zip_member
 
 # GP7+ write each note's pitch twice more as notation (ConcertPitch, TransposedPitch) and each beat's display
 # settings; nothing here reads them, and cutting them before parsing spares the parser a third of its elements.
+# The property's body is bounded (real ones are about 100 bytes): with `.*?` each unclosed opening tag scanned to
+# the end of the file, and a 1 MB file of them took minutes.
 _UNUSED = re.compile(rb'<Property name="(?:ConcertPitch|TransposedPitch|PrimaryPickupVolume|PrimaryPickupTone)">'
-                     rb".*?</Property>|<(TransposedPitchStemOrientation|ConcertPitchStemOrientation|"
+                     rb".{0,1024}?</Property>|<(TransposedPitchStemOrientation|ConcertPitchStemOrientation|"
                      rb"InstrumentArticulation)>[^<]*</\1>", re.S)
-# Bounds on what a file may expand to: real .gp scores deflate at most ~35:1 (XML), and no real score.gpif comes
-# near 256 MB; a header declaring more is corrupt or hostile, and honouring it could take all the memory.
-ZIP_MAX_RATIO = 200
-MAX_GPIF_BYTES = 4 * MAX_FILE_BYTES
 MIN_QPM = 1.0  # a tempo below this is corrupt data, not music (it would stretch one bar over hours)
 MAX_OCCURRENCES = 2_000_000  # beats placed in one staff: real scores place thousands; ids reused without end would hang
+# A beat is one stroke: one note per string (a keyboard staff without strings: a chord). A beat listing more note
+# ids than this, or a staff placing more notes in all, is corrupt or hostile: a 1.9 KB file listing one id
+# thousands of times in a beat reused in every bar placed billions of notes (3.7 GB before MemoryError).
+MAX_NOTES_PER_BEAT = 32
+MAX_NOTES_PER_STAFF = 500_000  # the largest real score places about 20,000
 GPIF_MAX_SECONDS = 60
 NOTE_VALUES = {  # quarter notes per GPIF NoteValue
     "Long": 16, "DoubleWhole": 8, "Whole": 4, "Half": 2, "Quarter": 1, "Eighth": Fraction(1, 2),
@@ -78,11 +81,15 @@ def _no_gc():
             gc.enable()
 
 
-def gpif_bytes(data: bytes, name: str) -> bytes:
-    """The score.gpif inside a .gp (zip) or .gpx (BCFZ/BCFS) file's bytes."""
+def gpif_bytes(data: bytes, name: str, limits: ReadLimits | None = None) -> bytes:
+    """The score.gpif inside a .gp (zip) or .gpx (BCFZ/BCFS) file's bytes, at most limits.max_gpif_mb of it."""
+    limits = limits or ReadLimits.from_env()
+    limit = int(limits.max_gpif_mb * (1 << 20)) or 1 << 40
     if data[:4] in (b"BCFZ", b"BCFS"):
         try:
-            xml = gpx_file(data, "score.gpif")
+            xml = gpx_file(data, "score.gpif", limit)
+        except TooLarge as e:
+            raise too_much_gpif(name, e.size, limits) from None
         except (ValueError, IndexError) as e:  # struct errors on cut-off data are ValueErrors too
             raise ValueError(f"{name}: unreadable Guitar Pro 6 container ({e})") from None
         if xml is None:
@@ -90,22 +97,12 @@ def gpif_bytes(data: bytes, name: str) -> bytes:
         return xml
     if data[:2] == b"PK":
         try:
-            with zipfile.ZipFile(BytesIO(data)) as zf:
-                info = next((i for i in zf.infolist() if i.filename.lower().endswith("score.gpif")), None)
-                if info is None:
-                    raise ValueError(f"{name}: a zip without Content/score.gpif (not a Guitar Pro 7/8 file)")
-                limit = min(MAX_GPIF_BYTES, max(1 << 20, ZIP_MAX_RATIO * len(data)))
-                if info.file_size > limit:
-                    raise ValueError(f"{name}: score.gpif declares {info.file_size:,} bytes in a "
-                                     f"{len(data):,}-byte file (corrupt zip)")
-                with zf.open(info) as f:
-                    xml = f.read(limit + 1)  # never more than the bound, whatever the header says
-                if len(xml) > limit:
-                    raise ValueError(f"{name}: score.gpif holds more than the {info.file_size:,} bytes its zip "
-                                     "entry declares (corrupt zip)")
-                return xml
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, NotImplementedError) as e:
-            raise ValueError(f"{name}: unreadable Guitar Pro 7/8 zip ({type(e).__name__}: {e})") from None
+            found = zip_member(data, lambda n: n.lower().endswith("score.gpif"), limit, name, "Guitar Pro 7/8 zip")
+        except TooLarge as e:
+            raise too_much_gpif(name, e.size, limits) from None
+        if found is None:
+            raise ValueError(f"{name}: a zip without Content/score.gpif (not a Guitar Pro 7/8 file)")
+        return found[1]
     raise ValueError(f"{name}: not a Guitar Pro 6-8 file (starts with {data[:4]!r}, "
                      "not PK (GP7/8) or BCFZ/BCFS (GP6))")
 
@@ -115,10 +112,7 @@ def parse_gpif(xml: bytes, name: str) -> ET.Element:
     head = xml[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head.startswith(b"<"):
         raise SkipFile("score.gpif is not XML: a locked (protected) Guitar Pro file; unlock it in Guitar Pro")
-    try:
-        root = ET.fromstring(_UNUSED.sub(b"", xml))
-    except ET.ParseError as e:
-        raise ValueError(f"{name}: score.gpif is not well-formed XML ({e})") from None
+    root = parse_xml(_UNUSED.sub(b"", xml), name, "score.gpif")
     if root.tag != "GPIF":
         raise ValueError(f"{name}: score.gpif's root is <{root.tag}>, not <GPIF>")
     return root
@@ -312,7 +306,7 @@ class _Document:
         """The sounding notes of one staff: bar_ids[i] is its Bar in master bar i ("-1": none)."""
         n_strings = len(tuning)
         rows: list[Row] = []
-        placed = 0
+        placed = notes = 0
         for v in range(4):
             open_notes: dict[int, Row] = {}  # string -> the note a tie on that string extends (this voice)
             hopo_from: set[int] = set()  # strings whose last note hammers/pulls to the next one
@@ -341,6 +335,10 @@ class _Document:
                     start = round(t)
                     duration = max(1, round(t + beat.duration) - start)
                     delayed = {}
+                    notes += len(beat.notes) + sum(len(g.notes) for g in graces)
+                    if notes > MAX_NOTES_PER_STAFF:
+                        raise ValueError(f"{self.name}: more than {MAX_NOTES_PER_STAFF:,} notes in one staff "
+                                         "(corrupt or looping references)")
                     if graces:
                         delayed = self._graces(graces, start, tuning, capo, rows, open_notes, hopo_from)
                         graces = []
@@ -410,7 +408,11 @@ class _Document:
         beat = _Beat()
         rhythm = el.find("Rhythm")
         beat.duration = self.rhythm(rhythm.get("ref") if rhythm is not None else None)
-        beat.notes = [n for n in (self.note(i) for i in (el.findtext("Notes") or "").split()) if n is not None]
+        note_ids = list(dict.fromkeys((el.findtext("Notes") or "").split()))  # an id listed twice is one note
+        if len(note_ids) > MAX_NOTES_PER_BEAT:
+            raise ValueError(f"{self.name}: beat {beat_id} lists {len(note_ids):,} notes (at most "
+                             f"{MAX_NOTES_PER_BEAT} make sense in one stroke: corrupt data)")
+        beat.notes = [n for n in (self.note(i) for i in note_ids) if n is not None]
         beat.grace = (el.findtext("GraceNotes") or "").strip()
         beat.velocity = DYNAMICS.get((el.findtext("Dynamic") or "").strip().upper(), DEFAULT_VELOCITY)
         # a beat's vibrato (made with the whammy bar) is every note's vibrato, as in GP3-5's beat effects

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 
 import music21
 import symusic
 from music21 import articulations, harmony, instrument, meter
+from music21.musicxml.xmlToM21 import MusicXMLImporter
 
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import (
@@ -31,23 +33,27 @@ from guitarformer.readers.base import (
     sounding,
     time_limit,
 )
+from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_text
+from guitarformer.readers.xml_safety import parse_xml, zip_member
 
 M21_MAX_SECONDS = 120  # music21 is slow on big scores; a stuck parse is reported, not waited on
 
 
 def read_notation(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
-    if path.suffix.lower() in (".xml", ".musicxml"):
-        with open(path, "rb") as f:
-            head = f.read(4096)
-        if b"<GPIF" in head:
-            raise SkipFile("Guitar Pro 6+ internal XML (GPIF) is not MusicXML; read the .gp/.gpx file it came from")
-        if b"score-partwise" not in head and b"score-timewise" not in head:
-            raise SkipFile("XML file is not MusicXML (no score-partwise/score-timewise root)")
-    fmt = "abc" if path.suffix.lower() == ".abc" else "musicxml"
+    limits = ReadLimits.from_env()
+    if path.suffix.lower() == ".abc":
+        size = path.stat().st_size
+        if limits.max_text_mb and size > limits.max_text_mb * (1 << 20):
+            raise too_much_text(path.name, "the ABC text", size, limits)
+        fmt = "abc"
+        parse = functools.partial(music21.converter.parse, str(path), format="abc")
+    else:
+        fmt = "musicxml"
+        parse = functools.partial(_score_from_root, path, _musicxml_root(path, limits))
     try:
         with time_limit(M21_MAX_SECONDS, path):
-            parsed = music21.converter.parse(str(path), format=fmt)
-    except TimeoutError:
+            parsed = parse()
+    except (TimeoutError, SkipFile):
         raise
     except Exception as e:
         raise ValueError(f"{path.name}: music21 could not parse it as {fmt} ({type(e).__name__}: {e})") from e
@@ -70,6 +76,54 @@ def read_notation(path: Path, tracks: str, include_bass: bool) -> list[GuitarSco
     if not parts:
         raise no_guitar(n_parts)
     return parts
+
+
+def _musicxml_bytes(path: Path, limits: ReadLimits) -> bytes:
+    """The MusicXML text of a .musicxml/.xml file or of the score inside a .mxl, within limits.max_text_mb."""
+    limit = int(limits.max_text_mb * (1 << 20)) or 1 << 40
+    data = path.read_bytes()
+    if path.suffix.lower() == ".mxl" or data[:4] == b"PK\x03\x04":
+        try:
+            found = zip_member(data, _is_score_member, limit, path.name)
+        except TooLarge as e:
+            raise too_much_text(path.name, "the MusicXML inside it", e.size, limits) from None
+        if found is None:
+            raise SkipFile("a zip without a MusicXML score inside (not a .mxl file)")
+        data = found[1]
+    elif len(data) > limit:
+        raise too_much_text(path.name, "the MusicXML", len(data), limits)
+    head = data[:4096]
+    if b"<GPIF" in head:
+        raise SkipFile("Guitar Pro 6+ internal XML (GPIF) is not MusicXML; read the .gp/.gpx file it came from")
+    if b"score-timewise" in head:
+        raise SkipFile("timewise MusicXML (score-timewise) is not read; save it as partwise MusicXML")
+    if b"score-partwise" not in head:
+        raise SkipFile("XML file is not MusicXML (no score-partwise root)")
+    return data
+
+
+def _is_score_member(name: str) -> bool:
+    return not name.upper().startswith("META-INF/") and name.lower().endswith((".xml", ".musicxml"))
+
+
+def _musicxml_root(path: Path, limits: ReadLimits):
+    """The <score-partwise> root of a MusicXML file, parsed by defusedxml (entities refused whatever the platform's
+    expat), to hand to music21's importer as a tree."""
+    root = parse_xml(_musicxml_bytes(path, limits), path.name, "the MusicXML")
+    if root.tag != "score-partwise":
+        raise SkipFile(f"XML root <{root.tag}> is not <score-partwise> (not partwise MusicXML)")
+    if root.find("part") is None:
+        raise SkipFile("MusicXML without any <part>: no music to read")
+    return root
+
+
+def _score_from_root(path: Path, root):
+    importer = MusicXMLImporter()
+    importer.xmlRootToScore(root, importer.stream)
+    score = importer.stream
+    if score.metadata is not None and score.metadata.movementName is None:
+        score.metadata.movementName = path.name  # as music21's own file reader names an untitled score
+    return score
 
 
 def _m21_role(part) -> str:
@@ -125,46 +179,15 @@ def from_music21(
     if not keep:
         raise no_guitar(len(all_parts))
 
-    # Tempo map from the whole score (ABC and many MusicXML files put it in one part only).
-    tempos: list[tuple[int, float]] = []
-    try:
-        for start, _end, mm in m21score.metronomeMarkBoundaries():
-            qpm = mm.getQuarterBPM()
-            if qpm and qpm > 0:
-                tempos.append((round(float(start) * TPQ), float(qpm)))
-    except Exception:  # odd MetronomeMarks (text only) should not lose the notes
-        tempos = []
-    tempos = dedupe_by_time(tempos) or [(0, 120.0)]
-
+    tempos = _tempos(m21score)
     linked = _linked_notes(m21score)
     out = []
     for part, role in keep:
         if part.atSoundingPitch is False or part.atSoundingPitch == "unknown":
             part = part.toSoundingPitch(inPlace=False)
-        flat = part.flatten().stripTies(inPlace=False)
-        time_signatures = dedupe_by_time([
-            (round(float(ts.offset) * TPQ), int(ts.numerator), int(ts.denominator))
-            for ts in flat.getElementsByClass(meter.TimeSignature)
-        ])
-        raw = []
-        for el in flat.notes:
-            if isinstance(el, harmony.Harmony) or el.duration.isGrace:
-                continue  # chord symbols are annotations, not notes
-            start = round(float(el.offset) * TPQ)
-            dur = max(1, round(float(el.quarterLength) * TPQ))
-            vel = el.volume.velocity if el.volume is not None and el.volume.velocity else DEFAULT_VELOCITY
-            for midi, sf, tech in _m21_pitches_with_frets(el, linked, float(el.offset)):
-                if 0 <= midi <= 127:
-                    raw.append((start, midi, dur, int(vel), sf, tech))
+        time_signatures, raw = _part_notes(part, linked)
         if not raw:
             continue
-        # Two voices sharing a note (common in notation) would be two overlapping MIDI notes of one
-        # pitch; keep the longest.
-        longest: dict[tuple[int, int], tuple] = {}
-        for note in raw:
-            if note[:2] not in longest or note[2] > longest[note[:2]][2]:
-                longest[note[:2]] = note
-        raw = sorted(longest.values(), key=lambda n: n[:4])
         is_bass = role == "bass"
         tuning, frets = _tab_tuning_and_frets(raw, BASS_TUNING if is_bass else STANDARD_TUNING)
         score = new_score(TPQ, tempos, time_signatures)
@@ -195,6 +218,46 @@ def from_music21(
     if not out:
         raise SkipFile(f"guitar part(s) of {name or 'score'} hold no notes")
     return out
+
+
+def _tempos(m21score) -> list[tuple[int, float]]:
+    """The tempo map of the whole score (ABC and many MusicXML files put it in one part only)."""
+    tempos: list[tuple[int, float]] = []
+    try:
+        for start, _end, mm in m21score.metronomeMarkBoundaries():
+            qpm = mm.getQuarterBPM()
+            if qpm and qpm > 0:
+                tempos.append((round(float(start) * TPQ), float(qpm)))
+    except Exception:  # odd MetronomeMarks (text only) should not lose the notes
+        tempos = []
+    return dedupe_by_time(tempos) or [(0, 120.0)]
+
+
+def _part_notes(part, linked: dict) -> tuple[list[tuple[int, int, int]], list[tuple]]:
+    """A part's time signatures and its notes as (start, pitch, duration, velocity, (string, fret) or None,
+    technique), sorted; ties merged, grace notes and chord symbols dropped, a note two voices share kept once."""
+    flat = part.flatten().stripTies(inPlace=False)
+    time_signatures = dedupe_by_time([
+        (round(float(ts.offset) * TPQ), int(ts.numerator), int(ts.denominator))
+        for ts in flat.getElementsByClass(meter.TimeSignature)
+    ])
+    raw = []
+    for el in flat.notes:
+        if isinstance(el, harmony.Harmony) or el.duration.isGrace:
+            continue  # chord symbols are annotations, not notes
+        start = round(float(el.offset) * TPQ)
+        dur = max(1, round(float(el.quarterLength) * TPQ))
+        vel = el.volume.velocity if el.volume is not None and el.volume.velocity else DEFAULT_VELOCITY
+        for midi, sf, tech in _m21_pitches_with_frets(el, linked, float(el.offset)):
+            if 0 <= midi <= 127:
+                raw.append((start, midi, dur, int(vel), sf, tech))
+    # Two voices sharing a note (common in notation) would be two overlapping MIDI notes of one pitch; keep the
+    # longest.
+    longest: dict[tuple[int, int], tuple] = {}
+    for note in raw:
+        if note[:2] not in longest or note[2] > longest[note[:2]][2]:
+            longest[note[:2]] = note
+    return time_signatures, sorted(longest.values(), key=lambda n: n[:4])
 
 
 def _m21_pitches_with_frets(el, linked: dict, offset: float) -> list[tuple[int, tuple[int, int] | None, Technique]]:
