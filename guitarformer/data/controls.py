@@ -140,10 +140,11 @@ def style_of(path: str | Path, root: str | Path) -> str | None:
 
 
 def piece_controls(notes: Sequence[PlayedNote], tuning: Sequence[int], capo: int = 0,
-                   style: str | None = None) -> dict[str, str]:
-    """The piece's control values: Tuning, Capo, Key (left out without notes), Style (where given)."""
+                   style: str | None = None, key: str | None = None) -> dict[str, str]:
+    """The piece's control values: Tuning, Capo, Key (the given one, e.g. a tune's written K: field, else estimated
+    from the notes; left out without notes), Style (where given)."""
     out = {"Tuning": tuning_name(tuning), "Capo": capo_value(capo)}
-    key = estimate_key(notes)
+    key = key if key in KEY_VALUES else estimate_key(notes)
     if key is not None:
         out["Key"] = key
     if style:

@@ -105,11 +105,14 @@ def prepare(
     timeout: int = FILE_TIMEOUT_S,
     sources: list[str] | None = None,
     force: bool = False,
+    labels: dict[str, dict[str, str]] | None = None,
 ) -> dict:
     """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last).
 
     Re-running into a dataset made with the same tokenizer settings updates it (unchanged files come from the
-    cache); a dataset made with other settings is replaced only with `force` (runs trained on it need it)."""
+    cache); a dataset made with other settings is replaced only with `force` (runs trained on it need it).
+    `labels`: with controls, given control values by resolved file path ({"Style": .., "Key": ..}: the built-in
+    corpus's tune types and written keys), over the folder's style and the estimated key."""
     data_cfg = data_cfg or DataConfig()
     tok = build_tokenizer(data_cfg)  # with controls, built again below once the styles are known
     if 0 < data_cfg.bpe_vocab_size <= len(tok):  # said before anything is read or written
@@ -120,7 +123,9 @@ def prepare(
     files, lines = collect_files(inputs)  # a missing input is reported before an existing dataset is touched
     # Controls: each file's style is the folder it sits in below an input folder; the styles make the vocabulary.
     roots = [str(Path(i).expanduser()) for i in inputs if Path(i).expanduser().is_dir()] if data_cfg.controls else []
-    styles = sorted({s for f in files if (s := file_style(f, roots))})
+    labels = (labels or {}) if data_cfg.controls else {}
+    styles = sorted({s for f in files if (s := file_style(f, roots))} | {v["Style"] for v in labels.values()
+                                                                         if v.get("Style")})
     if data_cfg.controls:
         tok = build_tokenizer(data_cfg, styles)
     out = Path(out).expanduser()
@@ -132,7 +137,14 @@ def prepare(
     tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg, styles), sort_keys=True, default=str).encode()
                               + data_cfg.tokenizer.encode()).hexdigest()[:16]
     opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout, "style_roots": roots}
-    cache = _Cache(out / "cache", tok_hash, opts, functools.partial(file_style, roots=roots))
+    if labels:
+        opts["labels"] = labels
+
+    def style(f: Path) -> str | None:  # what a file's controls are given: part of its cache key
+        given = labels.get(str(f.resolve()))
+        return json.dumps([file_style(f, roots), given], sort_keys=True) if given else file_style(f, roots)
+
+    cache = _Cache(out / "cache", tok_hash, opts, style)
 
     todo = _hash_files(files, lines)
     results = _read_files(todo, cache, workers, (str(tok_json), opts), progress)

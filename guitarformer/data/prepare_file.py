@@ -136,7 +136,9 @@ def _tokenize(path: Path, rec: dict) -> list[list[int]]:
         ids = encode(_TOK, gs)
         if len(ids) > 2:  # BOS + EOS only: an empty part
             if has_controls(_TOK):  # what the notes are like, as the model will be asked for it
-                ids = insert_controls(_TOK, ids, gs, file_style(path, _OPTS.get("style_roots", ())))
+                given = _OPTS.get("labels", {}).get(str(path.resolve()), {})  # a corpus's own labels
+                ids = insert_controls(_TOK, ids, gs, given.get("Style") or file_style(path, _OPTS.get("style_roots", ())),
+                                      key=given.get("Key"))
             seqs.append(ids)
     if fingerings:
         rec["fingering"] = fingerings.pop() if len(fingerings) == 1 else "source+fret()"

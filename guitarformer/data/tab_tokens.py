@@ -372,10 +372,12 @@ def bar_notes(tok: TabREMI, ids: list[int], tuning: tuple[int, ...], capo: int =
     return bars, lengths, tpq
 
 
-def insert_controls(tok: TabREMI, ids: list[int], gs: GuitarScore, style: str | None = None) -> list[int]:
+def insert_controls(tok: TabREMI, ids: list[int], gs: GuitarScore, style: str | None = None,
+                    key: str | None = None) -> list[int]:
     """`ids` (base tab token ids of `gs`, as `encode` gives them, BOS and EOS optional) with the piece controls
     after BOS (or at the start) and each bar's controls after its Bar token, all computed from the notes the
-    ids decode to, so that they describe what the model sees. `style` None: no style token."""
+    ids decode to, so that they describe what the model sees. `style` None: no style token. `key`: the piece's
+    written key (else estimated from the notes)."""
     styles = control_styles(tok)
     if styles is None:
         raise GuitarformerError("this tokenizer has no control tokens", "build TabREMI with control_params(styles)")
@@ -386,7 +388,7 @@ def insert_controls(tok: TabREMI, ids: list[int], gs: GuitarScore, style: str | 
         raise GuitarformerError(f"style {style!r} is not in this tokenizer's styles",
                                 f"use one of: {', '.join(styles) or '(none)'}")
     bars, lengths, tpq = bar_notes(tok, ids, gs.tuning, gs.capo)
-    piece = piece_controls([n for b in bars for n in b], gs.tuning, gs.capo, style)
+    piece = piece_controls([n for b in bars for n in b], gs.tuning, gs.capo, style, key)
     head = [tok.vocab[control_token(name, piece[name])] for name in PIECE_CONTROLS
             if name in piece and control_token(name, piece[name]) in tok.vocab]
     per_bar = [bar_controls(b, tpq, n) for b, n in zip(bars, lengths)]
