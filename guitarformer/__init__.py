@@ -5,6 +5,7 @@ The public API, in the order the data flows::
     import guitarformer as gf
 
     parts = gf.read_guitar("song.gp5")                  # [GuitarScore]: one per guitar part
+    parts = gf.read_guitar_contained("upload.gp")       # the same under size, time and memory limits (untrusted files)
     frets = gf.fret(parts[0].track.notes, parts[0].tuning)  # a (string, fret) per note, where the file has none
     gf.write_ascii_tab(parts[0], "song.txt")            # also write_midi, write_gp5
     model, tokenizer, cfg = gf.load_run("runs/20261122-101500")
@@ -36,6 +37,7 @@ _API = {
     "Technique": "guitarformer.music.score",
     "TUNINGS": "guitarformer.music.guitar",
     "read_guitar": "guitarformer.readers",
+    "read_guitar_contained": "guitarformer.readers.contained",
     "fret": "guitarformer.fretting",
     "write_midi": "guitarformer.render.midi",
     "write_ascii_tab": "guitarformer.render.ascii_tab",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.music.guitar import TUNINGS
     from guitarformer.music.score import GuitarScore, Technique
     from guitarformer.readers import read_guitar
+    from guitarformer.readers.contained import read_guitar_contained
     from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
     from guitarformer.render.gp5 import write_gp5
     from guitarformer.render.midi import write_midi

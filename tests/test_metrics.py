@@ -133,7 +133,7 @@ def _write_riffs(folder: Path, want: dict[str, int]) -> Path:
     """Small MIDI riffs (a motif over a held bass note), chosen so the content-hash split fills every split."""
     import symusic
 
-    from guitarformer.data.prepare import sha256_file, split_of
+    from guitarformer.data.prepare import piece_split
 
     folder.mkdir(parents=True, exist_ok=True)
     have = dict.fromkeys(want, 0)
@@ -155,7 +155,7 @@ def _write_riffs(folder: Path, want: dict[str, int]) -> Path:
                 t.notes.append(symusic.Note(bar * 1920 + i * 240, 240, int(root + 12 + scale[d]), 90))
         p = folder / f"riff{k:03d}.mid"
         s.dump_midi(p)
-        sp = split_of(sha256_file(p))
+        sp = piece_split(p)
         if have[sp] >= want[sp]:
             p.unlink()
         else:

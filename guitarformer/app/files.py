@@ -11,11 +11,10 @@ from pathlib import Path
 
 import guitarpro
 
-from guitarformer.data.prepare import binary_reason, unsupported_reason
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.bars import bar_index, bar_starts
 from guitarformer.music.score import GuitarScore
-from guitarformer.readers import detect_format, read_guitar
+from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.render.ascii_tab import write_ascii_tab
 from guitarformer.render.audio import find_synth, render_wav
 from guitarformer.render.gp5 import write_gp5
@@ -37,17 +36,12 @@ def read_user_parts(path: str | Path, tracks: str = "guitar", any_part: bool = F
     if not path.is_file():
         raise GuitarformerError(f"{path} does not exist" if not path.exists() else f"{path} is not a file", READ_FIX)
     try:
-        if detect_format(path) is None:
-            raise SkipFile(unsupported_reason(path))
-        binary = binary_reason(path)
-        if binary:
-            raise SkipFile(binary)
-        try:
-            parts = read_guitar(path, tracks=tracks)
+        try:  # in a child process under the read limits (size, time, memory): no file can take the machine
+            parts = read_guitar_contained(path, tracks=tracks)
         except SkipFile:
             if not any_part or tracks == "all":
                 raise
-            parts = read_guitar(path, tracks="all")
+            parts = read_guitar_contained(path, tracks="all")
     except GuitarformerError:
         raise
     except SkipFile as e:
