@@ -156,7 +156,7 @@ def _buggy(*args, **kwargs):
     (_spin, ReadLimitError, "took longer than the 1 s read limit .*GUITARFORMER_READ_TIMEOUT_S=4"),
     (_hog, ReadLimitError, "needed more than the 256 MB read memory limit .*GUITARFORMER_READ_MEMORY_MB=512"),
     (_segfault, GuitarformerError, "the reader crashed reading it .it was killed by signal 11"),
-    (_buggy, GuitarformerError, "could not read band.mid: AttributeError: 'Score' object has no attribute"),
+    (_buggy, GuitarformerError, r"band.mid is not readable music \(AttributeError: 'Score' object has no attribute"),
 ])
 def test_contained_read_turns_every_failure_into_one_error(monkeypatch, reader, error, match):
     monkeypatch.setattr(contained, "_start_method", lambda: "fork")  # (other tests may have left threads running)

@@ -127,7 +127,7 @@ def _result(message, path: Path, limits: ReadLimits, exitcode: int | None) -> li
         raise rest[0]
     if kind == "user":
         raise GuitarformerError(*rest)
-    raise GuitarformerError(f"could not read {path.name}: {rest[0]}", _FIX)
+    raise GuitarformerError(f"{path.name} is not readable music ({rest[0]})", _FIX)
 
 
 def _child(conn, path: str, tracks: str, include_bass: bool, limits: ReadLimits) -> None:
