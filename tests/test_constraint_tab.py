@@ -19,6 +19,7 @@ from guitarformer.data.tokenization import (
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.generation.sampling import SamplingParams
+from guitarformer.generation.strings import HAND_SPAN
 from guitarformer.models import build_model
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.music.score import UNPLAYABLE
@@ -100,7 +101,7 @@ def test_no_eos_in_the_middle_of_a_note(name):
 
 def test_random_model_writes_playable_tab(tok):
     """An untrained model at a high temperature, only the constraint keeping it legal: no token errors, every note
-    on a string that plays it, one note per string (a note may ring into the next on its string by one position
+    on a string that plays it, every chord within one hand's span, one note per string (a note may ring into the next on its string by one position
     at most, which the next cuts), every hammer-on from a note just before on its string."""
     sp = special_ids(tok)
     tuning = TUNINGS["drop-d"]
@@ -111,7 +112,7 @@ def test_random_model_writes_playable_tab(tok):
     out = generate(model, torch.full((24, 1), sp["bos"]), SamplingParams(200, temperature=1.5, max_bars=3),
                    generator=g, constraint=GuitarConstraint(tok, tuning), eos_id=sp["eos"], bar_ids=bar_ids(tok))
     tpq = tok.time_division
-    n_notes = n_hammers = 0
+    n_notes = n_hammers = n_chords = 0
     for row in out.tolist():
         ids = row[: row.index(sp["eos"]) + 1] if sp["eos"] in row else row
         assert tok.tokens_errors(miditok.TokSequence(ids=ids)) == 0, [tok[i] for i in ids]
@@ -124,6 +125,12 @@ def test_random_model_writes_playable_tab(tok):
         by_string: dict[int, list] = {}
         for n, (s, _f), tech in zip(notes, gs.frets, gs.techniques):
             by_string.setdefault(s, []).append((n, tech))
+        chords: dict[int, list[int]] = {}
+        for n, (_s, f) in zip(notes, gs.frets):
+            if f > 0:  # open strings aside, a chord's fretted notes fit one hand
+                chords.setdefault(n.time, []).append(f)
+        n_chords += sum(len(c) > 1 for c in chords.values())
+        assert all(max(c) - min(c) <= HAND_SPAN for c in chords.values()), chords
         for same in by_string.values():
             same.sort(key=lambda x: x[0].time)
             for (a, _), (b, _) in itertools.pairwise(same):
@@ -133,7 +140,7 @@ def test_random_model_writes_playable_tab(tok):
                     n_hammers += 1
                     assert i > 0 and b.time - same[i - 1][0].end <= tpq, same[: i + 1]
         n_notes += len(notes)
-    assert n_notes > 50
+    assert n_notes > 50 and n_chords > 10
 
 
 def test_a_batch_masks_each_row_as_it_would_alone(tok):

@@ -10,7 +10,9 @@ Tab tokens name the string of every note, so there the strings also have identit
 tick and pitch of the last note played on it. A String token may name only a string that can play the
 pending pitch and on which no note still sounds (one note per string at a time), and a pitch may start
 only where such a string is free. A hammer-on or pull-off (Tech_Hammer) needs a note on the same string
-just before it, ended at most one beat (a quarter) earlier.
+just before it, ended at most one beat (a quarter) earlier. And every chord fits one hand: a fretted note may
+take a string only where it and the fretted notes still sounding lie within HAND_SPAN frets of each other (open
+strings aside), so no sampled chord asks for frets like 0-1-14-2-18.
 
 The tolerances come from human tabs replayed through the constraint (scripts/check_constraint_on_tabs.py):
 a new note may take a string whose earlier note would still ring for up to one position of the finest grid
@@ -33,6 +35,8 @@ from guitarformer.generation.grammar import (
 )
 from guitarformer.generation.timing import NEVER
 from guitarformer.music.guitar import fret_of
+
+HAND_SPAN = 5  # the most frets between a chord's lowest and highest fretted note (a stretch: index on 5, pinky on 10)
 
 
 class StringState:
@@ -82,8 +86,11 @@ class StringState:
                 if region is not None:  # an asked hand position: frets in it, or the open string
                     fits[:, k] &= (fret == 0) | ((fret >= region[0]) & (fret <= region[1]))
             self.named = min(n, fits.shape[1])  # strings a String token can name
+            frets = torch.full((NO_PITCH + 1, fits.shape[1]), -1, dtype=torch.long)  # (129, nS), -1: cannot play
+            for k in range(self.named):
+                frets[:NO_PITCH, k] = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH)])
+            self.frets = frets.masked_fill(~fits, -1).to(dev)
             self.fits = fits.to(dev)  # (129, nS)
-            self.fits_t = fits[:, : self.named].t().float().contiguous().to(dev)  # (named, 129)
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""
@@ -158,8 +165,8 @@ class StringState:
         count = self.W[slot_pitch].sum(1)  # (B, windows)
         blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
         blocked |= self.unplayable
-        if self.tab:  # a string of its own that is free now
-            blocked |= self.free_strings(now)[:, : self.named].float() @ self.fits_t == 0
+        if self.tab:  # a string of its own, free now, on which the note fits the hand with the notes sounding
+            blocked |= ~self._playable(now).any(-1)
         return blocked.scatter_(1, slot_pitch, True)
 
     def free_strings(self, now: torch.Tensor) -> torch.Tensor:
@@ -170,8 +177,24 @@ class StringState:
         """(B, nS) bool, tab tokens: which String tokens may name the pending note's string at `now` (B,): one
         that can play its pitch and is free."""
         ok = self.fits[self.pending]  # (B, nS)
-        ok[:, : self.named] &= self.free_strings(now)[:, : self.named]
+        rows = torch.arange(len(now), device=now.device)
+        ok[:, : self.named] = self._playable(now)[rows, self.pending]
         return ok
+
+    def _playable(self, now: torch.Tensor) -> torch.Tensor:
+        """(B, 129, named) bool: pitch p on string k at `now`: k can play p, nothing sounds on k, and the fret fits
+        one hand with the fretted notes still sounding on the other strings (an open string always does)."""
+        B, named = len(now), self.named
+        free = self.free_strings(now)[:, :named]  # (B, named)
+        cols = torch.arange(named, device=now.device)
+        held = self.frets[self.string_pitch[:, :named], cols]  # (B, named) the fret each string's last note took
+        held = held.masked_fill(free | (self.string_pitch[:, :named] == NO_PITCH), -1)
+        fretted = held > 0
+        lo = held.masked_fill(~fretted, 10_000).min(1).values.view(B, 1, 1)  # (B, 1, 1)
+        hi = held.masked_fill(~fretted, -1).max(1).values.view(B, 1, 1)
+        F = self.frets[:, :named].unsqueeze(0)  # (1, 129, named)
+        span_ok = (F == 0) | ((torch.maximum(hi, F) - torch.minimum(lo, F)) <= HAND_SPAN) | (hi < 0)
+        return (F >= 0) & free.unsqueeze(1) & span_ok
 
     def free_at(self, t: torch.Tensor) -> torch.Tensor:
         """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits)."""
