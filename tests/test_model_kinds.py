@@ -9,7 +9,7 @@ from guitarformer import IGNORE_INDEX
 from guitarformer.models import build_model, kind_of
 from guitarformer.models.kinds import KINDS, DecoderKind, EncoderDecoderKind
 from guitarformer.models.loss import nll, token_stats
-from tests.test_models import tiny
+from test_models import tiny
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
