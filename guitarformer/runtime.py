@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -115,7 +116,7 @@ _asked_threads = 0  # what --threads / train.num_threads asked of this process (
 
 @dataclass(frozen=True)
 class CpuLoad:
-    """The cores this process may run on and the machine's 1-minute load average (runnable threads)."""
+    """The cores this process may run on and how many cores other work keeps busy (runnable threads)."""
 
     cores: int
     load: float
@@ -126,17 +127,54 @@ class CpuLoad:
         return max(1, min(self.cores, self.cores - math.floor(self.load + 0.5)))
 
 
+_LOAD_TTL_S, _LOAD_WINDOW_S = 30.0, 0.2
+_last_load: tuple[float, CpuLoad] | None = None
+
+
+def _busy_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat (Linux), None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def _others_busy_cores() -> float | None:
+    """Cores other processes keep busy now, measured over a short window while this process sleeps: unlike the
+    load average it does not count this process's own work of the last minute (preparing a dataset before
+    training, say), which would make an idle machine look busy."""
+    a = _busy_ticks()
+    if a is None:
+        return None
+    time.sleep(_LOAD_WINDOW_S)
+    b = _busy_ticks()
+    if b is None or b[1] <= a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1]) * (os.cpu_count() or 1)
+
+
 def cpu_load() -> CpuLoad:
-    """This machine's CpuLoad now; where the OS cannot say (no load average), the cores count as idle."""
+    """This machine's CpuLoad now (measured at most every 30 s: commands ask it per step size); without /proc/stat
+    the 1-minute load average stands in; where the OS cannot say either, the cores count as idle."""
+    global _last_load
+    now = time.monotonic()
+    if _last_load is not None and now - _last_load[0] < _LOAD_TTL_S:
+        return _last_load[1]
     try:
         cores = len(os.sched_getaffinity(0))  # a container or taskset may allow fewer than os.cpu_count()
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        load = 0.0
-    return CpuLoad(cores, load)
+    load = _others_busy_cores()
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):
+            load = 0.0
+    _last_load = (now, CpuLoad(cores, load))
+    return _last_load[1]
 
 
 def step_work(model: torch.nn.Module, rows: int) -> int:
