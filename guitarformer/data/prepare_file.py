@@ -20,7 +20,7 @@ from guitarformer.data.sources import file_style
 from guitarformer.data.tab_tokens import MAX_STRINGS, has_controls, insert_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import encode, load_tokenizer
 from guitarformer.errors import SkipFile
-from guitarformer.fretting import fret
+from guitarformer.fretting import finger_score
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import detect_format, read_guitar
 from guitarformer.readers.contained import describe
@@ -132,7 +132,7 @@ def _tokenize(path: Path, rec: dict) -> list[list[int]]:
         if is_tab_tokenizer(_TOK):  # the tokens carry strings: a source without them gets fret()'s
             fingerings.add("source" if gs.frets is not None else "fret()")
             if gs.frets is None:
-                gs.frets = fret(gs.track.notes, gs.tuning, gs.capo, program=gs.track.program)
+                gs.frets = finger_score(gs).frets
         ids = encode(_TOK, gs)
         if len(ids) > 2:  # BOS + EOS only: an empty part
             if has_controls(_TOK):  # what the notes are like, as the model will be asked for it

@@ -177,13 +177,13 @@ class StringState:
         """(B, nS) bool, tab tokens: which String tokens may name the pending note's string at `now` (B,): one
         that can play its pitch and is free."""
         ok = self.fits[self.pending]  # (B, nS)
-        rows = torch.arange(len(now), device=now.device)
-        ok[:, : self.named] = self._playable(now)[rows, self.pending]
+        ok[:, : self.named] = self._playable(now, self.pending)[:, 0]
         return ok
 
-    def _playable(self, now: torch.Tensor) -> torch.Tensor:
-        """(B, 129, named) bool: pitch p on string k at `now`: k can play p, nothing sounds on k, and the fret fits
-        one hand with the fretted notes still sounding on the other strings (an open string always does)."""
+    def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, P, named) bool: pitch p on string k at `now` (P: every pitch, or the row's `pitch` (B,) alone): k can
+        play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
+        strings (an open string always does)."""
         B, named = len(now), self.named
         free = self.free_strings(now)[:, :named]  # (B, named)
         cols = torch.arange(named, device=now.device)
@@ -192,7 +192,7 @@ class StringState:
         fretted = held > 0
         lo = held.masked_fill(~fretted, 10_000).min(1).values.view(B, 1, 1)  # (B, 1, 1)
         hi = held.masked_fill(~fretted, -1).max(1).values.view(B, 1, 1)
-        F = self.frets[:, :named].unsqueeze(0)  # (1, 129, named)
+        F = self.frets[:, :named].unsqueeze(0) if pitch is None else self.frets[pitch, :named].unsqueeze(1)
         span_ok = (F == 0) | ((torch.maximum(hi, F) - torch.minimum(lo, F)) <= HAND_SPAN) | (hi < 0)
         return (F >= 0) & free.unsqueeze(1) & span_ok
 
