@@ -76,7 +76,10 @@ _threads = click.option("--threads", type=click.IntRange(0), default=0, show_def
 @click.option("--workers", type=click.IntRange(0, 1024), default=0, show_default=True,
               help="Processes (0 = all cores).")
 @click.option("--set", "overrides", multiple=True, help="Config override, e.g. --set data.num_velocities=8")
-def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, include_bass, workers, overrides):
+@click.option("--like", "like", default=None, metavar="RUN",
+              help="Tokenize as this run did (`pretrained`: the shipped model; a run directory or checkpoint), new "
+              "styles added to its vocabulary: a dataset to fine-tune it on with `train --init RUN`.")
+def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, include_bass, workers, overrides, like):
     """Tokenize files and folders (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) into a dataset folder.
 
     With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
@@ -89,6 +92,16 @@ def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, inclu
     cfg = load_config(config_name, list(overrides))
     cfg = set_values(cfg, {k: v for k, v in (("data.tokenizer", tokenizer), ("data.bpe_vocab_size", bpe_vocab))
                            if v is not None})
+    like_tok = None
+    if like is not None:
+        if config_name or tokenizer or bpe_vocab is not None or overrides or not inputs:
+            raise GuitarformerError("--like takes every token setting from the run it names",
+                                    "pass your files and --like RUN without --config, --tokenizer, --bpe or --set")
+        from guitarformer.training.init import load_init
+
+        init = load_init(like)
+        cfg.data, like_tok = init.cfg.data, init.tokenizer
+        cfg.data.dataset = None
     if not inputs:
         from guitarformer.data.corpus import ensure_builtin_dataset
 
@@ -102,7 +115,7 @@ def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, inclu
 
             out = suggested_out(inputs[0])
         meta = run_prepare(list(inputs), out, cfg.data, tracks=tracks, include_bass=include_bass, workers=workers,
-                           progress=_progress(), force=force)
+                           progress=_progress(), force=force, like=like_tok)
         path = out
     for line in summary_lines(meta):
         click.echo(line)
@@ -112,7 +125,8 @@ def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, inclu
         raise GuitarformerError(f"none of the {meta['files']} input files gave usable guitar music "
                                 f"(reasons in {path / 'manifest.jsonl'})",
                                 f"pass files with a guitar part: {readable_types()}")
-    click.echo(f"wrote {path}  (next: guitarformer train --data {path})")
+    init_flag = f" --init {like}" if like is not None else ""
+    click.echo(f"wrote {path}  (next: guitarformer train --data {path}{init_flag})")
 
 
 @main.command(context_settings=CONTEXT)
@@ -160,9 +174,13 @@ def info(dataset):
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default=None,
               help="Default: the config's train.device (auto: a GPU where there is one).")
 @click.option("--resume", type=click.Path(path_type=Path), default=None, help="Continue a run exactly.")
+@click.option("--init", "init", default=None, metavar="RUN",
+              help="Fine-tune: start from this run's weights and architecture (`pretrained`: the shipped model; a "
+              "run directory or checkpoint) with a fresh optimizer and schedule. --data must be prepared "
+              "--like RUN.")
 @click.option("--set", "overrides", multiple=True, help="Config override section.key=value (repeatable).")
 @_threads
-def train(config_name, model_kind, data, run_dir, force, max_steps, device, resume, overrides, threads):
+def train(config_name, model_kind, data, run_dir, force, max_steps, device, resume, overrides, threads, init):
     """Train a decoder or encoder-decoder; checkpoints and TensorBoard logs go to the run directory.
 
     Multi-GPU: torchrun --nproc_per_node=N -m guitarformer train ...
@@ -173,7 +191,11 @@ def train(config_name, model_kind, data, run_dir, force, max_steps, device, resu
     # `1e3` stays a folder name); --resume takes them as overrides of the run's own config.
     asked = {k: v for k, v in (("model.kind", model_kind and model_kind.replace("-", "_")),
                                 ("data.dataset", data and str(data)), ("train.max_steps", max_steps),
-                                ("train.device", device), ("train.num_threads", threads or None)) if v is not None}
+                                ("train.device", device), ("train.num_threads", threads or None),
+                                ("train.init", init)) if v is not None}
+    if resume is not None and init is not None:
+        raise GuitarformerError("--init starts a new run from another's weights but --resume continues a run",
+                                f"drop --init to continue {resume} (a fine-tune resumes as any run)")
     if resume is not None:
         if force:
             raise GuitarformerError("--force starts a run afresh but --resume continues one",

@@ -88,6 +88,9 @@ class TrainConfig:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     compile: bool = True  # torch.compile where this machine can (else eager, said once)
     num_threads: int = 0  # torch CPU threads (0 = runtime.set_threads chooses: the idle cores, 1 on a busy machine)
+    # Start from another run's weights (training/init.py): "pretrained" (the shipped model), a run directory or a
+    # checkpoint file; the architecture is that run's, the optimizer and schedule fresh. None: random weights.
+    init: str | None = None
 
 
 @dataclass

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
+import miditok
 import numpy as np
 from tqdm import tqdm
 
@@ -37,6 +38,7 @@ from guitarformer.data.tokenization import (
     bar_ids,
     bpe_encode_pretokenized,
     build_tokenizer,
+    extended_tokenizer,
     ids_to_bpe_text,
     tokenizer_params,
 )
@@ -106,15 +108,22 @@ def prepare(
     sources: list[str] | None = None,
     force: bool = False,
     labels: dict[str, dict[str, str]] | None = None,
+    like: miditok.MusicTokenizer | None = None,
 ) -> dict:
     """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last).
 
     Re-running into a dataset made with the same tokenizer settings updates it (unchanged files come from the
     cache); a dataset made with other settings is replaced only with `force` (runs trained on it need it).
     `labels`: with controls, given control values by resolved file path ({"Style": .., "Key": ..}: the built-in
-    corpus's tune types and written keys), over the folder's style and the estimated key."""
+    corpus's tune types and written keys), over the folder's style and the estimated key.
+    `like`: tokenize as this tokenizer does (a run's, for `train --init`; `data_cfg` then is that run's data
+    config), the styles it lacks appended to its vocabulary (tokenization.extended_tokenizer)."""
     data_cfg = data_cfg or DataConfig()
-    tok = build_tokenizer(data_cfg)  # with controls, built again below once the styles are known
+    if like is not None and like.is_trained:
+        raise GuitarformerError("the run to prepare like has BPE-merged tokens, learned from its own dataset",
+                                "fine-tune a run trained on base tokens (data.bpe_vocab_size 0), or prepare and "
+                                "train from scratch")
+    tok = like if like is not None else build_tokenizer(data_cfg)  # with controls, built again once styles are known
     if 0 < data_cfg.bpe_vocab_size <= len(tok):  # said before anything is read or written
         raise GuitarformerError(f"a BPE vocabulary of {data_cfg.bpe_vocab_size} is not larger than the "
                                 f"{data_cfg.tokenizer} base vocabulary ({len(tok)} tokens): nothing to merge",
@@ -126,7 +135,9 @@ def prepare(
     labels = (labels or {}) if data_cfg.controls else {}
     styles = sorted({s for f in files if (s := file_style(f, roots))} | {v["Style"] for v in labels.values()
                                                                          if v.get("Style")})
-    if data_cfg.controls:
+    if like is not None:
+        tok = extended_tokenizer(like, styles)
+    elif data_cfg.controls:
         tok = build_tokenizer(data_cfg, styles)
     out = Path(out).expanduser()
     refuse_other_settings(out, data_cfg, force, control_styles(tok))
@@ -134,8 +145,11 @@ def prepare(
     (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
     tok_json = out / "tokenizer.json"
     tok.save(tok_json)
+    # The ids a file's tokens get: the settings, and the vocabulary itself (prepared like a run, the same styles
+    # are numbered otherwise than in a tokenizer built from scratch).
     tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg, styles), sort_keys=True, default=str).encode()
-                              + data_cfg.tokenizer.encode()).hexdigest()[:16]
+                              + data_cfg.tokenizer.encode() + json.dumps(tok.vocab, sort_keys=True).encode()
+                              ).hexdigest()[:16]
     opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout, "style_roots": roots}
     if labels:
         opts["labels"] = labels

@@ -65,6 +65,7 @@ __all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "decode_tab", 
 
 MAX_STRINGS = 8
 CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...]} turns controls on
+ADDED_STYLES = "added_styles"  # its list of styles appended after the whole vocabulary (control_params)
 LAYOUT_PARAM, LAYOUT = "tab_layout", 2  # 1 (no parameter): Pitch Velocity Duration String, Velocity always
 VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
 # The highest fret decoding keeps (three octaves): human tabs write frets past the 24 the sampler plays (up to 29
@@ -103,9 +104,12 @@ class TabREMI(miditok.REMI):
         vocab += [f"Tech_{v}" for v in TECH_VALUES]
         if infill_on(self):  # bar infilling (data/infill.py): after the tab tokens, so that none of theirs moves
             vocab += list(FILL_TOKENS)
-        styles = control_styles(self)
-        if styles is not None:
-            vocab += control_vocabulary(styles)
+        if has_controls(self):
+            base, added = _style_lists(self)
+            vocab += control_vocabulary(base)
+            # Styles a fine-tuning dataset added to an init run's vocabulary (tokenization.extended_tokenizer): last of
+            # all, in the order they were added, so every id the init run's model knows keeps its row.
+            vocab += [control_token("Style", s) for s in added]
         return vocab
 
     def _create_token_types_graph(self) -> dict[str, set[str]]:
@@ -316,20 +320,32 @@ def check_layout(params: Mapping[str, Any], tokenization: str, where: str) -> No
                                 "run `guitarformer prepare` again (and train on the new dataset)")
 
 
-def control_params(styles: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """The TokenizerConfig parameter that turns controls on, with this style vocabulary (cleaned, sorted)."""
-    return {CONTROLS_PARAM: {"styles": sorted({style_name(s) for s in styles})}}
+def control_params(styles: list[str] | tuple[str, ...], added: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The TokenizerConfig parameter that turns controls on, with this style vocabulary (cleaned, sorted) and the
+    styles `added` after the whole vocabulary (a fine-tuning dataset's new ones, in the order given)."""
+    on: dict[str, Any] = {"styles": sorted({style_name(s) for s in styles})}
+    if added:
+        on[ADDED_STYLES] = [style_name(s) for s in added]
+    return {CONTROLS_PARAM: on}
+
+
+def _style_lists(tok: miditok.MusicTokenizer) -> tuple[list[str], list[str]]:
+    """(the styles numbered with the other controls, the styles appended after the whole vocabulary)."""
+    on = (getattr(tok.config, "additional_params", None) or {}).get(CONTROLS_PARAM) or {}
+    return list(on.get("styles", [])), list(on.get(ADDED_STYLES, []))
 
 
 def control_styles(tok: miditok.MusicTokenizer) -> list[str] | None:
-    """The style vocabulary of a tokenizer with controls; None when controls are off."""
-    params = getattr(tok.config, "additional_params", None) or {}
-    on = params.get(CONTROLS_PARAM)
-    return list(on.get("styles", [])) if isinstance(tok, TabREMI) and isinstance(on, dict) else None
+    """The style vocabulary of a tokenizer with controls (appended styles last); None when controls are off."""
+    if not has_controls(tok):
+        return None
+    base, added = _style_lists(tok)
+    return base + added
 
 
 def has_controls(tok: miditok.MusicTokenizer) -> bool:
-    return control_styles(tok) is not None
+    params = getattr(tok.config, "additional_params", None) or {}
+    return isinstance(tok, TabREMI) and isinstance(params.get(CONTROLS_PARAM), dict)
 
 
 def is_tab_tokenizer(tok: miditok.MusicTokenizer) -> bool:

@@ -7,6 +7,7 @@ fails loudly if a miditok upgrade changes them.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,8 +15,18 @@ from typing import TYPE_CHECKING, Any
 import miditok
 import symusic
 
+from guitarformer.data.controls import style_name
 from guitarformer.data.infill import infill_params
-from guitarformer.data.tab_tokens import TabREMI, check_layout, control_params, is_tab_tokenizer, tab_params
+from guitarformer.data.tab_tokens import (
+    ADDED_STYLES,
+    CONTROLS_PARAM,
+    TabREMI,
+    check_layout,
+    control_params,
+    control_styles,
+    is_tab_tokenizer,
+    tab_params,
+)
 from guitarformer.music.guitar import TOKEN_PITCH_RANGE
 from guitarformer.music.score import GuitarScore
 
@@ -69,6 +80,60 @@ def load_tokenizer(path: str | Path) -> miditok.MusicTokenizer:
     check_layout(data.get("config") or {}, name, str(path))
     cls = TOKENIZERS.get(name) or getattr(miditok, name)
     return cls(params=Path(path))
+
+
+# ---------------------------------------------------------------- one run's tokens, extended for another's data
+
+
+def extended_tokenizer(base: miditok.MusicTokenizer, styles: list[str] | tuple[str, ...] = ()
+                       ) -> miditok.MusicTokenizer:
+    """`base` (an init run's tokenizer) with the `styles` it lacks appended after its whole vocabulary, so that
+    every id of `base` names the same token: a dataset tokenized with it fine-tunes `base`'s model, whose
+    embedding only grows. Styles need a tokenizer with controls (without, a dataset's styles are not tokens at
+    all and `base` is returned as it is); a BPE tokenizer's merges belong to the data it was trained on."""
+    if base.is_trained:
+        raise ValueError("a BPE-trained tokenizer is not extended")
+    known = control_styles(base)
+    if known is None:
+        return base
+    new = [s for s in sorted({style_name(s) for s in styles}) if s not in known]
+    if not new:
+        return base
+    config = copy.deepcopy(base.config)
+    on = config.additional_params[CONTROLS_PARAM]
+    on[ADDED_STYLES] = [*on.get(ADDED_STYLES, []), *new]
+    return type(base)(config)
+
+
+# What a mismatch between two tokenizers' configs means, for the few settings users change.
+_SETTING_NAMES = {"beat_res": "beat resolution", "pitch_range": "pitch range", "use_velocities": "velocities",
+                  "use_tempos": "tempo tokens", "use_time_signatures": "time signatures", "num_velocities":
+                  "velocity bins", "use_programs": "program tokens", "use_rests": "rests", "use_chords": "chords"}
+
+
+def tokens_differ(init: miditok.MusicTokenizer, data: miditok.MusicTokenizer) -> str | None:
+    """None where `data`'s vocabulary extends `init`'s (same class and settings, every token of `init` at the
+    same id, new tokens only after them); else what differs, in a few words."""
+    if type(init) is not type(data):
+        return f"tokenizer {type(data).__name__}, the init run's {type(init).__name__}"
+    if init.is_trained or data.is_trained:
+        which = "the dataset's" if data.is_trained else "the init run's"
+        return f"{which} tokens are BPE-merged (merges learned from one dataset do not carry to another)"
+    a, b = (json.loads(json.dumps(t.config.to_dict(serialize=True), default=str)) for t in (init, data))
+    extra_a, extra_b = a.pop("additional_params", {}) or {}, b.pop("additional_params", {}) or {}
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            return f"{_SETTING_NAMES.get(key, key)} {b.get(key)}, the init run's {a.get(key)}"
+    for key in sorted((set(extra_a) | set(extra_b)) - {CONTROLS_PARAM}):
+        if extra_a.get(key) != extra_b.get(key):
+            return f"{key} {extra_b.get(key)}, the init run's {extra_a.get(key)}"
+    if (CONTROLS_PARAM in extra_a) != (CONTROLS_PARAM in extra_b):
+        return "control tokens " + ("on, the init run's off" if CONTROLS_PARAM in extra_b else "off, the init run's on")
+    moved = [t for t, i in init.vocab.items() if data.vocab.get(t) != i]
+    if moved:
+        return (f"styles {control_styles(data)}, the init run's {control_styles(init)} ({len(moved)} of "
+                "its tokens missing or at other ids)")
+    return None
 
 
 def special_ids(tok: miditok.MusicTokenizer) -> dict[str, int]:

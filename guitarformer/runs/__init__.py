@@ -66,6 +66,26 @@ def checkpoint_of(run: str | Path | None = None, checkpoint: str | Path | None =
     return ck
 
 
+PRETRAINED = "pretrained"  # how `train --init` and `prepare --like` name the shipped model
+
+
+def named_checkpoint(name: str | Path) -> Path:
+    """The checkpoint a run named on the command line stands for: "pretrained" (the shipped model), a run
+    directory (its best, else last checkpoint) or a checkpoint file inside a run directory."""
+    if str(name) == PRETRAINED:
+        if not has_pretrained():
+            raise GuitarformerError("this install has no shipped model (guitarformer/pretrained is incomplete)",
+                                    "name a run of your own (a run directory or its ckpt/best.pt)")
+        return checkpoint_of(pretrained_dir())
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return checkpoint_of(p)
+    if p.is_file():
+        return p
+    raise GuitarformerError(f"{p} is neither a run directory nor a checkpoint file",
+                            f"name a run directory (runs/<timestamp>), its ckpt/best.pt, or {PRETRAINED!r}")
+
+
 def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None, device: str = "cpu"):
     """(model, tokenizer, cfg) from a run directory (best, else last checkpoint) or a checkpoint file; with neither,
     the newest run under ./runs, else the shipped model."""

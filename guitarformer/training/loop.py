@@ -50,6 +50,7 @@ from guitarformer.runtime import (
 )
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.budget import Budget
+from guitarformer.training.init import INIT_FILE, InitRun, check_tokens, init_config, init_weights, load_init
 from guitarformer.training.progress import RunLog
 from guitarformer.training.ranks import any_rank, mean_over_ranks, on_main
 from guitarformer.training.state import (
@@ -61,7 +62,7 @@ from guitarformer.training.state import (
     saved_world,
 )
 
-RUN_OUTPUTS = ("ckpt", "tb", "metrics.jsonl", "summary.json")  # what a run writes into its directory
+RUN_OUTPUTS = ("ckpt", "tb", "metrics.jsonl", "summary.json", INIT_FILE)  # what a run writes into its directory
 
 
 def lr_at(step: int, cfg) -> float:
@@ -314,6 +315,7 @@ class Run:
     state: TrainState
     log: RunLog
     resumed: bool
+    init: InitRun | None = None  # the run this one started from (train.init), None for random weights or a resume
 
     @property
     def ckpt_dir(self) -> Path:
@@ -335,10 +337,11 @@ def resumed_config(cfg: Config, resume: str | Path | None, overrides: list[str] 
     return apply_overrides(from_dict(ckpt["config"]), overrides or []), ckpt
 
 
-def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None, progress: bool, force: bool
-           ) -> Run:
+def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None, progress: bool, force: bool,
+           init: InitRun | None = None) -> Run:
     """Device and threads, data, the run directory (its config knows the vocabulary and the dataset's full path),
-    then the model and its state: fresh, or exactly where the checkpoint left off."""
+    then the model and its state: fresh (from `init`'s weights where given), or exactly where the checkpoint left
+    off."""
     t = cfg.train
     dist = setup_distributed(t.device)
     device = resolve_device(t.device, dist)
@@ -349,6 +352,8 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
         torch.backends.cudnn.allow_tf32 = True
 
     dataset = resolve_dataset(cfg, dist, progress)
+    if init is not None:  # before the data's own checks and the run directory: other tokens are the first problem
+        check_tokens(init, load_tokenizer(dataset / "tokenizer.json"), dataset)
     data = Data(cfg, dataset)
     V = len(data.tokenizer)
     if cfg.model.vocab_size not in (0, V):
@@ -360,6 +365,8 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
 
     raw = build_model(cfg.model).to(device)
+    if init is not None:
+        init_weights(raw, init, data.tokenizer)
     if device.type == "cpu":  # train.num_threads, else what this machine's idle cores can run
         set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size),
                     processes=int(os.environ.get("LOCAL_WORLD_SIZE", dist.world)))
@@ -370,7 +377,7 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     if dist.world > 1:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
-    return Run(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None)
+    return Run(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None, init=init)
 
 
 def announce(run: Run, ckpt: dict[str, Any] | None) -> None:
@@ -390,6 +397,21 @@ def announce(run: Run, ckpt: dict[str, Any] | None) -> None:
     if data.val_is_train:
         print(f"guitarformer: warning: {data.val_warning()}", flush=True)
         run.log.text("warning", data.val_warning(), run.state.step)
+
+
+def announce_init(run: Run) -> None:
+    """Say what the run starts from, and the init model's val loss on this data (logged at step 0): where a
+    fine-tune starts, not where random weights would."""
+    init = run.init
+    val = validate(run.raw, run.data, run.cfg, run.device, run.dtype, run.dist)
+    run.log.scalars("val", 0, extra={"split": run.data.val_split}, loss=val["loss"], ppl=val["ppl"],
+                    accuracy=val["accuracy"])
+    init.val_loss = val["loss"]
+    if run.dist.main:
+        (run.run_dir / INIT_FILE).write_text(json.dumps(init.describe(), indent=2))  # a resume's summary reads it
+        added = f" + {', '.join(init.added)}" if init.added else ""
+        print(f"guitarformer: initialised from {init.name} ({init.checkpoint}, step {init.step}); vocabulary "
+              f"{len(init.tokenizer)}{added}; val loss at step 0 {val['loss']:.4f} nats/token", flush=True)
 
 
 class Throughput:
@@ -500,6 +522,10 @@ def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: flo
         "val_loss": last_val["loss"] if last_val else None, "seconds": round(seconds, 1),
         "stopped_by": stopped_by, "device": run.device.type, "world": dist.world, "val_split": run.data.val_split,
     }
+    if cfg.train.init:  # a fine-tune: what it started from (resumed, as its first segment wrote it)
+        written = run.run_dir / INIT_FILE
+        summary["init"] = run.init.describe() if run.init is not None else \
+            json.loads(written.read_text()) if written.is_file() else {"from": cfg.train.init}
     if dist.main:
         if not interrupted:
             run.log.riff(run.raw, run.data.tokenizer, cfg, state.step, run.device)
@@ -534,11 +560,16 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     cfg, ckpt = resumed_config(cfg, resume, resume_overrides)
     if resume is not None:
         run_dir = Path(resume)
+    init = load_init(cfg.train.init) if cfg.train.init and ckpt is None else None  # a resume has its own weights
+    if init is not None:
+        cfg = init_config(cfg, init)
     if cfg.train.max_steps < 1:
         raise GuitarformerError(f"train.max_steps is {cfg.train.max_steps}: a run needs at least one step",
                                 "pass --max-steps 1 or more")
-    run = set_up(cfg, run_dir, ckpt, progress, force)
+    run = set_up(cfg, run_dir, ckpt, progress, force, init)
     announce(run, ckpt)
+    if init is not None:
+        announce_init(run)
     t_start = time.time()
     stopped_by, last_val = loop(run, progress, stop_at, t_start)
     return finish(run, stopped_by, last_val, time.time() - t_start)

@@ -1,0 +1,154 @@
+"""Starting a run from another run's weights (`guitarformer train --init pretrained|RUN_DIR|CKPT`): fine-tuning.
+
+Not a resume: the new run has its own directory, a fresh optimizer and learning-rate schedule, and trains on the
+user's dataset. What it takes from the init run:
+
+- the architecture (the model section's shape): a config that asks for another shape is refused, since the
+  weights would not fit it. A shape value is taken as asked when it differs from the init run's and from the
+  default config (a default left alone is the init run's);
+- the tokens: the dataset must be tokenized as the init run was (same tokenizer class and settings, every token
+  at the same id), with new tokens (styles of the user's folders) only after the init run's. `guitarformer
+  prepare FILES --like pretrained` makes such a dataset (tokenization.extended_tokenizer); any other is refused
+  with that fix;
+- the training mix (controls, control dropout, infilling, transposition) unless the config changes it, so that
+  a fine-tune keeps what the init model can be asked for;
+- the weights: every tensor copied; where the vocabulary grew, the embedding (and the tied output layer) gets one
+  row per new token, the mean of the init run's rows of that token's type (a new style starts as the average
+  style), so the old ids' rows and the model's predictions over the old vocabulary are unchanged at step 0.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import miditok
+import torch
+
+from guitarformer.config import Config, from_dict, validate
+from guitarformer.data.tokenization import load_tokenizer, tokens_differ
+from guitarformer.errors import GuitarformerError
+from guitarformer.runs import PRETRAINED, named_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint
+
+# The model settings the weights depend on (dropout and the vocabulary size are not among them).
+SHAPE_KEYS = ("kind", "n_layer", "n_enc_layer", "n_head", "n_embd", "block_size", "src_block_size", "bias", "pos",
+              "ffn", "ffn_mult", "tie_weights")
+# Data settings a fine-tune inherits unless the config changes them: what the tokens are, and the training mix.
+TOKEN_KEYS = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures", "bpe_vocab_size", "bpe_model",
+              "controls")
+MIX_KEYS = ("control_dropout", "infill", "transpose")
+INIT_FILE = "init.json"  # in the run directory: InitRun.describe(), for the summary of every later segment
+
+
+@dataclass
+class InitRun:
+    """The run a new run starts from: how the user named it, its checkpoint, config, tokenizer and weights."""
+
+    name: str
+    checkpoint: Path
+    cfg: Config
+    tokenizer: miditok.MusicTokenizer
+    weights: dict[str, torch.Tensor]
+    step: int | None = None
+    added: list[str] = field(default_factory=list)  # tokens the fine-tune's vocabulary adds (set by init_weights)
+    val_loss: float | None = None  # the init weights' val loss on the fine-tune's data (step 0)
+
+    def describe(self) -> dict[str, Any]:
+        """What summary.json records of it."""
+        return {"from": self.name, "checkpoint": str(self.checkpoint.resolve()), "step": self.step,
+                "vocab_size": len(self.tokenizer), "added_tokens": self.added, "val_loss_at_init": self.val_loss}
+
+
+def load_init(name: str | Path) -> InitRun:
+    """The run named by `name`: "pretrained", a run directory or a checkpoint file (runs.named_checkpoint)."""
+    ck = named_checkpoint(name)
+    state = load_checkpoint(ck)
+    tok_path = ck.parent.parent / "tokenizer.json"
+    if not tok_path.is_file():
+        raise GuitarformerError(f"no tokenizer.json beside {ck} (looked in {tok_path.parent})",
+                                "name a checkpoint inside its run directory (RUN/ckpt/best.pt) or the run directory")
+    step = state.get("step")
+    label = PRETRAINED if str(name) == PRETRAINED else str(Path(name).expanduser().resolve())
+    return InitRun(label, ck, from_dict(state["config"]), load_tokenizer(tok_path), state["model"],
+                   int(step) if isinstance(step, int) else None)
+
+
+def init_config(cfg: Config, init: InitRun) -> Config:
+    """`cfg` with the init run's architecture, token settings and (unless `cfg` changes them) training mix; a shape
+    `cfg` asks for that the init weights do not have is a GuitarformerError."""
+    default = Config()
+    clash = [k for k in SHAPE_KEYS if getattr(cfg.model, k) != getattr(init.cfg.model, k)
+             and getattr(cfg.model, k) != getattr(default.model, k)]
+    if clash:
+        asked = ", ".join(f"model.{k}={getattr(cfg.model, k)}" for k in clash)
+        has = ", ".join(f"{k}={getattr(init.cfg.model, k)}" for k in clash)
+        raise GuitarformerError(f"the config asks for {asked}, but the init run {init.name} has {has}: its weights "
+                                "fit only its own architecture",
+                                "drop the model options (--config/--set model.*: the architecture comes from the init "
+                                "run), or train from scratch without --init")
+    out = copy.deepcopy(cfg)
+    for k in SHAPE_KEYS:
+        setattr(out.model, k, getattr(init.cfg.model, k))
+    out.model.vocab_size = 0  # the dataset's (the init run's vocabulary and the tokens the dataset adds)
+    for k in TOKEN_KEYS:
+        setattr(out.data, k, getattr(init.cfg.data, k))
+    for k in MIX_KEYS:
+        if getattr(cfg.data, k) == getattr(default.data, k):
+            setattr(out.data, k, getattr(init.cfg.data, k))
+    out.train.init = init.name
+    validate(out)
+    return out
+
+
+def check_tokens(init: InitRun, tokenizer: miditok.MusicTokenizer, dataset: Path) -> None:
+    """Refuse a dataset whose token ids are not the init run's (extended by new tokens only), naming what differs."""
+    why = tokens_differ(init.tokenizer, tokenizer)
+    if why is not None:
+        raise GuitarformerError(
+            f"dataset {dataset} is not tokenized like the init run {init.name} ({why})",
+            f"prepare your files with its tokens: guitarformer prepare YOUR-FILES --like {init.name} --out "
+            f"{dataset}-like, then train --data {dataset}-like")
+
+
+def _type_of(token: str) -> str:
+    return token.split("_", 1)[0]
+
+
+def new_rows(old: torch.Tensor, init_vocab: dict[str, int], added: list[str]) -> torch.Tensor:
+    """Rows (dim 0) for the `added` tokens of a tensor indexed by the init vocabulary: each the mean of the rows of
+    the init tokens of its type (CtrlStyle_metal: the mean style), else of all rows."""
+    by_type: dict[str, list[int]] = {}
+    for token, i in init_vocab.items():
+        by_type.setdefault(_type_of(token), []).append(i)
+    rows = []
+    for token in added:
+        ids = by_type.get(_type_of(token)) or list(range(old.shape[0]))
+        rows.append(old[ids].float().mean(dim=0))
+    return torch.stack(rows).to(old.dtype)
+
+
+def init_weights(model: torch.nn.Module, init: InitRun, tokenizer: miditok.MusicTokenizer) -> None:
+    """Load the init run's weights into `model` (built for `tokenizer`'s vocabulary, the init one's plus new
+    tokens at the end): tensors indexed by the vocabulary get rows for the new tokens (new_rows); the rest must
+    match in shape. Records the added tokens in `init.added`."""
+    V_old, V = len(init.tokenizer), len(tokenizer)
+    by_id = {i: t for t, i in tokenizer.vocab.items()}
+    init.added = [by_id[i] for i in range(V_old, V)]
+    target = model.state_dict()
+    state: dict[str, torch.Tensor] = {}
+    for key, new in target.items():
+        old = init.weights.get(key)
+        if old is None:
+            raise GuitarformerError(f"the init checkpoint {init.checkpoint} has no {key}",
+                                    "init from a run of this version's models (a run directory or its ckpt/best.pt)")
+        if old.shape != new.shape and V > V_old and old.shape[0] == V_old and old.shape[1:] == new.shape[1:] \
+                and new.shape[0] == V:
+            old = torch.cat([old, new_rows(old, init.tokenizer.vocab, init.added)])
+        if old.shape != new.shape:
+            raise GuitarformerError(f"the init checkpoint's {key} is {tuple(old.shape)}, the model's "
+                                    f"{tuple(new.shape)}", "init from a checkpoint that matches its own config")
+        state[key] = old.to(new.dtype)  # a shipped model in half precision trains in the run's precision
+    model.load_state_dict(state)

@@ -1,0 +1,238 @@
+"""Fine-tuning (`train --init`): the shipped model on a handful of tiny files in a NEW style folder.
+
+The vocabulary grows by exactly the new style, the init rows are unchanged and the model's predictions over the
+old vocabulary are the shipped model's at step 0; the run samples the new style, resumes exactly and says where it
+came from; datasets of other tokens and clashing architectures are refused with the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from guitarformer.cli import main
+from guitarformer.config import load_config
+from guitarformer.data.prepare import prepare
+from guitarformer.data.tab_tokens import strip_controls
+from guitarformer.errors import GuitarformerError
+from guitarformer.models import build_model
+from guitarformer.pretrained import has_pretrained, pretrained_dir
+from guitarformer.runs import load_run
+from guitarformer.runs.checkpoint import load_checkpoint
+from guitarformer.training.init import init_config, init_weights, load_init
+from guitarformer.training.loop import Data, evaluate, train
+from reliability_helpers import write_riffs
+
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
+              pytest.mark.skipif(not has_pretrained(), reason="no shipped model in this checkout")]
+
+NEW_STYLE = "surf"  # not among the shipped model's styles
+
+
+@pytest.fixture(scope="module")
+def tabs(tmp_path_factory) -> Path:
+    """Six tiny riffs in a folder named after a style the shipped model does not know."""
+    root = tmp_path_factory.mktemp("tabs")
+    write_riffs(root / NEW_STYLE, 6)
+    return root
+
+
+@pytest.fixture(scope="module")
+def like_dataset(cache_root, tabs, tmp_path_factory) -> Path:
+    init = load_init("pretrained")
+    out = tmp_path_factory.mktemp("like") / "ds"
+    prepare([tabs], out, init.cfg.data, workers=1, progress=False, like=init.tokenizer)
+    return out
+
+
+def _cfg(dataset: Path, **train):
+    """The default config (a fine-tune takes the architecture from the init run) for a few CPU steps."""
+    cfg = load_config(None)
+    cfg.data.dataset = str(dataset)
+    cfg.train.init = "pretrained"
+    for k, v in dict(max_steps=4, batch_size=2, eval_interval=2, log_interval=1, sample_interval=0,
+                     time_budget_min=0.0, compile=False, device="cpu", dtype="float32", **train).items():
+        setattr(cfg.train, k, v)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(like_dataset, tmp_path_factory) -> tuple[Path, dict]:
+    run = tmp_path_factory.mktemp("ft") / "run"
+    return run, train(_cfg(like_dataset), run_dir=run, progress=False)
+
+
+def test_prepare_like_adds_exactly_the_new_style(like_dataset):
+    init = load_init("pretrained")
+    data = Data(_cfg(like_dataset), like_dataset)
+    old, new = init.tokenizer.vocab, data.tokenizer.vocab
+    assert len(new) == len(old) + 1
+    assert all(new[t] == i for t, i in old.items())  # every old id names the same token
+    assert new[f"CtrlStyle_{NEW_STYLE}"] == len(old)
+    seqs = data.train.split.tokens
+    assert int((torch.as_tensor(seqs.astype("int64")) == len(old)).sum()) == 6  # one style token per file
+
+
+def test_step_zero_keeps_the_shipped_model(like_dataset):
+    """Old rows identical to the shipped weights; the new row is the mean style; over the old vocabulary the
+    fine-tune's logits are the shipped model's (no silent re-initialisation)."""
+    init = load_init("pretrained")
+    cfg = init_config(_cfg(like_dataset), init)
+    data = Data(cfg, like_dataset)
+    cfg.model.vocab_size = len(data.tokenizer)
+    model = build_model(cfg.model)
+    init_weights(model, init, data.tokenizer)
+    assert init.added == [f"CtrlStyle_{NEW_STYLE}"]
+    V0 = len(init.tokenizer)
+    emb, shipped = model.state_dict()["embed.wte.weight"], init.weights["embed.wte.weight"].float()
+    assert torch.equal(emb[:V0], shipped)
+    styles = [i for t, i in init.tokenizer.vocab.items() if t.startswith("CtrlStyle_")]
+    assert torch.allclose(emb[V0], shipped[styles].mean(0), atol=1e-3)  # stored in the shipped dtype's precision
+    assert model.lm_head.weight.data_ptr() == model.embed.wte.weight.data_ptr()  # still tied
+
+    base, _, _ = load_run(pretrained_dir())
+    ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:300]])  # old ids only
+    x = torch.tensor([ids])
+    model.eval()
+    with torch.no_grad():
+        ours, _ = model(x)
+        theirs, _ = base.float()(x)
+    assert ours.shape[-1] == V0 + 1
+    assert torch.allclose(ours[..., :V0], theirs, atol=1e-4)
+
+
+def test_fine_tune_run_starts_from_the_shipped_loss(fine_tuned, tabs, tmp_path):
+    """The run's step-0 val loss is the initialised model's; it is near the shipped model's own loss on the same
+    files (without the new style token, which the shipped model cannot read) and far from random weights'."""
+    run, summary = fine_tuned
+    init = summary["init"]
+    assert init["from"] == "pretrained" and init["added_tokens"] == [f"CtrlStyle_{NEW_STYLE}"]
+    assert init["vocab_size"] == 457 and init["step"] is not None
+    assert json.loads((run / "init.json").read_text()) == init
+    assert load_config(str(run / "config.yaml")).train.init == "pretrained"
+
+    # The same files prepared like the shipped model, but in no style folder: the shipped model's ids exactly.
+    flat = tmp_path / "flat"
+    shutil.copytree(tabs / NEW_STYLE, flat)
+    shipped = load_init("pretrained")
+    prepare([flat], tmp_path / "flat-ds", shipped.cfg.data, workers=1, progress=False, like=shipped.tokenizer)
+    base, _, _ = load_run(pretrained_dir())
+    cfg = _cfg(tmp_path / "flat-ds")
+    data = Data(init_config(cfg, shipped), tmp_path / "flat-ds")
+    assert len(data.tokenizer) == 457
+    shipped_loss = evaluate(base.float(), data, "decoder", torch.device("cpu"), torch.float32, 2)["loss"]
+    assert init["val_loss_at_init"] == pytest.approx(shipped_loss, abs=0.03)  # measured: 1.2738 vs 1.2646
+    assert init["val_loss_at_init"] < 0.5 * torch.log(torch.tensor(458.0)).item()  # random weights: ~6.1
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["loss"] for m in metrics if m["kind"] == "val" and m["step"] == 0] == [init["val_loss_at_init"]]
+
+
+def test_fine_tuned_run_samples_its_new_style(fine_tuned, tmp_path):
+    run, _ = fine_tuned
+    out = tmp_path / "riff.mid"
+    r = CliRunner().invoke(main, ["sample", "--run", str(run), "--out", str(out), "--tab", str(tmp_path / "r.txt"),
+                                  "--style", NEW_STYLE, "--bars", "2", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    import symusic
+
+    assert sum(len(t.notes) for t in symusic.Score(str(out)).tracks) > 0
+    assert (tmp_path / "r.txt").read_text().count("|") > 0
+
+
+def test_fine_tune_resumes_exactly(like_dataset, tmp_path):
+    cfg = _cfg(like_dataset)
+    full = train(copy.deepcopy(cfg), run_dir=tmp_path / "full", progress=False)
+    train(copy.deepcopy(cfg), run_dir=tmp_path / "split", progress=False, stop_at=2)
+    split = train(load_config(None), resume=tmp_path / "split", progress=False)
+    a = load_checkpoint(tmp_path / "full" / "ckpt" / "last.pt")["model"]
+    b = load_checkpoint(tmp_path / "split" / "ckpt" / "last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert split["init"] == full["init"] | {"val_loss_at_init": split["init"]["val_loss_at_init"]}
+    assert split["init"]["added_tokens"] == [f"CtrlStyle_{NEW_STYLE}"]
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs, tmp_path):
+    """The same files prepared with the default settings number the styles otherwise: one line, and the fix."""
+    cfg = load_config(None)
+    cfg.data.controls = True
+    cfg.data.infill = 0.3
+    prepare([tabs], tmp_path / "own", cfg.data, workers=1, progress=False)
+    with pytest.raises(GuitarformerError) as e:
+        train(_cfg(tmp_path / "own"), run_dir=tmp_path / "run", progress=False)
+    assert "styles" in e.value.problem and "--like pretrained" in e.value.fix
+    assert not (tmp_path / "run" / "ckpt").exists()  # refused before the run directory is made
+
+
+def test_other_tokenizer_is_refused(cache_root, tabs, tmp_path):
+    cfg = load_config(None)
+    cfg.data.tokenizer = "REMI"
+    prepare([tabs], tmp_path / "remi", cfg.data, workers=1, progress=False)
+    r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--data", str(tmp_path / "remi"),
+                                  "--run-dir", str(tmp_path / "run"), "--max-steps", "1", "--device", "cpu"])
+    assert r.exit_code == 2
+    assert "tokenizer REMI, the init run's TabREMI" in r.output and "--like pretrained" in r.output
+
+
+def test_clashing_architecture_is_refused(like_dataset, tmp_path):
+    r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--data", str(like_dataset), "--set",
+                                  "model.n_layer=8", "--run-dir", str(tmp_path / "run"), "--max-steps", "1"])
+    assert r.exit_code == 2
+    assert "model.n_layer=8" in r.output and "n_layer=6" in r.output and "drop the model options" in r.output
+    r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--config", "tiny", "--data", str(like_dataset),
+                                  "--run-dir", str(tmp_path / "run"), "--max-steps", "1"])
+    assert r.exit_code == 2 and "its weights fit only its own architecture" in r.output
+
+
+def test_init_and_resume_together_are_refused(tmp_path):
+    r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--resume", str(tmp_path)])
+    assert r.exit_code == 2 and "--init starts a new run" in r.output
+
+
+def test_prepare_like_takes_no_other_token_settings(tabs, tmp_path):
+    r = CliRunner().invoke(main, ["prepare", str(tabs), "--like", "pretrained", "--tokenizer", "REMI", "--out",
+                                  str(tmp_path / "ds")])
+    assert r.exit_code == 2 and "--like takes every token setting" in r.output
+
+
+def test_unknown_init_is_refused(tmp_path):
+    with pytest.raises(GuitarformerError, match="neither a run directory nor a checkpoint"):
+        load_init(tmp_path / "nowhere")
+
+
+# ---------------------------------------------------------------- real files
+
+
+def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
+    """Three real Guitar Pro files (techniques, real fingerings) in a `metal` folder: one new token; the shipped
+    model, grown by it, predicts them as the shipped model does."""
+    files = sorted((shared_guitar / "pyguitarpro").rglob("*.gp5"))[:3]
+    if len(files) < 3:
+        pytest.skip("fewer than 3 .gp5 files in the shared data")
+    (tmp_path / "tabs" / "metal").mkdir(parents=True)
+    for f in files:  # copied into the test's temporary folder (a symlink out of the input folder is not followed)
+        shutil.copy(f, tmp_path / "tabs" / "metal" / f.name)
+    init = load_init("pretrained")
+    meta = prepare([tmp_path / "tabs"], tmp_path / "ds", init.cfg.data, workers=1, progress=False,
+                   like=init.tokenizer)
+    assert meta["status"].get("ok", 0) >= 2 and meta["vocab_size"] == 458
+    cfg = init_config(_cfg(tmp_path / "ds"), init)
+    data = Data(cfg, tmp_path / "ds")
+    cfg.model.vocab_size = len(data.tokenizer)
+    model = build_model(cfg.model)
+    init_weights(model, init, data.tokenizer)
+    assert init.added == ["CtrlStyle_metal"]
+    base, _, _ = load_run(pretrained_dir())
+    ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:400]])
+    model.eval()
+    with torch.no_grad():
+        assert torch.allclose(model(torch.tensor([ids]))[0][..., :457], base.float()(torch.tensor([ids]))[0],
+                              atol=1e-4)
