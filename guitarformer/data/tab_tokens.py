@@ -24,7 +24,9 @@ With controls on (the tokenizer config's ``guitar_controls`` parameter, off by d
 the control tokens of data/controls.py: piece controls (``CtrlTuning CtrlCapo CtrlKey CtrlStyle``) right after BOS,
 bar controls (``CtrlDensity CtrlPoly CtrlPos CtrlPM CtrlTech``) right after each Bar, each optional, always in that
 order. `insert_controls` writes them into a piece's ids from its own decoded notes; `strip_controls` takes them out.
-The style vocabulary depends on the dataset, so it is kept in that same parameter, which tokenizer.json saves.
+The style vocabulary depends on the dataset, so it is kept in that same parameter, which tokenizer.json saves; a
+dataset prepared to fine-tune a run (`prepare --like RUN`) adds the styles that run lacks after the whole vocabulary
+(the parameter's ``added_styles``), so the ids the run's model knows never move.
 """
 
 from __future__ import annotations
