@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import symusic
 import torch
 from click.testing import CliRunner
 
@@ -133,16 +134,17 @@ def test_fine_tune_run_starts_from_the_shipped_loss(fine_tuned, tabs, tmp_path):
     assert [m["loss"] for m in metrics if m["kind"] == "val" and m["step"] == 0] == [init["val_loss_at_init"]]
 
 
-def test_fine_tuned_run_samples_its_new_style(fine_tuned, tmp_path):
+def test_fine_tuned_run_samples_its_new_style_and_infills(fine_tuned, tabs, tmp_path):
     run, _ = fine_tuned
     out = tmp_path / "riff.mid"
     r = CliRunner().invoke(main, ["sample", "--run", str(run), "--out", str(out), "--tab", str(tmp_path / "r.txt"),
                                   "--style", NEW_STYLE, "--bars", "2", "--device", "cpu"])
     assert r.exit_code == 0, r.output
-    import symusic
-
     assert sum(len(t.notes) for t in symusic.Score(str(out)).tracks) > 0
     assert (tmp_path / "r.txt").read_text().count("|") > 0
+    r = CliRunner().invoke(main, ["infill", str(tabs / NEW_STYLE / "riff0.mid"), "--bars", "2-3", "--out",
+                                  str(tmp_path / "new.mid"), "--run", str(run), "--device", "cpu"])
+    assert r.exit_code == 0 and "bars 2-3 written again" in r.output, r.output
 
 
 def test_fine_tune_resumes_exactly(like_dataset, tmp_path):
