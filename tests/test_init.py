@@ -57,8 +57,8 @@ def _cfg(dataset: Path, **train):
     cfg = load_config(None)
     cfg.data.dataset = str(dataset)
     cfg.train.init = "pretrained"
-    for k, v in dict(max_steps=4, batch_size=2, eval_interval=2, log_interval=1, sample_interval=0,
-                     time_budget_min=0.0, compile=False, device="cpu", dtype="float32", **train).items():
+    for k, v in {**dict(max_steps=4, batch_size=2, eval_interval=2, log_interval=1, sample_interval=0,
+                        time_budget_min=0.0, compile=False, device="cpu", dtype="float32"), **train}.items():
         setattr(cfg.train, k, v)
     return cfg
 
@@ -238,3 +238,28 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
     with torch.no_grad():
         assert torch.allclose(model(torch.tensor([ids]))[0][..., :457], base.float()(torch.tensor([ids]))[0],
                               atol=1e-4)
+
+
+def test_an_encoder_decoder_run_of_ones_own_fine_tunes_too(like_dataset, tmp_path):
+    """--init RUN_DIR of an encoder-decoder (here an untrained tiny one with the shipped model's tokens): the
+    architecture comes from it, the shared embedding and output grow by the new style, old rows stay."""
+    from guitarformer.config import Config, ModelConfig
+    from guitarformer.runs.checkpoint import save_checkpoint
+
+    shipped = load_init("pretrained")
+    own = tmp_path / "own-encdec"
+    cfg = Config(data=copy.deepcopy(shipped.cfg.data))
+    cfg.model = ModelConfig(kind="encoder_decoder", vocab_size=len(shipped.tokenizer), block_size=64,
+                            src_block_size=64, n_layer=1, n_head=2, n_embd=32)
+    shipped.tokenizer.save(own / "tokenizer.json")
+    torch.manual_seed(0)
+    weights = build_model(copy.deepcopy(cfg.model)).state_dict()
+    save_checkpoint(own / "ckpt" / "best.pt", {"config": cfg.to_dict(), "model": weights, "step": 0})
+
+    ft = _cfg(like_dataset, max_steps=1, eval_interval=1)
+    ft.train.init = str(own / "ckpt" / "best.pt")  # a checkpoint file names its run too
+    summary = train(ft, run_dir=tmp_path / "run", progress=False)
+    assert summary["init"]["added_tokens"] == [f"CtrlStyle_{NEW_STYLE}"]
+    saved = load_checkpoint(tmp_path / "run" / "ckpt" / "last.pt")
+    assert saved["config"]["model"]["kind"] == "encoder_decoder" and saved["config"]["model"]["n_embd"] == 32
+    assert saved["model"]["lm_head.weight"].shape == (len(shipped.tokenizer) + 1, 32)
