@@ -18,14 +18,14 @@ import torch
 from click.testing import CliRunner
 
 from guitarformer.cli import main
-from guitarformer.config import load_config
+from guitarformer.config import Config, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
 from guitarformer.data.tab_tokens import strip_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.pretrained import has_pretrained, pretrained_dir
 from guitarformer.runs import load_run
-from guitarformer.runs.checkpoint import load_checkpoint
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.init import init_config, init_weights, load_init
 from guitarformer.training.loop import Data, evaluate, train
 from reliability_helpers import write_riffs
@@ -243,9 +243,6 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
 def test_an_encoder_decoder_run_of_ones_own_fine_tunes_too(like_dataset, tmp_path):
     """--init RUN_DIR of an encoder-decoder (here an untrained tiny one with the shipped model's tokens): the
     architecture comes from it, the shared embedding and output grow by the new style, old rows stay."""
-    from guitarformer.config import Config, ModelConfig
-    from guitarformer.runs.checkpoint import save_checkpoint
-
     shipped = load_init("pretrained")
     own = tmp_path / "own-encdec"
     cfg = Config(data=copy.deepcopy(shipped.cfg.data))

@@ -3,11 +3,15 @@ and `tokens_differ` names what makes another dataset's tokens unusable."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from guitarformer.config import DataConfig
+from guitarformer.data.prepare import prepare
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import build_tokenizer, extended_tokenizer, load_tokenizer, tokens_differ
+from guitarformer.errors import GuitarformerError
 
 STYLES = ["jig", "reel", "waltz"]
 
@@ -62,3 +66,10 @@ def test_beat_resolution_is_named(base):
 def test_a_tokenizer_without_controls_is_not_extended():
     plain = build_tokenizer(DataConfig(), [])
     assert extended_tokenizer(plain, ["metal"]) is plain
+
+
+def test_preparing_like_a_bpe_run_is_refused(tmp_path):
+    """BPE merges are learned from the init run's own data: `prepare --like` such a run says so before reading."""
+    with pytest.raises(GuitarformerError, match="BPE-merged") as e:
+        prepare([tmp_path], tmp_path / "ds", like=SimpleNamespace(is_trained=True))
+    assert "base tokens" in e.value.fix and not (tmp_path / "ds").exists()
