@@ -22,8 +22,11 @@ import torch
 
 
 def remi_prompt(tok, n: int) -> list[int]:
-    """n ids of a real REMI riff (so the constraint's state is a real one)."""
-    from guitarformer.data.tokenization import encode
+    """n ids of a real riff in the tokenizer's own layout (so the constraint's state is a real one); tab
+    tokenizers get the riff fretted by `fret()`, as `prepare` does for MIDI."""
+    from guitarformer.data.tokenization import encode, is_tab_tokenizer
+    from guitarformer.fretting.viterbi import fret
+    from guitarformer.music.score import GuitarScore
 
     s = symusic.Score(480)
     s.tempos.append(symusic.Tempo(0, 100))
@@ -32,6 +35,8 @@ def remi_prompt(tok, n: int) -> list[int]:
     for i in range(n):
         tr.notes.append(symusic.Note(i * 240, 240, 40 + (i * 5) % 24, 90))
     s.tracks.append(tr)
+    if is_tab_tokenizer(tok):
+        return encode(tok, GuitarScore(s, frets=fret(tr.notes)))[:n]
     return encode(tok, s)[:n]
 
 

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from guitarformer.config import ModelConfig
 
-RopeTables = tuple[Tensor, Tensor]  # (cos, sin), each (T, hs/2): broadcasts over (..., T, hs/2)
+RopeTables = tuple[Tensor, Tensor]  # (cos, signed sin), each (T, hs): broadcasts over (..., T, hs)
 
 
 # --------------------------------------------------------------------------- leaf layers, without module calls
@@ -86,9 +86,13 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"rope needs an even head size, got {head_size}")
         inv_freq = 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
         angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)  # (max_len, hs/2)
+        cos, sin = angles.cos(), angles.sin()
+        # Full-width tables, so a rotation is x * cos + swap_halves(x) * sin in four ops instead of ten at every
+        # layer of every decoding step; the sine's first half is negated (x1 cos - x2 sin == x1 cos + x2 (-sin)
+        # exactly in IEEE arithmetic, so the result is bit for bit the half-split formula's).
         # Non-persistent: derived from the config, so checkpoints stay plain weights.
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.register_buffer("cos", torch.cat((cos, cos), 1), persistent=False)  # (max_len, hs)
+        self.register_buffer("sin", torch.cat((-sin, sin), 1), persistent=False)  # (max_len, hs)
 
     def forward(self, start: int, length: int) -> RopeTables:
         return self.cos[start : start + length], self.sin[start : start + length]
@@ -96,9 +100,11 @@ class RotaryEmbedding(nn.Module):
 
 def apply_rope(x: Tensor, rope: RopeTables) -> Tensor:
     """Rotate (..., T, hs) queries and keys by their position's angles (q and k stacked in one tensor: one pass)."""
-    cos, sin = rope[0].to(x.dtype), rope[1].to(x.dtype)  # cast so autocast/bf16 keeps one dtype
-    x1, x2 = x.chunk(2, dim=-1)  # (..., T, hs/2) each
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    cos, sin = rope
+    if cos.dtype != x.dtype:  # autocast/bf16: keep one dtype
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    # roll by hs/2 swaps the halves: (x1, x2) -> (x2, x1); with the signed table this is (x1 cos - x2 sin, x2 cos + x1 sin)
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
 
 
 class TokenEmbedding(nn.Module):
@@ -237,7 +243,10 @@ class SelfAttention(nn.Module):
             q, k = apply_rope(qkv[:2], rope).unbind(0)  # (B, nh, T, hs) each, rotated in one pass
             v = qkv[2]
         if cache is not None:
-            k, v = cache.update(layer, k, v)  # (B, nh, L, hs)
+            fresh = cache.length == 0
+            ck, cv = cache.update(layer, k, v)  # (B, nh, L, hs)
+            if not fresh:  # a prompt into an empty cache attends to its own k/v: denser than the cache's views
+                k, v = ck, cv
         L = k.shape[2]
 
         mask = key_padding_to_attn_mask(key_mask)  # (B, 1, 1, L) or None
