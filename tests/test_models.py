@@ -120,9 +120,10 @@ def test_future_tokens_do_not_change_past_logits(kind: str, pos: str) -> None:
         assert (out[:, t] - base[:, t]).abs().max() > 1e-4  # the token itself does matter
 
 
-def decode_incrementally(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, chunks: list[int]) -> torch.Tensor:
+def decode_incrementally(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, chunks: list[int],
+                         static: bool = False) -> torch.Tensor:
     """Feed tgt through a KV cache in the given chunk sizes; return the concatenated logits."""
-    cache = model.new_cache(tgt.shape[0], tgt.shape[1])
+    cache = model.new_cache(tgt.shape[0], tgt.shape[1] + 3 * static, static=static)  # static: room it never fills
     memory = model.encode(src) if isinstance(model, EncoderDecoder) else None
     outs, start = [], 0
     for n in chunks:
@@ -146,8 +147,13 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
         full = run(model, src, tgt)
         one_by_one = decode_incrementally(model, src, tgt, [5] + [1] * 11)  # prompt, then token by token
         chunked = decode_incrementally(model, src, tgt, [3, 4, 1, 6, 2])  # multi-token steps need the lower-right mask
+        # A static cache (a captured step's): whole buffers read under the mask of the positions written so far.
+        static = decode_incrementally(model, src, tgt, [5] + [1] * 11, static=True)
+        static_chunked = decode_incrementally(model, src, tgt, [3, 4, 1, 6, 2], static=True)
     torch.testing.assert_close(one_by_one, full, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(static, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(static_chunked, full, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", KINDS)
