@@ -341,12 +341,15 @@ def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] |
         f"Command: `python scripts/bench_model.py {' '.join(a for a in sys.argv[1:] if a)}`".replace("  ", " "),
         f"Date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
         f"Machine: {machine()}",
-        f"Device/dtype: {args.device} / {args.dtype}{' (autocast)' if args.dtype == 'bfloat16' else ''}"
-        f"{', torch.compile' if args.compile else ''}",
-        f"Config (speed; memory uses the contexts below): n_layer={p['n_layer']} n_head={p['n_head']} n_embd={p['n_embd']} context={p['block_size']} "
-        f"vocab={p['vocab_size']} batch={p['batch']}",
-        "",
     ]
+    if sp or mem:  # the preset's comparison (mfu reports its own model and settings)
+        lines += [
+            f"Device/dtype: {args.device} / {args.dtype}{' (autocast)' if args.dtype == 'bfloat16' else ''}"
+            f"{', torch.compile' if args.compile else ''}",
+            f"Config (speed; memory uses the contexts below): n_layer={p['n_layer']} n_head={p['n_head']} "
+            f"n_embd={p['n_embd']} context={p['block_size']} vocab={p['vocab_size']} batch={p['batch']}",
+        ]
+    lines += [f"Load average (1 min) at the end: {os.getloadavg()[0]:.1f} (other processes share these cores)", ""]
     if sp:
         lines += [
             f"Training step = forward + backward + AdamW; {args.rounds} interleaved rounds x "
