@@ -136,7 +136,6 @@ def main() -> None:
         r["re"] = B * nr / timed({"re": lambda: recompute_loop(ours, idx, nr, gen_re)}, 1)["re"]
         print(r, flush=True)
         rows.append(r)
-        print(r, flush=True)
 
     where = torch.cuda.get_device_name() if dev.type == "cuda" else cpu_name()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
