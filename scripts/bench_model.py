@@ -38,6 +38,8 @@ H100_BF16_PEAK = 989e12  # dense bf16 tensor-core FLOP/s, H100 SXM
 PRESETS = {
     # small enough for a few minutes on 2 shared CPU cores
     "cpu-small": dict(n_layer=4, n_head=4, n_embd=256, block_size=256, vocab_size=512, batch=8),
+    # the CPU comparison the project quotes: 4 layers, width 256, context 512, batch 8
+    "cpu-512": dict(n_layer=4, n_head=4, n_embd=256, block_size=512, vocab_size=512, batch=8),
     # GPT-2-small body: 85M non-embedding parameters, context 1024
     "gpt2-85m": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=512, batch=16),
 }
@@ -136,6 +138,88 @@ def speed(args: argparse.Namespace, p: dict) -> dict:
         if dev.type == "cuda":
             rows[name]["mfu"] = B * T / med * fpt / H100_BF16_PEAK
     return dict(rows=rows, flops_per_token=fpt, non_embedding_params=ref.num_params())
+
+
+# --------------------------------------------------------------------------- the default model vs the CPU's peak
+
+
+def bf16_matmul_flops(n: int = 2048, repeat: int = 3) -> float:
+    """FLOP/s of one large bf16 matmul (n x n x n) on this CPU, best of `repeat`: the peak the default model's
+    training is held against (oneDNN's bf16 GEMM, AVX512-BF16 / AMX where the CPU has them)."""
+    a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
+    torch.mm(a, b)  # warm-up: packing, thread pool
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+def default_model_mfu(args: argparse.Namespace) -> dict:
+    """The default config's model trained by its own recipe (batch, context, bf16 autocast where the CPU has native
+    bf16, torch.compile, fused AdamW, gradient clipping), in rounds interleaved with the bf16 matmul peak, so
+    background load hits both alike. FLOPs per token: 6N (N non-embedding parameters, the tied head included)
+    plus attention; the report gives attention both as computed under the causal mask (6 * n_layer * C * T:
+    SDPA skips the masked half) and as PaLM counts it (12 * n_layer * C * T)."""
+    from guitarformer.config import load_config
+    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.runtime import cpu_has_fast_bf16
+
+    cfg = load_config(None)
+    cfg.model.vocab_size = len(build_tokenizer(cfg.data))
+    B, T, V = cfg.train.batch_size, cfg.model.block_size, cfg.model.vocab_size
+    amp = cpu_has_fast_bf16()
+    torch.manual_seed(0)
+    model = build_model(cfg.model).train()
+    opt = model.configure_optimizer(cfg.train.weight_decay, cfg.train.lr, (cfg.train.beta1, cfg.train.beta2), "cpu")
+    fn = torch.compile(model) if cfg.train.compile else model
+    x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            _, loss = fn(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(args.warmup + 1):  # the first step compiles
+        step()
+    peaks, steps = [], []
+    for _ in range(args.rounds):
+        peaks.append(bf16_matmul_flops())
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        steps.append((time.perf_counter() - t) / args.steps)
+    n = model.num_params(non_embedding=True)
+    L, C = cfg.model.n_layer, cfg.model.n_embd
+    causal, palm = 6.0 * n + 6.0 * L * C * T, 6.0 * n + 12.0 * L * C * T
+    peak, step_s = statistics.median(peaks), statistics.median(steps)
+    per_round = [B * T / s * causal / p for s, p in zip(steps, peaks)]
+    return dict(name=cfg.name, B=B, T=T, L=L, C=C, V=V, amp=amp, compile=cfg.train.compile, params=n,
+                peak=peak, step_s=step_s, tok_s=B * T / step_s, causal=causal, palm=palm,
+                mfu=B * T / step_s * causal / peak, mfu_palm=B * T / step_s * palm / peak,
+                mfu_rounds=(min(per_round), max(per_round)))
+
+
+def mfu_report(r: dict) -> list[str]:
+    return [
+        f"The default model ({r['name']}: {r['L']} layers, width {r['C']}, context {r['T']}, batch {r['B']}, vocabulary "
+        f"{r['V']}; {'bf16 autocast' if r['amp'] else 'fp32'}{', torch.compile' if r['compile'] else ''}, fused AdamW, "
+        f"gradient clipping) against one large bf16 matmul, interleaved rounds, medians. Non-embedding params "
+        f"{r['params'] / 1e6:.2f}M; FLOPs/token {r['causal'] / 1e6:.1f}M (6N + causal attention 6*L*C*T), "
+        f"{r['palm'] / 1e6:.1f}M as PaLM counts attention (12*L*C*T).",
+        "",
+        "| bf16 matmul peak (GFLOP/s) | ms/step | tokens/s | model FLOP/s (G) | of the peak | of the peak (PaLM count) "
+        "| per-round range |",
+        "|---|---|---|---|---|---|---|",
+        f"| {r['peak'] / 1e9:,.0f} | {r['step_s'] * 1e3:,.0f} | {r['tok_s']:,.0f} | {r['tok_s'] * r['causal'] / 1e9:,.0f} "
+        f"| {r['mfu'] * 100:.1f}% | {r['mfu_palm'] * 100:.1f}% | {r['mfu_rounds'][0] * 100:.0f}-"
+        f"{r['mfu_rounds'][1] * 100:.0f}% |",
+        "",
+    ]
 
 
 def sync(dev: torch.device) -> None:
@@ -252,17 +336,20 @@ def machine() -> str:
            f"Python {platform.python_version()}, torch {torch.__version__}"
 
 
-def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] | None) -> str:
+def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] | None, mfu: dict | None = None) -> str:
     lines = [
         f"Command: `python scripts/bench_model.py {' '.join(a for a in sys.argv[1:] if a)}`".replace("  ", " "),
         f"Date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
         f"Machine: {machine()}",
-        f"Device/dtype: {args.device} / {args.dtype}{' (autocast)' if args.dtype == 'bfloat16' else ''}"
-        f"{', torch.compile' if args.compile else ''}",
-        f"Config (speed; memory uses the contexts below): n_layer={p['n_layer']} n_head={p['n_head']} n_embd={p['n_embd']} context={p['block_size']} "
-        f"vocab={p['vocab_size']} batch={p['batch']}",
-        "",
     ]
+    if sp or mem:  # the preset's comparison (mfu reports its own model and settings)
+        lines += [
+            f"Device/dtype: {args.device} / {args.dtype}{' (autocast)' if args.dtype == 'bfloat16' else ''}"
+            f"{', torch.compile' if args.compile else ''}",
+            f"Config (speed; memory uses the contexts below): n_layer={p['n_layer']} n_head={p['n_head']} "
+            f"n_embd={p['n_embd']} context={p['block_size']} vocab={p['vocab_size']} batch={p['batch']}",
+        ]
+    lines += [f"Load average (1 min) at the end: {os.getloadavg()[0]:.1f} (other processes share these cores)", ""]
     if sp:
         lines += [
             f"Training step = forward + backward + AdamW; {args.rounds} interleaved rounds x "
@@ -300,6 +387,8 @@ def report(args: argparse.Namespace, p: dict, sp: dict | None, mem: list[dict] |
             pl = next(m for m in mem if m["T"] == T and m["impl"] == "plain")["peak_mib"]
             lines.append(f"| {T} | {s:,.0f} | {pl:,.0f} | {s / pl:.2f} |")
         lines.append("")
+    if mfu:
+        lines += mfu_report(mfu)
     return "\n".join(lines)
 
 
@@ -309,7 +398,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--preset", default=None, choices=sorted(PRESETS), help="default: cpu-small on CPU, gpt2-85m on CUDA")
     ap.add_argument("--batch", type=int, default=None)
-    ap.add_argument("--what", default="all", choices=["all", "speed", "memory"])
+    ap.add_argument("--what", default="all", choices=["all", "speed", "memory", "mfu"],
+                    help="mfu: the default model's training against this CPU's bf16 matmul peak")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--steps", type=int, default=1, help="steps per model per round")
     ap.add_argument("--warmup", type=int, default=2)
@@ -335,7 +425,8 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = True
     sp = speed(args, p) if args.what in ("all", "speed") else None
     mem = memory(args, p) if args.what in ("all", "memory") else None
-    md = report(args, p, sp, mem)
+    mfu = default_model_mfu(args) if args.what == "mfu" else None
+    md = report(args, p, sp, mem, mfu)
     print(md)
     if args.out:
         args.out.write_text(md + "\n")

@@ -5,6 +5,10 @@
 #   bash scripts/gpu_checks.sh tab     # the default run with tab tokens and with pitch-only REMI, their NLL per note
 #                                      # (bench_tab_nll.py), and a tab model on the human tabs in $TABS (a dataset
 #                                      # prepared from the train half, scripts/bench_fingering.py --list-split)
+#   bash scripts/gpu_checks.sh speed   # #28: the captured decoding step's tests; training ours vs HF GPT-2 (decoder-base
+#                                      # dims, bf16, compile, fused AdamW) with MFU; sampling at batch 1 and 32 with the
+#                                      # constraint vs HF generate (captured and eager steps); writes the section of
+#                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
 #   bash scripts/gpu_checks.sh ctl     # #18: a decoder with controls and infilling and an encoder-decoder with
 #                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
 #                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
@@ -71,6 +75,42 @@ elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the 
       --run-dir /tmp/runs/$tk-$ctx-s${SEED:-2} > "$LOG/$tk-$ctx.log" 2>&1; tail -1 "$LOG/$tk-$ctx.log"; done; done
   python3 scripts/bench_tab_nll.py /tmp/runs/*-s${SEED:-2} --device cuda > "$LOG/tab_nll_seed.md" 2>&1
   cat "$LOG/tab_nll_seed.md"
+elif [ "$STAGE" = speed ]; then
+  step "tests that need a GPU: the captured (CUDA graph) decoding step, the static KV cache"
+  python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "captured or cuda or kv_cache" \
+    > "$LOG/speed_tests.txt" 2>&1; tail -3 "$LOG/speed_tests.txt"
+  step "training: ours vs HF GPT-2, decoder-base dims (gpt2-85m), bf16 autocast, torch.compile, fused AdamW"
+  timeout 300 python3 scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --what speed --compile \
+    --rounds 6 --no-eager --out "$LOG/speed_train.md" > "$LOG/speed_train.log" 2>&1; tail -6 "$LOG/speed_train.log"
+  step "sampling: decoder-base dims, batch 1 and 32, constraint on, vs HF generate"
+  timeout 200 python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16 \
+    > "$LOG/speed_sample.md" 2>&1; tail -12 "$LOG/speed_sample.md"
+  python3 - "$LOG" <<'PY'
+import datetime, pathlib, re, subprocess, sys
+log = pathlib.Path(sys.argv[1])
+gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
+tests = (log / "speed_tests.txt").read_text().strip().splitlines()[-1:]
+sample = (log / "speed_sample.md").read_text()
+sample = sample[sample.index("\n\n") + 2:] if "\n\n" in sample else sample  # the table, without the progress dicts
+train = (log / "speed_train.md").read_text() if (log / "speed_train.md").exists() else "(bench_model failed: see its log)"
+section = "\n".join([
+    "<!-- speed:begin (written by `bash scripts/gpu_checks.sh speed`) -->",
+    f"## Speed (issue 28): {datetime.date.today()}, {gpu}", "",
+    f"GPU tests (`pytest -k 'captured or cuda or kv_cache'`): {' '.join(tests)}", "",
+    "### Training: ours vs HF GPT-2, decoder-base dims", "", train.strip(), "",
+    "### Sampling: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16`", "",
+    sample.strip(), "", "<!-- speed:end -->"])
+doc = pathlib.Path("docs/BENCH_GPU.md")
+text = doc.read_text()
+if "<!-- speed:begin" in text:
+    text = re.sub(r"<!-- speed:begin.*?<!-- speed:end -->", lambda m: section, text, flags=re.S)
+else:
+    text = text.rstrip() + "\n\n" + section + "\n"
+doc.write_text(text)
+(log / "BENCH_GPU.md").write_text(text)
+print(section)
+PY
+  cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = ctl ]; then
   step "decoder with controls and infilling on $CTL"
   python3 -m guitarformer train --data "$CTL" --set data.infill=${INFILL:-0.3} --max-steps ${CTL_STEPS:-2500} \

@@ -120,9 +120,10 @@ def test_future_tokens_do_not_change_past_logits(kind: str, pos: str) -> None:
         assert (out[:, t] - base[:, t]).abs().max() > 1e-4  # the token itself does matter
 
 
-def decode_incrementally(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, chunks: list[int]) -> torch.Tensor:
+def decode_incrementally(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, chunks: list[int],
+                         static: bool = False) -> torch.Tensor:
     """Feed tgt through a KV cache in the given chunk sizes; return the concatenated logits."""
-    cache = model.new_cache(tgt.shape[0], tgt.shape[1])
+    cache = model.new_cache(tgt.shape[0], tgt.shape[1] + 3 * static, static=static)  # static: room it never fills
     memory = model.encode(src) if isinstance(model, EncoderDecoder) else None
     outs, start = [], 0
     for n in chunks:
@@ -146,8 +147,13 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
         full = run(model, src, tgt)
         one_by_one = decode_incrementally(model, src, tgt, [5] + [1] * 11)  # prompt, then token by token
         chunked = decode_incrementally(model, src, tgt, [3, 4, 1, 6, 2])  # multi-token steps need the lower-right mask
+        # A static cache (a captured step's): whole buffers read under the mask of the positions written so far.
+        static = decode_incrementally(model, src, tgt, [5] + [1] * 11, static=True)
+        static_chunked = decode_incrementally(model, src, tgt, [3, 4, 1, 6, 2], static=True)
     torch.testing.assert_close(one_by_one, full, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(static, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(static_chunked, full, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -350,6 +356,25 @@ def test_optimizer_decays_only_matrices() -> None:
     assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
     n_opt = sum(p.numel() for g in opt.param_groups for p in g["params"])
     assert n_opt == model.num_params(non_embedding=False)  # tied weight counted once
+
+
+def test_cpu_optimizer_is_fused_and_steps_like_the_per_tensor_loop() -> None:
+    """The fused kernel on CPU (several times faster per step) moves the weights as torch's reference AdamW."""
+    model, ref = make("decoder", bias=True), make("decoder", bias=True)
+    opt = model.configure_optimizer(0.1, 1e-2, (0.9, 0.95), "cpu")
+    assert opt.defaults["fused"]
+    groups = [{"params": [p for p in ref.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in ref.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    ref_opt = torch.optim.AdamW(groups, lr=1e-2, betas=(0.9, 0.95), foreach=False)
+    x = torch.randint(0, V, (2, 16))
+    for m, o in ((model, opt), (ref, ref_opt)):
+        m.train()
+        for _ in range(3):
+            o.zero_grad()
+            m(x, x)[1].backward()
+            o.step()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-4)  # a step moves a weight by ~1e-2: a wrong one shows
 
 
 # --------------------------------------------------------------------------- construction and checkpoints

@@ -217,11 +217,29 @@ def test_greedy_is_identical_with_and_without_cache(kind):
     if kind == "encoder_decoder":
         prompt = Prompt(ids, torch.randint(5, len(tok), (2, 20)), torch.ones(2, 20, dtype=torch.bool))
     runs = []
-    for use_cache in (True, False):
-        # 80 new tokens > block_size 48: the cached path also slides its window once.
-        runs.append(generate(model, prompt, SamplingParams(80, temperature=0, use_cache=use_cache),
+    # The cache, recomputing everything, and the static cache a captured step uses (on a CPU it runs eagerly).
+    for use_cache, capture in ((True, False), (False, None), (True, True)):
+        # 80 new tokens > block_size 48: the cached paths also slide their window once.
+        runs.append(generate(model, prompt, SamplingParams(80, temperature=0, use_cache=use_cache, capture=capture),
                              constraint=GuitarConstraint(tok), eos_id=None))
     assert runs[0].shape == (2, 84)
+    assert torch.equal(runs[0], runs[1])
+    assert torch.equal(runs[0], runs[2])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
+@pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
+def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
+    """The CUDA-graph step (generation/captured.py): the same riffs from the same seeds, window slide included."""
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    sp = special_ids(tok)
+    model = tiny(tok, kind, block_size=48).cuda()
+    ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 3)
+    prompt = ids
+    if kind == "encoder_decoder":
+        prompt = Prompt(ids, torch.randint(5, len(tok), (3, 20)), torch.ones(3, 20, dtype=torch.bool))
+    runs = [generate(model, prompt, SamplingParams(80, capture=capture), generator=torch.Generator().manual_seed(0),
+                     constraint=GuitarConstraint(tok, device="cuda"), eos_id=None) for capture in (False, True)]
     assert torch.equal(runs[0], runs[1])
 
 

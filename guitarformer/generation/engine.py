@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from guitarformer.generation.captured import CapturedStep
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import SamplingParams, sample_next
 from guitarformer.models.kinds import Prompt, kind_of
@@ -128,10 +129,13 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     def run(tokens: torch.Tensor, cache):  # (B, T) -> last position's logits (B, V)
         return step_fn(tokens, cache)[:, -1]
 
-    cache = None
+    cache, captured = None, None
+    static = use_cache and (params.capture if params.capture is not None else device.type == "cuda")
     if use_cache:
-        cache = model.new_cache(B, ctx, device=device)
-        logits = run(window(idx, T0, ctx), cache)
+        cache = model.new_cache(B, ctx, device=device, static=static)
+        logits = run(window(idx, T0, ctx), cache)  # eager: the prompt also allocates a static cache's buffers
+        if static and device.type == "cuda":
+            captured = CapturedStep(step_fn, cache, B, device)
     n = T0
     for step in range(max_new_tokens):
         if not use_cache:
@@ -149,8 +153,13 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
             break
         if use_cache:
             if cache.length >= ctx:  # context full: slide, rebuild the cache from the last half
-                cache = model.new_cache(B, ctx, device=device)
+                if static:
+                    cache.reset(keep_memory=True)  # same buffers: a captured step keeps replaying against them
+                else:
+                    cache = model.new_cache(B, ctx, device=device)
                 logits = run(window(out, n, ctx // 2), cache)
+            elif captured is not None:  # the same forward, replayed from its CUDA graph
+                logits = captured(out[:, n - 1:n], cache)[:, -1]
             else:  # the model's own forward, one new token against the cache
                 logits = run(out[:, n - 1:n], cache)
     return out[:, :n]

@@ -15,7 +15,9 @@ class SamplingParams:
 
     `top_k` None or 0 and `top_p` None or 1 are off; `temperature` 0 is greedy. `max_bars`: rows end after this many
     bars (with a constraint, its masks hold them to it). `use_cache` False recomputes the whole window every step
-    (the same tokens, slower: for checking the cache)."""
+    (the same tokens, slower: for checking the cache). `capture`: decode one token at a time against a static KV cache,
+    on a GPU through a captured CUDA graph (generation/captured.py); None (auto) does so on CUDA only (on a CPU the
+    static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there)."""
 
     max_new_tokens: int = 512
     temperature: float = 1.0
@@ -23,6 +25,7 @@ class SamplingParams:
     top_p: float | None = None
     max_bars: int | None = None
     use_cache: bool = True
+    capture: bool | None = None
 
     @classmethod
     def from_config(cls, sample_cfg: Any, **asked: Any) -> "SamplingParams":

@@ -51,7 +51,7 @@ class Decoder(LanguageModel):
         cache is advanced by T in place.
         """
         T = idx.shape[1]
-        start = cache.length if cache is not None else 0
+        start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
         x = self.embed(idx, start)  # (B, T, C); raises past block_size
         rope = self.rotary(start, T) if self.rotary is not None else None
         for i, block in enumerate(self.blocks):

@@ -75,7 +75,7 @@ class EncoderDecoder(LanguageModel):
         """tgt (B, T) -> logits (B, T, V). With a cache, tgt holds only the new tokens; the memory's
         cross-attention K/V are projected on the first call and reused (memory may then be None)."""
         T = tgt.shape[1]
-        start = cache.length if cache is not None else 0
+        start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
         x = self.tgt_embed(tgt, start)  # (B, T, C)
         rope = self.rotary(start, T) if self.rotary is not None else None
         for i, block in enumerate(self.decoder):

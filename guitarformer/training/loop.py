@@ -49,6 +49,7 @@ from guitarformer.runtime import (
     step_work,
 )
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.training.micro_batch import fit_on_gpu
 from guitarformer.training.budget import Budget
 from guitarformer.training.init import INIT_FILE, InitRun, check_tokens, init_config, init_weights, load_init
 from guitarformer.training.progress import RunLog
@@ -373,6 +374,11 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     state = new_state(raw, cfg, device, dtype, dist.rank)
     if ckpt is not None:
         restore(raw, state, ckpt, dist.rank, device, where=str(run_dir / "ckpt" / "last.pt"))
+    fit = fit_on_gpu(raw, data, cfg.model.kind, t.batch_size, t.grad_accum, device, dtype)
+    if fit != (t.batch_size, t.grad_accum):  # the same tokens per step, in more passes
+        if dist.main:
+            print(f"guitarformer: batch {t.batch_size} does not fit on this GPU: {fit[1]} passes of {fit[0]}", flush=True)
+        set_values(cfg, {"train.batch_size": fit[0], "train.grad_accum": fit[1]})
     model = compile_or_eager(raw, data, cfg.model.kind, t.batch_size, device, dtype, dist.main) if t.compile else raw
     if dist.world > 1:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
