@@ -1,0 +1,152 @@
+"""Guards: steering in the sampler for the controls a model alone does not hold (on by default; `--no-guard`).
+
+A short-trained model reads its control tokens loosely: asked for E minor it drifts to D major, asked for high
+density it writes a bar of quarter notes. The guards hold the riff to what was asked from the sampler's side,
+through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`):
+
+- key: every Pitch token's logit gets `key_strength` times the asked key's Krumhansl-Kessler profile value for its
+  pitch class, standardised (the same profile data/controls.estimate_key correlates with), so notes outside the
+  scale are pushed down and the tonic and its fifth up. A bias, not a mask: the model still chooses.
+- density, per bar: the number of onsets (REMI Positions) in a bar stays inside the asked class's range
+  (data/controls.DENSITY_THRESHOLDS, onsets per quarter note times the bar's quarters): at the most, no further
+  Position; below the least, no Bar and no end, and no Position that leaves too few sixteenths for the rest.
+- hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
+  where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so.
+- style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
+
+Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from guitarformer.data.controls import MAJOR_PROFILE, MINOR_PROFILE, DENSITY_THRESHOLDS, DENSITY_VALUES
+from guitarformer.data.seen import Seen
+from guitarformer.generation.grammar import Grammar
+from guitarformer.music.guitar import PITCH_NAMES, fret_of
+
+KEY_STRENGTH = 2.0  # logits per standard deviation of the profile: scripts/bench_controls.py --key-strength
+NO_LIMIT = 1 << 20
+
+
+@dataclass
+class GuardSpec:
+    """What the guards hold: the key ("E:minor"), each bar's density class and hand-position region."""
+
+    key: str | None = None
+    key_strength: float = KEY_STRENGTH
+    density: list[str | None] = field(default_factory=list)
+    regions: list[tuple[int, int] | None] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.key) or any(self.density) or any(self.regions)
+
+
+def implied_meter(seen: Seen | None, style: str | None) -> str | None:
+    """The time signature most of `style`'s training bars are in (None: no style, or none seen)."""
+    return seen.usual_meter(style) if seen is not None and style else None
+
+
+def key_bias(key: str, strength: float = KEY_STRENGTH) -> torch.Tensor:
+    """(12,) logit offsets by pitch class (C = 0) for `key` ("E:minor"): the key's profile, standardised, times
+    `strength`."""
+    tonic, mode = key.split(":")
+    profile = torch.tensor(MAJOR_PROFILE if mode == "major" else MINOR_PROFILE, dtype=torch.float)
+    z = (profile - profile.mean()) / profile.std()
+    return strength * torch.roll(z, PITCH_NAMES.index(tonic))
+
+
+def onset_range(value: str, quarters: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(least, most) onsets (B,) a bar of `quarters` (B,) quarter notes has in density class `value`."""
+    lo, hi = {"low": (0.0, DENSITY_THRESHOLDS[0]), "mid": DENSITY_THRESHOLDS,
+              "high": (DENSITY_THRESHOLDS[1], math.inf)}[value]
+    least = torch.ceil(lo * quarters).clamp(min=1).long()  # a bar with notes has at least one onset
+    most = (torch.ceil(hi * quarters) - 1).long() if math.isfinite(hi) else torch.full_like(least, NO_LIMIT)
+    return least, torch.maximum(most, least)
+
+
+class Guards:
+    """The guards of one sampling call (see the module docstring): `reset`, `update` with every token, `restrict`
+    the constraint's mask, `steer` the logits."""
+
+    def __init__(self, grammar: Grammar, spec: GuardSpec, tuning: tuple[int, ...], capo: int,
+                 device: torch.device | str = "cpu") -> None:
+        g, dev = grammar, torch.device(device)
+        self.g, self.spec = g, spec
+        self.bias: torch.Tensor | None = None
+        if spec.key:
+            per_pc = key_bias(spec.key, spec.key_strength)
+            bias = torch.zeros(g.V)
+            bias[g.pitch_cols.cpu()] = per_pc[g.pitch_cols_val.cpu() % 12]
+            self.bias = bias.to(dev)
+        # Quarter notes per bar of each TimeSig token (the bar length the density range scales with).
+        quarters = torch.zeros(g.V)
+        for i, (t, v) in enumerate(zip(g.types, g.values)):
+            if t == "TimeSig":
+                num, den = (int(x) for x in v.split("/"))
+                quarters[i] = num * 4 / den
+        self.ts_quarters = quarters.to(dev)
+        self.density = [DENSITY_VALUES.index(v) if v else -1 for v in spec.density]
+        self.regions = None
+        if any(spec.regions) and g.tab:
+            nS = len(g.string_cols)
+            fits = torch.ones(len(spec.regions), 129, nS, dtype=torch.bool)  # (R, pitch, string)
+            for r, region in enumerate(spec.regions):
+                if region is None:
+                    continue
+                for k in range(min(nS, len(tuning))):
+                    f = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(129)])
+                    fits[r, :, k] = (f == 0) | ((f >= region[0]) & (f <= region[1]))
+            self.regions = fits.to(dev)
+            self.region_pitch = fits.any(2)[:, g.pitch_cols_val.cpu().clamp(max=128)].to(dev)  # (R, nPitch)
+
+    def reset(self, B: int, device: torch.device) -> None:
+        self.onsets = torch.zeros(B, dtype=torch.long, device=device)  # Positions in the current bar
+        self.quarters = torch.full((B,), 4.0, device=device)  # until a TimeSig says otherwise
+
+    def update(self, new: torch.Tensor) -> None:
+        g = self.g
+        self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
+        ts = g.is_timesig[new]
+        self.quarters = torch.where(ts, self.ts_quarters[new], self.quarters)
+
+    @staticmethod
+    def _at(table: Sequence, bar: torch.Tensor) -> torch.Tensor:
+        """(B,) the entry of a per-bar list for each row's bar (the last entry past its end)."""
+        return bar.clamp(0, len(table) - 1)
+
+    def restrict(self, m: torch.Tensor, time, bar: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
+        """The mask `m` (B, V) with the guards' rules for each row's new bar `bar` (B,); `time`: the constraint's
+        TimeState; `pending` (B,): the pitch awaiting its String (tab tokens)."""
+        g = self.g
+        if any(v >= 0 for v in self.density):
+            cls = torch.tensor(self.density, device=m.device)[self._at(self.density, bar)]  # (B,) -1: not asked
+            least = torch.zeros_like(self.onsets)
+            most = torch.full_like(self.onsets, NO_LIMIT)
+            for k, value in enumerate(DENSITY_VALUES):
+                lo, hi = onset_range(value, self.quarters)
+                least, most = torch.where(cls == k, lo, least), torch.where(cls == k, hi, most)
+            need = least - self.onsets  # (B,) onsets still owed by this bar
+            m[:, g.pos_cols] &= (self.onsets < most).unsqueeze(1)
+            owed = need > 0
+            m[:, g.bar_cols] &= ~owed.unsqueeze(1)
+            m[:, g.eos] &= ~owed
+            # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
+            sixteenth = (time.bar_ticks.float() / (self.quarters * 4)).clamp(min=1)  # (B,)
+            left = time.bar_ticks.unsqueeze(1) - g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
+            room = torch.floor(left.float() / sixteenth.unsqueeze(1)) >= need.unsqueeze(1)
+            m[:, g.pos_cols] &= room | ~owed.unsqueeze(1)
+        if self.regions is not None and pending is not None:
+            r = self._at(self.spec.regions, bar)  # (B,)
+            m[:, g.string_cols] &= self.regions[r, pending.clamp(max=128)]
+            m[:, g.pitch_cols] &= self.region_pitch[r]
+        return m
+
+    def steer(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits (B, V) with the key's bias added."""
+        return logits if self.bias is None else logits + self.bias.to(logits.dtype)
