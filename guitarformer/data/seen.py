@@ -10,7 +10,8 @@ the train split (before training drops any) and writes the counts beside tokeniz
   highest pitch played;  per style, the bars of each time signature and the tempo range of its pieces (what a style
   implies where the user names no meter).
 
-A value seen fewer than `MIN_SEEN` times is not learned (5 chord bars among 100,000 teach a model nothing). Runs
+A value seen fewer than `MIN_SEEN` times and in under `MIN_SHARE` of its control's units is not learned (5 chord bars
+among 100,000 teach a model nothing; 2 bars of 10 in a small dataset of the user's do count). Runs
 from before the summary get one from their dataset's token arrays where the dataset is at hand, else from the
 vocabulary (`from_vocabulary`: every value counts as known, and callers say so).
 """
@@ -28,7 +29,8 @@ import numpy as np
 from guitarformer.data.controls import CONTROLS, PREFIX
 
 SEEN_FILE = "controls_seen.json"
-MIN_SEEN = 20  # occurrences (pieces or bars) before a value counts as learned
+MIN_SEEN = 20  # occurrences (pieces or bars) that make a value learned...
+MIN_SHARE = 0.01  # ...or this share of the control's occurrences
 COUNTED = (*CONTROLS, "TimeSig")
 
 
@@ -50,7 +52,8 @@ class Seen:
     def known(self, name: str) -> list[str]:
         """The values of control `name` the run learned (seen at least MIN_SEEN times), most frequent first."""
         values = self.counts.get(name, {})
-        floor = 1 if self.from_vocabulary else MIN_SEEN
+        total = sum(values.values())
+        floor = 1 if self.from_vocabulary else min(MIN_SEEN, max(1, MIN_SHARE * total))
         return sorted((v for v, n in values.items() if n >= floor), key=lambda v: (-values[v], v))
 
     def total(self, name: str) -> int:
@@ -63,7 +66,8 @@ class Seen:
 
     def to_json(self) -> dict:
         return {"counts": self.counts, "tempo": self.tempo, "pitch": self.pitch, "style_meters": self.style_meters,
-                "style_tempos": self.style_tempos, "min_seen": MIN_SEEN}
+                "style_tempos": self.style_tempos, "min_seen": MIN_SEEN,
+                "min_share": MIN_SHARE}
 
     @classmethod
     def from_json(cls, d: dict, source: str) -> "Seen":

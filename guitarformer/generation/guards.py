@@ -10,6 +10,7 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
 - density, per bar: the number of onsets (REMI Positions) in a bar stays inside the asked class's range
   (data/controls.DENSITY_THRESHOLDS, onsets per quarter note times the bar's quarters): at the most, no further
   Position; below the least, no Bar and no end, and no Position that leaves too few sixteenths for the rest.
+  Where the strings still ringing leave no way to meet a rule, the row goes on without it (never a dead end).
 - hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
   where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so.
 - style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
@@ -124,6 +125,7 @@ class Guards:
         """The mask `m` (B, V) with the guards' rules for each row's new bar `bar` (B,); `time`: the constraint's
         TimeState; `pending` (B,): the pitch awaiting its String (tab tokens)."""
         g = self.g
+        before = m.clone()
         if any(v >= 0 for v in self.density):
             cls = torch.tensor(self.density, device=m.device)[self._at(self.density, bar)]  # (B,) -1: not asked
             least = torch.zeros_like(self.onsets)
@@ -141,10 +143,16 @@ class Guards:
             left = time.bar_ticks.unsqueeze(1) - g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
             room = torch.floor(left.float() / sixteenth.unsqueeze(1)) >= need.unsqueeze(1)
             m[:, g.pos_cols] &= room | ~owed.unsqueeze(1)
+            # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
+            stuck = owed & before[:, g.bar_cols].any(1) & ~m[:, g.pos_cols].any(1)
+            m[:, g.bar_cols] |= before[:, g.bar_cols] & stuck.unsqueeze(1)
+            m[:, g.eos] |= before[:, g.eos] & stuck
         if self.regions is not None and pending is not None:
             r = self._at(self.spec.regions, bar)  # (B,)
             m[:, g.string_cols] &= self.regions[r, pending.clamp(max=128)]
             m[:, g.pitch_cols] &= self.region_pitch[r]
+        dead = ~m.any(1)  # the strings or the time left cannot meet a rule: the row goes on without it
+        m[dead] = before[dead]
         return m
 
     def steer(self, logits: torch.Tensor) -> torch.Tensor:
