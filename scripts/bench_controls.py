@@ -37,7 +37,7 @@ from guitarformer.data.controls import BAR_CONTROLS, controls_per_bar, estimate_
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.guards import KEY_STRENGTH
+from guitarformer.generation.guards import KEY_STRENGTH, TONIC_BONUS
 from guitarformer.generation.riffs import generate_riffs
 
 # Control name in the table -> the bar or piece control its values are measured as.
@@ -110,9 +110,9 @@ def measure(tok, riff) -> dict[str, list[str]]:
     return out
 
 
-def ask(loaded, name: str, value: str, guard: bool, strength: float):
+def ask(loaded, name: str, value: str, guard: bool, strength: float, tonic: float):
     tok, seen = loaded.tokenizer, loaded.seen
-    common = {"seen": seen, "guard": guard, "key_strength": strength}
+    common = {"seen": seen, "guard": guard, "key_strength": strength, "tonic_bonus": tonic}
     if name == "time_signature":
         return conditions(tok, time_signature=value, **common)
     if name == "tempo":
@@ -162,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--controls", default=",".join(ALL), help="comma-separated subset of " + ", ".join(ALL))
     ap.add_argument("--guard", choices=("both", "on", "off"), default="both",
                     help="measure with the sampler's guards, without, or both (two columns)")
-    ap.add_argument("--key-strength", type=float, default=KEY_STRENGTH, help="the key guard's logit strength")
+    ap.add_argument("--key-strength", type=float, default=KEY_STRENGTH, help="the key guard's logits off a pitch "
+                    "outside the scale")
+    ap.add_argument("--tonic-bonus", type=float, default=TONIC_BONUS, help="the key guard's logits onto the tonic")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("docs/CONTROLS.md"))
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"name": name, "value": value}
             for guard in modes:
                 try:
-                    got = sample(ask(loaded, name, value, guard, args.key_strength), args.seed + 1)
+                    got = sample(ask(loaded, name, value, guard, args.key_strength, args.tonic_bonus), args.seed + 1)
                 except GuitarformerError as e:
                     print(f"{name} {value}: {e.problem}", file=sys.stderr)
                     continue
@@ -236,7 +238,8 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
              "`scripts/bench_controls.py` (its docstring says what is counted); values the run's training data "
              "never held are refused by `sample` and listed below the tables.", "",
              f"    python scripts/bench_controls.py {args.run or ''} --bars {args.bars} --num-samples "
-             f"{args.num_samples} --guard {args.guard} --key-strength {args.key_strength:g} --device {args.device} "
+             f"{args.num_samples} --guard {args.guard} --key-strength {args.key_strength:g} --tonic-bonus "
+             f"{args.tonic_bonus:g} --device {args.device} "
              f"--controls {','.join(names)}".replace("  ", " "), "",
              f"Run: {run} ({loaded.describe()}); {dev} "
              f"({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), {seconds:.0f} s; "
@@ -259,7 +262,8 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
     if keys:
         pcs = sum(g["pcs"][0] for g in base) / len(base)
         rep = sum(g["repeats"][0] for g in base) / len(base)
-        lines += ["", f"The music under the key guard (strength {args.key_strength:g}), mean over the key rows: "
+        lines += ["", f"The music under the key guard (strength {args.key_strength:g}, tonic bonus "
+                  f"{args.tonic_bonus:g}), mean over the key rows: "
                   "pitch classes per riff and share of notes repeating the previous pitch.", "",
                   "| riffs | pitch classes | repeated pitch |", "|---|---|---|"]
         for g in modes:

@@ -129,13 +129,18 @@ def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
            "--num-samples", str(args.num_samples), "--device", args.device, "--seed", str(args.seed),
            "--out", str(out)] + (["--controls", args.controls] if args.controls else [])
     subprocess.run(cmd, check=True, cwd=ROOT)
-    scores, in_summary = {}, False
+    scores, heads = {}, None
+    pct = lambda c: float(c.rstrip("%")) / 100 if c.endswith("%") else float("nan")  # noqa: E731
     for line in out.read_text().splitlines():
-        if line.startswith("| control | mean share asked"):
-            in_summary = True
-        elif in_summary and line.startswith("| ") and "%" in line:
-            name, asked, chance = (c.strip() for c in line.strip("|").split("|")[:3])
-            scores[name] = {"asked": float(asked.rstrip("%")) / 100, "unconditioned": float(chance.rstrip("%")) / 100}
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| control | mean "):  # the summary: mean guarded (the default), unguarded, chance
+            heads = cells
+        elif heads and line.startswith("| ") and "%" in line:
+            row = dict(zip(heads, cells))
+            asked = row.get("mean guarded", row.get("mean share asked", ""))
+            scores[cells[0]] = {"asked": pct(asked), "unconditioned": pct(row.get("mean unconditioned", ""))}
+            if "mean unguarded" in row:
+                scores[cells[0]]["unguarded"] = pct(row["mean unguarded"])
     return scores
 
 

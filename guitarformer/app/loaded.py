@@ -14,10 +14,12 @@ from typing import Any
 import torch
 
 from guitarformer.config import Config
+from guitarformer.errors import GuitarformerError
 from guitarformer.data.controls import POS_VALUES
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.data.infill import has_fill_tokens
-from guitarformer.data.seen import Seen, from_vocabulary, read_seen, summarize_dataset
+from guitarformer.data.dataset import TokenSplit
+from guitarformer.data.seen import Seen, from_vocabulary, read_seen, summarize
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.music.guitar import GUITAR_PROGRAMS, TUNINGS
@@ -93,7 +95,18 @@ def seen_of_run(run_dir: Path, cfg: Config, tokenizer) -> Seen:
         return from_vocabulary(tokenizer.vocab)
     data = Path(cfg.data.dataset).expanduser() if cfg.data.dataset else \
         default_dataset_dir().with_name(builtin_dataset_name(cfg.data))
-    return read_seen(data) or summarize_dataset(data, tokenizer.vocab) or from_vocabulary(tokenizer.vocab)
+    return read_seen(data) or _count_dataset(data, tokenizer.vocab) or from_vocabulary(tokenizer.vocab)
+
+
+def _count_dataset(folder: Path, vocab: dict[str, int]) -> Seen | None:
+    """The counts of a prepared dataset's train split, for datasets prepared before `prepare` wrote them (None where
+    the dataset is not at hand)."""
+    try:
+        split = TokenSplit(folder, "train")
+    except (GuitarformerError, OSError, ValueError, KeyError):
+        return None
+    pieces = (split.sequence(i) for i in range(split.num_sequences))
+    return summarize(vocab, pieces, f"the training data of {folder}")
 
 
 @dataclass
