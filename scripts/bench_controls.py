@@ -237,11 +237,11 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
              "default) and without (`--no-guard`), beside riffs sampled without controls (chance). Written by "
              "`scripts/bench_controls.py` (its docstring says what is counted); values the run's training data "
              "never held are refused by `sample` and listed below the tables.", "",
-             f"    python scripts/bench_controls.py {args.run or ''} --bars {args.bars} --num-samples "
-             f"{args.num_samples} --guard {args.guard} --key-strength {args.key_strength:g} --tonic-bonus "
-             f"{args.tonic_bonus:g} --device {args.device} "
-             f"--controls {','.join(names)}".replace("  ", " "), "",
-             f"Run: {run} ({loaded.describe()}); {dev} "
+             "    python scripts/bench_controls.py " + (f"{args.run} " if args.run else "") +
+             f"--bars {args.bars} --num-samples {args.num_samples} --guard {args.guard} --key-strength "
+             f"{args.key_strength:g} --tonic-bonus {args.tonic_bonus:g} --device {args.device} "
+             f"--controls {','.join(names)}", "",
+             f"Run: {run} ({loaded.checkpoint.name}, step {loaded.step}); {dev} "
              f"({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), {seconds:.0f} s; "
              f"{args.num_samples} riffs of at most {args.bars} bars per value; what the run knows: "
              f"{loaded.seen.source}.", "",

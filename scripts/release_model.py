@@ -54,8 +54,10 @@ from guitarformer.data.corpus import (
 )
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
+from guitarformer.data.seen import read_seen, write_seen
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
+from guitarformer.app.loaded import count_dataset
 from guitarformer.app.prompt import tokens_per_bar
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.pretrained import pretrained_dir
@@ -282,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     corpus = corpus_facts(dataset, args.limit)
     card = model_card(scores[0], scores[1:], meta, corpus, args)
     exported = export_run(Path(scores[0].run), card, args.out)
+    # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
+    seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
+    write_seen(exported.folder, seen)
     report = {"dataset": str(dataset), "corpus": corpus, "scores": [asdict(s) for s in scores],
               "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
     (work / "release.json").write_text(json.dumps(report, indent=2, default=str))

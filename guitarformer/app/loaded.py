@@ -95,10 +95,10 @@ def seen_of_run(run_dir: Path, cfg: Config, tokenizer) -> Seen:
         return from_vocabulary(tokenizer.vocab)
     data = Path(cfg.data.dataset).expanduser() if cfg.data.dataset else \
         default_dataset_dir().with_name(builtin_dataset_name(cfg.data))
-    return read_seen(data) or _count_dataset(data, tokenizer.vocab) or from_vocabulary(tokenizer.vocab)
+    return read_seen(data) or count_dataset(data, tokenizer.vocab) or from_vocabulary(tokenizer.vocab)
 
 
-def _count_dataset(folder: Path, vocab: dict[str, int]) -> Seen | None:
+def count_dataset(folder: Path, vocab: dict[str, int]) -> Seen | None:
     """The counts of a prepared dataset's train split, for datasets prepared before `prepare` wrote them (None where
     the dataset is not at hand)."""
     try:

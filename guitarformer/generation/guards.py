@@ -10,7 +10,8 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
   tonic: 2.2 pitch classes per riff, 75% repeated notes; scripts/bench_controls.py reports both for this one.)
 - density, per bar: the number of onsets (REMI Positions) in a bar stays inside the asked class's range
   (data/controls.DENSITY_THRESHOLDS, onsets per quarter note times the bar's quarters): at the most, no further
-  Position; below the least, no Bar and no end, and no Position that leaves too few sixteenths for the rest.
+  Position; below the least, no Bar and no end, no Position that leaves too few sixteenths for the rest, and one
+  note per onset (a chord would hold every string).
   Where the strings still ringing leave no way to meet a rule, the row goes on without it (never a dead end).
 - hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
   where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so.
@@ -119,11 +120,13 @@ class Guards:
 
     def reset(self, B: int, device: torch.device) -> None:
         self.onsets = torch.zeros(B, dtype=torch.long, device=device)  # Positions in the current bar
+        self.notes_here = torch.zeros(B, dtype=torch.long, device=device)  # notes struck at the current Position
         self.quarters = torch.full((B,), 4.0, device=device)  # until a TimeSig says otherwise
 
     def update(self, new: torch.Tensor) -> None:
         g = self.g
         self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
+        self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0, self.notes_here + g.is_pitch[new].long())
         ts = g.is_timesig[new]
         self.quarters = torch.where(ts, self.ts_quarters[new], self.quarters)
 
@@ -145,7 +148,10 @@ class Guards:
                 lo, hi = onset_range(value, self.quarters)
                 least, most = torch.where(cls == k, lo, least), torch.where(cls == k, hi, most)
             need = least - self.onsets  # (B,) onsets still owed by this bar
-            m[:, g.pos_cols] &= (self.onsets < most).unsqueeze(1)
+            capped = self.onsets >= most
+            m[:, g.pos_cols] &= ~capped.unsqueeze(1)
+            if time.max_bars is not None:  # a full bar goes on to the next one, not to the end, while bars are left
+                m[:, g.eos] &= ~(capped & (time.bars_left() > 1))
             owed = need > 0
             m[:, g.bar_cols] &= ~owed.unsqueeze(1)
             m[:, g.eos] &= ~owed
@@ -154,16 +160,21 @@ class Guards:
             left = time.bar_ticks.unsqueeze(1) - g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
             room = torch.floor(left.float() / sixteenth.unsqueeze(1)) >= need.unsqueeze(1)
             m[:, g.pos_cols] &= room | ~owed.unsqueeze(1)
+            # A bar that owes onsets moves on after one note: stacking a chord there would spend every string.
+            m[:, g.pitch_cols] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
             # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
             stuck = owed & before[:, g.bar_cols].any(1) & ~m[:, g.pos_cols].any(1)
             m[:, g.bar_cols] |= before[:, g.bar_cols] & stuck.unsqueeze(1)
             m[:, g.eos] |= before[:, g.eos] & stuck
+        dead = ~m.any(1)  # the strings or the time left cannot meet a rule: the row goes on without it
+        m[dead] = before[dead]
         if self.regions is not None and pending is not None:
+            held = m.clone()
             r = self._at(self.spec.regions, bar)  # (B,)
             m[:, g.string_cols] &= self.regions[r, pending.clamp(max=128)]
             m[:, g.pitch_cols] &= self.region_pitch[r]
-        dead = ~m.any(1)  # the strings or the time left cannot meet a rule: the row goes on without it
-        m[dead] = before[dead]
+            dead = ~m.any(1)  # no string free in the region: this token may leave it (the density rule still holds)
+            m[dead] = held[dead]
         return m
 
     def steer(self, logits: torch.Tensor) -> torch.Tensor:
