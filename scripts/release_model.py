@@ -35,7 +35,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     exported = export_run(Path(scores[0].run), card, args.out)
     # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
     seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
-    write_seen(exported.folder, seen)
+    exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)
     report = {"dataset": str(dataset), "corpus": corpus, "scores": [asdict(s) for s in scores],
               "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
     (work / "release.json").write_text(json.dumps(report, indent=2, default=str))
