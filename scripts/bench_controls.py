@@ -60,8 +60,10 @@ def values_of(loaded, name: str) -> list[str]:
     if name == "time_signature":
         return seen.known("TimeSig")
     if name == "tempo":
-        lo, hi = seen.tempo or (0, 0)
-        return [f"{t:g}" for t in TEMPOS if lo <= t <= hi]
+        if seen.tempo is None:
+            return []
+        lo, hi = seen.tempo  # the tempos it saw: the usual three where they lie in its range, else its ends
+        return [f"{t:g}" for t in TEMPOS if lo <= t <= hi] or [f"{t:g}" for t in sorted({lo, hi})]
     if name == "style":
         return seen.known("Style")
     if name == "position":
