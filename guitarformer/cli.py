@@ -268,8 +268,9 @@ def _list_tunings(ctx, param, value):
 @click.option("--tuning", default=None, is_eager=True, callback=_list_tunings,
               help="A name, or the open strings low to high: 38,45,50,55,59,64 or 38 45 50 55 59 64 or "
                    "D2 A2 D3 G3 B3 E4 (default: the prompt's, else standard). `--tuning list` shows the names.")
-@click.option("--program", type=click.IntRange(0, 127), default=None, help="General MIDI program (default: the "
-              "prompt's guitar, else 25, steel guitar); with 29-30 (distorted guitar) the tab is fingered as rock riffs.")
+@click.option("--program", type=click.IntRange(0, 127), default=None, help="The General MIDI guitar the file names, "
+              "24-31 (default: the prompt's guitar, else 25, steel guitar): the sound only, the notes stay the "
+              "model's; with 29-30 (distorted guitar) the tab is fingered as rock riffs.")
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=None, help="Riffs generated together "
               "(default: all of --num-samples at once); changes speed and memory, never the riffs.")
 @click.option("--wav", "wav_out", type=click.Path(path_type=Path), default=None,
@@ -278,34 +279,40 @@ def _list_tunings(ctx, param, value):
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
               help="Re-finger the tab in this position where the notes allow (index finger at this fret; 0 = open).")
-@click.option("--hand-position", type=click.IntRange(0, 24), default=None,
-              help="Run with controls: ask for this hand position (a fret: 0-4, 5-9, 10-14, 15+); the model's own "
-                   "strings are kept.")
+@click.option("--hand-position", default=None,
+              help="Run with controls: ask for this hand position (a fret: 0-4, 5-9, 10-14, 15+) in every bar, or "
+                   "per bar: 1-4:0,5-8:7; the model's own strings are kept.")
 @click.option("--track", default=None, help="With --prompt: the part to continue, its number (1 = the first "
               "listed) or its name (default: the first).")
 @click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
               help="Parts --track chooses among: guitar tracks only, or every non-drum track.")
 @click.option("--key", default=None, help="Run with controls: the key, e.g. E:minor, 'A major', F#m.")
 @click.option("--time-signature", default=None, help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs).")
-@click.option("--density", default=None, help="Run with controls: notes per beat in every bar: low, mid, high.")
+@click.option("--density", default=None, help="Run with controls: onsets per beat: low, mid, high in every bar, or "
+              "per bar: 1-4:low,5-8:high (so are --polyphony, --palm-mute, --techniques, --hand-position).")
 @click.option("--polyphony", default=None, help="Run with controls: single (notes), dyads, chords.")
 @click.option("--palm-mute", default=None, help="Run with controls: palm-muted share of notes: none, some, most "
               "(low = some, high = most).")
 @click.option("--techniques", default=None, help="Run with controls: share of notes with other techniques (bends, "
               "slides, legato, ...): none, some, most.")
-@click.option("--style", default=None, help="Run with controls: a style it learned (the dataset's folder names).")
+@click.option("--style", default=None, help="Run with controls: a style it learned (the dataset's folder names); "
+              "without --time-signature the style's usual meter.")
+@click.option("--guard/--no-guard", default=True, show_default=True, help="Steer the sampler to the asked key, "
+              "density and the style's meter where the model alone does not hold them.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="auto: a CUDA or Apple GPU when there is one, else the CPU.")
 @_threads
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
            tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, hand_position, track, tracks, key,
-           time_signature, density, polyphony, palm_mute, techniques, style, device, threads):
+           time_signature, density, polyphony, palm_mute, techniques, style, guard, device, threads):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
     the tuning's range, never more notes sounding than strings to play them on. A run trained with controls
     (prepare --set data.controls=true) can be asked for a key, density, polyphony, hand position, palm muting,
-    techniques, style, tuning, tempo and time signature; values it did not learn are refused with those it knows.
+    techniques, style, tuning, tempo and time signature, bar controls per bar (--density 1-4:low,5-8:high); values
+    its training data did not hold are refused with those it knows. Guards (--no-guard: off) steer the key and
+    density where the model alone does not hold them.
     """
     from guitarformer.app import Outputs, SampleRequest
     from guitarformer.app import sample as run_sample
@@ -317,7 +324,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
                         top_k=top_k, top_p=top_p, seed=seed, prompt=prompt, track=track, tracks=tracks, tempo=tempo,
                         tuning=tuning, program=program, position=position, hand_position=hand_position,
                         time_signature=time_signature, key=key, density=density, polyphony=polyphony,
-                        palm_mute=palm_mute, techniques=techniques, style=style, threads=threads)
+                        palm_mute=palm_mute, techniques=techniques, style=style, guard=guard, threads=threads)
     result = run_sample(req)
     for line in result.lines:
         click.echo(line)

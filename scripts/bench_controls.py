@@ -1,17 +1,24 @@
-"""Control adherence (issue #18), as MIDI-GPT reports it: for each control and each value a run learned, sample
-riffs asking for it, compute the attribute from the notes the riffs decode to (the functions of
-data/controls.py that made the training tokens: estimate_key, controls_per_bar over notes_of), and report the share
-equal to the request beside the share of riffs sampled without any control that happen to have it (chance).
+"""Control adherence, as MIDI-GPT reports it, with and without the sampler's guards: for each control and each value
+a run learned (its training data's, data/seen.py), sample riffs asking for it, compute the attribute from the notes
+the riffs decode to (the functions of data/controls.py that made the training tokens: estimate_key,
+controls_per_bar over notes_of), and report the share equal to the request, guarded and unguarded, beside the share
+of riffs sampled without any control that happen to have it (chance).
 
-Piece attributes (key, time signature, tempo) are counted per riff, bar attributes (density, polyphony, hand
-position, palm mute, other techniques) per generated bar with notes. Time signature and tempo open the riff as
-REMI tokens in the prompt, so theirs is a share of riffs that keep them in every bar (the model may write another
-TimeSig after any Bar, another Tempo at any position). Tuning is not measured: the sampler's constraint plays every
-note on a string of the asked tuning, so its share would be 100% by construction.
+Piece attributes (key, time signature, tempo, a style's usual meter) are counted per riff, bar attributes (density,
+polyphony, hand position, palm mute, other techniques) per generated bar with notes. Per-bar schedules
+(`per_bar_density`: bars 1-2 low, 3-4 high and the reverse; `per_bar_position`: frets 0 then 7 and the reverse)
+count each generated bar against its own bar's value. Values the run never learned are refused by `sample` and
+listed, not measured. Tuning is not measured: the run's data has one tuning, and the sampler plays every note on a
+string of it. Style is measured by its meter (the time signature most of the style's training bars have, which the
+guard asks for where the user names none); what the notes sound like is left to a style classifier.
 
-    python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--device cuda] [--out docs/CONTROLS.md]
+The key guard's strength is a logit offset per standard deviation of the key profile (generation/guards.py);
+`--key-strength` sweeps it (the table also gives the pitch classes per riff and the share of notes that repeat the
+previous pitch, so that a strength which reaches the key by droning one note shows).
 
-Small settings on a CPU: --bars 2 --num-samples 2 --controls density,polyphony,tempo.
+    python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--guard both|on|off] [--out docs/CONTROLS.md]
+
+Small settings on a CPU: --bars 2 --num-samples 2 --controls density,tempo.
 """
 
 from __future__ import annotations
@@ -24,31 +31,54 @@ from pathlib import Path
 
 import torch
 
-from guitarformer.data.controls import BAR_CONTROLS, controls_per_bar, estimate_key, notes_of
-from guitarformer.data.tab_tokens import has_controls
-from guitarformer.generation.conditioning import conditions
+from guitarformer.app.loaded import load_run_once
 from guitarformer.app.prompt import tokens_per_bar
+from guitarformer.data.controls import BAR_CONTROLS, controls_per_bar, estimate_key, notes_of, position_value
+from guitarformer.data.tab_tokens import has_controls
+from guitarformer.errors import GuitarformerError
+from guitarformer.generation.conditioning import conditions
+from guitarformer.generation.guards import KEY_STRENGTH, TONIC_BONUS
 from guitarformer.generation.riffs import generate_riffs
-from guitarformer.runs import load_run
-from guitarformer.runtime import resolve_device
 
-# Control name in the table -> (option of `conditions`, how the value is measured: "piece" or a bar control).
+# Control name in the table -> the bar or piece control its values are measured as.
 MEASURED = {"key": "Key", "density": "Density", "polyphony": "Poly", "position": "Pos", "palm_mute": "PM",
             "techniques": "Tech"}
-TARGETS = {"time_signature": 95, "tempo": 95, "density": 80, "polyphony": 80, "position": 80, "key": 70}
-TIME_SIGNATURES = ("4/4", "3/4", "2/4", "6/8", "7/8", "5/4")
+PER_BAR = {"per_bar_density": ("density", ["1-2:low,3-4:high", "1-2:high,3-4:low"]),
+           "per_bar_position": ("position", ["1-2:0,3-4:7", "1-2:7,3-4:0"])}
+ALL = [*MEASURED, "time_signature", "tempo", "style", *PER_BAR]
+TARGETS = {"time_signature": 100, "tempo": 100, "density": 85, "position": 95, "key": 80, "style": 70,
+           "per_bar_density": 85, "per_bar_position": 95}
 TEMPOS = (80.0, 120.0, 160.0)
-POS_FRET = {"0-4": 2, "5-9": 7, "10-14": 12, "15+": 16}  # a fret in each hand-position bin, as --position takes it
+POS_FRET = {"0-4": 2, "5-9": 7, "10-14": 12, "15+": 16}  # a fret in each hand-position bin, as --hand-position takes
 
 
-def values_of(tok, name: str) -> list[str]:
-    """The values the run learned for one measured control (from its vocabulary)."""
+def values_of(loaded, name: str) -> list[str]:
+    """The values of one measured control the run learned (its training data's summary)."""
+    seen = loaded.seen
+    if name in PER_BAR:
+        return PER_BAR[name][1]
     if name == "time_signature":
-        return [ts for ts in TIME_SIGNATURES if f"TimeSig_{ts}" in tok.vocab]
+        return seen.known("TimeSig")
     if name == "tempo":
-        return [f"{t:g}" for t in TEMPOS] if any(t.startswith("Tempo_") for t in tok.vocab) else []
+        if seen.tempo is None:
+            return []
+        lo, hi = seen.tempo  # the tempos it saw: the usual three where they lie in its range, else its ends
+        return [f"{t:g}" for t in TEMPOS if lo <= t <= hi] or [f"{t:g}" for t in sorted({lo, hi})]
+    if name == "style":
+        return seen.known("Style")
+    if name == "position":
+        return list(POS_FRET)
+    return seen.known(MEASURED[name])
+
+
+def refused(loaded, name: str) -> list[str]:
+    """Values of the run's vocabulary its training data never held enough of (refused by `sample`)."""
+    if name not in MEASURED or name == "position":
+        return []
     prefix = f"Ctrl{MEASURED[name]}_"
-    return sorted(t[len(prefix):] for t in tok.vocab if t.startswith(prefix))
+    known = set(values_of(loaded, name))
+    return sorted(t[len(prefix):] for t in loaded.tokenizer.vocab if t.startswith(prefix) and
+                  t[len(prefix):] not in known)
 
 
 def nearest_tempo(tok, qpm: float) -> float:
@@ -56,13 +86,14 @@ def nearest_tempo(tok, qpm: float) -> float:
     return min(tempos, key=lambda v: abs(v - qpm))
 
 
-def measure(tok, riff, t0: int) -> dict[str, list[str]]:
-    """What one riff is: {"key": [value], "time_signature": [..], "tempo": [..], bar controls: one value per bar}."""
+def measure(tok, riff) -> dict[str, list[str]]:
+    """What one riff is: {"key": [value], "time_signature": [..], "tempo": [..], bar controls: one value per bar
+    (None for a bar without notes, so that bar k of the list is bar k of the riff)}."""
     gs = riff.gs
     notes = notes_of(gs)
     tpq = gs.score.ticks_per_quarter
     sigs = [(ts.time, ts.numerator, ts.denominator) for ts in gs.score.time_signatures]
-    out: dict[str, list[str]] = defaultdict(list)
+    out: dict[str, list] = defaultdict(list)
     key = estimate_key(notes)
     if key:
         out["key"].append(key)
@@ -73,93 +104,179 @@ def measure(tok, riff, t0: int) -> dict[str, list[str]]:
     out["tempo"].append(f"{tempos.pop():g}" if len(tempos) == 1 else "mixed")
     for bar in controls_per_bar(notes, tpq, sigs):
         for name, ctrl in MEASURED.items():
-            if ctrl in BAR_CONTROLS and ctrl in bar:
-                out[name].append(bar[ctrl])
+            if ctrl in BAR_CONTROLS:
+                out[name].append(bar.get(ctrl))
+    pitches = [n.pitch for n in sorted(notes, key=lambda n: (n.onset, n.pitch))]
+    out["pcs"].append(len({p % 12 for p in pitches}))
+    out["repeats"].append(sum(a == b for a, b in zip(pitches, pitches[1:])) / max(1, len(pitches) - 1))
     return out
 
 
-def ask(tok, name: str, value: str):
+def ask(loaded, name: str, value: str, guard: bool, strength: float, tonic: float):
+    tok, seen = loaded.tokenizer, loaded.seen
+    common = {"seen": seen, "guard": guard, "key_strength": strength, "tonic_bonus": tonic}
     if name == "time_signature":
-        return conditions(tok, time_signature=value)
+        return conditions(tok, time_signature=value, **common)
     if name == "tempo":
-        return conditions(tok, tempo=float(value))
+        return conditions(tok, tempo=float(value), **common)
     if name == "position":
-        return conditions(tok, hand_position=POS_FRET[value])
-    return conditions(tok, **{name: value})
+        return conditions(tok, hand_position=POS_FRET[value], **common)
+    if name == "per_bar_position":
+        return conditions(tok, hand_position=value, **common)
+    if name == "per_bar_density":
+        return conditions(tok, density=value, **common)
+    return conditions(tok, **{name: value}, **common)
 
 
-def wanted(tok, name: str, value: str) -> str:
-    return f"{nearest_tempo(tok, float(value)):g}" if name == "tempo" else value
+def wanted(loaded, name: str, value: str, bars: int) -> list[str]:
+    """The value each measured unit should have: one per riff, or one per bar for per-bar schedules."""
+    if name == "tempo":
+        return [f"{nearest_tempo(loaded.tokenizer, float(value)):g}"]
+    if name == "style":
+        return [loaded.seen.usual_meter(value)]
+    if name in PER_BAR:
+        ranges = dict(part.split(":") for part in value.split(","))
+        per_bar = []
+        for span, v in ranges.items():
+            a, b = (int(x) for x in span.split("-"))
+            per_bar += [v if name == "per_bar_density" else position_value(int(v))] * (b - a + 1)
+        return per_bar[:bars]
+    return [value]
+
+
+def score(got: list[list], want: list[str], per_bar: bool) -> tuple[int, int]:
+    """(hits, units): riffs, or bars with notes (each against its own bar's value with a schedule)."""
+    hits = units = 0
+    for values in got:
+        for k, v in enumerate(values):
+            if v is None:
+                continue
+            units += 1
+            hits += v == (want[min(k, len(want) - 1)] if per_bar else want[0])
+    return hits, units
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", type=Path)
+    ap.add_argument("run", type=Path, nargs="?", default=None, help="run directory (default: the shipped model)")
     ap.add_argument("--bars", type=int, default=4)
     ap.add_argument("--num-samples", type=int, default=16, help="riffs per control value (and unconditioned)")
-    ap.add_argument("--controls", default=",".join([*MEASURED, "time_signature", "tempo"]),
-                    help="comma-separated subset of " + ", ".join([*MEASURED, "time_signature", "tempo"]))
+    ap.add_argument("--controls", default=",".join(ALL), help="comma-separated subset of " + ", ".join(ALL))
+    ap.add_argument("--guard", choices=("both", "on", "off"), default="both",
+                    help="measure with the sampler's guards, without, or both (two columns)")
+    ap.add_argument("--key-strength", type=float, default=KEY_STRENGTH, help="the key guard's logits off a pitch "
+                    "outside the scale")
+    ap.add_argument("--tonic-bonus", type=float, default=TONIC_BONUS, help="the key guard's logits onto the tonic")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("docs/CONTROLS.md"))
     args = ap.parse_args(argv)
-    dev = resolve_device(args.device)
-    model, tok, cfg = load_run(args.run, None, str(dev))
+    loaded = load_run_once(args.run, None, args.device)
+    model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
     if not has_controls(tok):
         print(f"{args.run}: trained without controls (prepare with --set data.controls=true)", file=sys.stderr)
         return 2
+    names = [n.strip() for n in args.controls.split(",") if n.strip()]
+    if any(n not in ALL for n in names):
+        ap.error(f"--controls: unknown {[n for n in names if n not in ALL]}; known: {', '.join(ALL)}")
+    modes = {"both": [True, False], "on": [True], "off": [False]}[args.guard]
     budget = int(args.bars * tokens_per_bar(tok, cfg) * 2) + 32
     s = cfg.sample
-    names = [n.strip() for n in args.controls.split(",") if n.strip()]
-    known = [*MEASURED, "time_signature", "tempo"]
-    if any(n not in known for n in names):
-        ap.error(f"--controls: unknown {[n for n in names if n not in known]}; known: {', '.join(known)}")
     t_start = time.time()
 
-    def sample(asked, seed):
-        return generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature,
-                              s.top_k or None, s.top_p, bars=args.bars, asked=asked)
+    def sample(asked, seed) -> list[dict[str, list]]:
+        riffs = generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature, s.top_k or None,
+                               s.top_p, bars=args.bars, asked=asked)
+        return [measure(tok, r) for r in riffs]
 
-    base: dict[str, list[str]] = defaultdict(list)
-    for r in sample(None, args.seed):
-        for k, v in measure(tok, r, 0).items():
-            base[k] += v
+    base = sample(None, args.seed)
     rows = []
     for name in names:
-        for value in values_of(tok, name):
-            got: list[str] = []
-            for r in sample(ask(tok, name, value), args.seed + 1):
-                got += measure(tok, r, 0).get(name, [])
-            want = wanted(tok, name, value)
-            share = sum(g == want for g in got) / len(got) if got else float("nan")
-            chance = sum(g == want for g in base[name]) / len(base[name]) if base[name] else float("nan")
-            rows.append((name, value, share, len(got), chance, len(base[name])))
-            print(f"{name:>15} {value:>10}: {share:6.1%} of {len(got):4d}   unconditioned {chance:6.1%}", flush=True)
+        field = PER_BAR[name][0] if name in PER_BAR else "time_signature" if name == "style" else name
+        per_bar = name in PER_BAR or MEASURED.get(name) in BAR_CONTROLS
+        for value in values_of(loaded, name):
+            want = wanted(loaded, name, value, args.bars)
+            row = {"name": name, "value": value}
+            for guard in modes:
+                try:
+                    got = sample(ask(loaded, name, value, guard, args.key_strength, args.tonic_bonus), args.seed + 1)
+                except GuitarformerError as e:
+                    print(f"{name} {value}: {e.problem}", file=sys.stderr)
+                    continue
+                row[guard] = score([g[field] for g in got], want, per_bar)
+                row[("pcs", guard)] = sum(g["pcs"][0] for g in got) / len(got)
+                row[("repeats", guard)] = sum(g["repeats"][0] for g in got) / len(got)
+            row["chance"] = score([g[field] for g in base], want, per_bar)
+            rows.append(row)
+            cols = "  ".join(f"{'guarded' if g else 'unguarded'} {share(row.get(g))}" for g in modes)
+            print(f"{name:>16} {value:>18}: {cols}   unconditioned {share(row['chance'])}", flush=True)
     seconds = time.time() - t_start
-
-    lines = ["# Control adherence", "",
-             "How often a riff asked for a control value has it, measured from its notes with the functions that "
-             "made the training tokens (data/controls.py), beside riffs sampled without controls (chance). "
-             "Written by `scripts/bench_controls.py` (its docstring says what is counted and why tuning is not).", "",
-             f"    python scripts/bench_controls.py {args.run} --bars {args.bars} --num-samples {args.num_samples} "
-             f"--device {args.device} --controls {','.join(names)}", "",
-             f"Run `{args.run}`, {dev} ({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), "
-             f"{seconds:.0f} s; {args.num_samples} riffs of at most {args.bars} bars per value.", "",
-             "| control | value | asked: share (n) | unconditioned: share (n) |", "|---|---|---|---|"]
-    for name, value, share, n, chance, nb in rows:
-        lines.append(f"| {name} | {value} | {share:.1%} ({n}) | {chance:.1%} ({nb}) |")
-    lines += ["", "| control | mean share asked | mean unconditioned | target |", "|---|---|---|---|"]
-    for name in names:
-        mine = [r for r in rows if r[0] == name and r[3]]
-        if mine:
-            mean = sum(r[2] for r in mine) / len(mine)
-            chance = sum(r[4] for r in mine if r[5]) / len(mine)
-            target = f">= {TARGETS[name]}%" if name in TARGETS else "-"
-            lines.append(f"| {name} | {mean:.1%} | {chance:.1%} | {target} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
+    args.out.write_text(report(args, loaded, names, modes, rows, base, seconds))
     print(f"wrote {args.out} ({seconds:.0f} s)")
     return 0
+
+
+def share(hits_units: tuple[int, int] | None) -> str:
+    if not hits_units or not hits_units[1]:
+        return "-"
+    hits, units = hits_units
+    return f"{hits / units:.1%} ({units})"
+
+
+def _mean(rows: list[dict], key) -> str:
+    vals = [r[key][0] / r[key][1] for r in rows if r.get(key) and r[key][1]]
+    return f"{sum(vals) / len(vals):.1%}" if vals else "-"
+
+
+def report(args, loaded, names, modes, rows, base, seconds) -> str:
+    dev = loaded.device
+    heads = ["guarded" if g else "unguarded" for g in modes]
+    run = args.run or "the shipped model"
+    lines = ["# Control adherence", "",
+             "How often a riff asked for a control value has it, measured from its notes with the functions that "
+             "made the training tokens (data/controls.py), with the sampler's guards (generation/guards.py, the "
+             "default) and without (`--no-guard`), beside riffs sampled without controls (chance). Written by "
+             "`scripts/bench_controls.py` (its docstring says what is counted); values the run's training data "
+             "never held are refused by `sample` and listed below the tables.", "",
+             "    python scripts/bench_controls.py " + (f"{args.run} " if args.run else "") +
+             f"--bars {args.bars} --num-samples {args.num_samples} --guard {args.guard} --key-strength "
+             f"{args.key_strength:g} --tonic-bonus {args.tonic_bonus:g} --device {args.device} "
+             f"--controls {','.join(names)}", "",
+             f"Run: {run} ({loaded.checkpoint.name}, step {loaded.step}); {dev} "
+             f"({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), {seconds:.0f} s; "
+             f"{args.num_samples} riffs of at most {args.bars} bars per value; what the run knows: "
+             f"{loaded.seen.source}.", "",
+             "| control | value | " + " | ".join(f"{h}: share (n)" for h in heads) + " | unconditioned: share (n) |",
+             "|---|---|" + "---|" * (len(heads) + 1)]
+    for r in rows:
+        lines.append(f"| {r['name']} | {r['value']} | " + " | ".join(share(r.get(g)) for g in modes) +
+                     f" | {share(r['chance'])} |")
+    lines += ["", "| control | " + " | ".join(f"mean {h}" for h in heads) + " | mean unconditioned | target |",
+              "|---|" + "---|" * (len(heads) + 2)]
+    for name in names:
+        mine = [r for r in rows if r["name"] == name]
+        if mine:
+            target = f">= {TARGETS[name]}%" if name in TARGETS else "-"
+            lines.append(f"| {name} | " + " | ".join(_mean(mine, g) for g in modes) +
+                         f" | {_mean(mine, 'chance')} | {target} |")
+    keys = [r for r in rows if r["name"] == "key"]
+    if keys:
+        pcs = sum(g["pcs"][0] for g in base) / len(base)
+        rep = sum(g["repeats"][0] for g in base) / len(base)
+        lines += ["", f"The music under the key guard (strength {args.key_strength:g}, tonic bonus "
+                  f"{args.tonic_bonus:g}), mean over the key rows: "
+                  "pitch classes per riff and share of notes repeating the previous pitch.", "",
+                  "| riffs | pitch classes | repeated pitch |", "|---|---|---|"]
+        for g in modes:
+            lines.append(f"| key asked, {'guarded' if g else 'unguarded'} | "
+                         f"{sum(r[('pcs', g)] for r in keys) / len(keys):.1f} | "
+                         f"{sum(r[('repeats', g)] for r in keys) / len(keys):.1%} |")
+        lines.append(f"| unconditioned | {pcs:.1f} | {rep:.1%} |")
+    refusals = [f"{n} {', '.join(v)}" for n in names if (v := refused(loaded, n))]
+    if refusals:
+        lines += ["", "Refused (in the vocabulary, never learned from the training data): " + "; ".join(refusals) + "."]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +54,10 @@ from guitarformer.data.corpus import (
 )
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
+from guitarformer.data.seen import read_seen, write_seen
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
+from guitarformer.app.loaded import count_dataset
 from guitarformer.app.prompt import tokens_per_bar
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.pretrained import pretrained_dir
@@ -129,13 +131,18 @@ def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
            "--num-samples", str(args.num_samples), "--device", args.device, "--seed", str(args.seed),
            "--out", str(out)] + (["--controls", args.controls] if args.controls else [])
     subprocess.run(cmd, check=True, cwd=ROOT)
-    scores, in_summary = {}, False
+    scores, heads = {}, None
+    pct = lambda c: float(c.rstrip("%")) / 100 if c.endswith("%") else float("nan")  # noqa: E731
     for line in out.read_text().splitlines():
-        if line.startswith("| control | mean share asked"):
-            in_summary = True
-        elif in_summary and line.startswith("| ") and "%" in line:
-            name, asked, chance = (c.strip() for c in line.strip("|").split("|")[:3])
-            scores[name] = {"asked": float(asked.rstrip("%")) / 100, "unconditioned": float(chance.rstrip("%")) / 100}
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| control | mean "):  # the summary: mean guarded (the default), unguarded, chance
+            heads = cells
+        elif heads and line.startswith("| ") and "%" in line:
+            row = dict(zip(heads, cells))
+            asked = row.get("mean guarded", row.get("mean share asked", ""))
+            scores[cells[0]] = {"asked": pct(asked), "unconditioned": pct(row.get("mean unconditioned", ""))}
+            if "mean unguarded" in row:
+                scores[cells[0]]["unguarded"] = pct(row["mean unguarded"])
     return scores
 
 
@@ -277,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     corpus = corpus_facts(dataset, args.limit)
     card = model_card(scores[0], scores[1:], meta, corpus, args)
     exported = export_run(Path(scores[0].run), card, args.out)
+    # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
+    seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
+    exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)
     report = {"dataset": str(dataset), "corpus": corpus, "scores": [asdict(s) for s in scores],
               "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
     (work / "release.json").write_text(json.dumps(report, indent=2, default=str))

@@ -25,6 +25,7 @@ from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.music.score import GuitarScore
+from guitarformer.studio.forms import sample_form
 from guitarformer.runs.checkpoint import save_checkpoint
 
 FIX = Path(__file__).parent / "fixtures"
@@ -211,3 +212,28 @@ def test_infill_api_takes_a_score_and_returns_it_filled(runs, tmp_path):
     assert len(res.score.frets) == len(res.score.track.notes) == len(res.score.techniques)
     with pytest.raises(GuitarformerError, match="has 4 bars"):
         infill(InfillRequest(song=read_user_file(SONG), bars=(5, 6)), loaded)
+
+
+def test_program_names_a_guitar_sound_only(tmp_path):
+    """--program changes no note: a program other than a General MIDI guitar is refused before anything loads."""
+    with pytest.raises(GuitarformerError, match="--program 40") as e:
+        sample(SampleRequest(outputs=Outputs(midi=tmp_path / "r.mid"), program=40))
+    assert "24-31" in e.value.fix and not (tmp_path / "r.mid").exists()
+
+
+def test_shipped_model_info_lists_what_its_training_data_held():
+    """run_info offers the values the shipped model learned (single notes, standard tuning), not its vocabulary."""
+    info = run_info(load_run_once())
+    assert info.options["polyphony"].values == ["single"]
+    assert info.options["tuning"].values == ["standard"] and info.options["palm_mute"].values == ["none"]
+    assert "7/8" not in info.options["time_signature"].values and "6/8" in info.options["time_signature"].values
+    assert info.options["hand_position"].values == list(POS_VALUES)  # held by the sampler: every position
+
+
+def test_studio_form_takes_the_guard_and_bar_schedules():
+    info = run_info(load_run_once())
+    form = sample_form({"guard": False, "hand_position": "1-2:0,3-4:7", "density": "1-2:low,3-4:high"}, info)
+    assert form.options == {"guard": False, "hand_position": "1-2:0,3-4:7", "density": "1-2:low,3-4:high"}
+    assert sample_form({"hand_position": "7"}, info).options == {"hand_position": 7}
+    with pytest.raises(GuitarformerError, match="guard must be true or false"):
+        sample_form({"guard": "no"}, info)

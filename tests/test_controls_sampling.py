@@ -14,8 +14,11 @@ import torch
 from click.testing import CliRunner
 from tiny_runs import untrained_run
 
+from guitarformer.app.loaded import load_run_once
 from guitarformer.cli import main
 from guitarformer.config import DataConfig
+from guitarformer.data.controls import controls_per_bar, notes_of
+from guitarformer.data.seen import Seen
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.generation.conditioning import conditions
@@ -118,15 +121,83 @@ def test_sliding_window_keeps_the_piece_controls(control_run):
 
 
 def test_cli_sample_with_controls(control_run, tmp_path):
+    """Every control option at a value the run's training data held (its dataset's controls_seen.json)."""
+    seen = load_run_once(control_run).seen
+    assert seen.source.startswith("the training data")
+    known = {o: seen.known(c)[0] for o, c in (("--key", "Key"), ("--density", "Density"), ("--polyphony", "Poly"),
+                                               ("--palm-mute", "PM"), ("--style", "Style"),
+                                               ("--time-signature", "TimeSig"))}
     r = CliRunner().invoke(main, ["sample", "--run", str(control_run), "--out", str(tmp_path / "r.mid"),
-                                  "--key", "E minor", "--density", "high", "--polyphony", "chords", "--hand-position", "7",
-                                  "--palm-mute", "high", "--style", "metal", "--tempo", "140",
-                                  "--time-signature", "7/8", "--bars", "2", "--seed", "1", "--device", "cpu"])
+                                  *[x for kv in known.items() for x in kv], "--hand-position", "7",
+                                  "--tempo", f"{seen.tempo[0]:g}", "--bars", "2", "--seed", "1", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "r.mid").is_file()
 
 
-@pytest.mark.parametrize("option,value,known", [("--density", "huge", "high, low, mid"),
+@pytest.mark.parametrize("option,value,why", [("--polyphony", "dyads", "never learned"),
+                                              ("--palm-mute", "most", "never learned"),
+                                              ("--time-signature", "7/8", "never learned"),
+                                              ("--tuning", "drop-c", "never played in drop-c"),
+                                              ("--tempo", "399", "tempos")])
+def test_values_the_training_data_never_held_are_refused(control_run, tmp_path, option, value, why):
+    """The vocabulary has every control value; the run's data had none of these, so `sample` says no."""
+    r = CliRunner().invoke(main, ["sample", "--run", str(control_run), "--out", str(tmp_path / "r.mid"),
+                                  option, value, "--bars", "1", "--device", "cpu"])
+    assert r.exit_code == 2, r.output
+    assert option in r.output and why in r.output and not (tmp_path / "r.mid").exists()
+
+
+def test_bar_controls_per_bar(control_run):
+    """--density 1-2:low,3-4:high: each bar's own controls follow its Bar, bar 3 never bar 1's; bars past the
+    schedule get none asked."""
+    model, tok, cfg = load_run(control_run)
+    asked = conditions(tok, density="1-2:low,3-4:high", polyphony="single", guard=False)
+    assert [[tok[i] for i in b] for b in asked.schedule] == [
+        ["CtrlDensity_low", "CtrlPoly_single"], ["CtrlDensity_low", "CtrlPoly_single"],
+        ["CtrlDensity_high", "CtrlPoly_single"], ["CtrlDensity_high", "CtrlPoly_single"], ["CtrlPoly_single"]]
+    for r in generate_riffs(model, tok, cfg, num=4, seed=2, max_new_tokens=400, bars=6, asked=asked):
+        toks = [tok[i] for i in r.ids]
+        opened = [toks[j + 1:j + 3] for j, t in enumerate(toks) if t == "Bar_None"]
+        want = [b[:2] for b in ([["CtrlDensity_low", "CtrlPoly_single"]] * 2 +
+                                [["CtrlDensity_high", "CtrlPoly_single"]] * 2)]
+        assert opened[:4] == want[:len(opened[:4])], opened
+        assert all(b[0] == "CtrlPoly_single" for b in opened[4:]), opened
+
+
+def test_density_guard_holds_each_bar():
+    """On the shipped model, with the guard the generated bars have their own bar's asked density (measured from
+    the notes: bar 3 gets bar 3's, not bar 1's) far more often than without it (a bar whose strings all ring when
+    it still owes onsets may end short: the guard never dead-ends a riff)."""
+    loaded = load_run_once()
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
+
+    def densities(guard: bool) -> list[tuple[str, str]]:
+        asked = conditions(tok, density="1-2:high,3-4:low", time_signature="4/4", guard=guard)
+        out = []
+        for r in generate_riffs(model, tok, cfg, num=6, seed=5, max_new_tokens=500, bars=4, asked=asked):
+            sigs = [(t.time, t.numerator, t.denominator) for t in r.gs.score.time_signatures]
+            for k, bar in enumerate(controls_per_bar(notes_of(r.gs), r.gs.score.ticks_per_quarter, sigs)):
+                if bar:
+                    out.append((bar["Density"], "high" if k < 2 else "low"))
+        return out
+
+    guarded, unguarded = densities(True), densities(False)
+    hits = lambda pairs: sum(got == want for got, want in pairs) / len(pairs)  # noqa: E731
+    assert len(guarded) >= 12 and {w for _, w in guarded} == {"high", "low"}
+    assert hits(guarded) >= 0.85 and hits(unguarded) < 0.6, (guarded, unguarded)
+    assert all(got == want for got, want in guarded if want == "low")  # at most: always within reach
+
+
+def test_style_implies_its_usual_meter(control_run):
+    _, tok, _ = load_run(control_run)
+    seen = Seen({"Style": {"metal": 40, "folk": 40}}, style_meters={"metal": {"3/4": 30, "4/4": 10}})
+    meter = lambda **kw: [tok[i] for i in conditions(tok, style="metal", seen=seen, **kw).meter]  # noqa: E731
+    assert meter() == ["TimeSig_3/4"]
+    assert meter(guard=False) == [] and meter(continuing=True) == []
+    assert meter(time_signature="4/4") == ["TimeSig_4/4"]  # what the user names wins
+
+
+@pytest.mark.parametrize("option,value,known", [("--density", "huge", "use one of: low, mid"),
                                                  ("--style", "jazz", "folk, metal"),
                                                  ("--time-signature", "13/16", "4/4")])
 def test_unknown_values_list_the_known_ones(control_run, tmp_path, option, value, known):

@@ -14,11 +14,15 @@ from typing import Any
 import torch
 
 from guitarformer.config import Config
-from guitarformer.data.controls import POS_VALUES, control_type
+from guitarformer.errors import GuitarformerError
+from guitarformer.data.controls import POS_VALUES
+from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.data.infill import has_fill_tokens
+from guitarformer.data.dataset import TokenSplit
+from guitarformer.data.seen import Seen, from_vocabulary, read_seen, summarize
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids
-from guitarformer.music.guitar import TUNINGS
+from guitarformer.music.guitar import GUITAR_PROGRAMS, TUNINGS
 from guitarformer.pretrained import pretrained_dir, shipped_note
 from guitarformer.runs import checkpoint_of, load_run
 from guitarformer.runtime import resolve_device
@@ -41,6 +45,7 @@ class LoadedRun:
     step: int | None  # the optimizer step the checkpoint was saved at
     val_loss: float | None  # the best validation loss the run had reached at that step
     device: torch.device
+    seen: Seen | None = None  # what its training data held, per control (data/seen.py)
 
     @property
     def kind(self) -> str:
@@ -75,7 +80,33 @@ def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None =
     path = checkpoint_of(run, checkpoint)
     model, tokenizer, cfg = load_run(run, checkpoint, str(dev))
     step, val_loss = _checkpoint_facts(path)
-    return LoadedRun(model, tokenizer, cfg, path.parent.parent, path, step, val_loss, dev)
+    run_dir = path.parent.parent
+    return LoadedRun(model, tokenizer, cfg, run_dir, path, step, val_loss, dev, seen_of_run(run_dir, cfg, tokenizer))
+
+
+def seen_of_run(run_dir: Path, cfg: Config, tokenizer) -> Seen:
+    """What a run's training data held: the summary beside its tokenizer (`prepare` writes it into the dataset, and
+    the shipped model carries its own), else its dataset's (the configured folder or the built-in corpus prepared
+    with its settings), counted from the token arrays where the dataset has none yet, else its vocabulary."""
+    seen = read_seen(run_dir, f"the training data of {run_dir.name if run_dir != pretrained_dir() else 'the shipped model'}")
+    if seen is not None:
+        return seen
+    if getattr(tokenizer, "is_trained", False):  # BPE ids are merges: the counts are of base tokens only
+        return from_vocabulary(tokenizer.vocab)
+    data = Path(cfg.data.dataset).expanduser() if cfg.data.dataset else \
+        default_dataset_dir().with_name(builtin_dataset_name(cfg.data))
+    return read_seen(data) or count_dataset(data, tokenizer.vocab) or from_vocabulary(tokenizer.vocab)
+
+
+def count_dataset(folder: Path, vocab: dict[str, int]) -> Seen | None:
+    """The counts of a prepared dataset's train split, for datasets prepared before `prepare` wrote them (None where
+    the dataset is not at hand)."""
+    try:
+        split = TokenSplit(folder, "train")
+    except (GuitarformerError, OSError, ValueError, KeyError):
+        return None
+    pieces = (split.sequence(i) for i in range(split.num_sequences))
+    return summarize(vocab, pieces, f"the training data of {folder}")
 
 
 @dataclass
@@ -102,29 +133,35 @@ def _vocab_values(vocab: dict[str, int], token_type: str) -> list[str]:
     return sorted(t.split("_", 1)[1] for t in vocab if t.startswith(token_type + "_"))
 
 
-def _control_options(tokenizer) -> dict[str, OptionInfo]:
+def _control_options(tokenizer, seen: Seen) -> dict[str, OptionInfo]:
+    """Each control option and the values the run's training data held (the hand position: every one, as the
+    sampler holds it)."""
     if not has_controls(tokenizer):
         return {name: OptionInfo(False, NO_CONTROLS) for name in CONTROL_TYPES}
     out = {}
     for name, ctrl in CONTROL_TYPES.items():
-        values = list(POS_VALUES) if ctrl == "Pos" else _vocab_values(tokenizer.vocab, control_type(ctrl))
+        values = list(POS_VALUES) if ctrl == "Pos" else seen.known(ctrl)
         out[name] = OptionInfo(True, None, values) if values else \
-            OptionInfo(False, f"this run learned no {name.replace('_', ' ')} values")
+            OptionInfo(False, f"this run learned no {name.replace('_', ' ')} values ({seen.source})")
     return out
 
 
 def run_info(loaded: LoadedRun) -> RunInfo:
     """What `loaded` is and which `sample` options it honours (OptionInfo per option)."""
     tok = loaded.tokenizer
-    meters = _vocab_values(tok.vocab, "TimeSig") if bar_ids(tok) else []
+    seen = loaded.seen or seen_of_run(loaded.run_dir, loaded.cfg, tok)
+    meters = (seen.known("TimeSig") if seen.counts.get("TimeSig") else _vocab_values(tok.vocab, "TimeSig")) \
+        if bar_ids(tok) else []
+    tunings = seen.known("Tuning") if seen.counts.get("Tuning") else sorted(TUNINGS)
     always = OptionInfo(True)
     options = {"bars": always, "temperature": always, "top_p": always, "seed": always,
-               "tempo": OptionInfo(True, None, None),
-               "tuning": OptionInfo(True, None, sorted(TUNINGS)),
-               "program": OptionInfo(True, None, None),  # any General MIDI program 0-127
+               "tempo": OptionInfo(True, None, None),  # any number in the range seen (conditioning.check_seen)
+               "tuning": OptionInfo(True, None, tunings),
+               # the sound the file names, not a control: the General MIDI guitars
+               "program": OptionInfo(True, None, [str(p) for p in GUITAR_PROGRAMS]),
                "time_signature": OptionInfo(True, None, meters) if meters else
                OptionInfo(False, f"this run's tokens ({type(tok).__name__}) have no time signatures"),
-               **_control_options(tok)}
+               **_control_options(tok, seen)}
     can_infill = is_tab_tokenizer(tok) and has_fill_tokens(tok) and loaded.cfg.data.infill > 0
     return RunInfo(loaded.run_dir, loaded.kind, loaded.step, loaded.val_loss, can_infill, type(tok).__name__,
                    options)

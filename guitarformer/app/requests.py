@@ -75,7 +75,9 @@ class SampleRequest:
     tuning: str | tuple[int, ...] | None = None  # a name or the open strings low to high
     program: int | None = None
     position: int | None = None  # re-finger the tab in this position (index finger at this fret)
-    hand_position: int | None = None  # a run with controls: ask for this hand position (a fret)
+    # A run with controls. The bar controls (hand_position, density, polyphony, palm_mute, techniques) take one value
+    # for every bar or one per bar range: "1-4:low,5-8:high" (bars from 1; bars past the ranges get none asked).
+    hand_position: int | str | None = None  # a fret: the hand position asked
     time_signature: str | None = None
     key: str | None = None
     density: str | None = None
@@ -83,6 +85,7 @@ class SampleRequest:
     palm_mute: str | None = None
     techniques: str | None = None
     style: str | None = None
+    guard: bool = True  # steer key, density and a style's meter in the sampler (generation/guards.py)
 
     def controls(self) -> dict[str, str | None]:
         """The control options (generation/conditioning.CONTROL_OPTIONS keys) as asked."""

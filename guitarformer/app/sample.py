@@ -50,6 +50,11 @@ def check_sample_request(req: SampleRequest) -> None:
         (req.tempo is None or (math.isfinite(req.tempo) and req.tempo > 0), "tempo must be a positive number of BPM",
          req.tempo),
     ]
+    if req.program is not None and req.program not in GUITAR_PROGRAMS:
+        # The model writes guitar parts: the program only names the sound a MIDI file asks for.
+        raise GuitarformerError(f"--program {req.program}: the model writes guitar parts, and --program only names "
+                                "the instrument the file asks to be played with (no note changes)",
+                                f"use a General MIDI guitar, {GUITAR_PROGRAMS.start}-{GUITAR_PROGRAMS.stop - 1}")
     for ok, what, value in checks:
         if not ok:
             raise GuitarformerError(f"{what}, not {value}", "see `guitarformer sample --help`")
@@ -68,9 +73,10 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
     return parse_tuning(value) if isinstance(value, str) else tuple(int(p) for p in value)
 
 
-def _asked(req: SampleRequest, tokenizer, tuning: tuple[int, ...] | None):
-    """The request's controls as tokens (generation/conditioning.py)."""
-    return conditions(tokenizer, tuning, req.tempo, req.time_signature, req.hand_position, **req.controls())
+def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None):
+    """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them."""
+    return conditions(loaded.tokenizer, tuning, req.tempo, req.time_signature, req.hand_position, seen=loaded.seen,
+                      guard=req.guard, continuing=req.prompt is not None, **req.controls())
 
 
 def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SamplingParams:
@@ -124,7 +130,7 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
-    asked = _asked(req, loaded.tokenizer, tuning)
+    asked = _asked(req, loaded, tuning)
     file = None
     if req.prompt is not None:
         room = kind_of(loaded.kind).prompt_room(loaded.cfg.model)

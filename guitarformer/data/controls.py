@@ -66,8 +66,8 @@ FIXED_VALUES: dict[str, tuple[str, ...]] = {
 }
 
 # Krumhansl & Kessler's probe-tone ratings, tonic first.
-_MAJOR_PROFILE = np.array([6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88])
-_MINOR_PROFILE = np.array([6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17])
+MAJOR_PROFILE = np.array([6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88])
+MINOR_PROFILE = np.array([6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17])
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def estimate_key(notes: Iterable[PlayedNote]) -> str | None:
     if not hist.any():
         return None
     best, name = -2.0, None
-    for mode, profile in (("major", _MAJOR_PROFILE), ("minor", _MINOR_PROFILE)):
+    for mode, profile in (("major", MAJOR_PROFILE), ("minor", MINOR_PROFILE)):
         for tonic in range(12):
             r = np.corrcoef(hist, np.roll(profile, tonic))[0, 1] if hist.std() > 0 else 0.0
             if r > best:
@@ -243,7 +243,7 @@ def control_kinds(vocab: dict[str, int], size: int) -> np.ndarray:
     return out
 
 
-def _option_value(name: str, value: str | int) -> str:
+def option_value(name: str, value: str | int) -> str:
     """A sampling option as a control value: --position 7 -> "5-9", --palm-mute high -> "most", --tuning
     "drop d" -> "drop-d"; anything else must be one of the control's values."""
     v = str(value).strip().lower()
@@ -275,7 +275,7 @@ def prompt_tokens(vocab: dict[str, int], **options: str | int | None) -> tuple[l
         if name is None:
             raise GuitarformerError(f"unknown control {key!r}", f"use one of {', '.join(c.lower() for c in CONTROLS)}")
         if value is not None:
-            chosen[name] = _option_value(name, value)
+            chosen[name] = option_value(name, value)
     piece: list[int] = []
     bar: list[int] = []
     for name in CONTROLS:

@@ -31,6 +31,7 @@ from guitarformer.data.meta import (
     summary_lines,
 )
 from guitarformer.data.pool import run_pool
+from guitarformer.data.seen import summarize, write_seen
 from guitarformer.data.prepare_file import FILE_TIMEOUT_S, init_worker, piece_of, process_file
 from guitarformer.data.sources import EMPTY_SHA256, collect_files, file_style, manifest_line, sha256_file
 from guitarformer.data.tab_tokens import control_styles
@@ -167,6 +168,8 @@ def prepare(
         train_bpe(tok, split_seqs, data_cfg.bpe_vocab_size, data_cfg.bpe_model)
         tok.save(tok_json)  # the trained tokenizer replaces the base one
     counts, dtype = _write_arrays(out, split_seqs, len(tok))
+    if data_cfg.bpe_vocab_size <= 0:  # what the run will have learned, per control (data/seen.py; BPE ids are merged)
+        write_seen(out, summarize(tok.vocab, split_seqs.get("train", []), f"the training data of {out}"))
     _write_atomic(out / "manifest.jsonl", "".join(json.dumps(d) + "\n" for d in lines).encode())
     meta = dataset_meta(
         out, lines, counts, {s: len(split_seqs.get(s, [])) for s in SPLITS},

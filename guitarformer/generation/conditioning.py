@@ -1,67 +1,167 @@
-"""What a riff is asked to be: the `sample` options as tokens the model was trained with.
+"""What a riff is asked to be: the `sample` options as tokens the model was trained with, per bar where asked.
 
 A run whose dataset was prepared with controls (data.controls, data/controls.py) learned the piece controls right
 after BOS and the bar controls right after every Bar, each dropped at random. Asking for a riff is writing them:
-the prompt is ``BOS <piece controls> Bar <bar controls> <meter>``, and the sampler's constraint forces the same
-bar controls after every Bar the model writes (GuitarConstraint's `bar_controls`). Tempo and time signature are
-REMI's own tokens (``TimeSig_7/8``, ``Position_0 Tempo_140``) opening the first bar; the time signature carries on
-as REMI carries it, the tempo too.
+the prompt is ``BOS <piece controls> Bar <bar 1's controls> <meter>``, and the sampler's constraint forces each
+bar's own controls after its Bar (GuitarConstraint's `bar_controls`, a schedule). Bar options take one value for
+every bar or a value per bar range (``--density 1-4:low,5-8:high``: bars past the last range get no density
+asked). Tempo and time signature are REMI's own tokens (``TimeSig_7/8``, ``Position_0 Tempo_140``) opening the
+first bar; the time signature carries on as REMI carries it, the tempo too.
 
-Values a run never learned are rejected with the list of the values it knows (its tokenizer.json records the
-controls and their styles); a control option for a run without controls names the fix.
+Honest controls: a value the run never learned is refused with the values it knows. What it learned is what its
+training data held (data/seen.py: `Seen`, a value seen at least MIN_SEEN times), not merely its vocabulary; a
+control option for a run without controls names the fix. The hand position is held by the sampler (the string
+state's region, or the guards per bar), so every position works. With `guard` (the default) the sampler steers
+what the model alone does not hold (generation/guards.py): the key, each bar's density, a style's usual meter.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from guitarformer.data.controls import (
+    BAR_CONTROLS,
     meter_tokens,
+    option_value,
     position_frets,
     position_value,
     prompt_tokens,
+    style_name,
     tuning_name,
 )
+from guitarformer.data.seen import Seen
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.errors import GuitarformerError
+from guitarformer.generation.guards import KEY_STRENGTH, TONIC_BONUS, GuardSpec, implied_meter
 
 # Sampling options that only a run with controls can honour: option name -> control name (data/controls.py).
 CONTROL_OPTIONS = {"key": "key", "density": "density", "polyphony": "poly", "palm_mute": "pm", "techniques": "tech",
                    "style": "style", "hand_position": "pos"}
+PER_BAR_OPTIONS = ("density", "polyphony", "palm_mute", "techniques", "hand_position")
 NO_CONTROLS_FIX = ("prepare the dataset with controls and train on it: guitarformer prepare DIR --set "
                    "data.controls=true, then guitarformer train --data <dataset> (the built-in corpus: guitarformer "
                    "train --set data.controls=true)")
+TRAIN_ON_YOURS = ("guitarformer prepare my-tabs --set data.controls=true, then guitarformer train --data <that "
+                  "dataset> --init pretrained")
+UNSEEN_FIX = "or train a model on tabs that have it: " + TRAIN_ON_YOURS
+_CONTROL_NAME = {"key": "Key", "density": "Density", "polyphony": "Poly", "palm_mute": "PM", "techniques": "Tech",
+                 "style": "Style", "hand_position": "Pos", "tuning": "Tuning", "time_signature": "TimeSig"}
+_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*:\s*([^,]+?)\s*")
 
 
 @dataclass
 class Conditions:
-    """Token ids that ask for a riff: `piece` after BOS, `bar` after every Bar, `meter` opening the first bar;
-    `region` the (lowest, highest) fret of an asked hand position, which the sampler holds every note to."""
+    """Token ids that ask for a riff: `piece` after BOS, `bar` after the first new bar's Bar, `meter` opening the
+    first bar; `schedule` each new bar's controls (the last entry for every bar past it; None: `bar` for all);
+    `region` the (lowest, highest) fret of a hand position asked for every bar, which the sampler holds every note
+    to; `guard` what the sampler's guards hold (None: off)."""
 
     piece: list[int] = field(default_factory=list)
     bar: list[int] = field(default_factory=list)
     meter: list[int] = field(default_factory=list)
     region: tuple[int, int] | None = None
+    schedule: list[list[int]] | None = None
+    guard: GuardSpec | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.piece or self.bar or self.meter)
+        return bool(self.piece or self.bar or self.meter or self.schedule)
+
+    def bar_controls(self) -> list[list[int]]:
+        """The constraint's schedule: one list of ids per new bar."""
+        return self.schedule if self.schedule is not None else [self.bar]
 
 
 def option_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def parse_per_bar(option: str, value: Any) -> list[tuple[int, int | None, Any]]:
+    """A bar option's value as (first bar, last bar or None for every bar on, value) ranges, bars from 1:
+    "high" -> [(1, None, "high")]; "1-4:low,5-8:high" -> [(1, 4, "low"), (5, 8, "high")]; "9:7" -> [(9, 9, "7")]."""
+    if not isinstance(value, str) or ":" not in value or option == "key":
+        return [(1, None, value)]
+    out: list[tuple[int, int | None, Any]] = []
+    for part in value.split(","):
+        m = _RANGE.fullmatch(part)
+        if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise GuitarformerError(f"{option_flag(option)} {value!r}: {part.strip()!r} is not BARS:VALUE",
+                                    f"write bar ranges like {option_flag(option)} 1-4:low,5-8:high (bars from 1)")
+        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+        if any(a <= last and first <= b for a, b, _ in out):
+            raise GuitarformerError(f"{option_flag(option)} {value!r}: bars {first}-{last} are asked twice",
+                                    "give each bar one value")
+        out.append((first, last, m.group(3)))
+    return out
+
+
+def _value_at(ranges: list[tuple[int, int | None, Any]], bar: int) -> Any:
+    """The value asked for new bar `bar` (from 1), None where no range covers it."""
+    return next((v for a, b, v in ranges if a <= bar and (b is None or bar <= b)), None)
+
+
+def _unseen(option: str, value: str, seen: Seen, unit: str) -> GuitarformerError:
+    name = _CONTROL_NAME.get(option, option)
+    known = seen.known(name)
+    n, total = seen.count(name, value), seen.total(name)
+    had = f"in only {n} of its {total:,} {unit}" if n else f"in none of its {total:,} {unit}"
+    return GuitarformerError(f"{option_flag(option)} {value}: this model never learned it: {value} occurs {had} "
+                             f"({seen.source})", f"use one of: {', '.join(known) or '(none)'}; {UNSEEN_FIX}")
+
+
+def check_seen(seen: Seen | None, asked: dict[str, Any], tuning: tuple[int, ...] | None,
+               time_signature: str | None, tempo: float | None) -> None:
+    """Refuse what the run's training data never held (values already normalised: "E:minor", "chords", ...)."""
+    if seen is None:
+        return
+    for option, value in asked.items():
+        name = _CONTROL_NAME[option]
+        if name == "Pos" or not seen.counts.get(name):  # the sampler holds the hand position; no counts: no check
+            continue
+        if value not in seen.known(name):
+            raise _unseen(option, value, seen, "bars" if name in BAR_CONTROLS else "pieces")
+    if tuning is not None and seen.counts.get("Tuning"):
+        name = tuning_name(tuning)
+        if name not in seen.known("Tuning"):
+            raise GuitarformerError(
+                f"--tuning {name}: this model never played in {name} ({seen.source} is all in "
+                f"{', '.join(seen.known('Tuning'))}), so it would only relabel riffs written for that tuning",
+                f"leave out --tuning, or train a model on tabs in {name}: {TRAIN_ON_YOURS}")
+    if time_signature is not None and seen.counts.get("TimeSig") and time_signature not in seen.known("TimeSig"):
+        raise _unseen("time_signature", time_signature, seen, "bars")
+    if tempo is not None and seen.tempo is not None and not seen.tempo[0] - 0.5 <= tempo <= seen.tempo[1] + 0.5:
+        lo, hi = seen.tempo
+        raise GuitarformerError(f"--tempo {tempo:g}: this model's training data has tempos {lo:g}-{hi:g} BPM only "
+                                f"({seen.source})", f"ask a tempo in {math.ceil(lo)}-{math.floor(hi)}")
+
+
+def _normalised(option: str, value: Any) -> str:
+    """An option's value as its control value ("e minor" -> "E:minor", a fret 7 -> "5-9", "high" palm mute -> "most")."""
+    if option == "hand_position":
+        if not re.fullmatch(r"\s*\d+\s*", str(value)):
+            raise GuitarformerError(f"--hand-position {value!r} is not a fret", "give a fret number, e.g. "
+                                    "--hand-position 7, or per bar: --hand-position 1-4:0,5-8:7")
+        return position_value(int(value))
+    return option_value(_CONTROL_NAME[option], value)
+
+
 def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | None = None,
-               time_signature: str | None = None, hand_position: int | None = None,
+               time_signature: str | None = None, hand_position: int | str | None = None, *,
+               seen: Seen | None = None, guard: bool = True, continuing: bool = False,
+               key_strength: float = KEY_STRENGTH, tonic_bonus: float = TONIC_BONUS,
                **controls: Any) -> Conditions | None:
-    """The ids that ask `tokenizer`'s model for these options (`controls`: CONTROL_OPTIONS keys, None = not asked).
+    """The ids that ask `tokenizer`'s model for these options (`controls`: CONTROL_OPTIONS keys, None = not asked;
+    the bar options, PER_BAR_OPTIONS, also per bar range: "1-4:low,5-8:high").
 
     With controls in the run, `tuning` becomes the tuning control, `hand_position` (a fret) the hand-position bin
     and `tempo` a Tempo token; without, tuning and tempo stay what they were before controls (the written tuning
     and tempo), a hand position is refused like every control, and None is returned when nothing else is asked.
-    `time_signature` ("7/8") needs Bar and TimeSig tokens (REMI, TabREMI), with or without controls."""
+    `time_signature` ("7/8") needs Bar and TimeSig tokens (REMI, TabREMI), with or without controls. `seen`: what
+    the run's training data held (values it never learned are refused); `guard`: steer key and density in the
+    sampler and, unless `continuing` a file, give a style its usual meter where no time signature is asked."""
     unknown = set(controls) - set(CONTROL_OPTIONS)
     if unknown:
         raise TypeError(f"unknown control options {sorted(unknown)}")
@@ -79,24 +179,44 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
             raise GuitarformerError(f"this run was trained without control tokens, so it cannot be asked for {flags}",
                                     NO_CONTROLS_FIX + (" (--position re-fingers the tab of any run)"
                                                        if hand_position is not None else ""))
+        check_seen(seen, {}, None, time_signature, tempo)
         if time_signature is None:
             return None
         return Conditions(meter=meter_tokens(tokenizer.vocab, time_signature))
-    named = {CONTROL_OPTIONS[k]: v for k, v in asked.items()}
-    if tuning is not None:
-        named["tuning"] = tuning_name(tuning)
-    if hand_position is not None:
-        named["pos"] = hand_position
-    if "style" in named and not any(t.startswith("CtrlStyle_") for t in tokenizer.vocab):
+    if "style" in asked and not any(t.startswith("CtrlStyle_") for t in tokenizer.vocab):
         raise GuitarformerError("--style: this run learned no styles (its files sat in no style folders)",
                                 "sample without --style, or prepare a folder whose subfolders name the styles "
                                 "(my-tabs/metal/..., my-tabs/folk/...) with --set data.controls=true and train on it")
+    ranges = {k: [(a, b, _normalised(k, v)) for a, b, v in parse_per_bar(k, v)] for k, v in asked.items()}
+    for k, rs in ranges.items():
+        for _, _, v in rs:
+            check_seen(seen, {k: v}, None, None, None)
+    check_seen(seen, {}, tuning, time_signature, tempo)
+    style = ranges["style"][0][2] if "style" in ranges else None
+    if guard and not continuing and time_signature is None:
+        meter = implied_meter(seen, style)
+        time_signature = meter if meter and f"TimeSig_{meter}" in tokenizer.vocab else None
+    last = max([b for rs in ranges.values() for _, b, _ in rs if b is not None], default=0)
     try:
-        piece, bar = prompt_tokens(tokenizer.vocab, **named)
+        piece, _ = prompt_tokens(tokenizer.vocab, tuning=tuning_name(tuning) if tuning is not None else None,
+                                 **{CONTROL_OPTIONS[k]: rs[0][2] for k, rs in ranges.items()
+                                    if k not in PER_BAR_OPTIONS})
+        per_bar = [prompt_tokens(tokenizer.vocab, **{CONTROL_OPTIONS[k]: _value_at(rs, n) for k, rs in ranges.items()
+                                                     if k in PER_BAR_OPTIONS})[1] for n in range(1, last + 2)]
     except GuitarformerError as e:  # name the option as the user typed it
         for opt, ctrl in (*CONTROL_OPTIONS.items(), ("tuning", "tuning")):
             if e.problem.startswith(ctrl + " ") or f" {ctrl} controls" in e.problem:
                 raise GuitarformerError(f"{option_flag(opt)}: {e.problem}", e.fix) from None
         raise
-    region = position_frets(position_value(hand_position)) if hand_position is not None else None
-    return Conditions(piece, bar, meter_tokens(tokenizer.vocab, time_signature, tempo), region)
+    positions = ranges.get("hand_position")
+    plain = positions is not None and positions[0][1] is None
+    region = position_frets(positions[0][2]) if plain else None
+    spec = GuardSpec(key=ranges["key"][0][2] if guard and "key" in ranges else None, key_strength=key_strength,
+                     tonic_bonus=tonic_bonus)
+    if guard and "density" in ranges:
+        spec.density = [_value_at(ranges["density"], n) for n in range(1, last + 2)]
+    if positions is not None and not plain:  # a hand position per bar: held by the guards, whatever `guard` says
+        spec.regions = [None if (v := _value_at(positions, n)) is None else position_frets(v)
+                        for n in range(1, last + 2)]
+    return Conditions(piece, per_bar[0], meter_tokens(tokenizer.vocab, time_signature, tempo), region,
+                      per_bar if last else None, spec if spec else None)

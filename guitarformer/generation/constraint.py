@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from guitarformer.generation.grammar import ALL_KINDS, DURATION, Grammar
+from guitarformer.generation.guards import Guards, GuardSpec
 from guitarformer.generation.strings import StringState
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
@@ -38,7 +39,11 @@ class GuitarConstraint:
       reaches it can only end (EOS).
     - bar controls (a tokenizer with controls): `bar_controls`, ids in the tokenizer's order, are forced
       after every Bar: after a Bar, or after one of them, only the next one may come; no other bar control
-      is written (a list, even empty, says exactly which; None leaves them to the model).
+      is written (a list, even empty, says exactly which; None leaves them to the model). A list of such lists
+      is a schedule, one per new bar (the last for every bar past its end): each bar gets its own.
+      `prompt_opens_bar`: the prompt ends in the first new bar's Bar (else the first Bar sampled opens it).
+    - guards (generation/guards.py): steering for what the model alone does not hold (key, density, a hand
+      position per bar); `steer` adds their logit bias, `mask` applies their rules.
 
     The result: `tokenizer.tokens_errors()` is 0 on what `generate` writes (up to the first EOS), for
     REMI, TSD, MIDILike and Structured. A tokenizer trained with BPE is left unconstrained.
@@ -48,8 +53,9 @@ class GuitarConstraint:
 
     def __init__(self, tokenizer, tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0,
                  max_fret: int = MAX_FRET, device: torch.device | str = "cpu",
-                 bar_controls: Sequence[int] | None = None, fixed: Sequence[int] | None = None,
-                 region: tuple[int, int] | None = None):
+                 bar_controls: Sequence[int] | Sequence[Sequence[int]] | None = None,
+                 fixed: Sequence[int] | None = None, region: tuple[int, int] | None = None,
+                 guards: GuardSpec | None = None, prompt_opens_bar: bool = True):
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
@@ -58,14 +64,18 @@ class GuitarConstraint:
         self.grammar = Grammar(tokenizer, self.device)
         # The id that must follow each id (-1: none): the first requested bar control after a Bar, each one's
         # successor after it.
-        self.forced: torch.Tensor | None = None
+        self.forced: torch.Tensor | None = None  # (bars in the schedule, V)
         self.bar_ctrl_cols = self.grammar.is_bar_ctrl.nonzero().squeeze(1) if bar_controls is not None else None
-        if bar_controls:
-            forced = torch.full((self.V,), -1, dtype=torch.long)
-            chain = [int(i) for i in bar_controls]
-            forced[self.grammar.bar_cols.cpu()] = chain[0]
-            for a, b in zip(chain, chain[1:]):
-                forced[a] = b
+        self.opens = int(prompt_opens_bar)
+        schedule = [list(map(int, c)) for c in bar_controls] if bar_controls and isinstance(
+            bar_controls[0], (list, tuple)) else [list(map(int, bar_controls or []))]
+        if any(schedule):
+            forced = torch.full((len(schedule), self.V), -1, dtype=torch.long)
+            for k, chain in enumerate(schedule):
+                if chain:
+                    forced[k, self.grammar.bar_cols.cpu()] = chain[0]
+                for a, b in zip(chain, chain[1:]):
+                    forced[k, a] = b
             self.forced = forced.to(self.device)
         # Asked time signature and tempo (`fixed`: TimeSig_/Tempo_ ids): every other value of their type is ruled
         # out, so each bar the model opens keeps the asked meter and no later tempo change undoes the asked one.
@@ -86,6 +96,7 @@ class GuitarConstraint:
         # Both are exact: a skipped block would only AND columns that are already False. (On a GPU, asking
         # which tokens were chosen would wait for it.)
         self._host = self.device.type == "cpu"
+        self.guards = Guards(self.grammar, guards, tuple(tuning), capo, self.device) if guards else None
 
     def start(self, ids: torch.Tensor, max_bars: int | None = None) -> None:
         """Initialise per-row state from the prompt (B, T); `max_bars` counts bars after the prompt."""
@@ -95,6 +106,8 @@ class GuitarConstraint:
             return
         self.time.reset(B, dev)
         self.strings.reset(B, dev)
+        if self.guards is not None:
+            self.guards.reset(B, dev)
         for t in range(ids.shape[1]):
             self.update(ids[:, t])
         self.time.set_limit(max_bars)
@@ -108,6 +121,14 @@ class GuitarConstraint:
             return torch.zeros(self._rows[0], dtype=torch.long, device=self._rows[1])
         return self.strings.sounding(self.time.now).sum(1)
 
+    def bar(self) -> torch.Tensor:
+        """(B,) the new bar each row is in (0: the first after the prompt; -1: before it opens)."""
+        return self.time.bars - self.time.bars_at_start - 1 + self.opens
+
+    def steer(self, logits: torch.Tensor) -> torch.Tensor:
+        """The next-token logits (B, V) with the guards' bias (unchanged without guards)."""
+        return logits if not self.enabled or self.guards is None else self.guards.steer(logits)
+
     def update(self, new: torch.Tensor) -> None:
         """Advance the state with the tokens just chosen (B,)."""
         if not self.enabled:
@@ -116,6 +137,8 @@ class GuitarConstraint:
         if not kinds:
             return  # no row's token moves time, opens or closes a note (Velocity, Tempo, ...)
         self.time.update(new, kinds)
+        if self.guards is not None:
+            self.guards.update(new)
         step = self.time.step_ticks(new) if kinds & DURATION else None
         self.strings.update(new, kinds, self.time.now, step)
 
@@ -170,8 +193,10 @@ class GuitarConstraint:
             m[:, self.bar_ctrl_cols] = False
         if self.banned is not None:
             m[:, self.banned] = False
+        if self.guards is not None:
+            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None))
         if self.forced is not None:  # requested bar controls: nothing else may follow a Bar until they are written
-            f = self.forced[last]  # (B,)
+            f = self.forced[self.bar().clamp(0, self.forced.shape[0] - 1), last]  # (B,) this bar's chain
             only = torch.zeros_like(m).scatter_(1, f.clamp(min=0).unsqueeze(1), True)
             m = torch.where((f >= 0).unsqueeze(1), only, m)
         m[~m.any(1), g.eos] = True  # a dead end can always finish

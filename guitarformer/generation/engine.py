@@ -141,6 +141,8 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         if not use_cache:
             logits = run(window(out, n, ctx), None)
         allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
+        if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
+            logits = constraint.steer(logits)
         nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
         nxt = stops.apply(nxt)
         out[:, n] = nxt

@@ -62,9 +62,10 @@ def riff_seed(seed: int, k: int) -> int:
 
 
 def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bool, bars: int | None
-             ) -> tuple[list[int], list[int], int | None, bool]:
+             ) -> tuple[list[int], list[int], int | None, bool, bool]:
     """(prompt ids, the riff's first tokens after them, the bar limit for `generate`, whether the meter comes after
-    one sampled token): where the asked controls go and which bar the new ones start."""
+    one sampled token, whether the prompt opens the first new bar): where the asked controls go and which bar the
+    new ones start."""
     sp, bar_tokens = special_ids(tokenizer), bar_ids(tokenizer)
     p_ids = list(prompt or [sp["bos"]])
     if asked.piece:  # what the whole piece is: right after BOS, kept there when the window slides
@@ -86,7 +87,7 @@ def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bo
         max_bars = None if bars is None else bars - 1
     elif open_bar:
         p_ids += asked.bar
-    return p_ids, head, max_bars, bool(head) and meter_later
+    return p_ids, head, max_bars, bool(head) and meter_later, bool(head) or open_bar
 
 
 def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num: int = 1, seed: int = 0,
@@ -97,16 +98,17 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
 
     `prompt`: token ids (BOS first) to continue (a decoder continues them; an encoder-decoder encodes them as the
     source). `params.max_bars`: new bars at most. `asked` (a run with controls, generation/conditioning.py): piece
-    controls after BOS, bar controls after every Bar (forced), the meter opening the first bar."""
+    controls after BOS, each bar's controls after its Bar (forced), the meter opening the first bar, the guards."""
     sp = special_ids(tokenizer)
     gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, first + i)) for i in range(num)]
     asked = asked or Conditions()
     meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
-    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
-                                  bar_controls=asked.bar if asked and has_controls(tokenizer) else None,
-                                  fixed=meter or None, region=asked.region)
     kind = kind_of(cfg.model.kind)
-    p_ids, head, max_bars, meter_later = _opening(tokenizer, prompt, asked, kind.streams, params.max_bars)
+    p_ids, head, max_bars, meter_later, opens = _opening(tokenizer, prompt, asked, kind.streams, params.max_bars)
+    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
+                                  bar_controls=asked.bar_controls() if asked and has_controls(tokenizer) else None,
+                                  fixed=meter or None, region=asked.region, guards=asked.guard,
+                                  prompt_opens_bar=opens)
     front = 1 + len(asked.piece)  # BOS and the piece controls
     start = kind.prompt(p_ids, head, sp["bos"], num, device, keep_front=front,
                         src_block_size=cfg.model.src_block_size)

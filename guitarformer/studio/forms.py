@@ -1,7 +1,7 @@
 """What the page (or a script) sends, checked and turned into the app's requests; what a riff looks like back.
 
 JSON option names are `run_info`'s option names (bars, tempo, time_signature, tuning, key, style, density,
-polyphony, hand_position, palm_mute, techniques, temperature, top_p, seed, program), so the page can build its
+polyphony, hand_position, palm_mute, techniques, temperature, top_p, seed, program, guard), so the page can build its
 form from /api/run and send the fields back as they are. An option this run cannot honour is refused here with
 the run's own reason, before the request waits in the queue.
 """
@@ -22,6 +22,7 @@ MAX_BARS = 64
 INT_OPTIONS = {"bars", "seed", "program", "hand_position", "num_samples"}
 FLOAT_OPTIONS = {"tempo", "temperature", "top_p"}
 STR_OPTIONS = {"time_signature", "tuning", "key", "style", "density", "polyphony", "palm_mute", "techniques"}
+BOOL_OPTIONS = {"guard"}  # the sampler's guards (generation/guards.py), on unless false
 FIX = "see /api/run for the options this run honours and their values (docs/STUDIO.md)"
 
 
@@ -78,7 +79,7 @@ def sample_form(body: Any, info: RunInfo) -> SampleForm:
     """Check a /api/sample (or /api/continue) body against the run."""
     if not isinstance(body, dict):
         raise GuitarformerError("the request body must be a JSON object of options", FIX)
-    known = INT_OPTIONS | FLOAT_OPTIONS | STR_OPTIONS | {"job"}
+    known = INT_OPTIONS | FLOAT_OPTIONS | STR_OPTIONS | BOOL_OPTIONS | {"job"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise GuitarformerError(f"unknown option {', '.join(map(repr, unknown))}",
@@ -88,8 +89,12 @@ def sample_form(body: Any, info: RunInfo) -> SampleForm:
         if name == "job" or value is None or value == "":
             continue  # empty: the run's default
         _check_available(name, info)
-        if name in STR_OPTIONS:
-            if not isinstance(value, str):
+        if name in BOOL_OPTIONS:
+            if not isinstance(value, bool):
+                raise GuitarformerError(f"{name} must be true or false, not {value!r}", FIX)
+            options[name] = value
+        elif name in STR_OPTIONS or (name == "hand_position" and isinstance(value, str) and ":" in value):
+            if not isinstance(value, str):  # (a hand position per bar is text: "1-4:0,5-8:7")
                 raise GuitarformerError(f"{name} must be text, not {value!r}", FIX)
             options[name] = value
         else:

@@ -1,0 +1,182 @@
+"""Guards: steering in the sampler for the controls a model alone does not hold (on by default; `--no-guard`).
+
+A short-trained model reads its control tokens loosely: asked for E minor it drifts to D major, asked for high
+density it writes a bar of quarter notes. The guards hold the riff to what was asked from the sampler's side,
+through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`):
+
+- key: a Pitch outside the asked key's scale loses `key_strength` logits, the tonic gains `tonic_bonus` (which
+  tells E minor from G major, the same scale). A bias, not a mask: the model still chooses. (A bias shaped like
+  the Krumhansl-Kessler profile that data/controls.estimate_key correlates with reached the key by droning the
+  tonic: 2.2 pitch classes per riff, 75% repeated notes; scripts/bench_controls.py reports both for this one.)
+- density, per bar: the number of onsets (REMI Positions) in a bar stays inside the asked class's range
+  (data/controls.DENSITY_THRESHOLDS, onsets per quarter note times the bar's quarters): at the most, no further
+  Position; below the least, no Bar and no end, no Position that leaves too few sixteenths for the rest, and one
+  note per onset (a chord would hold every string).
+  Where the strings still ringing leave no way to meet a rule, the row goes on without it (never a dead end).
+- hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
+  where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so.
+- style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
+
+Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from guitarformer.data.controls import DENSITY_THRESHOLDS, DENSITY_VALUES
+from guitarformer.data.seen import Seen
+from guitarformer.generation.grammar import Grammar
+from guitarformer.music.guitar import PITCH_NAMES, fret_of
+
+# Logits off a pitch outside the scale, and onto the tonic (which tells a key from its relative, E minor from G major).
+# scripts/bench_controls.py --controls key on the shipped model, 16 riffs x 4 bars per key (share in key; pitch
+# classes per riff; notes repeating the previous pitch; unguarded riffs: 6.6 and 14%): 2/0.5: 61%, 6.1, 15%;
+# 4/1: 78%, 5.8, 21%; 8/1: 78%, 5.8, 21%; 8/1.25: 81%, 5.7, 26%; 6/1.5: 82%, 5.4, 32%.
+KEY_STRENGTH = 8.0
+TONIC_BONUS = 1.25
+# Semitones above the tonic in each mode's scale; minor with the raised seventh, as minor tunes lead to the tonic.
+SCALES = {"major": (0, 2, 4, 5, 7, 9, 11), "minor": (0, 2, 3, 5, 7, 8, 10, 11)}
+NO_LIMIT = 1 << 20
+
+
+@dataclass
+class GuardSpec:
+    """What the guards hold: the key ("E:minor"), each bar's density class and hand-position region."""
+
+    key: str | None = None
+    key_strength: float = KEY_STRENGTH
+    tonic_bonus: float = TONIC_BONUS
+    density: list[str | None] = field(default_factory=list)
+    regions: list[tuple[int, int] | None] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.key) or any(self.density) or any(self.regions)
+
+
+def implied_meter(seen: Seen | None, style: str | None) -> str | None:
+    """The time signature most of `style`'s training bars are in (None: no style, or none seen)."""
+    return seen.usual_meter(style) if seen is not None and style else None
+
+
+def key_bias(key: str, strength: float = KEY_STRENGTH, tonic_bonus: float = TONIC_BONUS) -> torch.Tensor:
+    """(12,) logit offsets by pitch class (C = 0) for `key` ("E:minor"): -`strength` for pitch classes outside its
+    scale (`SCALES`), +`tonic_bonus` for the tonic, 0 elsewhere."""
+    tonic, mode = key.split(":")
+    t = PITCH_NAMES.index(tonic)
+    bias = torch.full((12,), -float(strength))
+    bias[[(t + d) % 12 for d in SCALES[mode]]] = 0.0
+    bias[t] += tonic_bonus
+    return bias
+
+
+def onset_range(value: str, quarters: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(least, most) onsets (B,) a bar of `quarters` (B,) quarter notes has in density class `value`."""
+    lo, hi = {"low": (0.0, DENSITY_THRESHOLDS[0]), "mid": DENSITY_THRESHOLDS,
+              "high": (DENSITY_THRESHOLDS[1], math.inf)}[value]
+    least = torch.ceil(lo * quarters).clamp(min=1).long()  # a bar with notes has at least one onset
+    most = (torch.ceil(hi * quarters) - 1).long() if math.isfinite(hi) else torch.full_like(least, NO_LIMIT)
+    return least, torch.maximum(most, least)
+
+
+class Guards:
+    """The guards of one sampling call (see the module docstring): `reset`, `update` with every token, `restrict`
+    the constraint's mask, `steer` the logits."""
+
+    def __init__(self, grammar: Grammar, spec: GuardSpec, tuning: tuple[int, ...], capo: int,
+                 device: torch.device | str = "cpu") -> None:
+        g, dev = grammar, torch.device(device)
+        self.g, self.spec = g, spec
+        self.bias: torch.Tensor | None = None
+        if spec.key:
+            per_pc = key_bias(spec.key, spec.key_strength, spec.tonic_bonus)
+            bias = torch.zeros(g.V)
+            bias[g.pitch_cols.cpu()] = per_pc[g.pitch_cols_val.cpu() % 12]
+            self.bias = bias.to(dev)
+        # Quarter notes per bar of each TimeSig token (the bar length the density range scales with).
+        quarters = torch.zeros(g.V)
+        for i, (t, v) in enumerate(zip(g.types, g.values)):
+            if t == "TimeSig":
+                num, den = (int(x) for x in v.split("/"))
+                quarters[i] = num * 4 / den
+        self.ts_quarters = quarters.to(dev)
+        self.density = [DENSITY_VALUES.index(v) if v else -1 for v in spec.density]
+        self.regions = None
+        if any(spec.regions) and g.tab:
+            nS = len(g.string_cols)
+            fits = torch.ones(len(spec.regions), 129, nS, dtype=torch.bool)  # (R, pitch, string)
+            for r, region in enumerate(spec.regions):
+                if region is None:
+                    continue
+                for k in range(min(nS, len(tuning))):
+                    f = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(129)])
+                    fits[r, :, k] = (f == 0) | ((f >= region[0]) & (f <= region[1]))
+            self.regions = fits.to(dev)
+            self.region_pitch = fits.any(2)[:, g.pitch_cols_val.cpu().clamp(max=128)].to(dev)  # (R, nPitch)
+
+    def reset(self, B: int, device: torch.device) -> None:
+        self.onsets = torch.zeros(B, dtype=torch.long, device=device)  # Positions in the current bar
+        self.notes_here = torch.zeros(B, dtype=torch.long, device=device)  # notes struck at the current Position
+        self.quarters = torch.full((B,), 4.0, device=device)  # until a TimeSig says otherwise
+
+    def update(self, new: torch.Tensor) -> None:
+        g = self.g
+        self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
+        self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0, self.notes_here + g.is_pitch[new].long())
+        ts = g.is_timesig[new]
+        self.quarters = torch.where(ts, self.ts_quarters[new], self.quarters)
+
+    @staticmethod
+    def _at(table: Sequence, bar: torch.Tensor) -> torch.Tensor:
+        """(B,) the entry of a per-bar list for each row's bar (the last entry past its end)."""
+        return bar.clamp(0, len(table) - 1)
+
+    def restrict(self, m: torch.Tensor, time, bar: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
+        """The mask `m` (B, V) with the guards' rules for each row's new bar `bar` (B,); `time`: the constraint's
+        TimeState; `pending` (B,): the pitch awaiting its String (tab tokens)."""
+        g = self.g
+        before = m.clone()
+        if any(v >= 0 for v in self.density):
+            cls = torch.tensor(self.density, device=m.device)[self._at(self.density, bar)]  # (B,) -1: not asked
+            least = torch.zeros_like(self.onsets)
+            most = torch.full_like(self.onsets, NO_LIMIT)
+            for k, value in enumerate(DENSITY_VALUES):
+                lo, hi = onset_range(value, self.quarters)
+                least, most = torch.where(cls == k, lo, least), torch.where(cls == k, hi, most)
+            need = least - self.onsets  # (B,) onsets still owed by this bar
+            capped = self.onsets >= most
+            m[:, g.pos_cols] &= ~capped.unsqueeze(1)
+            if time.max_bars is not None:  # a full bar goes on to the next one, not to the end, while bars are left
+                m[:, g.eos] &= ~(capped & (time.bars_left() > 1))
+            owed = need > 0
+            m[:, g.bar_cols] &= ~owed.unsqueeze(1)
+            m[:, g.eos] &= ~owed
+            # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
+            sixteenth = (time.bar_ticks.float() / (self.quarters * 4)).clamp(min=1)  # (B,)
+            left = time.bar_ticks.unsqueeze(1) - g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
+            room = torch.floor(left.float() / sixteenth.unsqueeze(1)) >= need.unsqueeze(1)
+            m[:, g.pos_cols] &= room | ~owed.unsqueeze(1)
+            # A bar that owes onsets moves on after one note: stacking a chord there would spend every string.
+            m[:, g.pitch_cols] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
+            # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
+            stuck = owed & before[:, g.bar_cols].any(1) & ~m[:, g.pos_cols].any(1)
+            m[:, g.bar_cols] |= before[:, g.bar_cols] & stuck.unsqueeze(1)
+            m[:, g.eos] |= before[:, g.eos] & stuck
+        dead = ~m.any(1)  # the strings or the time left cannot meet a rule: the row goes on without it
+        m[dead] = before[dead]
+        if self.regions is not None and pending is not None:
+            held = m.clone()
+            r = self._at(self.spec.regions, bar)  # (B,)
+            m[:, g.string_cols] &= self.regions[r, pending.clamp(max=128)]
+            m[:, g.pitch_cols] &= self.region_pitch[r]
+            dead = ~m.any(1)  # no string free in the region: this token may leave it (the density rule still holds)
+            m[dead] = held[dead]
+        return m
+
+    def steer(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits (B, V) with the key's bias added."""
+        return logits if self.bias is None else logits + self.bias.to(logits.dtype)
