@@ -17,6 +17,7 @@ import symusic
 import torch
 from click.testing import CliRunner
 
+from guitarformer.app.loaded import load_run_once, run_info
 from guitarformer.cli import main
 from guitarformer.config import Config, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
@@ -140,8 +141,10 @@ def test_fine_tuned_run_samples_its_new_style_and_infills(fine_tuned, tabs, tmp_
     r = CliRunner().invoke(main, ["sample", "--run", str(run), "--out", str(out), "--tab", str(tmp_path / "r.txt"),
                                   "--style", NEW_STYLE, "--bars", "2", "--device", "cpu"])
     assert r.exit_code == 0, r.output
+    assert "fine-tuned from pretrained" in r.output  # the summary names where the run came from
     assert sum(len(t.notes) for t in symusic.Score(str(out)).tracks) > 0
     assert (tmp_path / "r.txt").read_text().count("|") > 0
+    assert run_info(load_run_once(run, device="cpu")).init == "pretrained"
     r = CliRunner().invoke(main, ["infill", str(tabs / NEW_STYLE / "riff0.mid"), "--bars", "2-3", "--out",
                                   str(tmp_path / "new.mid"), "--run", str(run), "--device", "cpu"])
     assert r.exit_code == 0 and "bars 2-3 written again" in r.output, r.output

@@ -57,6 +57,8 @@ class LoadedRun:
             ([] if self.val_loss is None else [f"val loss {self.val_loss:.3f}"])
         if self.run_dir.resolve() == pretrained_dir():  # no run named and none of the user's: say which model
             return f"{shipped_note()} ({', '.join(facts)})"
+        if self.cfg.train.init:
+            facts.append(f"fine-tuned from {self.cfg.train.init}")
         return f"run {self.run_dir} ({', '.join(facts)})"
 
 
@@ -127,6 +129,7 @@ class RunInfo:
     can_infill: bool
     tokenizer: str
     options: dict[str, OptionInfo]
+    init: str | None = None  # the run it was fine-tuned from (train --init), if any
 
 
 def _vocab_values(vocab: dict[str, int], token_type: str) -> list[str]:
@@ -164,4 +167,4 @@ def run_info(loaded: LoadedRun) -> RunInfo:
                **_control_options(tok, seen)}
     can_infill = is_tab_tokenizer(tok) and has_fill_tokens(tok) and loaded.cfg.data.infill > 0
     return RunInfo(loaded.run_dir, loaded.kind, loaded.step, loaded.val_loss, can_infill, type(tok).__name__,
-                   options)
+                   options, loaded.cfg.train.init)

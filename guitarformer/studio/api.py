@@ -177,7 +177,7 @@ def _error(status: int, problem: str, fix: str | None = None) -> JSONResponse:
 def _run_info_json(studio: Studio) -> dict[str, Any]:
     info = studio.info
     return {"run_dir": str(info.run_dir), "kind": info.kind, "step": info.step, "val_loss": info.val_loss,
-            "can_infill": info.can_infill, "tokenizer": getattr(info, "tokenizer", None),
+            "can_infill": info.can_infill, "tokenizer": getattr(info, "tokenizer", None), "init": info.init,
             "describe": studio.loaded.describe(), "server_wav": studio.wav,
             "options": {name: asdict(opt) for name, opt in info.options.items()}}
 
