@@ -120,15 +120,7 @@ def prepare(
     `like`: tokenize as this tokenizer does (a run's, for `train --init`; `data_cfg` then is that run's data
     config), the styles it lacks appended to its vocabulary (tokenization.extended_tokenizer)."""
     data_cfg = data_cfg or DataConfig()
-    if like is not None and like.is_trained:
-        raise GuitarformerError("the run to prepare like has BPE-merged tokens, learned from its own dataset",
-                                "fine-tune a run trained on base tokens (data.bpe_vocab_size 0), or prepare and "
-                                "train from scratch")
-    tok = like if like is not None else build_tokenizer(data_cfg)  # with controls, built again once styles are known
-    if 0 < data_cfg.bpe_vocab_size <= len(tok):  # said before anything is read or written
-        raise GuitarformerError(f"a BPE vocabulary of {data_cfg.bpe_vocab_size} is not larger than the "
-                                f"{data_cfg.tokenizer} base vocabulary ({len(tok)} tokens): nothing to merge",
-                                f"give --bpe a size above {len(tok)} (e.g. {4 * len(tok)}), or 0 for no BPE")
+    tok = _base_tokenizer(data_cfg, like)  # with controls, built again once styles are known
     t0 = time.time()
     files, lines = collect_files(inputs)  # a missing input is reported before an existing dataset is touched
     # Controls: each file's style is the folder it sits in below an input folder; the styles make the vocabulary.
@@ -146,11 +138,7 @@ def prepare(
     (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
     tok_json = out / "tokenizer.json"
     tok.save(tok_json)
-    # The ids a file's tokens get: the settings, and the vocabulary itself (prepared like a run, the same styles
-    # are numbered otherwise than in a tokenizer built from scratch).
-    tok_hash = hashlib.sha256(json.dumps(tokenizer_params(data_cfg, styles), sort_keys=True, default=str).encode()
-                              + data_cfg.tokenizer.encode() + json.dumps(tok.vocab, sort_keys=True).encode()
-                              ).hexdigest()[:16]
+    tok_hash = _vocab_hash(data_cfg, styles, tok)
     opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout, "style_roots": roots}
     if labels:
         opts["labels"] = labels
@@ -179,6 +167,29 @@ def prepare(
         seconds=round(time.time() - t0, 2))
     _write_atomic(out / "meta.json", json.dumps(meta, indent=2).encode())
     return meta
+
+
+def _base_tokenizer(data_cfg: DataConfig, like: miditok.MusicTokenizer | None) -> miditok.MusicTokenizer:
+    """The tokenizer before styles are known (`like`'s, else one built from `data_cfg`); settings that cannot work
+    are said before anything is read or written."""
+    if like is not None and like.is_trained:
+        raise GuitarformerError("the run to prepare like has BPE-merged tokens, learned from its own dataset",
+                                "fine-tune a run trained on base tokens (data.bpe_vocab_size 0), or prepare and "
+                                "train from scratch")
+    tok = like if like is not None else build_tokenizer(data_cfg)
+    if 0 < data_cfg.bpe_vocab_size <= len(tok):
+        raise GuitarformerError(f"a BPE vocabulary of {data_cfg.bpe_vocab_size} is not larger than the "
+                                f"{data_cfg.tokenizer} base vocabulary ({len(tok)} tokens): nothing to merge",
+                                f"give --bpe a size above {len(tok)} (e.g. {4 * len(tok)}), or 0 for no BPE")
+    return tok
+
+
+def _vocab_hash(data_cfg: DataConfig, styles: list[str], tok: miditok.MusicTokenizer) -> str:
+    """The ids a file's tokens get, for the cache key: the settings, and the vocabulary itself (prepared like a
+    run, the same styles are numbered otherwise than in a tokenizer built from scratch)."""
+    return hashlib.sha256(json.dumps(tokenizer_params(data_cfg, styles), sort_keys=True, default=str).encode()
+                          + data_cfg.tokenizer.encode() + json.dumps(tok.vocab, sort_keys=True).encode()
+                          ).hexdigest()[:16]
 
 
 def _hash_files(files: list[Path], lines: list[dict]) -> list[tuple[Path, str]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from guitarformer.config import from_dict, save_config
+from guitarformer.data.seen import SEEN_FILE
 from guitarformer.errors import GuitarformerError
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
@@ -66,6 +67,8 @@ def export_run(run: Path, card: str, out: Path | None = None) -> Exported:
     save_checkpoint(out / CHECKPOINT, {"model": weights, "config": cfg.to_dict(), "step": state.get("step", 0)})
     save_config(cfg, out / "config.yaml")
     shutil.copyfile(run / "tokenizer.json", out / "tokenizer.json")
+    if (run / SEEN_FILE).is_file():  # the control values its training data held: what `sample` may ask of it
+        shutil.copyfile(run / SEEN_FILE, out / SEEN_FILE)
     (out / "MODEL_CARD.md").write_text(card)
     size = sum((out / f).stat().st_size for f in (CHECKPOINT, Path("config.yaml"), Path("tokenizer.json"),
                                                     Path("MODEL_CARD.md")))
