@@ -5,7 +5,7 @@ Density and polyphony are music/texture.py's, the same definitions the Density a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -22,6 +22,7 @@ class Piece:
     duration: np.ndarray  # (N,) quarters
     pitch: np.ndarray  # (N,) MIDI
     bar: float = 4.0  # quarters per bar
+    meter: tuple[int, int] = (4, 4)  # the first time signature (6/8 and 3/4 share a bar length, not a meter)
     length: float = 0.0  # quarters; 0 = end of the last note
     frets: list[tuple[int, int]] | None = None
     tuning: tuple[int, ...] = (40, 45, 50, 55, 59, 64)
@@ -44,11 +45,12 @@ def piece_of(score, tuning=None, capo: int = 0, frets=None) -> Piece:
     on = np.concatenate(on).astype(np.float64) / tpq if on else np.zeros(0)
     du = np.concatenate(du).astype(np.float64) / tpq if du else np.zeros(0)
     pi = np.concatenate(pi).astype(np.int64) if pi else np.zeros(0, np.int64)
-    bar = 4.0
+    bar, meter = 4.0, (4, 4)
     if len(score.time_signatures):
         ts = score.time_signatures[0]
-        bar = ts.numerator * 4.0 / ts.denominator
-    p = Piece(on, du, pi, bar=bar, frets=frets, capo=capo, program=score.tracks[0].program if len(score.tracks) else None)
+        bar, meter = ts.numerator * 4.0 / ts.denominator, (int(ts.numerator), int(ts.denominator))
+    p = Piece(on, du, pi, bar=bar, meter=meter, frets=frets, capo=capo,
+              program=score.tracks[0].program if len(score.tracks) else None)
     if tuning:
         p.tuning = tuple(tuning)
     return p
@@ -62,7 +64,8 @@ def segments(p: Piece, length: float, max_segments: int = 4) -> list[Piece]:
         a, b = k * length, (k + 1) * length
         m = (p.onset >= a) & (p.onset < b)
         if m.sum() >= 2:
-            out.append(Piece(p.onset[m] - a, p.duration[m], p.pitch[m], p.bar, length, None, p.tuning, p.capo, p.program))
+            out.append(replace(p, onset=p.onset[m] - a, duration=p.duration[m], pitch=p.pitch[m], length=length,
+                               frets=None))
         k += 1
     return out
 
