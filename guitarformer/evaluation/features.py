@@ -23,6 +23,7 @@ class Piece:
     pitch: np.ndarray  # (N,) MIDI
     bar: float = 4.0  # quarters per bar
     meter: tuple[int, int] = (4, 4)  # the first time signature (6/8 and 3/4 share a bar length, not a meter)
+    qpm: float = 120.0  # the first tempo, quarter notes per minute
     length: float = 0.0  # quarters; 0 = end of the last note
     frets: list[tuple[int, int]] | None = None
     tuning: tuple[int, ...] = (40, 45, 50, 55, 59, 64)
@@ -49,7 +50,8 @@ def piece_of(score, tuning=None, capo: int = 0, frets=None) -> Piece:
     if len(score.time_signatures):
         ts = score.time_signatures[0]
         bar, meter = ts.numerator * 4.0 / ts.denominator, (int(ts.numerator), int(ts.denominator))
-    p = Piece(on, du, pi, bar=bar, meter=meter, frets=frets, capo=capo,
+    qpm = float(score.tempos[0].qpm) if len(score.tempos) else 120.0
+    p = Piece(on, du, pi, bar=bar, meter=meter, qpm=qpm, frets=frets, capo=capo,
               program=score.tracks[0].program if len(score.tracks) else None)
     if tuning:
         p.tuning = tuple(tuning)
@@ -106,6 +108,11 @@ def density(p: Piece) -> float:
     return texture.density(p.onset.tolist(), p.span)
 
 
+def notes_per_second(p: Piece) -> float:
+    """Notes (every note of a chord) per second at the piece's first tempo."""
+    return len(p.pitch) / (p.span * 60.0 / p.qpm)
+
+
 def inter_onset_interval(p: Piece) -> float:
     """Mean time between consecutive distinct onsets, in quarter notes."""
     t = np.unique(np.round(p.onset, 4))
@@ -137,6 +144,7 @@ FEATURES: dict[str, Callable[[Piece], float]] = {
     "used_pitch_classes": used_pitch_classes,
     "scale_consistency": scale_consistency,
     "density": density,
+    "notes_per_second": notes_per_second,
     "inter_onset_interval": inter_onset_interval,
     "polyphony": polyphony,
     "groove_consistency": groove_consistency,
@@ -146,6 +154,13 @@ FEATURES: dict[str, Callable[[Piece], float]] = {
 def features(pieces: Sequence[Piece]) -> dict[str, np.ndarray]:
     """Per-piece values of every feature (NaN where a piece is too short for it)."""
     return {k: np.array([f(p) for p in pieces], dtype=np.float64) for k, f in FEATURES.items()}
+
+
+def length_matched(samples: Sequence[Piece], reference: Sequence[Piece]) -> tuple[list[Piece], float]:
+    """The reference cut into segments as long as the median sample, rounded up to whole 4/4 bars (features such as
+    pitch range grow with length), and that length in quarters (16 with no samples)."""
+    seg = 4.0 * max(1, math.ceil(float(np.median([p.span for p in samples])) / 4.0)) if len(samples) else 16.0
+    return [q for p in reference for q in segments(p, seg)], seg
 
 
 def overlap_area(a: Sequence[float], b: Sequence[float], points: int = 4096) -> float:

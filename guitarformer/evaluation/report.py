@@ -16,7 +16,7 @@ from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, decode
 from guitarformer.errors import GuitarformerError
-from guitarformer.evaluation.features import Piece, compare, piece_of, segments
+from guitarformer.evaluation.features import Piece, compare, length_matched, piece_of
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.evaluation.likelihood import (
     continuation_nll,
@@ -116,8 +116,7 @@ def _sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_s
         raise GuitarformerError(f"the reference set {ref_name} has fewer than 2 pieces with notes",
                                 "pass --reference DIR with real guitar files, or --no-samples")
     # Length-matched: reference pieces are cut into segments as long as the median sample (in whole bars).
-    seg = 4.0 * max(1, math.ceil(float(np.median([p.span for p in gen])) / 4.0)) if gen else 16.0
-    ref = [q for p in ref_full for q in segments(p, seg)]
+    ref, seg = length_matched(gen, ref_full)
     say(f"music metrics: {len(gen)} samples vs {len(ref)} reference segments of {seg:g} quarters")
     out = {"music": {"reference": ref_name, "num_samples": len(gen), "num_reference": len(ref),
                      "reference_files_skipped": real.skipped, "segment_quarters": seg,
