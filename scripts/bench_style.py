@@ -21,69 +21,19 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import symusic
-
 from guitarformer.app import Outputs, SampleRequest, load_run_once, run_info, sample
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.evaluation.docs import write_section
-from guitarformer.evaluation.features import Piece, piece_of
-from guitarformer.evaluation.style import MIN_PIECES, STYLE_BARS, StyleJudge, labelled_tunes, windows
+from guitarformer.evaluation.features import piece_of
+from guitarformer.evaluation.style import MIN_PIECES, STYLE_BARS, CorpusJudge, corpus_judge
 
 TARGET = 0.70
 
 
-def tunes(dataset: Path, split: str, most: int) -> tuple[list[Piece], list[str], Counter]:
-    """Windows of the split's labelled tunes, their styles, and the tunes per style."""
-    files, styles = labelled_tunes(dataset, split)
-    pieces, labels = [], []
-    for f, s in zip(files, styles):
-        for w in windows(piece_of(symusic.Score(str(f))), most=most):
-            pieces.append(w)
-            labels.append(s)
-    return pieces, labels, Counter(styles)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--run", type=Path, default=None, help="default: the shipped model")
-    ap.add_argument("--data", type=Path, default=None)
-    ap.add_argument("--riffs", type=int, default=16, help="riffs per style, and unconditioned")
-    ap.add_argument("--bars", type=int, default=STYLE_BARS)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", type=Path, default=Path("docs/EVAL.md"))
-    args = ap.parse_args(argv)
-    t0 = time.time()
-    loaded = load_run_once(args.run, None, args.device)
-    dataset = args.data or default_dataset_dir().parent / builtin_dataset_name(loaded.cfg.data)
-    if not (dataset / "manifest.jsonl").is_file():
-        ap.error(f"{dataset} is not a prepared dataset (another reader version prepares another folder): pass "
-                 f"--data with the built-in corpus dataset the run was trained on")
-    train, train_labels, train_tunes = tunes(dataset, "train", 4)
-    judged = sorted(s for s, n in train_tunes.items() if n >= MIN_PIECES)
-    judge = StyleJudge.fit(train, train_labels, styles=judged)
-    val, val_labels, _ = tunes(dataset, "val", 1)
-    ceiling = judge.accuracy(val, val_labels)
-    fit_s = time.time() - t0
-    print(f"judge: {len(train)} windows of {sum(train_tunes.values())} train tunes, styles {judge.styles}; val "
-          f"{ceiling.overall:.1%} ({ceiling.pieces} tunes), balanced {ceiling.balanced:.1%} ({fit_s:.0f} s)")
-
-    def judge_riffs(style: str | None) -> list[str]:
-        req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
-                            style=style, device=args.device)
-        riffs = sample(req, loaded).riffs
-        return judge.predict_many([piece_of(r.gs.score) for r in riffs])
-
-    t1 = time.time()
-    base = Counter(judge_riffs(None))
-    asked = run_info(loaded).options["style"].values or []
-    rows = []
-    for style in asked:
-        said = judge_riffs(style)
-        share = said.count(style) / len(said) if style in judge.styles else None
-        rows.append((style, share, Counter(said), base[style] / args.riffs if style in judge.styles else None))
-        print(f"{style:>12}: " + (f"{share:.0%}" if share is not None else "not judged") + f"  judged {dict(Counter(said))}")
-    sample_s = time.time() - t1
+def table(args, loaded, dataset: Path, fitted: CorpusJudge, rows: list, base: Counter, fit_s: float,
+          sample_s: float) -> list[str]:
+    """The section's markdown: the command, the judge's ceiling per style, the riffs' shares per style asked."""
+    judge, ceiling = fitted.judge, fitted.ceiling
 
     def pct(v):
         return "-" if v is None else f"{v:.0%}"
@@ -93,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["### Style: riffs asked for a style, judged from their notes", "",
              f"    {cmd}", "",
              f"Model: {loaded.describe()}. Dataset `{dataset.name}`. The judge (evaluation/style.py): "
-             f"{len(train)} 8-bar windows of {sum(train_tunes[s] for s in judged)} train tunes of the "
-             f"{len(judged)} styles with at least {MIN_PIECES} train tunes; fitted in {fit_s:.0f} s, riffs "
+             f"{fitted.windows} 8-bar windows of {sum(fitted.tunes[s] for s in judge.styles)} train tunes of the "
+             f"{len(judge.styles)} styles with at least {MIN_PIECES} train tunes; fitted in {fit_s:.0f} s, riffs "
              f"sampled and judged in {sample_s:.0f} s on {args.device}.", "",
              "Ceiling: the judge on the first 8 bars of each val tune with a style it knows.", "",
              "| style | val tunes | judged right |", "|---|---|---|"]
@@ -115,6 +65,49 @@ def main(argv: list[str] | None = None) -> int:
         mean = sum(shares) / len(shares)
         lines += ["", f"Mean over the {len(shares)} judged styles: **{mean:.0%}** judged as asked (target >= "
                       f"{TARGET:.0%}); unconditioned riffs are judged {dict(base.most_common())}."]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", type=Path, default=None, help="default: the shipped model")
+    ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--riffs", type=int, default=16, help="riffs per style, and unconditioned")
+    ap.add_argument("--bars", type=int, default=STYLE_BARS)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=Path("docs/EVAL.md"))
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    loaded = load_run_once(args.run, None, args.device)
+    dataset = args.data or default_dataset_dir().parent / builtin_dataset_name(loaded.cfg.data)
+    if not (dataset / "manifest.jsonl").is_file():
+        ap.error(f"{dataset} is not a prepared dataset (another reader version prepares another folder): pass "
+                 f"--data with the built-in corpus dataset the run was trained on")
+    fitted = corpus_judge(dataset)
+    judge, ceiling = fitted.judge, fitted.ceiling
+    fit_s = time.time() - t0
+    print(f"judge: {fitted.windows} windows of {sum(fitted.tunes.values())} train tunes, styles {judge.styles}; val "
+          f"{ceiling.overall:.1%} ({ceiling.pieces} tunes), balanced {ceiling.balanced:.1%} ({fit_s:.0f} s)")
+
+    def judge_riffs(style: str | None) -> list[str]:
+        req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
+                            style=style, device=args.device)
+        riffs = sample(req, loaded).riffs
+        return judge.predict_many([piece_of(r.gs.score) for r in riffs])
+
+    t1 = time.time()
+    base = Counter(judge_riffs(None))
+    asked = run_info(loaded).options["style"].values or []
+    rows = []
+    for style in asked:
+        said = judge_riffs(style)
+        share = said.count(style) / len(said) if style in judge.styles else None
+        rows.append((style, share, Counter(said), base[style] / args.riffs if style in judge.styles else None))
+        print(f"{style:>12}: " + (f"{share:.0%}" if share is not None else "not judged") + f"  judged {dict(Counter(said))}")
+    sample_s = time.time() - t1
+
+    lines = table(args, loaded, dataset, fitted, rows, base, fit_s, sample_s)
     write_section(args.out, "style", lines)
     print(f"wrote the style section of {args.out} ({time.time() - t0:.0f} s)")
     return 0

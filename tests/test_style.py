@@ -76,3 +76,58 @@ def test_features_are_finite_for_any_piece_and_windows_cut_whole_bars():
     long = _tune(np.random.default_rng(0), False, bars=20)
     cut = windows(long, bars=8)
     assert [w.length for w in cut] == [32.0, 32.0, 32.0] and cut[1].onset.min() >= 0
+
+
+def _corpus_dataset(root, per_split: dict[str, int]):
+    """A prepared-dataset folder over a corpus folder: MIDI tunes (reels even, hornpipes dotted), manifest.jsonl
+    with their splits, labels.json with their styles, as the built-in corpus lays them out."""
+    import json
+
+    import symusic
+
+    midi = root / "corpus" / "midi"
+    midi.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    manifest, labels = [], {}
+    for split, n in per_split.items():
+        for k in range(n):
+            style = "hornpipe" if k % 2 else "reel"
+            p = _tune(rng, style == "hornpipe", bars=10)
+            score = symusic.Score(480)
+            score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+            track = symusic.Track("g", 25)
+            for on, du, pi in zip(p.onset, p.duration, p.pitch):
+                track.notes.append(symusic.Note(int(on * 480), int(du * 480), int(pi), 80))
+            score.tracks.append(track)
+            name = f"{split}-{k:03d}.mid"
+            score.dump_midi(str(midi / name))
+            manifest.append({"path": str(midi / name), "status": "ok", "split": split})
+            labels[name] = {"Key": "D:major", "Style": style}
+    manifest.append({"path": str(midi / "broken.mid"), "status": "skipped", "split": "train"})
+    (root / "corpus" / "labels.json").write_text(json.dumps(labels))
+    (root / "ds").mkdir()
+    (root / "ds" / "manifest.jsonl").write_text("\n".join(json.dumps(m) for m in manifest))
+    return root / "ds"
+
+
+def test_the_corpus_judge_fits_on_train_tunes_and_scores_val_tunes(tmp_path):
+    from guitarformer.evaluation.style import corpus_judge, labelled_tunes
+
+    dataset = _corpus_dataset(tmp_path, {"train": 30, "val": 10, "test": 4})
+    files, styles = labelled_tunes(dataset, "test")
+    assert len(files) == 4 and set(styles) == {"reel", "hornpipe"}
+    fitted = corpus_judge(dataset, min_tunes=10)
+    assert fitted.windows == 30 * 2  # 10-bar tunes: one whole 8-bar window and a 2-bar rest
+    assert fitted.tunes == {"reel": 15, "hornpipe": 15}
+    assert fitted.ceiling.pieces == 10 and fitted.ceiling.overall > 0.9
+
+
+def test_a_dataset_without_styles_is_refused_with_the_fix(tmp_path):
+    from guitarformer.evaluation.style import labelled_tunes
+
+    with pytest.raises(GuitarformerError, match="not a prepared dataset"):
+        labelled_tunes(tmp_path, "train")
+    dataset = _corpus_dataset(tmp_path, {"train": 2})
+    (tmp_path / "corpus" / "labels.json").unlink()
+    with pytest.raises(GuitarformerError, match="only the built-in corpus labels"):
+        labelled_tunes(dataset, "train")

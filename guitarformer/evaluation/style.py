@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import symusic
 
 from guitarformer.data.corpus import corpus_labels
 from guitarformer.errors import GuitarformerError
-from guitarformer.evaluation.features import Piece, pitch_class_entropy, scale_consistency, segments
+from guitarformer.evaluation.features import Piece, piece_of, pitch_class_entropy, scale_consistency, segments
 from guitarformer.evaluation.form import repeat_share
 
 STYLE_BARS = 8  # the window a piece is judged on: riffs are judged on their first 8 bars, tunes on 8-bar windows
@@ -230,6 +231,37 @@ def _softmax_regression(z: np.ndarray, y: np.ndarray, k: int, l2: float, steps: 
 def windows(piece: Piece, bars: int = STYLE_BARS, most: int = 4) -> list[Piece]:
     """Up to `most` consecutive `bars`-bar windows of a piece, as a riff of `bars` bars is judged."""
     return segments(piece, bars * piece.bar, most)
+
+
+def labelled_windows(dataset: Path, split: str, most: int) -> tuple[list[Piece], list[str], Counter]:
+    """Up to `most` 8-bar windows of each labelled tune of the split (`labelled_tunes`), their styles, and the
+    number of tunes per style."""
+    files, styles = labelled_tunes(dataset, split)
+    pieces, labels = [], []
+    for f, s in zip(files, styles):
+        for w in windows(piece_of(symusic.Score(str(f))), most=most):
+            pieces.append(w)
+            labels.append(s)
+    return pieces, labels, Counter(styles)
+
+
+@dataclass(frozen=True)
+class CorpusJudge:
+    """A judge fitted on a corpus dataset's train tunes, with its ceiling on the val tunes and what it was fitted on."""
+
+    judge: StyleJudge
+    ceiling: StyleScore  # the judge on the first 8 bars of each val tune of a style it knows
+    windows: int  # train windows fitted
+    tunes: Counter  # train tunes per style (every style, judged or not)
+
+
+def corpus_judge(dataset: Path, min_tunes: int = MIN_PIECES, most: int = 4) -> CorpusJudge:
+    """The style judge of a prepared built-in-corpus dataset: fitted on up to `most` 8-bar windows of every train
+    tune of each style with at least `min_tunes` train tunes, scored on the first 8 bars of the val tunes."""
+    train, labels, tunes = labelled_windows(dataset, "train", most)
+    judge = StyleJudge.fit(train, labels, styles=sorted(s for s, n in tunes.items() if n >= min_tunes))
+    val, val_labels, _ = labelled_windows(dataset, "val", 1)
+    return CorpusJudge(judge, judge.accuracy(val, val_labels), len(train), tunes)
 
 
 def labelled_tunes(dataset: Path, split: str) -> tuple[list[Path], list[str]]:
