@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
              f"    GUITARFORMER_CACHE=... python scripts/bench_eval_riffs.py --data {args.data.name} --riffs "
              f"{args.riffs} --settings {args.settings} --seed {args.seed}" + (f" --run {args.run}" if args.run else ""),
              "",
-             f"Model: {loaded.describe()}. {args.riffs} riffs per sampler setting, drawn as `guitarformer sample` "
+             f"Model: {args.run or 'the shipped model (guitarformer/pretrained)'}, {loaded.checkpoint.name} at step "
+             f"{loaded.step}. {args.riffs} riffs per sampler setting, drawn as `guitarformer sample` "
              f"draws them with no controls (`SampleRequest`; the run's settings: temperature "
              f"{loaded.cfg.sample.temperature:g}, top_p {loaded.cfg.sample.top_p:g}, top_k {loaded.cfg.sample.top_k}), "
              f"against {len(tunes)} {args.split} tunes cut into segments as long as the median riff ({first[4]:g} "

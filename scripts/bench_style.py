@@ -42,7 +42,8 @@ def table(args, loaded, dataset: Path, fitted: CorpusJudge, rows: list, base: Co
           f"--seed {args.seed}" + (f" --run {args.run}" if args.run else "")
     lines = ["### Style: riffs asked for a style, judged from their notes", "",
              f"    {cmd}", "",
-             f"Model: {loaded.describe()}. Dataset `{dataset.name}`. The judge (evaluation/style.py): "
+             f"Model: {args.run or 'the shipped model (guitarformer/pretrained)'}, {loaded.checkpoint.name} at step "
+             f"{loaded.step}. Dataset `{dataset.name}`. The judge (evaluation/style.py): "
              f"{fitted.windows} 8-bar windows of {sum(fitted.tunes[s] for s in judge.styles)} train tunes of the "
              f"{len(judge.styles)} styles with at least {MIN_PIECES} train tunes; fitted in {fit_s:.0f} s, riffs "
              f"sampled and judged in {sample_s:.0f} s on {args.device}.", "",
@@ -53,13 +54,14 @@ def table(args, loaded, dataset: Path, fitted: CorpusJudge, rows: list, base: Co
     lines += [f"| all | {ceiling.pieces} | {ceiling.overall:.0%} (balanced {ceiling.balanced:.0%}) |", "",
               f"Riffs: {args.riffs} riffs of {args.bars} bars per style asked (`SampleRequest(style=...)`, the run's "
               f"sampling settings), and {args.riffs} asked for nothing: the share the judge calls each style.", "",
-              "| style asked | judged as asked | unconditioned judged so | val ceiling | judged as |",
-              "|---|---|---|---|---|"]
-    for style, share, said, chance in rows:
+              "| style asked | judged as asked | unconditioned judged so | val ceiling | judged as | meters |",
+              "|---|---|---|---|---|---|"]
+    for style, share, said, chance, meters in rows:
         right = ceiling.per_style.get(style)
         ceil = pct(right[0] / right[1]) if right else "-"
         lines.append(f"| {style} | {pct(share) if share is not None else 'not judged'} | {pct(chance)} | {ceil} | "
-                     + ", ".join(f"{k} {v}" for k, v in said.most_common()) + " |")
+                     + ", ".join(f"{k} {v}" for k, v in said.most_common()) + " | "
+                     + ", ".join(f"{k} {v}" for k, v in meters.most_common()) + " |")
     shares = [r[1] for r in rows if r[1] is not None]
     if shares:
         mean = sum(shares) / len(shares)
@@ -90,20 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"judge: {fitted.windows} windows of {sum(fitted.tunes.values())} train tunes, styles {judge.styles}; val "
           f"{ceiling.overall:.1%} ({ceiling.pieces} tunes), balanced {ceiling.balanced:.1%} ({fit_s:.0f} s)")
 
-    def judge_riffs(style: str | None) -> list[str]:
+    def judge_riffs(style: str | None) -> tuple[list[str], Counter]:
+        """The style the judge names for each riff asked for `style`, and the riffs' meters."""
         req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
                             style=style, device=args.device)
-        riffs = sample(req, loaded).riffs
-        return judge.predict_many([piece_of(r.gs.score) for r in riffs])
+        pieces = [piece_of(r.gs.score) for r in sample(req, loaded).riffs]
+        return judge.predict_many(pieces), Counter(f"{n}/{d}" for n, d in (p.meter for p in pieces))
 
     t1 = time.time()
-    base = Counter(judge_riffs(None))
+    base = Counter(judge_riffs(None)[0])
     asked = run_info(loaded).options["style"].values or []
     rows = []
     for style in asked:
-        said = judge_riffs(style)
+        said, meters = judge_riffs(style)
         share = said.count(style) / len(said) if style in judge.styles else None
-        rows.append((style, share, Counter(said), base[style] / args.riffs if style in judge.styles else None))
+        rows.append((style, share, Counter(said), base[style] / args.riffs if style in judge.styles else None,
+                     meters))
         print(f"{style:>12}: " + (f"{share:.0%}" if share is not None else "not judged") + f"  judged {dict(Counter(said))}")
     sample_s = time.time() - t1
 
