@@ -73,6 +73,9 @@ def test_features_are_finite_for_any_piece_and_windows_cut_whole_bars():
     for p in (empty, one, _tune(np.random.default_rng(0), True)):
         x = style_features(p)
         assert x.shape == (len(FEATURE_NAMES),) and np.isfinite(x).all()
+    # Bars 1 and 3 are the same: one bar of three repeats an earlier one.
+    three = Piece(np.array([0, 1, 4, 5, 8, 9.0]), np.ones(6), np.array([40, 42, 41, 42, 40, 42]))
+    assert style_features(three)[FEATURE_NAMES.index("repeated_bars")] == pytest.approx(1 / 3)
     long = _tune(np.random.default_rng(0), False, bars=20)
     cut = windows(long, bars=8)
     assert [w.length for w in cut] == [32.0, 32.0, 32.0] and cut[1].onset.min() >= 0

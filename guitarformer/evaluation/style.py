@@ -89,15 +89,15 @@ def _melody(p: Piece) -> list[float]:
 
 
 def _form(p: Piece) -> list[float]:
-    """The share of the piece's bars that repeat an earlier bar exactly (evaluation/form.py's measure)."""
-    cell = np.round(p.onset * 12).astype(np.int64)  # a 1/12-quarter grid: decoded notes sit on it
-    bar = int(round(p.bar * 12))
-    index = cell // bar
-    bars = [tuple(sorted((int(c % bar), int(round(d * 12)), int(q)) for c, d, q, k in
-                         zip(cell, p.duration, p.pitch, index) if k == b)) for b in range(int(index.max()) + 1)] \
-        if len(cell) else []
-    share = repeat_share(bars)
-    return [share or 0.0]
+    """The share of the piece's bars that repeat an earlier bar exactly (evaluation/form.py's measure, on the
+    piece's first meter)."""
+    grid = 12  # a 1/12-quarter grid: decoded notes sit on it
+    bar = max(1, int(round(p.bar * grid)))
+    per_bar: dict[int, list[tuple[int, int, int]]] = {}
+    for on, du, pi in zip(np.round(p.onset * grid).astype(int), np.round(p.duration * grid).astype(int), p.pitch):
+        per_bar.setdefault(int(on) // bar, []).append((int(on) % bar, int(du), int(pi)))
+    bars = [tuple(sorted(per_bar.get(b, []))) for b in range(max(per_bar, default=-1) + 1)]
+    return [repeat_share(bars) or 0.0]
 
 
 def style_features(p: Piece) -> np.ndarray:
