@@ -256,6 +256,15 @@ def test_eval_cli_writes_json_and_tensorboard(riff_runs):
     assert nll == pytest.approx(res["likelihood"]["nll"], rel=1e-3)
 
 
+def test_the_shipped_model_is_not_logged_into_the_package(tmp_path):
+    from guitarformer.evaluation.report import log_tensorboard
+    from guitarformer.pretrained import pretrained_dir
+
+    res = {"split": "test", "step": 1, "likelihood": {"nll": 0.5}}
+    assert not log_tensorboard(pretrained_dir(), res) and not (pretrained_dir() / "tb").exists()
+    assert log_tensorboard(tmp_path, res) and (tmp_path / "tb").is_dir()
+
+
 def test_form_comparison_reads_samples_against_the_reference():
     import symusic
 

@@ -28,6 +28,7 @@ from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.models.kinds import kind_of
+from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs import load_run, newest_run
 from guitarformer.runtime import resolve_device, set_threads, step_work
 
@@ -163,14 +164,18 @@ def jsonable(res: Any) -> Any:
     return res
 
 
-def log_tensorboard(run_dir: Path, res: dict) -> None:
+def log_tensorboard(run_dir: Path, res: dict) -> bool:
     """The report in the run's TensorBoard, at the run's step: one table under Text (eval/<split>), so the Scalars
-    page keeps the run's own curves first instead of a card per one-point number."""
+    page keeps the run's own curves first instead of a card per one-point number. The shipped model is not logged:
+    its folder is part of the installed package. Returns whether it logged."""
 
+    if Path(run_dir).resolve() == pretrained_dir().resolve():
+        return False
     rows = [f"| {k} | {v:.4g} |" for k, v in scalars(res).items() if math.isfinite(v)]
     w = SummaryWriter(str(Path(run_dir) / "tb"))
     w.add_text(f"eval/{res['split']}", "\n".join(["| measure | value |", "| --- | --- |", *rows]), res.get("step", 0))
     w.close()
+    return True
 
 
 def _f(v: Any, nd: int = 3) -> str:
