@@ -393,7 +393,9 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
                        cont_src=cont_src, cont_tgt=cont_tgt, seed=seed, threads=threads,
                        progress=(lambda s: click.echo(f"eval: {s}", err=True)) if _progress() else None)
     click.echo(format_table(res))
-    log_tensorboard(Path(res["run"]), res)
+    if not log_tensorboard(Path(res["run"]), res):
+        click.echo("eval: the shipped model's folder is part of the package: nothing logged to TensorBoard "
+                   "(--json FILE keeps every number)", err=True)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(jsonable(res), indent=2, allow_nan=False))

@@ -240,6 +240,12 @@ def test_eval_cli_writes_json_and_tensorboard(riff_runs):
     assert set(res) >= {"likelihood", "continuation", "ngram", "music", "playability"}
     assert res["music"]["num_reference"] >= 16
     assert 0.0 <= res["playability"]["reference"]["fretable"] <= 1.0
+    # Every reference riff plays one bar 8 times: 7 of its 8 bars repeat an earlier one.
+    form = res["form"]
+    assert form["bars"] == 16 and form["reference"]["repeat_share"] == pytest.approx(7 / 8)
+    assert form["reference"]["bars"] == 8 * form["reference"]["pieces"] and form["samples"]["pieces"] >= 1
+    assert form["ratio"] == pytest.approx(form["samples"]["repeat_share"] / (7 / 8))
+    assert "bars repeating exactly" in r.output and "0.875" in r.output
     acc = EventAccumulator(str(runs["decoder"] / "tb"))
     acc.Reload()
     # One table under Text, no one-point cards in front of the run's curves.
@@ -248,6 +254,36 @@ def test_eval_cli_writes_json_and_tensorboard(riff_runs):
     assert "| likelihood/nll |" in text and "| ngram/ppl |" in text and "| playability/reference/fretable |" in text
     nll = float(text.split("| likelihood/nll |")[1].split("|")[0])
     assert nll == pytest.approx(res["likelihood"]["nll"], rel=1e-3)
+
+
+def test_the_shipped_model_is_not_logged_into_the_package(tmp_path):
+    from guitarformer.evaluation.report import log_tensorboard
+    from guitarformer.pretrained import pretrained_dir
+
+    res = {"split": "test", "step": 1, "likelihood": {"nll": 0.5}}
+    assert not log_tensorboard(pretrained_dir(), res) and not (pretrained_dir() / "tb").exists()
+    assert log_tensorboard(tmp_path, res) and (tmp_path / "tb").is_dir()
+
+
+def test_form_comparison_reads_samples_against_the_reference():
+    import symusic
+
+    from guitarformer.evaluation.report import form_comparison
+
+    def score(bars):
+        s = symusic.Score(480)
+        t = symusic.Track(program=25)
+        for k, pitch in enumerate(bars):
+            t.notes.append(symusic.Note(k * 1920, 1920, pitch, 80))
+        s.tracks.append(t)
+        return s
+
+    got = form_comparison([score([40, 41, 42, 40])], [score([40, 40]), score([50] * 20), symusic.Score(480)])
+    assert got["samples"] == {"repeat_share": 0.25, "pieces": 1, "bars": 4}
+    # Only the first 16 bars count: 15 of 16 repeat; the empty score is no piece.
+    assert got["reference"]["pieces"] == 2 and got["reference"]["repeat_share"] == pytest.approx((0.5 + 15 / 16) / 2)
+    assert got["ratio"] == pytest.approx(0.25 / ((0.5 + 15 / 16) / 2))
+    assert math.isnan(form_comparison([score([40])], [score([40, 41])])["ratio"])
 
 
 def test_eval_cli_clear_error_on_empty_split(tmp_path):

@@ -5,7 +5,7 @@ Density and polyphony are music/texture.py's, the same definitions the Density a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -22,6 +22,8 @@ class Piece:
     duration: np.ndarray  # (N,) quarters
     pitch: np.ndarray  # (N,) MIDI
     bar: float = 4.0  # quarters per bar
+    meter: tuple[int, int] = (4, 4)  # the first time signature (6/8 and 3/4 share a bar length, not a meter)
+    qpm: float = 120.0  # the first tempo, quarter notes per minute
     length: float = 0.0  # quarters; 0 = end of the last note
     frets: list[tuple[int, int]] | None = None
     tuning: tuple[int, ...] = (40, 45, 50, 55, 59, 64)
@@ -44,11 +46,13 @@ def piece_of(score, tuning=None, capo: int = 0, frets=None) -> Piece:
     on = np.concatenate(on).astype(np.float64) / tpq if on else np.zeros(0)
     du = np.concatenate(du).astype(np.float64) / tpq if du else np.zeros(0)
     pi = np.concatenate(pi).astype(np.int64) if pi else np.zeros(0, np.int64)
-    bar = 4.0
+    bar, meter = 4.0, (4, 4)
     if len(score.time_signatures):
         ts = score.time_signatures[0]
-        bar = ts.numerator * 4.0 / ts.denominator
-    p = Piece(on, du, pi, bar=bar, frets=frets, capo=capo, program=score.tracks[0].program if len(score.tracks) else None)
+        bar, meter = ts.numerator * 4.0 / ts.denominator, (int(ts.numerator), int(ts.denominator))
+    qpm = float(score.tempos[0].qpm) if len(score.tempos) else 120.0
+    p = Piece(on, du, pi, bar=bar, meter=meter, qpm=qpm, frets=frets, capo=capo,
+              program=score.tracks[0].program if len(score.tracks) else None)
     if tuning:
         p.tuning = tuple(tuning)
     return p
@@ -62,7 +66,8 @@ def segments(p: Piece, length: float, max_segments: int = 4) -> list[Piece]:
         a, b = k * length, (k + 1) * length
         m = (p.onset >= a) & (p.onset < b)
         if m.sum() >= 2:
-            out.append(Piece(p.onset[m] - a, p.duration[m], p.pitch[m], p.bar, length, None, p.tuning, p.capo, p.program))
+            out.append(replace(p, onset=p.onset[m] - a, duration=p.duration[m], pitch=p.pitch[m], length=length,
+                               frets=None))
         k += 1
     return out
 
@@ -103,6 +108,11 @@ def density(p: Piece) -> float:
     return texture.density(p.onset.tolist(), p.span)
 
 
+def notes_per_second(p: Piece) -> float:
+    """Notes (every note of a chord) per second at the piece's first tempo."""
+    return len(p.pitch) / (p.span * 60.0 / p.qpm)
+
+
 def inter_onset_interval(p: Piece) -> float:
     """Mean time between consecutive distinct onsets, in quarter notes."""
     t = np.unique(np.round(p.onset, 4))
@@ -134,6 +144,7 @@ FEATURES: dict[str, Callable[[Piece], float]] = {
     "used_pitch_classes": used_pitch_classes,
     "scale_consistency": scale_consistency,
     "density": density,
+    "notes_per_second": notes_per_second,
     "inter_onset_interval": inter_onset_interval,
     "polyphony": polyphony,
     "groove_consistency": groove_consistency,
@@ -143,6 +154,13 @@ FEATURES: dict[str, Callable[[Piece], float]] = {
 def features(pieces: Sequence[Piece]) -> dict[str, np.ndarray]:
     """Per-piece values of every feature (NaN where a piece is too short for it)."""
     return {k: np.array([f(p) for p in pieces], dtype=np.float64) for k, f in FEATURES.items()}
+
+
+def length_matched(samples: Sequence[Piece], reference: Sequence[Piece]) -> tuple[list[Piece], float]:
+    """The reference cut into segments as long as the median sample, rounded up to whole 4/4 bars (features such as
+    pitch range grow with length), and that length in quarters (16 with no samples)."""
+    seg = 4.0 * max(1, math.ceil(float(np.median([p.span for p in samples])) / 4.0)) if len(samples) else 16.0
+    return [q for p in reference for q in segments(p, seg)], seg
 
 
 def overlap_area(a: Sequence[float], b: Sequence[float], points: int = 4096) -> float:

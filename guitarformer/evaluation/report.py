@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,7 +16,8 @@ from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, decode
 from guitarformer.errors import GuitarformerError
-from guitarformer.evaluation.features import Piece, compare, piece_of, segments
+from guitarformer.evaluation.features import Piece, compare, length_matched, piece_of
+from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.evaluation.likelihood import (
     continuation_nll,
     ngram_continuation,
@@ -26,6 +28,7 @@ from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.models.kinds import kind_of
+from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs import load_run, newest_run
 from guitarformer.runtime import resolve_device, set_threads, step_work
 
@@ -95,35 +98,43 @@ def _sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_s
     t0 = time.time()
     say(f"sampling {num_samples} riffs of up to {max_new_tokens} tokens")
     s = cfg.sample
-    gen: list[Piece] = []
+    scores = []
     for b in range(0, num_samples, 16):
         riffs = generate_riffs(model, tokenizer, cfg, dev, min(16, num_samples - b), seed + b, max_new_tokens,
                                s.temperature, s.top_k or None, s.top_p)
         # Score what the model wrote (the sampler's own octave repair is left out: it would hide unplayable notes).
-        gen += [piece_of(decode(tokenizer, r.ids)) for r in riffs]
-    gen = [p for p in gen if len(p.pitch) >= 2]
+        scores += [decode(tokenizer, r.ids) for r in riffs]
+    gen: list[Piece] = [p for p in map(piece_of, scores) if len(p.pitch) >= 2]
     if reference:
         say(f"reading the reference set {reference}")
-        ref_full, skipped = reference_from_dir(Path(reference))
+        real = reference_from_dir(Path(reference))
         ref_name = str(reference)
     else:
-        ref_full, skipped = reference_from_split(dataset, split, tokenizer), 0
+        real = reference_from_split(dataset, split, tokenizer)
         ref_name = f"{dataset} ({split} split, decoded)"
-    ref_full = [p for p in ref_full if len(p.pitch) >= 2]
+    ref_full = [p for p in real.pieces if len(p.pitch) >= 2]
     if len(ref_full) < 2:
         raise GuitarformerError(f"the reference set {ref_name} has fewer than 2 pieces with notes",
                                 "pass --reference DIR with real guitar files, or --no-samples")
     # Length-matched: reference pieces are cut into segments as long as the median sample (in whole bars).
-    seg = 4.0 * max(1, math.ceil(float(np.median([p.span for p in gen])) / 4.0)) if gen else 16.0
-    ref = [q for p in ref_full for q in segments(p, seg)]
+    ref, seg = length_matched(gen, ref_full)
     say(f"music metrics: {len(gen)} samples vs {len(ref)} reference segments of {seg:g} quarters")
     out = {"music": {"reference": ref_name, "num_samples": len(gen), "num_reference": len(ref),
-                     "reference_files_skipped": skipped, "segment_quarters": seg,
+                     "reference_files_skipped": real.skipped, "segment_quarters": seg,
                      "metrics": compare(gen, ref, seed) if gen else {}},
            "playability": {"samples": playability(gen), "reference": playability(ref),
-                           "fingering": fingering_agreement(ref_full)}}
+                           "fingering": fingering_agreement(ref_full)},
+           "form": form_comparison(scores, real.scores)}
     out["seconds_samples"] = round(time.time() - t0, 1)
     return out
+
+
+def form_comparison(samples, reference) -> dict[str, Any]:
+    """The share of the first FORM_BARS bars that repeat an earlier bar exactly (evaluation/form.py), on the
+    samples and on the reference pieces whole, and their ratio (1 = as repetitive as the real music)."""
+    s, r = form_report(samples), form_report(reference)
+    return {"bars": FORM_BARS, "samples": asdict(s), "reference": asdict(r),
+            "ratio": s.repeat_share / r.repeat_share if r.repeat_share else math.nan}
 
 
 # ---------------------------------------------------------------- reporting
@@ -153,14 +164,18 @@ def jsonable(res: Any) -> Any:
     return res
 
 
-def log_tensorboard(run_dir: Path, res: dict) -> None:
+def log_tensorboard(run_dir: Path, res: dict) -> bool:
     """The report in the run's TensorBoard, at the run's step: one table under Text (eval/<split>), so the Scalars
-    page keeps the run's own curves first instead of a card per one-point number."""
+    page keeps the run's own curves first instead of a card per one-point number. The shipped model is not logged:
+    its folder is part of the installed package. Returns whether it logged."""
 
+    if Path(run_dir).resolve() == pretrained_dir().resolve():
+        return False
     rows = [f"| {k} | {v:.4g} |" for k, v in scalars(res).items() if math.isfinite(v)]
     w = SummaryWriter(str(Path(run_dir) / "tb"))
     w.add_text(f"eval/{res['split']}", "\n".join(["| measure | value |", "| --- | --- |", *rows]), res.get("step", 0))
     w.close()
+    return True
 
 
 def _f(v: Any, nd: int = 3) -> str:
@@ -198,4 +213,9 @@ def format_table(res: dict) -> str:
         fg = pl["fingering"]
         L.append(f"  {'fingering vs human tab':<22}{'':>10}{_f(fg['agreement']):>11}  ({fg['notes']} notes, "
                  f"{fg['pieces']} pieces with frets)")
+        fo = res["form"]
+        L += ["", f"{'form (first ' + str(fo['bars']) + ' bars)':<24}{'samples':>10}{'reference':>11}{'ratio':>8}",
+              f"  {'bars repeating exactly':<22}{_f(fo['samples']['repeat_share']):>10}"
+              f"{_f(fo['reference']['repeat_share']):>11}{_f(fo['ratio'], 2):>8}  ({fo['samples']['pieces']} and "
+              f"{fo['reference']['pieces']} pieces, {fo['samples']['bars']} and {fo['reference']['bars']} bars)"]
     return "\n".join(L)
