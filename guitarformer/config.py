@@ -33,13 +33,20 @@ class DataConfig:
     transpose: int = 0  # on-the-fly augmentation: random shift in [-transpose, +transpose] semitones
     corpus_limit: int = 0  # built-in corpus: keep the first N tunes (0 = all); for quick tests
     # Control tokens (data/controls.py: tuning, key, style, per-bar density, polyphony, position, techniques), so a
-    # run can be asked for them at sampling time; TabREMI without BPE only. Each control type is dropped from a
+    # run can be asked for them at sampling time; tab tokens without BPE only. Each control type is dropped from a
     # training window with probability control_dropout, so any subset (none included) can be asked for.
     controls: bool = False
     control_dropout: float = 0.5
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
-    # fill-these-bars examples, so `guitarformer infill` can use the run; TabREMI without BPE. 0 = none.
+    # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
+
+
+def preset_data() -> DataConfig:
+    """The default preset's data: a bare DataConfig describes plain tokens (what `prepare` and the tokenizer take);
+    the preset trains with controls and infilling in the mix (the shipped model's share), so every `sample` option
+    and `infill` work on the quickstart's run. With another tokenizer they are off (`validate`)."""
+    return DataConfig(controls=True, infill=0.3)
 
 
 @dataclass
@@ -100,7 +107,7 @@ class SampleConfig:
 
 @dataclass
 class Config:
-    data: DataConfig = field(default_factory=DataConfig)
+    data: DataConfig = field(default_factory=preset_data)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
@@ -192,7 +199,7 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
             )
         for k, v in values.items():
             _apply(cfg, section, k, v)
-    validate(cfg)
+    validate(cfg, frozenset(f"{s}.{k}" for s, v in (d or {}).items() if isinstance(v, dict) for k in v))
     return cfg
 
 
@@ -249,7 +256,7 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         except yaml.YAMLError:
             value = raw
         _apply(cfg, section, k, value)
-    validate(cfg)
+    validate(cfg, frozenset(item.split("=", 1)[0].strip() for item in overrides))
     return cfg
 
 
@@ -262,12 +269,13 @@ def set_values(cfg: Config, values: dict[str, Any]) -> Config:
             raise GuitarformerError(f"bad config key {key!r}", "name it section.key, e.g. train.lr")
         section, k = key.split(".", 1)
         _apply(cfg, section, k, value, text=False)
-    validate(cfg)
+    validate(cfg, frozenset(values))
     return cfg
 
 
-def validate(cfg: Config) -> None:
-    """Raise GuitarformerError naming the first value out of its range (or two values that do not go together)."""
+def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
+    """Raise GuitarformerError naming the first value out of its range (or two values that do not go together).
+    `asked`: the `section.key`s the change being validated set (tab_features_off tells them from defaults)."""
     d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.sample
     checks = [
         (m.kind in ("decoder", "encoder_decoder"), "model.kind must be decoder or encoder_decoder"),
@@ -294,8 +302,6 @@ def validate(cfg: Config) -> None:
         (cfg.data.bpe_model in ("BPE", "Unigram"), "data.bpe_model must be BPE or Unigram"),
         (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
-        (not cfg.data.controls or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
-         "data.controls needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),
@@ -305,12 +311,27 @@ def validate(cfg: Config) -> None:
         (s.temperature >= 0 and s.top_k >= 0 and 0.0 < s.top_p <= 1.0,
          "sample.temperature and sample.top_k must be >= 0 (0: the likeliest token / no top-k) and sample.top_p "
          "in (0, 1]"),
-        (cfg.data.infill == 0 or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
-         "data.infill needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
     ]
     for ok, msg in checks:
         if not ok:
             raise GuitarformerError("invalid config: " + msg, "fix the value in the YAML file or with --set")
+    if not tab_features(d):
+        _tab_features_off(d, asked)
+
+
+def _tab_features_off(d: DataConfig, asked: frozenset[str]) -> None:
+    """Controls and infilling off for tokens that cannot carry them: the preset's defaults go quietly (so
+    `--set data.tokenizer=REMI` alone trains plain REMI); values asked for in the same change are refused."""
+    for key, on in (("data.controls", d.controls), ("data.infill", d.infill > 0)):
+        if on and key in asked:
+            raise GuitarformerError(f"invalid config: {key} needs data.tokenizer=TabREMI and data.bpe_vocab_size=0",
+                                    f"drop {key}, or train on TabREMI tokens without BPE")
+    d.controls, d.infill = False, 0.0
+
+
+def tab_features(d: DataConfig) -> bool:
+    """Whether a data config's tokens can carry controls and infilling: tab tokens without BPE."""
+    return d.tokenizer == "TabREMI" and d.bpe_vocab_size == 0
 
 
 def save_config(cfg: Config, path: Path) -> None:
