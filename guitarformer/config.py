@@ -53,12 +53,12 @@ def preset_data() -> DataConfig:
 class ModelConfig:
     kind: str = "decoder"  # decoder | encoder_decoder
     vocab_size: int = 0  # 0 = taken from the dataset's tokenizer
-    block_size: int = 512  # decoder context / encoder-decoder target length T
+    block_size: int = 1024  # decoder context / encoder-decoder target length T
     src_block_size: int = 256  # encoder-decoder source length S
-    n_layer: int = 6
+    n_layer: int = 4
     n_enc_layer: int = 0  # 0 = same as n_layer
-    n_head: int = 6
-    n_embd: int = 192
+    n_head: int = 4
+    n_embd: int = 128
     dropout: float = 0.0  # the default preset sees its corpus about four times: too few to overfit
     bias: bool = False
     pos: str = "rope"  # learned | sinusoidal | rope
@@ -69,26 +69,26 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 16
+    batch_size: int = 8
     grad_accum: int = 1
-    max_steps: int = 1150
+    max_steps: int = 2000
     max_minutes: float = 0.0  # wall-clock cap (0 = none); the schedule still follows max_steps
     # Fit the run to this many minutes (0 = off): after a few timed steps the run lowers max_steps (never raises
     # it) so that training and evaluation end in about this time, and the schedule decays to the new end. The
     # decided max_steps is saved with the run, so --resume stays exact.
     time_budget_min: float = 15.0
     budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
-    lr: float = 2e-3
+    lr: float = 3e-3
     min_lr: float = 1e-4
-    warmup_steps: int = 150
+    warmup_steps: int = 100
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
-    eval_interval: int = 250
+    eval_interval: int = 400
     eval_iters: int = 0  # batches per evaluation (0 = the whole val split)
     log_interval: int = 10
-    sample_interval: int = 500  # 0 = no riff in TensorBoard during training (one is still logged at the end)
+    sample_interval: int = 800  # 0 = no riff in TensorBoard during training (one is still logged at the end)
     patience: int = 0  # early stopping: evaluations without improvement (0 = off)
     seed: int = 1337
     device: str = "auto"  # auto | cpu | cuda | mps

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
@@ -31,20 +32,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_tab_doc
 from bench_tab_doc import write_section  # noqa: E402
 
 from guitarformer.config import load_config  # noqa: E402
+from guitarformer.data.dataset import TokenSplit  # noqa: E402
+from guitarformer.data.tokenization import load_tokenizer  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.runtime import autocast_ctx, resolve_dtype  # noqa: E402
 from guitarformer.training.loop import Data, train  # noqa: E402
 
-# name -> overrides of the default preset (decoder-small as configs/ has it)
+# name -> the model, context, batch and learning rate of each recipe (over the default preset's other values)
+
+
+def _recipe(layers: int, width: int, context: int, batch: int, lr: float) -> list[str]:
+    return [f"model.n_layer={layers}", f"model.n_embd={width}", f"model.n_head={width // 32}",
+            f"model.block_size={context}", f"train.batch_size={batch}", f"train.lr={lr}"]
+
+
 RECIPES: dict[str, list[str]] = {
-    "6x192 T512 B16 lr2e-3": [],
-    "6x192 T512 B8 lr2e-3": ["train.batch_size=8"],
-    "4x192 T512 B16 lr2e-3": ["model.n_layer=4"],
-    "6x128 T512 B16 lr3e-3": ["model.n_embd=128", "model.n_head=4", "train.lr=3e-3"],
-    "4x128 T512 B16 lr3e-3": ["model.n_layer=4", "model.n_embd=128", "model.n_head=4", "train.lr=3e-3"],
-    "4x128 T1024 B8 lr3e-3": ["model.n_layer=4", "model.n_embd=128", "model.n_head=4", "train.lr=3e-3",
-                              "model.block_size=1024", "train.batch_size=8"],
+    "6x192 T512 B16 lr2e-3": _recipe(6, 192, 512, 16, 2e-3),  # the preset before this measurement
+    "6x192 T512 B8 lr2e-3": _recipe(6, 192, 512, 8, 2e-3),
+    "4x192 T512 B16 lr2e-3": _recipe(4, 192, 512, 16, 2e-3),
+    "6x128 T512 B16 lr3e-3": _recipe(6, 128, 512, 16, 3e-3),
+    "4x128 T512 B16 lr3e-3": _recipe(4, 128, 512, 16, 3e-3),
+    "4x128 T1024 B8 lr3e-3": _recipe(4, 128, 1024, 8, 3e-3),  # the preset now
 }
 PLAIN = ["data.controls=false", "data.infill=0"]  # the same recipe without controls or infilling in the mix
 
@@ -137,20 +146,60 @@ def train_recipes(args) -> None:
         print(json.dumps(row), flush=True)
 
 
+def repeated_share(dataset: Path, context: int) -> float:
+    """Share of the val stream's tokens that sit in a bar repeating, token for token, an earlier bar of the same
+    window of `context` tokens (consecutive windows, as validation reads them): what a model that copies gets
+    almost free, and how much of it a context of this length can see."""
+    tok = load_tokenizer(dataset / "tokenizer.json")
+    bar = tok.vocab["Bar_None"]
+    a = np.asarray(TokenSplit(dataset, "val").tokens, dtype=np.int64)
+    repeated = total = 0
+    for start in range(0, len(a) - 1, context):
+        seen, cur = set(), []
+        for t in a[start: start + context + 1].tolist():
+            if t != bar:
+                cur.append(t)
+                continue
+            if len(cur) > 3:  # a bar with notes, not an empty or a rest-only one
+                total += len(cur)
+                repeated += len(cur) if tuple(cur) in seen else 0
+                seen.add(tuple(cur))
+            cur = []
+    return repeated / max(total, 1)
+
+
 def write_doc(args) -> None:
     t = json.loads(args.times.read_text())
+    idle = idle_seconds(t, args.base_idle_s)
     rows = []
-    for w in args.work:
+    for w in args.work or []:
         rows += [json.loads(p.read_text()) for p in sorted(w.glob("*/recipe.json"))]
-    lines = [f"`python scripts/bench_quickstart.py time ...` ({t['threads']} threads, {t['rounds']} interleaved rounds "
-             f"of {t['steps_per_round']} steps per recipe; load average before {' '.join(t['load_before'])}), then "
-             f"`train` with each recipe's steps fitted to {args.budget_min:g} minutes less {args.overhead_s:g} s of "
-             "fixed costs; nats/note on the plain val stream (no control tokens, no infilling), notes = Pitch tokens",
-             "", "| recipe | data | params | CPU s/step | steps | **nats/note** |", "|---|---|---:|---:|---:|---:|"]
-    for r in sorted(rows, key=lambda r: r["nats_per_note"] or 9e9):
-        data = "plain" if r["name"].endswith(" plain") else "controls + infill 0.3"
-        lines.append(f"| {r['name'].removesuffix(' plain')} | {data} | {r['params'] / 1e6:.2f}M | "
-                     f"{r['s_per_step_cpu']:.3f} | {r['steps']} | **{r['nats_per_note']:.4f}** |")
+    lines = [f"`python scripts/bench_quickstart.py time ...`: {t['threads']} threads, {t['rounds']} interleaved rounds "
+             f"of {t['steps_per_round']} steps per recipe, the real data pipeline (controls, infilling), compiled; "
+             f"load average {t.get('load_during', ' '.join(t['load_before']))} while it ran, so only the ratios "
+             f"count: idle seconds = ratio x {args.base_idle_s} s (the first recipe's median step in an idle "
+             f"quickstart run); steps = ({args.budget_min:g} min - {args.overhead_s:g} s of start-up, compilation, "
+             "evaluations and samples) / idle seconds", "",
+             "| recipe | params | step vs first | idle s/step | steps in the budget | tokens seen |",
+             "|---|---:|---:|---:|---:|---:|"]
+    first = t["s_per_step"][next(iter(RECIPES))]
+    for name, s in t["s_per_step"].items():
+        cfg = recipe_config(name, None)
+        cfg.model.vocab_size = 457
+        n = fitted_steps(idle[name], args.budget_min, args.overhead_s)
+        lines.append(f"| {name} | {sum(p.numel() for p in build_model(cfg.model).parameters()) / 1e6:.2f}M | "
+                     f"{s / first:.3f} | {idle[name]:.3f} | {n:,} | "
+                     f"{n * cfg.train.batch_size * cfg.model.block_size / 1e6:.1f}M |")
+    if args.repeats:
+        lines += ["", f"Tokens of the val stream in a bar that repeats an earlier bar of its window "
+                  f"(`repeated_share`, {args.repeats.name}):", "", "| context | repeated share |", "|---:|---:|"]
+        lines += [f"| {c} | {repeated_share(args.repeats, c):.3f} |" for c in (256, 512, 1024, 2048)]
+    if rows:
+        lines += ["", "| recipe | data | steps | **nats/note** (plain val stream) |", "|---|---|---:|---:|"]
+        for r in sorted(rows, key=lambda r: r["nats_per_note"] or 9e9):
+            data = "plain" if r["name"].endswith(" plain") else "controls + infill 0.3"
+            lines.append(f"| {r['name'].removesuffix(' plain')} | {data} | {r['steps']} | "
+                         f"**{r['nats_per_note']:.4f}** |")
     text = "\n".join(lines)
     print(text)
     if args.doc:
@@ -178,14 +227,16 @@ def main() -> None:
                    help="the first recipe's idle-machine step (a quickstart run's median tokens/s: metrics.jsonl)")
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--budget-min", type=float, default=15.0)
-    b.add_argument("--overhead-s", type=float, default=120.0)
+    b.add_argument("--overhead-s", type=float, default=150.0)
     b.add_argument("--device", default="auto")
     b.add_argument("--seed", type=int, default=1337)
     c = sub.add_parser("doc")
     c.add_argument("--times", type=Path, required=True)
-    c.add_argument("--work", type=Path, nargs="+", required=True)
+    c.add_argument("--work", type=Path, nargs="*", help="`train` work folders whose finished recipes to list")
+    c.add_argument("--repeats", type=Path, help="a dataset whose val stream's repeated bars to count")
     c.add_argument("--budget-min", type=float, default=15.0)
-    c.add_argument("--overhead-s", type=float, default=120.0)
+    c.add_argument("--overhead-s", type=float, default=150.0)
+    c.add_argument("--base-idle-s", type=float, default=1.225)
     c.add_argument("--doc", type=Path)
     args = ap.parse_args()
     {"time": time_recipes, "train": train_recipes, "doc": write_doc}[args.cmd](args)
