@@ -56,7 +56,8 @@ def test_run_directory_and_tensorboard(tiny_run):
     assert (tiny_run / "config.yaml").is_file() and (tiny_run / "tokenizer.json").is_file()
     assert (tiny_run / "ckpt" / "last.pt").is_file() and (tiny_run / "ckpt" / "best.pt").is_file()
     tags = _scalars(tiny_run / "tb")
-    for t in ("train/loss", "train/lr", "train/grad_norm", "val/loss", "val/ppl", "val/accuracy", "perf/tokens_per_s"):
+    for t in ("train/loss", "train/lr", "train/grad_norm", "val/loss", "val/ppl", "val/accuracy", "val/nats_per_note",
+              "perf/tokens_per_s"):
         assert t in tags, t
     losses = [v for _, v in tags["train/loss"]]
     assert losses[-1] < losses[0]  # it learns
@@ -64,6 +65,7 @@ def test_run_directory_and_tensorboard(tiny_run):
     assert not [p for p in (tiny_run / "tb").iterdir() if p.is_dir()]  # ... not in a run of their own beside it
     cfg = load_config(str(tiny_run / "config.yaml"))
     summary = json.loads((tiny_run / "summary.json").read_text())
+    assert summary["val_nats_per_note"] == pytest.approx(tags["val/nats_per_note"][-1][1], rel=1e-5)
     assert summary["best_val_loss"] < _untrained_val_loss(cfg, cfg.data.dataset) - 1.0  # 5.87 -> 4.54 nats/token
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
