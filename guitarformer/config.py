@@ -33,25 +33,32 @@ class DataConfig:
     transpose: int = 0  # on-the-fly augmentation: random shift in [-transpose, +transpose] semitones
     corpus_limit: int = 0  # built-in corpus: keep the first N tunes (0 = all); for quick tests
     # Control tokens (data/controls.py: tuning, key, style, per-bar density, polyphony, position, techniques), so a
-    # run can be asked for them at sampling time; TabREMI without BPE only. Each control type is dropped from a
+    # run can be asked for them at sampling time; tab tokens without BPE only. Each control type is dropped from a
     # training window with probability control_dropout, so any subset (none included) can be asked for.
     controls: bool = False
     control_dropout: float = 0.5
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
-    # fill-these-bars examples, so `guitarformer infill` can use the run; TabREMI without BPE. 0 = none.
+    # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
+
+
+def preset_data() -> DataConfig:
+    """The default preset's data: a bare DataConfig describes plain tokens (what `prepare` and the tokenizer take);
+    the preset trains with controls and infilling in the mix (the shipped model's share), so every `sample` option
+    and `infill` work on the quickstart's run. With another tokenizer they are off (`validate`)."""
+    return DataConfig(controls=True, infill=0.3)
 
 
 @dataclass
 class ModelConfig:
     kind: str = "decoder"  # decoder | encoder_decoder
     vocab_size: int = 0  # 0 = taken from the dataset's tokenizer
-    block_size: int = 512  # decoder context / encoder-decoder target length T
+    block_size: int = 1024  # decoder context / encoder-decoder target length T
     src_block_size: int = 256  # encoder-decoder source length S
-    n_layer: int = 6
+    n_layer: int = 4
     n_enc_layer: int = 0  # 0 = same as n_layer
-    n_head: int = 6
-    n_embd: int = 192
+    n_head: int = 4
+    n_embd: int = 128
     dropout: float = 0.0  # the default preset sees its corpus about four times: too few to overfit
     bias: bool = False
     pos: str = "rope"  # learned | sinusoidal | rope
@@ -62,26 +69,26 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 16
+    batch_size: int = 8
     grad_accum: int = 1
-    max_steps: int = 1150
+    max_steps: int = 2000
     max_minutes: float = 0.0  # wall-clock cap (0 = none); the schedule still follows max_steps
     # Fit the run to this many minutes (0 = off): after a few timed steps the run lowers max_steps (never raises
     # it) so that training and evaluation end in about this time, and the schedule decays to the new end. The
     # decided max_steps is saved with the run, so --resume stays exact.
     time_budget_min: float = 15.0
     budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
-    lr: float = 2e-3
+    lr: float = 3e-3
     min_lr: float = 1e-4
-    warmup_steps: int = 150
+    warmup_steps: int = 100
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
-    eval_interval: int = 250
+    eval_interval: int = 400
     eval_iters: int = 0  # batches per evaluation (0 = the whole val split)
     log_interval: int = 10
-    sample_interval: int = 500  # 0 = no riff in TensorBoard during training (one is still logged at the end)
+    sample_interval: int = 800  # 0 = no riff in TensorBoard during training (one is still logged at the end)
     patience: int = 0  # early stopping: evaluations without improvement (0 = off)
     seed: int = 1337
     device: str = "auto"  # auto | cpu | cuda | mps
@@ -103,7 +110,7 @@ class SampleConfig:
 
 @dataclass
 class Config:
-    data: DataConfig = field(default_factory=DataConfig)
+    data: DataConfig = field(default_factory=preset_data)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
@@ -195,7 +202,7 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
             )
         for k, v in values.items():
             _apply(cfg, section, k, v)
-    validate(cfg)
+    validate(cfg)  # a saved run's config may list controls beside REMI (the preset's, never used): not refused
     return cfg
 
 
@@ -252,7 +259,7 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         except yaml.YAMLError:
             value = raw
         _apply(cfg, section, k, value)
-    validate(cfg)
+    validate(cfg, frozenset(item.split("=", 1)[0].strip() for item in overrides))
     return cfg
 
 
@@ -265,12 +272,13 @@ def set_values(cfg: Config, values: dict[str, Any]) -> Config:
             raise GuitarformerError(f"bad config key {key!r}", "name it section.key, e.g. train.lr")
         section, k = key.split(".", 1)
         _apply(cfg, section, k, value, text=False)
-    validate(cfg)
+    validate(cfg, frozenset(values))
     return cfg
 
 
-def validate(cfg: Config) -> None:
-    """Raise GuitarformerError naming the first value out of its range (or two values that do not go together)."""
+def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
+    """Raise GuitarformerError naming the first value out of its range (or two values that do not go together).
+    `asked`: the `section.key`s the change being validated set (tab_features_off tells them from defaults)."""
     d, m, t, s = cfg.data, cfg.model, cfg.train, cfg.sample
     checks = [
         (m.kind in ("decoder", "encoder_decoder"), "model.kind must be decoder or encoder_decoder"),
@@ -297,8 +305,6 @@ def validate(cfg: Config) -> None:
         (cfg.data.bpe_model in ("BPE", "Unigram"), "data.bpe_model must be BPE or Unigram"),
         (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
-        (not cfg.data.controls or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
-         "data.controls needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),
@@ -308,12 +314,27 @@ def validate(cfg: Config) -> None:
         (s.temperature >= 0 and s.top_k >= 0 and 0.0 < s.top_p <= 1.0,
          "sample.temperature and sample.top_k must be >= 0 (0: the likeliest token / no top-k) and sample.top_p "
          "in (0, 1]"),
-        (cfg.data.infill == 0 or (cfg.data.tokenizer == "TabREMI" and cfg.data.bpe_vocab_size == 0),
-         "data.infill needs data.tokenizer=TabREMI and data.bpe_vocab_size=0"),
     ]
     for ok, msg in checks:
         if not ok:
             raise GuitarformerError("invalid config: " + msg, "fix the value in the YAML file or with --set")
+    if not tab_features(d):
+        _tab_features_off(d, asked)
+
+
+def _tab_features_off(d: DataConfig, asked: frozenset[str]) -> None:
+    """Controls and infilling off for tokens that cannot carry them: the preset's defaults go quietly (so
+    `--set data.tokenizer=REMI` alone trains plain REMI); values asked for in the same change are refused."""
+    for key, on in (("data.controls", d.controls), ("data.infill", d.infill > 0)):
+        if on and key in asked:
+            raise GuitarformerError(f"invalid config: {key} needs data.tokenizer=TabREMI and data.bpe_vocab_size=0",
+                                    f"drop {key}, or train on TabREMI tokens without BPE")
+    d.controls, d.infill = False, 0.0
+
+
+def tab_features(d: DataConfig) -> bool:
+    """Whether a data config's tokens can carry controls and infilling: tab tokens without BPE."""
+    return d.tokenizer == "TabREMI" and d.bpe_vocab_size == 0
 
 
 def save_config(cfg: Config, path: Path) -> None:

@@ -4,7 +4,9 @@ tokenizations: a tab token stream has more tokens per note, so nats/token alone 
     python scripts/bench_tab_nll.py RUN_DIR [RUN_DIR ...] [--split val] [--device auto] [--by-type]
 
 Each run is scored on its own dataset's split (the split comes from each source file's content hash, so runs on
-two tokenizations of one corpus score the same tunes). Notes are counted as the split's Pitch tokens.
+two tokenizations of one corpus score the same tunes), on the plain stream: a dataset with control tokens is read
+without them (the tokens a run without controls scores; training validates the same way), and no infilling
+examples. Notes are the split's note tokens (data.dataset.note_ids: Pitch, or NoteOn).
 `--by-type` also splits each run's nats/note by the type of the token predicted (where the extra nats go).
 """
 
@@ -21,8 +23,9 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from guitarformer import IGNORE_INDEX  # noqa: E402
-from guitarformer.data.dataset import DecoderWindows, TokenSplit  # noqa: E402
-from guitarformer.evaluation.likelihood import stream_nll  # noqa: E402
+from guitarformer.data.dataset import PLAIN, DecoderWindows, TokenSplit, note_ids  # noqa: E402
+from guitarformer.models.kinds import kind_of  # noqa: E402
+from guitarformer.models.loss import nll  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.runtime import resolve_device  # noqa: E402
 
@@ -40,12 +43,11 @@ def main() -> None:
     for run in args.runs:
         model, tok, cfg = load_run(run, None, str(dev))
         part = TokenSplit(Path(cfg.data.dataset), args.split)
-        pitch = {i for t, i in tok.vocab.items() if t.startswith("Pitch_")}
         if len(part) < 2:
             print(f"| {run.name} | {type(tok).__name__} | no {args.split} tokens | | | | |")
             continue
-        notes = int(np.isin(np.asarray(part.tokens), sorted(pitch)).sum())
-        r = stream_nll(model, part, cfg.model.block_size, dev)
+        notes = int(np.isin(np.asarray(part.tokens), note_ids(tok)).sum())
+        r = plain_nll(model, part, cfg.model.block_size, dev)
         total = r["nll"] * r["tokens"]
         print(f"| {run.name} | {type(tok).__name__} | {r['tokens']:,} | {notes:,} | {r['tokens'] / notes:.3f} | "
               f"{r['nll']:.4f} | **{total / notes:.4f}** |", flush=True)
@@ -55,13 +57,21 @@ def main() -> None:
                                    if v / notes >= 0.001) + " nats/note", flush=True)
 
 
+def plain_nll(model, part: TokenSplit, block_size: int, dev) -> dict[str, float]:
+    """NLL per token of the split's plain stream in consecutive windows (as training validates)."""
+    kind = kind_of(model)
+    windows = DecoderWindows(part, block_size, control_dropout=PLAIN)
+    return nll(model, (kind.inputs(b) for b in windows.eval_batches(16)), dev)
+
+
 def by_type(model, tok, part: TokenSplit, block_size: int, dev) -> dict[str, float]:
-    """Total nats of the split's tokens (consecutive windows, as stream_nll), by the type of the token predicted."""
+    """Total nats of the split's plain tokens (consecutive windows, as plain_nll), by the type of the token
+    predicted."""
     types = [tok[i].split("_")[0] for i in range(len(tok))]
     out: dict[str, float] = {}
     model.eval()
     with torch.no_grad():
-        for x, y in DecoderWindows(part, block_size).eval_batches(16):
+        for x, y in DecoderWindows(part, block_size, control_dropout=PLAIN).eval_batches(16):
             logits, _ = model(x.to(dev))
             nll = F.cross_entropy(logits.flatten(0, 1).float(), y.to(dev).flatten(), ignore_index=IGNORE_INDEX,
                                   reduction="none")

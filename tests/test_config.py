@@ -66,10 +66,24 @@ def test_every_change_is_validated():
             apply_overrides(Config(), [bad])
     with pytest.raises(GuitarformerError, match="data.controls needs"):
         set_values(Config(), {"data.controls": True, "data.tokenizer": "REMI"})
+    with pytest.raises(GuitarformerError, match="data.infill needs"):
+        apply_overrides(Config(), ["data.tokenizer=REMI", "data.infill=0.3"])
     with pytest.raises(GuitarformerError, match="not a valid int"):
         set_values(Config(), {"train.batch_size": "many"})
     with pytest.raises(GuitarformerError, match="section.key"):
         set_values(Config(), {"lr": 1.0})
+
+
+def test_the_preset_trains_with_controls_and_infilling_tab_tokens_only():
+    """`guitarformer train` with no options learns controls and infilling; the preset's own values give way to a
+    tokenizer that cannot carry them (REMI alone trains plain REMI), a bare DataConfig is plain tokens."""
+    from guitarformer.config import DataConfig
+
+    d = Config().data
+    assert d.controls and d.infill == 0.3 and not DataConfig().controls and DataConfig().infill == 0
+    remi = apply_overrides(Config(), ["data.tokenizer=REMI"]).data
+    assert remi.tokenizer == "REMI" and not remi.controls and remi.infill == 0
+    assert not apply_overrides(Config(), ["data.bpe_vocab_size=500"]).data.controls
 
 
 def test_set_values_keeps_typed_strings_as_written():

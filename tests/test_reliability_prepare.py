@@ -245,10 +245,12 @@ _SLOW_PREPARE_DRIVER = """
 
 @pytest.mark.parametrize("workers", ["2", "1"])
 def test_ctrl_c_during_prepare_leaves_no_complete_looking_dataset(tmp_path, cache_root, riff_dir, workers):
+    from guitarformer.config import load_config
     from guitarformer.data.prepare import prepare
 
     ds = tmp_path / "ds"
-    prepare([riff_dir], ds, workers=1, progress=False)  # a complete dataset is there before the new run
+    # a complete dataset of the command's own settings (the default preset's) is there before the new run
+    prepare([riff_dir], ds, load_config().data, workers=1, progress=False)
     assert (ds / "meta.json").is_file()
     more = tmp_path / "more"
     write_riffs(more, 24)

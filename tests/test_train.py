@@ -9,15 +9,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
 
-from guitarformer.config import load_config
+from guitarformer import IGNORE_INDEX
+from guitarformer.config import load_config, set_values
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
-from guitarformer.training.budget import fit_steps_to_budget
+from guitarformer.runtime import Dist
+from guitarformer.training.budget import Budget, Costs, fit_steps_to_budget, work_after
 from guitarformer.training.loop import Data, evaluate, lr_at, train
 
 
@@ -53,7 +56,8 @@ def test_run_directory_and_tensorboard(tiny_run):
     assert (tiny_run / "config.yaml").is_file() and (tiny_run / "tokenizer.json").is_file()
     assert (tiny_run / "ckpt" / "last.pt").is_file() and (tiny_run / "ckpt" / "best.pt").is_file()
     tags = _scalars(tiny_run / "tb")
-    for t in ("train/loss", "train/lr", "train/grad_norm", "val/loss", "val/ppl", "val/accuracy", "perf/tokens_per_s"):
+    for t in ("train/loss", "train/lr", "train/grad_norm", "val/loss", "val/ppl", "val/accuracy", "val/nats_per_note",
+              "perf/tokens_per_s"):
         assert t in tags, t
     losses = [v for _, v in tags["train/loss"]]
     assert losses[-1] < losses[0]  # it learns
@@ -61,6 +65,7 @@ def test_run_directory_and_tensorboard(tiny_run):
     assert not [p for p in (tiny_run / "tb").iterdir() if p.is_dir()]  # ... not in a run of their own beside it
     cfg = load_config(str(tiny_run / "config.yaml"))
     summary = json.loads((tiny_run / "summary.json").read_text())
+    assert summary["val_nats_per_note"] == pytest.approx(tags["val/nats_per_note"][-1][1], rel=1e-5)
     assert summary["best_val_loss"] < _untrained_val_loss(cfg, cfg.data.dataset) - 1.0  # 5.87 -> 4.54 nats/token
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -134,25 +139,83 @@ def test_lr_schedule(tiny_cfg):
 
 
 def test_time_budget_arithmetic(tiny_cfg):
-    """15 minutes, 60 s spent by step 13, 1 s a step and evals worth 10% more: 763 steps; capped by max_steps;
-    never fewer than one more step."""
+    """15 minutes, 60 s spent by step 13, 1 s a step, an evaluation every 100 steps costing 10 s, a 20 s sample at
+    every 200th step and one at the end, 5 s to end: the most steps whose work fits; capped by max_steps; never
+    fewer than one more step."""
     cfg = copy.deepcopy(tiny_cfg)
-    cfg.train.time_budget_min, cfg.train.max_steps, cfg.train.eval_interval, cfg.train.eval_iters = 15, 5000, 100, 30
-    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, 0, 1000) == 13 + int(840 / 1.1)
+    cfg.train.time_budget_min, cfg.train.max_steps, cfg.train.eval_interval, cfg.train.sample_interval = 15, 5000, 100, 200
+    costs = Costs(eval_s=10.0, riff_s=20.0, end_s=5.0)
+    n = fit_steps_to_budget(cfg, 13, 60.0, 1.0, costs)
+    # 727 steps to step 740: evals at 100..700 and 740 (8), samples at 200, 400, 600 and the end (4)
+    assert work_after(cfg, 13, 727, 1.0, costs) == 727 + 8 * 10 + 4 * 20 + 5
+    assert work_after(cfg, 13, n - 13, 1.0, costs) <= 840 < work_after(cfg, 13, n - 12, 1.0, costs)
     cfg.train.max_steps = 500
-    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, 0, 1000) == 500
-    assert fit_steps_to_budget(cfg, 13, 2000.0, 1.0, 0, 1000) == 14
-    cfg.train.eval_iters = 0  # whole val split: 300,000 tokens at 1,000 a step, a third the cost: 100 steps per eval
-    cfg.train.max_steps = 5000
-    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, 300_000, 1000) == 13 + int(840 / 2.0)
+    assert fit_steps_to_budget(cfg, 13, 60.0, 1.0, costs) == 500
+    assert fit_steps_to_budget(cfg, 13, 2000.0, 1.0, costs) == 14
+
+
+def _simulate(cfg, startup_s: float, step_s, eval_s: float, riff_s: float) -> tuple[float, int, bool]:
+    """The loop's calls into Budget on a fake clock: (seconds the whole run took, steps, stopped by out_of_time).
+    `step_s(step)`: the seconds of that step (a burst of load makes some slower)."""
+    now = [startup_s]
+    # rank 1 of one: no config.yaml to write
+    b = Budget(cfg, Dist(rank=1), torch.device("cpu"), Path("/nonexistent"), 0.0, eval_batches=10,
+               clock=lambda: now[0])
+    bar, t, step, stopped = type("Bar", (), {"total": 0})(), cfg.train, 0, False
+
+    def probe() -> float:
+        now[0] += eval_s / 10
+        return eval_s / 10
+
+    while step < t.max_steps:
+        step += 1
+        now[0] += step_s(step)
+        b.step(step, step_s(step), bar, probe)
+        stopped = b.out_of_time(step)
+        if step % t.eval_interval == 0 or step == t.max_steps or stopped:
+            now[0] += eval_s
+            b.after_eval(step, eval_s - 1.0, 1.0, bar)  # validation, then the checkpoint saves
+            if t.sample_interval and step % t.sample_interval == 0:
+                now[0] += riff_s
+                b.after_riff(riff_s)
+        if stopped:
+            break
+    return now[0] + riff_s + 1.0, step, stopped  # the final sample and the summary
+
+
+def test_time_budget_counts_everything(tiny_cfg):
+    """A 15-minute budget on a fake clock: 75 s of start-up and compilation, 1.1 s steps, 9 s evaluations, 12 s
+    samples: the run ends within the budget and uses most of it, with the schedule's end reached (no stop)."""
+    cfg = copy.deepcopy(tiny_cfg)
+    t = cfg.train
+    t.time_budget_min, t.max_steps, t.eval_interval, t.sample_interval, t.budget_fitted = 15, 5000, 250, 500, False
+    total, steps, stopped = _simulate(cfg, 75.0, lambda s: 1.1, 9.0, 12.0)
+    assert 0.97 * 900 <= total <= 900 and not stopped and steps == t.max_steps
+    assert steps < 5000  # fitted down
+
+
+def test_time_budget_under_a_burst_of_load(tiny_cfg):
+    """Steps twice as slow from step 300 to 500 (another job on a shared machine): the fits after each evaluation
+    follow, and the run still ends within the budget."""
+    cfg = copy.deepcopy(tiny_cfg)
+    t = cfg.train
+    t.time_budget_min, t.max_steps, t.eval_interval, t.sample_interval, t.budget_fitted = 15, 5000, 100, 0, False
+    total, steps, _ = _simulate(cfg, 60.0, lambda s: 2.2 if 300 <= s < 500 else 1.1, 9.0, 12.0)
+    assert 0.9 * 900 <= total <= 900
+    # no evaluation between the first fit and the end to see the burst: the clock stops the run in time
+    t.max_steps, t.budget_fitted, t.eval_interval = 5000, False, 2000
+    total, steps, stopped = _simulate(cfg, 60.0, lambda s: 3.0 if s > 500 else 1.1, 9.0, 12.0)
+    assert 850 <= total <= 900 and stopped and steps < t.max_steps
 
 
 def test_time_budget_fixes_the_steps_and_resume_keeps_them(tiny_cfg, tiny_dataset, tmp_path):
-    """A budget too small for max_steps ends the run early with the schedule decayed to that end; the decided
-    steps are in config.yaml and a resumed run trains to them, loss for loss."""
+    """A budget too small for max_steps ends the run early: the fit gives one more step than the timed ones (the
+    schedule decays to it), and the clock, already past the budget, stops the run where it is; the decided steps
+    are in config.yaml and a resumed run trains to them, loss for loss."""
     cfg = _cfg(tiny_cfg, tiny_dataset, log_interval=1, max_steps=40, eval_interval=8, time_budget_min=1e-4)
     full, split = _full_and_resumed(cfg, tmp_path, stop_at=23)  # stopped right after the budget is fixed
-    assert sorted(full) == sorted(split) == list(range(1, 25))  # step 23 + at least one more
+    assert json.loads((tmp_path / "full" / "summary.json").read_text())["stopped_by"].startswith("time budget")
+    assert sorted(full) == list(range(1, 24)) and sorted(split) == list(range(1, 25))
     assert load_config(str(tmp_path / "full" / "config.yaml")).train.max_steps == 24
     for s in full:
         assert split[s] == pytest.approx(full[s], abs=1e-6), s
@@ -460,3 +523,31 @@ def test_new_run_dirs_are_distinct_and_newest_run_is_the_last_written(tmp_path):
     os.utime(new, (now, now))
     os.utime(old, (now - 100, now - 100))
     assert newest_run(tmp_path / "runs") == old
+
+
+def test_validation_reads_the_plain_stream(tiny_cfg, tiny_dataset):
+    """A run with controls and infilling validates on the tokens a plain run scores: no control tokens, no fill
+    examples, the same targets and notes as the plain dataset of the same tunes; its NLL per note is its nats
+    over those notes."""
+    from guitarformer.data.controls import control_kinds
+    from guitarformer.data.corpus import ensure_builtin_dataset
+
+    cfg = copy.deepcopy(tiny_cfg)
+    set_values(cfg, {"data.controls": True, "data.infill": 0.3})
+    controlled = ensure_builtin_dataset(cfg.data, progress=False)
+    assert controlled != tiny_dataset
+    counts = []
+    for ds in (controlled, tiny_dataset):
+        c = copy.deepcopy(cfg)
+        c.data.dataset = str(ds)
+        data = Data(c, ds)
+        is_control = control_kinds(data.tokenizer.vocab, len(data.tokenizer)) >= 0
+        xs = [(x, y) for x, y in data.val.eval_batches(4)]
+        assert not any(is_control[x.numpy()].any() for x, _ in xs)
+        targets = sum(int((y != IGNORE_INDEX).sum()) for _, y in xs)
+        notes = sum(int(np.isin(y.numpy(), data.note_ids).sum()) for _, y in xs)
+        counts.append((targets, notes))
+        c.model.vocab_size = len(data.tokenizer)
+        r = evaluate(build_model(c.model), data, "decoder", torch.device("cpu"), torch.float32, 4)
+        assert r["tokens"] == targets and r["nats_per_note"] == pytest.approx(r["loss"] * targets / notes)
+    assert counts[0] == counts[1] and counts[0][1] > 0

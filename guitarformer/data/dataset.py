@@ -4,7 +4,8 @@ When the dataset's tokenizer has control tokens (data/controls.py), each trainin
 with probability p, the same types throughout the window, so the model learns every subset of controls, none
 included; and a window that starts past its piece's opening controls gets them (those kept) in front, so the
 piece's tuning, key and style condition every window of it. Validation windows draw their drops from a generator
-seeded by the window's number: the same windows every time.
+seeded by the window's number: the same windows every time; training validates on the plain stream (`PLAIN`:
+every control dropped), the tokens a run without controls scores, so their NLL per note compares.
 
 With `infill` > 0 that share of training windows (pairs) becomes a bar-infilling example (data/infill.py): a span of
 1-4 bars inside one piece, with bars on both sides, laid out for the model kind. Validation never infills, so val
@@ -36,7 +37,10 @@ from guitarformer.data.tab_tokens import CONTROLS_PARAM
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.data.transpose import PitchShifter
 
-__all__ = ["ControlDropout", "DecoderWindows", "PitchShifter", "Seq2SeqPairs", "TokenSplit"]
+__all__ = ["ControlDropout", "DecoderWindows", "PitchShifter", "Seq2SeqPairs", "TokenSplit", "note_ids", "PLAIN"]
+
+PLAIN = 1.0  # control dropout of the plain stream: every control type dropped (validation, nats per note)
+NOTE_PREFIXES = ("Pitch_", "NoteOn_")  # the one token each note has: Pitch (REMI, TabREMI, TSD, Structured), NoteOn
 
 
 class TokenSplit:
@@ -331,6 +335,14 @@ class Seq2SeqPairs:
             ks = ks[: max_batches * batch_size]
         for b in range(0, len(ks), batch_size):
             yield self._stack([self._pair(k, None) for k in ks[b: b + batch_size]])
+
+
+def note_ids(tokenizer) -> np.ndarray | None:
+    """The ids of the one token every note has (NOTE_PREFIXES), for NLL per note: the unit that compares
+    tokenizations. None for a BPE vocabulary, whose tokens hold a varying number of notes."""
+    if getattr(tokenizer, "is_trained", False):
+        return None
+    return np.array(sorted(i for t, i in tokenizer.vocab.items() if t.startswith(NOTE_PREFIXES)), dtype=np.int64)
 
 
 def dataset_tokenizer(split: TokenSplit):

@@ -26,12 +26,15 @@ from tqdm import tqdm
 from guitarformer.config import Config, apply_overrides, from_dict, save_config, set_values
 from guitarformer.data.corpus import ensure_builtin_dataset
 from guitarformer.data.dataset import (
+    PLAIN,
     DecoderWindows,
     PitchShifter,
     Seq2SeqPairs,
     TokenSplit,
+    note_ids,
 )
 from guitarformer.data.prepare import load_meta
+from guitarformer.data.seen import SEEN_FILE
 from guitarformer.data.tokenization import bar_ids, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
@@ -80,18 +83,20 @@ def lr_at(step: int, cfg) -> float:
 # ---------------------------------------------------------------- data
 
 
-def _windows(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0):
+def _windows(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0,
+             control_dropout: float | None = None):
     """A decoder's source: windows of the token stream."""
-    return DecoderWindows(split, cfg.model.block_size, shifter, control_dropout=cfg.data.control_dropout,
-                          infill=infill)
+    return DecoderWindows(split, cfg.model.block_size, shifter, infill=infill,
+                          control_dropout=cfg.data.control_dropout if control_dropout is None else control_dropout)
 
 
-def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0):
+def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0,
+           control_dropout: float | None = None):
     """An encoder-decoder's source: (source bars, target bars) pairs."""
     m = cfg.model
     return Seq2SeqPairs(split, m.src_block_size, m.block_size, bar_ids(tokenizer), tokenizer["BOS_None"],
-                        tokenizer.pad_token_id, shifter=shifter, control_dropout=cfg.data.control_dropout,
-                        infill=infill)
+                        tokenizer.pad_token_id, shifter=shifter, infill=infill,
+                        control_dropout=cfg.data.control_dropout if control_dropout is None else control_dropout)
 
 
 # The data source each model kind trains on (data/dataset.py; models/kinds.py reads its batches).
@@ -102,7 +107,9 @@ class Data:
     """Train/val sources for the configured model kind, with the tokenizer that made them.
 
     A dataset too small to have val files validates on its training data (`val_is_train`): the val numbers then
-    say how well the model fits, not how well it generalises, and the run says so.
+    say how well the model fits, not how well it generalises, and the run says so. Validation reads the plain
+    stream (no control tokens, no infilling examples), so a run with controls and one without score the same
+    tokens and their nats per note compare (REMI's too): `note_ids` are the notes counted.
     """
 
     def __init__(self, cfg: Config, dataset: Path):
@@ -126,7 +133,8 @@ class Data:
         shifter = PitchShifter(self.tokenizer, cfg.data.transpose) if cfg.data.transpose > 0 else None
         source = _SOURCES[cfg.model.kind]
         self.train = source(train, cfg, self.tokenizer, shifter=shifter, infill=cfg.data.infill)
-        self.val = source(val, cfg, self.tokenizer)
+        self.val = source(val, cfg, self.tokenizer, control_dropout=PLAIN)
+        self.note_ids = note_ids(self.tokenizer)
 
     @property
     def val_split(self) -> str:
@@ -157,11 +165,33 @@ def resolve_dataset(cfg: Config, dist: Dist, progress: bool = True) -> Path:
 
 
 def evaluate(model, data: Data, kind: str, device, dtype, batch_size: int, max_batches: int = 0) -> dict[str, float]:
-    """Token-weighted NLL, perplexity and next-token accuracy over the val source."""
+    """Token-weighted NLL, perplexity and next-token accuracy over the val source, and NLL per note (nats over the
+    notes among the targets; None where notes cannot be counted: BPE)."""
     api = kind_of(kind)
-    r = nll(model, (api.inputs(b) for b in data.val.eval_batches(batch_size, max_batches)), device,
+    notes = [0]
+
+    def counted(batches):
+        for b in batches:
+            inputs = api.inputs(b)
+            if data.note_ids is not None:
+                notes[0] += int(torch.isin(inputs.targets, torch.from_numpy(data.note_ids)).sum())
+            yield inputs
+
+    r = nll(model, counted(data.val.eval_batches(batch_size, max_batches)), device,
             lambda: autocast_ctx(device, dtype))
-    return {"loss": r["nll"], "ppl": r["ppl"], "accuracy": r["accuracy"], "tokens": r["tokens"]}
+    per_note = r["nll"] * r["tokens"] / notes[0] if notes[0] else None
+    return {"loss": r["nll"], "ppl": r["ppl"], "accuracy": r["accuracy"], "tokens": r["tokens"],
+            "nats_per_note": per_note}
+
+
+def eval_batch_count(data: Data, cfg: Config) -> int:
+    """About how many batches one evaluation reads (the budget's estimate before one is timed)."""
+    B, n = cfg.train.batch_size, cfg.train.eval_iters
+    if isinstance(data.val, Seq2SeqPairs):
+        total = math.ceil(len(data.val.cut_points) / 8 / B)  # eval_batches' stride
+    else:
+        total = math.ceil(len(data.val.split) / cfg.model.block_size / B)
+    return min(total, n) if n else total
 
 
 def compile_or_eager(raw, data: Data, kind: str, batch_size: int, device, dtype, verbose: bool):
@@ -216,6 +246,8 @@ def prepare_run_dir(run_dir: Path | None, cfg: Config, dataset: Path, resumed: b
         (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
         shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
+        if (dataset / SEEN_FILE).is_file():  # the control values it trains on: kept if the dataset moves or goes
+            shutil.copyfile(dataset / SEEN_FILE, run_dir / SEEN_FILE)
     except OSError as e:  # a run dir under a file, no permission, a full disk: before any training time is spent
         raise GuitarformerError(f"cannot write the run directory {where}: {e.strerror or e}",
                                 "pass a writable --run-dir (a folder, not a file), or free disk space") from e
@@ -317,6 +349,7 @@ class Run:
     log: RunLog
     resumed: bool
     init: InitRun | None = None  # the run this one started from (train.init), None for random weights or a resume
+    data_s: float = 0.0  # seconds spent finding or building the dataset (outside the time budget)
 
     @property
     def ckpt_dir(self) -> Path:
@@ -352,7 +385,9 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
+    t_data = time.time()
     dataset = resolve_dataset(cfg, dist, progress)
+    data_s = time.time() - t_data
     if init is not None:  # before the data's own checks and the run directory: other tokens are the first problem
         check_tokens(init, load_tokenizer(dataset / "tokenizer.json"), dataset)
     data = Data(cfg, dataset)
@@ -383,7 +418,8 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     if dist.world > 1:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
-    return Run(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None, init=init)
+    return Run(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None,
+               init=init, data_s=data_s)
 
 
 def announce(run: Run, ckpt: dict[str, Any] | None) -> None:
@@ -460,45 +496,60 @@ def train_step(run: Run) -> tuple[float, float, float]:
     return loss, lr, grad_norm
 
 
-def evaluation(run: Run) -> tuple[dict[str, float], bool]:
-    """Validate, log, checkpoint (best.pt on an improvement); (the val numbers, whether patience is spent)."""
+def evaluation(run: Run, budget: Budget, bar, save_s: float) -> tuple[dict[str, float], bool, float]:
+    """Validate, log, let the budget fit max_steps again (this evaluation's time with `save_s`, the last checkpoint
+    save's), checkpoint (best.pt on an improvement); (the val numbers, whether patience is spent, this save's s)."""
     state, t = run.state, run.cfg.train
+    t0 = time.time()
     val = validate(run.raw, run.data, run.cfg, run.device, run.dtype, run.dist)
+    per_note = {"nats_per_note": val["nats_per_note"]} if val["nats_per_note"] is not None else {}
     run.log.scalars("val", state.step, extra={"split": run.data.val_split},
-                    loss=val["loss"], ppl=val["ppl"], accuracy=val["accuracy"])
+                    loss=val["loss"], ppl=val["ppl"], accuracy=val["accuracy"], **per_note)
+    budget.after_eval(state.step, time.time() - t0, save_s, bar)
     improved = state.record_eval(val["loss"])
+    t0 = time.time()
     save_checkpoints(run.ckpt_dir, run.raw, state, run.cfg, run.dist, run.device, best=improved)
-    return val, state.patience_spent(t.patience) and state.step < t.max_steps
+    return val, state.patience_spent(t.patience) and state.step < t.max_steps, time.time() - t0
 
 
 def loop(run: Run, progress: bool, stop_at: int | None, t_start: float) -> tuple[str | None, dict | None]:
     """Steps until max_steps, early stopping, the clock, a signal or `stop_at`: (what stopped it, last val)."""
     t, state, dist = run.cfg.train, run.state, run.dist
-    budget = Budget(run.cfg, dist, run.device, run.run_dir, len(run.data.val.split), run.tokens_per_step, t_start)
+    budget = Budget(run.cfg, dist, run.device, run.run_dir, t_start, eval_batch_count(run.data, run.cfg))
     perf = Throughput(run)
     last_val: dict[str, float] | None = None
     stopped_by: str | None = None
+    save_s = 0.0
+
+    def probe_eval() -> float:  # seconds of one val batch, for the budget
+        t0 = time.time()
+        evaluate(run.raw, run.data, run.cfg.model.kind, run.device, run.dtype, t.batch_size, max_batches=1)
+        return time.time() - t0
+
     run.model.train()
     with _Stop() as stop, tqdm(total=t.max_steps, initial=state.step, desc="train", unit="step",
                                disable=not (progress and dist.main), dynamic_ncols=True) as bar:
         while state.step < t.max_steps:
+            t0 = time.time()
             loss, lr, grad_norm = train_step(run)
             step = state.step
-            budget.step(step, bar)
+            budget.step(step, time.time() - t0, bar, probe_eval)
             bar.update(1)
             perf.step(step, mean_over_ranks(loss, dist, run.device), lr, grad_norm, bar, last_val)
 
             out_of_time, signalled = any_rank(  # the clock or a signal on one rank stops them all
-                [t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes, stop.signal is not None],
-                dist, run.device)
+                [(t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes) or budget.out_of_time(step),
+                 stop.signal is not None], dist, run.device)
             sliced = stop_at is not None and step >= stop_at
             if step % t.eval_interval == 0 or step == t.max_steps or out_of_time or signalled or sliced:
-                last_val, patience_spent = evaluation(run)
+                last_val, patience_spent, save_s = evaluation(run, budget, bar, save_s)
                 if patience_spent:
                     stopped_by = f"early stopping (no val improvement in {t.patience} evaluations)"
                     break
                 if t.sample_interval and step % t.sample_interval == 0:
+                    t0 = time.time()
                     run.log.riff(run.raw, run.data.tokenizer, run.cfg, step, run.device)
+                    budget.after_riff(time.time() - t0)
             stopped_by = stop_reason(stop.signal, out_of_time, signalled, sliced, t.max_minutes, stop_at)
             if stopped_by:
                 break
@@ -511,7 +562,7 @@ def stop_reason(signum: int | None, out_of_time: bool, signalled: bool, sliced: 
     if signum:
         return "signal " + signal.Signals(signum).name
     if out_of_time:
-        return f"time limit ({max_minutes} min)"
+        return f"time limit ({max_minutes} min)" if max_minutes else "time budget (train.time_budget_min)"
     if signalled:
         return "a signal to another rank"
     if sliced:
@@ -525,7 +576,8 @@ def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: flo
     interrupted = bool(stopped_by and stopped_by.startswith("signal"))
     summary = {
         "run_dir": str(run.run_dir), "step": state.step, "best_val_loss": state.best_val,
-        "val_loss": last_val["loss"] if last_val else None, "seconds": round(seconds, 1),
+        "val_loss": last_val["loss"] if last_val else None,
+        "val_nats_per_note": last_val["nats_per_note"] if last_val else None, "seconds": round(seconds, 1),
         "stopped_by": stopped_by, "device": run.device.type, "world": dist.world, "val_split": run.data.val_split,
     }
     if cfg.train.init:  # a fine-tune: what it started from (resumed, as its first segment wrote it)
@@ -543,9 +595,11 @@ def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: flo
         (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         ck = run.ckpt_dir / ("best.pt" if (run.ckpt_dir / "best.pt").exists() else "last.pt")
         why = f" (stopped by {stopped_by})" if stopped_by else ""
+        last = f" (last {last_val['loss']:.4f}" + (f", {last_val['nats_per_note']:.4f} nats/note" if
+                                                  last_val["nats_per_note"] else "") + ")" if last_val else ""
         print(f"guitarformer: {state.step} steps in {seconds / 60:.1f} min{why}; best val loss {state.best_val:.4f} "
-              f"nats/token; checkpoint {ck}\n  next: guitarformer sample --run {run.run_dir} --out riff.mid",
-              flush=True)
+              f"nats/token{last} on the plain val stream; checkpoint {ck}\n"
+              f"  next: guitarformer sample --run {run.run_dir} --out riff.mid", flush=True)
     if dist.world > 1:
         torch.distributed.barrier()
     if interrupted:
@@ -563,6 +617,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     that many steps while keeping the schedule of train.max_steps: a pre-emptible job's slice. A `run_dir`
     that already holds a run is refused unless `force` (which deletes that run's checkpoints and logs).
     """
+    t_start = time.time()  # the time budget counts from here: start-up and compilation included
     cfg, ckpt = resumed_config(cfg, resume, resume_overrides)
     if resume is not None:
         run_dir = Path(resume)
@@ -576,6 +631,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, resume: str | Path | N
     announce(run, ckpt)
     if init is not None:
         announce_init(run)
-    t_start = time.time()
+    t_start += run.data_s  # building the dataset is prepare's time, not training's
     stopped_by, last_val = loop(run, progress, stop_at, t_start)
     return finish(run, stopped_by, last_val, time.time() - t_start)
