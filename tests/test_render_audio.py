@@ -10,14 +10,8 @@ import numpy as np
 import symusic
 
 from guitarformer.music.score import GuitarScore
-from guitarformer.render.audio import (
-    finish_wav,
-    normalize_loudness,
-    piano_roll_image,
-    render_media,
-    trim_silence,
-    write_wav,
-)
+from guitarformer.render.audio import finish_wav, normalize_loudness, trim_silence, write_wav
+from guitarformer.render.media import piano_roll_image, render_media
 
 RATE = 16000
 

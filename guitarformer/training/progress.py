@@ -11,7 +11,7 @@ from torch.utils.tensorboard.summary import hparams as hparams_summaries
 
 from guitarformer.config import Config
 from guitarformer.generation.riffs import generate_riff
-from guitarformer.render.audio import render_media
+from guitarformer.render.media import render_media
 
 
 class RunLog:
