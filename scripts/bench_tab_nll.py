@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from guitarformer import IGNORE_INDEX  # noqa: E402
 from guitarformer.data.dataset import PLAIN, DecoderWindows, TokenSplit, note_ids  # noqa: E402
+from guitarformer.data.tokenization import load_tokenizer  # noqa: E402
 from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.models.loss import nll  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
@@ -36,13 +37,20 @@ def main() -> None:
     ap.add_argument("--split", default="val", choices=["val", "test"])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--by-type", action="store_true")
+    ap.add_argument("--data", type=Path, default=None, help="score every run on this dataset instead of its own (the "
+                    "shipped model names none): its tokenizer must be the run's")
     args = ap.parse_args()
     dev = resolve_device(args.device)
     print("| run | tokenizer | val tokens | notes | tokens/note | nats/token | **nats/note** |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for run in args.runs:
         model, tok, cfg = load_run(run, None, str(dev))
-        part = TokenSplit(Path(cfg.data.dataset), args.split)
+        dataset = args.data or cfg.data.dataset
+        if dataset is None:
+            sys.exit(f"{run} names no dataset (the shipped model): pass --data DATASET prepared with its tokenizer")
+        if args.data is not None and load_tokenizer(args.data / "tokenizer.json").vocab != tok.vocab:
+            sys.exit(f"{args.data} was tokenized with another vocabulary than {run}'s")
+        part = TokenSplit(Path(dataset), args.split)
         if len(part) < 2:
             print(f"| {run.name} | {type(tok).__name__} | no {args.split} tokens | | | | |")
             continue
