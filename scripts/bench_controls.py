@@ -258,7 +258,8 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
         mine = [r for r in rows if r["name"] == name]
         if mine:
             target = f">= {TARGETS[name]}%" if name in TARGETS else "-"
-            lines.append(f"| {name} | " + " | ".join(_mean(mine, g) for g in modes) +
+            label = "style (its usual meter; judged: docs/EVAL.md)" if name == "style" else name
+            lines.append(f"| {label} | " + " | ".join(_mean(mine, g) for g in modes) +
                          f" | {_mean(mine, 'chance')} | {target} |")
     keys = [r for r in rows if r["name"] == "key"]
     if keys:
@@ -273,6 +274,11 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
                          f"{sum(r[('pcs', g)] for r in keys) / len(keys):.1f} | "
                          f"{sum(r[('repeats', g)] for r in keys) / len(keys):.1%} |")
         lines.append(f"| unconditioned | {pcs:.1f} | {rep:.1%} |")
+    if "style" in names:
+        lines += ["", "A style's row here counts riffs in the meter most of that style's training bars have (the meter "
+                  "a style brings under the guard). Whether a riff sounds like the style is judged by a classifier "
+                  "fitted on real tunes (evaluation/style.py): `scripts/bench_style.py`, section `style` of "
+                  "docs/EVAL.md, with the classifier's own accuracy on val tunes as the ceiling."]
     refusals = [f"{n} {', '.join(v)}" for n in names if (v := refused(loaded, n))]
     if refusals:
         lines += ["", "Refused (in the vocabulary, never learned from the training data): " + "; ".join(refusals) + "."]

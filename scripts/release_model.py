@@ -17,6 +17,7 @@ One command makes the model `guitarformer sample` and `guitarformer infill` use 
 
     python scripts/release_model.py --minutes 15                  # the release (GPU: about 15 min + benches)
     python scripts/release_model.py --minutes 15 --encdec --docs  # also the encoder-decoder; docs/CONTROLS.md, INFILL.md
+    python scripts/release_model.py --from-run runs/qs --docs     # measure and ship a run `guitarformer train` made
     python scripts/release_model.py --config tiny --limit 4 --steps 6 --out /tmp/pre --controls tempo \\
         --num-samples 1 --bars 1 --num-infill 2 --form-samples 1       # the end-to-end check (tests/test_release_model.py)
 
@@ -177,22 +178,41 @@ def _estimated_key(score: symusic.Score) -> str | None:
 
 
 def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Scores:
-    """Train one model kind on the prepared corpus and measure it (module docstring, steps 2-3)."""
+    """Train one model kind on the prepared corpus (or take `--from-run`'s) and measure it (module docstring,
+    steps 2-3)."""
     cfg = release_config(args.config or KINDS[kind], args)
     cfg.model.kind = kind
     cfg.data.dataset = str(dataset)
-    run = work / kind
-    t0 = time.time()
-    summary = train(cfg, run_dir=run, progress=not args.quiet, force=True)
-    seconds = time.time() - t0
+    if args.from_run is not None and kind == "decoder":
+        run, summary = args.from_run, trained_by_recipe(args.from_run, args.limit)
+        seconds = float(summary["seconds"])
+    else:
+        run = work / kind
+        t0 = time.time()
+        summary = train(cfg, run_dir=run, progress=not args.quiet, force=True)
+        seconds = time.time() - t0
     nll = float(summary["best_val_loss"])
+    per_note = summary.get("val_nats_per_note")  # on the plain stream, as training measures it
     scores = Scores(kind, cfg.name, str(run), int(summary["step"]), round(seconds, 1), str(device), nll,
-                    val_nll_per_note(dataset, nll))
+                    float(per_note) if per_note is not None else val_nll_per_note(dataset, nll))
     scores.controls = control_scores(run, args, work / f"CONTROLS-{kind}.md")
     bench = _script("bench_infill")
     scores.infill = bench.bench_run(run, args.num_infill, args.seed, device)
     scores.form = form_scores(run, args, device)
     return scores
+
+
+def trained_by_recipe(run: Path, limit: int) -> dict:
+    """The summary of a decoder run trained on the built-in corpus (its first `limit` files; 0: all) with controls
+    and infilling (the release recipe: `guitarformer train`'s defaults), for --from-run; anything else is refused."""
+    summary_file, cfg_file = run / "summary.json", run / "config.yaml"
+    if not summary_file.is_file() or not cfg_file.is_file():
+        sys.exit(f"--from-run {run}: not a finished run (no summary.json or config.yaml)")
+    cfg = load_config(str(cfg_file))
+    if cfg.model.kind != "decoder" or not cfg.data.controls or cfg.data.infill <= 0 or cfg.data.corpus_limit != limit:
+        sys.exit(f"--from-run {run}: not the release recipe (a decoder on the built-in corpus with controls and "
+                 f"infilling{f', its first {limit} files' if limit else ''})")
+    return json.loads(summary_file.read_text())
 
 
 def _pct(x: float) -> str:
@@ -216,7 +236,9 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         "## Recipe", "",
         f"    {args.command}", "",
         f"Config {shipped.config} with {', '.join(RECIPE + list(args.set))}; {shipped.steps} steps in "
-        f"{shipped.train_seconds / 60:.1f} min on {shipped.device}; seed {args.seed}.", "",
+        f"{shipped.train_seconds / 60:.1f} min on {shipped.device}; seed {args.seed}."
+        + (f" The run was trained by `guitarformer train` with its defaults (the quickstart; run "
+           f"{args.from_run.name}), then measured and exported by the command above." if args.from_run else ""), "",
         "## Scores", "",
         "| model | val NLL / token | val NLL / note | infill NLL both sides | left only | ratio | "
         "OA fill pitch/duration/onset | OA copy-left | riffs repeating (16 bars) |",
@@ -264,6 +286,8 @@ def parse_args(argv):
     ap.add_argument("--work", type=Path, default=None, help="folder for runs and tables (default runs/release-*)")
     ap.add_argument("--out", type=Path, default=pretrained_dir(), help="where the shipped model goes")
     ap.add_argument("--docs", action="store_true", help="write docs/CONTROLS.md and docs/INFILL.md from this release")
+    ap.add_argument("--from-run", type=Path, default=None, help="release this decoder run, already trained by the "
+                    "recipe (e.g. the quickstart's `guitarformer train`), instead of training one")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     args.command = "python scripts/release_model.py " + " ".join(sys.argv[1:] if argv is None else argv)

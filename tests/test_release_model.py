@@ -75,6 +75,23 @@ def test_the_card_carries_the_measured_numbers(release):
     assert "--steps 8" in card and "decoder (shipped)" in card and "| encoder_decoder | tempo |" in card
 
 
+def test_a_run_already_trained_by_the_recipe_is_released_without_training_again(release, tmp_path):
+    out, report = release
+    run = Path(report["scores"][0]["run"])
+    argv = ["--config", "tiny", "--limit", "60", "--from-run", str(run), "--set", "model.block_size=256",
+            "--out", str(tmp_path / "pre"), "--work", str(tmp_path / "work"), "--controls", "tempo",
+            "--num-samples", "1", "--bars", "1", "--num-infill", "2", "--form-samples", "1", "--device", "cpu",
+            "--quiet"]
+    assert _release_script().main(argv) == 0
+    again = json.loads((tmp_path / "work" / "release.json").read_text())["scores"][0]
+    assert again["run"] == str(run) and again["steps"] == 8 and again["val_nll_token"] == report["scores"][0]["val_nll_token"]
+    assert not (tmp_path / "work" / "decoder").exists()  # nothing was trained
+    card = (tmp_path / "pre" / "MODEL_CARD.md").read_text()
+    assert "trained by `guitarformer train`" in card and "--from-run" in card
+    with pytest.raises(SystemExit, match="not the release recipe"):  # another corpus than the one it names
+        _release_script().main([*argv[:2], "7", *argv[3:]])
+
+
 def test_weights_are_halved_only_where_full_precision_does_not_fit():
     w = {"a": torch.zeros(1000), "n": torch.zeros(3, dtype=torch.long)}
     assert shipping_dtype(w, 4000) == torch.float32
