@@ -89,7 +89,7 @@ def test_a_run_already_trained_by_the_recipe_is_released_without_training_again(
     card = (tmp_path / "pre" / "MODEL_CARD.md").read_text()
     assert "trained by `guitarformer train`" in card and "--from-run" in card
     with pytest.raises(SystemExit, match="not the release recipe"):  # another corpus than the one it names
-        _release_script().main([*argv[:2], "7", *argv[3:]])
+        _release_script().main([*argv[:3], "7", *argv[4:]])
 
 
 def test_weights_are_halved_only_where_full_precision_does_not_fit():
