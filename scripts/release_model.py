@@ -138,6 +138,8 @@ def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| control | mean "):  # the summary: mean guarded (the default), unguarded, chance
             heads = cells
+        elif heads and not line.startswith("|"):  # the summary ends (the key guard's music table follows)
+            break
         elif heads and line.startswith("| ") and "%" in line:
             row = dict(zip(heads, cells))
             asked = row.get("mean guarded", row.get("mean share asked", ""))
@@ -260,10 +262,12 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
               f"({corpus['test_tunes']} tunes).", "",
               "Control adherence (share of riffs or bars that have the asked value, measured from the notes; "
               f"{args.num_samples} riffs of at most {args.bars} bars per value; scripts/bench_controls.py):", "",
-              "| model | control | asked | unconditioned |", "|---|---|---|---|"]
+              "| model | control | asked (guarded: the default) | asked, --no-guard | unconditioned |",
+              "|---|---|---|---|---|"]
     for s in [shipped, *others]:
         for name, c in s.controls.items():
-            lines.append(f"| {s.kind} | {name} | {_pct(c['asked'])} | {_pct(c['unconditioned'])} |")
+            lines.append(f"| {s.kind} | {name} | {_pct(c['asked'])} | {_pct(c.get('unguarded', float('nan')))} | "
+                         f"{_pct(c['unconditioned'])} |")
     return "\n".join(lines) + "\n"
 
 
