@@ -37,7 +37,8 @@ from guitarformer.data.tokenization import load_tokenizer  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.runtime import autocast_ctx, resolve_dtype  # noqa: E402
-from guitarformer.training.loop import Data, train  # noqa: E402
+from guitarformer.training.data import Data  # noqa: E402
+from guitarformer.training.loop import train  # noqa: E402
 
 # name -> the model, context, batch and learning rate of each recipe (over the default preset's other values)
 

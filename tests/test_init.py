@@ -28,7 +28,8 @@ from guitarformer.pretrained import has_pretrained, pretrained_dir
 from guitarformer.runs import load_run
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.init import init_config, init_weights, load_init
-from guitarformer.training.loop import Data, evaluate, train
+from guitarformer.training.data import Data
+from guitarformer.training.loop import evaluate, train
 from reliability_helpers import write_riffs
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
@@ -191,7 +192,9 @@ def test_clashing_architecture_is_refused(like_dataset, tmp_path):
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--data", str(like_dataset), "--set",
                                   "model.n_layer=8", "--run-dir", str(tmp_path / "run"), "--max-steps", "1"])
     assert r.exit_code == 2
-    assert "model.n_layer=8" in r.output and "n_layer=6" in r.output and "drop the model options" in r.output
+    shipped_layers = load_config(str(pretrained_dir() / "config.yaml")).model.n_layer
+    assert "model.n_layer=8" in r.output and f"n_layer={shipped_layers}" in r.output
+    assert "drop the model options" in r.output
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--config", "tiny", "--data", str(like_dataset),
                                   "--run-dir", str(tmp_path / "run"), "--max-steps", "1"])
     assert r.exit_code == 2 and "its weights fit only its own architecture" in r.output

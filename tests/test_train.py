@@ -21,7 +21,8 @@ from guitarformer.models import build_model
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.runtime import Dist
 from guitarformer.training.budget import Budget, Costs, fit_steps_to_budget, work_after
-from guitarformer.training.loop import Data, evaluate, lr_at, train
+from guitarformer.training.data import Data
+from guitarformer.training.loop import evaluate, lr_at, train
 
 
 def _cfg(tiny_cfg, tiny_dataset, **train_kw):
