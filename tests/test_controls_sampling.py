@@ -145,6 +145,8 @@ def test_values_the_training_data_never_held_are_refused(control_run, tmp_path, 
                                   option, value, "--bars", "1", "--device", "cpu"])
     assert r.exit_code == 2, r.output
     assert option in r.output and why in r.output and not (tmp_path / "r.mid").exists()
+    if why == "never learned":  # the fix names the fine-tune that works: data tokenized like the init run
+        assert "prepare my-tabs --like pretrained" in r.output and "--init pretrained" in r.output
 
 
 def test_bar_controls_per_bar(control_run):

@@ -45,8 +45,9 @@ PER_BAR_OPTIONS = ("density", "polyphony", "palm_mute", "techniques", "hand_posi
 NO_CONTROLS_FIX = ("prepare the dataset with controls and train on it: guitarformer prepare DIR --set "
                    "data.controls=true, then guitarformer train --data <dataset> (the built-in corpus: guitarformer "
                    "train --set data.controls=true)")
-TRAIN_ON_YOURS = ("guitarformer prepare my-tabs --set data.controls=true, then guitarformer train --data <that "
-                  "dataset> --init pretrained")
+# A fine-tune needs the data tokenized as the shipped model's was (training/init.py refuses anything else).
+TRAIN_ON_YOURS = ("guitarformer prepare my-tabs --like pretrained, then guitarformer train --data <that dataset> "
+                  "--init pretrained")
 UNSEEN_FIX = "or train a model on tabs that have it: " + TRAIN_ON_YOURS
 _CONTROL_NAME = {"key": "Key", "density": "Density", "polyphony": "Poly", "palm_mute": "PM", "techniques": "Tech",
                  "style": "Style", "hand_position": "Pos", "tuning": "Tuning", "time_signature": "TimeSig"}
