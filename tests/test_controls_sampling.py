@@ -18,9 +18,12 @@ from guitarformer.app.loaded import load_run_once
 from guitarformer.cli import main
 from guitarformer.config import DataConfig
 from guitarformer.data.controls import controls_per_bar, notes_of
+from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.seen import Seen
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.evaluation.likelihood import plain_tokens
+from guitarformer.evaluation.report import evaluate_run
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
@@ -243,3 +246,16 @@ def test_tempo_alone_follows_the_models_time_signature(control_run):
         assert toks[3:5] == ["Position_0", "Tempo_" + toks[4].split("_")[1]] and abs(float(toks[4][6:]) - 140) < 10
         body = [i for i in r.ids if tok[i] not in ("BOS_None", "EOS_None")]
         assert tok.tokens_errors(miditok.TokSequence(ids=body)) == 0
+
+
+def test_eval_scores_model_and_ngram_on_the_plain_stream(control_run):
+    """`guitarformer eval` reads what training validates on: the stream without control tokens, for the model and
+    for the n-gram floor alike (an n-gram fitted and scored with controls is another task)."""
+    _, tok, cfg = load_run(control_run)
+    part = TokenSplit(Path(cfg.data.dataset), "train")
+    plain = plain_tokens(part, tok)
+    assert 0 < len(plain) < len(part)  # the dataset has control tokens, and they are gone
+    assert not any(tok[int(i)].startswith("Ctrl") for i in plain)
+    res = evaluate_run(control_run, split="train", device="cpu", samples=False)
+    assert len(plain) - 2 <= res["ngram"]["tokens"] <= len(plain)
+    assert len(plain) - 2 * (len(plain) // cfg.model.block_size + 1) <= res["likelihood"]["tokens"] <= len(plain)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.data.dataset import DecoderWindows
+from guitarformer.data.dataset import PLAIN, DecoderWindows
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll, summarize
 
@@ -18,9 +18,18 @@ def continuation_nll(model, pairs, device, batch_size: int = 16) -> dict[str, fl
 
 
 def stream_nll(model, part, block_size: int, device, batch_size: int = 16) -> dict[str, float]:
-    """Decoder NLL over a split's concatenated tokens in consecutive windows (as training validates)."""
+    """Decoder NLL over a split's concatenated tokens in consecutive windows, on the plain stream (no control
+    tokens), as training validates."""
     kind = kind_of(model)
-    return nll(model, (kind.inputs(b) for b in DecoderWindows(part, block_size).eval_batches(batch_size)), device)
+    windows = DecoderWindows(part, block_size, control_dropout=PLAIN)
+    return nll(model, (kind.inputs(b) for b in windows.eval_batches(batch_size)), device)
+
+
+def plain_tokens(part, tokenizer) -> np.ndarray:
+    """A split's tokens without control tokens: the stream the model is scored on, for the n-gram to fit and score."""
+    ids = np.asarray(part.tokens, dtype=np.int64)
+    controls = [i for t, i in tokenizer.vocab.items() if t.startswith("Ctrl")]
+    return ids[~np.isin(ids, controls)] if controls else ids
 
 
 def ngram_continuation(lm, pairs) -> dict[str, float]:

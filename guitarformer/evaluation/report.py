@@ -9,20 +9,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 
-from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import PLAIN, Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, compare, length_matched, piece_of
 from guitarformer.evaluation.form import FORM_BARS, form_report
-from guitarformer.evaluation.likelihood import (
-    continuation_nll,
-    ngram_continuation,
-    stream_nll,
-)
+from guitarformer.evaluation.likelihood import continuation_nll, ngram_continuation, plain_tokens, stream_nll
 from guitarformer.evaluation.ngram import KneserNey
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
@@ -68,7 +63,8 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     # Continuation lengths: what the encoder-decoder was trained on; a decoder fits source + target in its context.
     api = kind_of(model)
     S, T = api.continuation_lengths(m, cont_src, cont_tgt)
-    pairs = Seq2SeqPairs(part, S, T, bar_ids(tokenizer), tokenizer["BOS_None"], tokenizer.pad_token_id)
+    pairs = Seq2SeqPairs(part, S, T, bar_ids(tokenizer), tokenizer["BOS_None"], tokenizer.pad_token_id,
+                         control_dropout=PLAIN)  # the plain stream, as training validates: no control tokens
 
     t0 = time.time()
     say(f"likelihood on {split} ({len(part):,} tokens)")
@@ -81,8 +77,9 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     res["likelihood"] = res["likelihood"] or {"scope": "continuation", **res["continuation"]["model"]}
     say(f"{ngram_order}-gram Kneser-Ney baseline")
     train = TokenSplit(dataset, "train")
-    lm = KneserNey(V, ngram_order).fit([np.asarray(train.tokens, dtype=np.int64).tolist()])
-    res["ngram"] = {"order": ngram_order, **lm.score(np.asarray(part.tokens, dtype=np.int64), accuracy=True)}
+    # Fitted and scored on the plain stream too, so the floor reads the tokens the model is scored on.
+    lm = KneserNey(V, ngram_order).fit([plain_tokens(train, tokenizer).tolist()])
+    res["ngram"] = {"order": ngram_order, **lm.score(plain_tokens(part, tokenizer), accuracy=True)}
     res["continuation"]["ngram"] = ngram_continuation(lm, pairs)
     res["seconds_likelihood"] = round(time.time() - t0, 1)
 
