@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from guitarformer import IGNORE_INDEX
+from guitarformer.data.controls import PREFIX
 from guitarformer.data.dataset import PLAIN, DecoderWindows
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll, summarize
@@ -28,7 +29,7 @@ def stream_nll(model, part, block_size: int, device, batch_size: int = 16) -> di
 def plain_tokens(part, tokenizer) -> np.ndarray:
     """A split's tokens without control tokens: the stream the model is scored on, for the n-gram to fit and score."""
     ids = np.asarray(part.tokens, dtype=np.int64)
-    controls = [i for t, i in tokenizer.vocab.items() if t.startswith("Ctrl")]
+    controls = [i for t, i in tokenizer.vocab.items() if t.startswith(PREFIX)]
     return ids[~np.isin(ids, controls)] if controls else ids
 
 

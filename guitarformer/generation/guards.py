@@ -105,6 +105,9 @@ class Guards:
                 quarters[i] = num * 4 / den
         self.ts_quarters = quarters.to(dev)
         self.density = [DENSITY_VALUES.index(v) if v else -1 for v in spec.density]
+        # Per bar, the asked density's index (-1: none): made once, read every step.
+        self.density_cls = torch.tensor(self.density, dtype=torch.long, device=dev) \
+            if any(v >= 0 for v in self.density) else None
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
@@ -140,8 +143,8 @@ class Guards:
         TimeState; `pending` (B,): the pitch awaiting its String (tab tokens)."""
         g = self.g
         before = m.clone()
-        if any(v >= 0 for v in self.density):
-            cls = torch.tensor(self.density, device=m.device)[self._at(self.density, bar)]  # (B,) -1: not asked
+        if self.density_cls is not None:
+            cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
             least = torch.zeros_like(self.onsets)
             most = torch.full_like(self.onsets, NO_LIMIT)
             for k, value in enumerate(DENSITY_VALUES):
