@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import miditok
@@ -67,12 +68,18 @@ def test_fill_tokens_come_after_the_tab_tokens_and_survive_save_and_load(tok, tm
 
 def test_layouts_round_trip_and_follow_the_grammar(tok):
     _, ids, f, head, bars = _song(tok)
-    assert len(bars) == 4
+    assert len(bars) == 4 and f.spm  # a tokenizer prepared now: suffix-first layout
     for a, b in ((1, 3), (0, 1), (3, 4), (0, 4)):
-        layout, at = decoder_layout(f, head, bars[:a], bars[a:b], bars[b:])
-        assert layout[at - 1] == f.start and layout.count(f.bar) == b - a and layout[-1] == f.end
-        assert unfold(f, layout) == ids[:-1]  # the bars come back in order
-        assert tok.tokens_errors(miditok.TokSequence(ids=layout[1:])) == 0
+        for spm in (True, False):
+            g = dataclasses.replace(f, spm=spm)
+            layout, at = decoder_layout(g, head, bars[:a], bars[a:b], bars[b:])
+            assert layout[-1] == f.end and layout.count(f.bar) == b - a
+            assert layout[at - 1] == (f.bar if spm else f.start)
+            assert layout[at:-1] == [t for bar in bars[a:b] for t in bar]  # the fill is the span's bars
+            if spm:  # the bars before the gap lead straight into the placeholders and the fill
+                assert layout[layout.index(f.start) + 1: at - (b - a)] == [t for bar in bars[:a] for t in bar]
+            assert unfold(g, layout) == ids[:-1]  # the bars come back in order
+            assert tok.tokens_errors(miditok.TokSequence(ids=layout[1:])) == 0
         src, tgt = seq2seq_layout(f, head, bars[:a], bars[a:b], bars[b:])
         assert src.count(f.bar) == b - a and tgt[0] == f.bos and tgt[-1] == f.eos
         assert unfold(f, src + [f.start] + tgt[1:-1]) == ids[:-1]
@@ -105,7 +112,8 @@ def test_decoder_windows_mix_in_valid_infilling_examples(tiny_dataset):
         filled += 1
         seq = row[: row.index(f.end) + 1]
         assert seq[0] == f.bos and seq.count(f.start) == 1 and 1 <= seq.count(f.bar) <= 4
-        span = seq[seq.index(f.start) + 1: -1]
+        assert f.spm and seq.index(f.bar) > seq.index(f.start)  # suffix first: placeholders after FillStart
+        span = seq[len(seq) - seq[::-1].index(f.bar): -1]
         assert sum(t in f.bars for t in span) == seq.count(f.bar) and span[0] in f.bars  # whole bars, as many
         assert _contains(stream, unfold(f, seq)[1:])  # the piece's own tokens, in order, around the fill
         skip = (y[r] == IGNORE_INDEX).tolist()

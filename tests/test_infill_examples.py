@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -33,21 +35,33 @@ def _assert_whole_after(stretch: np.ndarray, after_at: int, after: list[int], wh
     assert (stop < len(stretch) and stretch[stop] == BAR) or (whole_end and stop == len(stretch))
 
 
+def _parts(f: FillIds, seq: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """(before, span, after) of a decoder example (no padding) in either layout; before includes the head."""
+    first, k, start = seq.index(f.bar), seq.count(f.bar), seq.index(f.start)
+    if f.spm:  # BOS head after FillStart before FillBar.. span FillEnd; after opens at the first bar line
+        h = next((j for j in range(1, start) if seq[j] in f.bars), start)
+        return seq[1:h] + seq[start + 1: first], seq[first + k: -1], seq[h:start]
+    return seq[1:first], seq[start + 1: -1], seq[first + k: start]
+
+
+@pytest.mark.parametrize("spm", [True, False])
 @pytest.mark.parametrize("whole_end", [False, True])
-def test_decoder_examples_end_the_right_side_on_a_bar_line(whole_end):
+def test_decoder_examples_end_the_right_side_on_a_bar_line(whole_end, spm):
     content = _piece([9, 14, 6, 11, 8, 13, 7, 10], lead=3)
+    f = dataclasses.replace(F, spm=spm)
     ended_at_piece_end = 0
     for seed in range(200):
         length = 24 + seed % 70  # windows that cut the stretch inside every bar, and some that hold it all
-        ex = decoder_example(F, content, length, torch.Generator().manual_seed(seed), whole_end=whole_end)
+        ex = decoder_example(f, content, length, torch.Generator().manual_seed(seed), whole_end=whole_end)
         if ex is None:
             continue
         w, skip = ex
         seq = w[: w.tolist().index(F.end) + 1].tolist()
         assert len(seq) <= length and seq[0] == F.bos
-        first, k = seq.index(F.bar), seq.count(F.bar)
-        before, after = seq[1:first], seq[first + k: seq.index(F.start)]
-        span = seq[seq.index(F.start) + 1: -1]
+        k = seq.count(F.bar)
+        before, span, after = _parts(f, seq)
+        if spm:  # the fill follows the bars before the gap and their placeholders
+            assert seq[seq.index(F.bar) - len(before) + 3: seq.index(F.bar)] == before[3:]
         e = len(before) + len(span)
         assert content[: len(before)].tolist() == before and content[len(before): e].tolist() == span
         assert sum(t == BAR for t in span) == k and span[0] == BAR
@@ -124,7 +138,7 @@ def test_training_windows_and_pairs_of_the_corpus_have_whole_bars_after_the_gap(
     for r in range(32):
         row = x[r].tolist() + [int(y[r, -1])]
         if f.start in row:
-            after = row[row.index(f.bar) + row.count(f.bar): row.index(f.start)]
+            after = _parts(f, row[: row.index(f.end) + 1])[2]
             assert after and after[0] in f.bars
             nxt = _next_in_stream(stream, after)
             assert nxt and all(t in f.bars or t == f.eos for t in nxt)  # it stops at a bar line or the piece's end
