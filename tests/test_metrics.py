@@ -104,6 +104,27 @@ def test_compare_reports_ceiling_and_oa():
     assert compare(chromatic, ref)["scale_consistency"]["oa"] < 0.2
 
 
+
+def test_length_matched_segments_are_whole():
+    """A reference piece's last, partial segment is left out: scored as a whole segment it would be a sparser piece
+    (fewer notes per second, a narrower range) than the music is."""
+    from guitarformer.evaluation.features import length_matched, notes_per_second, segments
+
+    def eighths(quarters):  # one note every eighth for `quarters` quarter notes, in 4/4
+        n = int(quarters * 2)
+        return Piece(np.arange(n) * 0.5, np.full(n, 0.5), np.full(n, 60))
+
+    tune = eighths(24)  # 6 bars: one whole 16-quarter segment and a half-filled one
+    assert len(segments(tune, 16.0)) == 2 and len(segments(tune, 16.0, whole=True)) == 1
+    sample = eighths(16)
+    ref, seg = length_matched([sample], [tune, eighths(40)])
+    assert seg == 16.0 and len(ref) == 3
+    assert {notes_per_second(p) for p in ref} == {notes_per_second(sample)}
+    assert len(segments(eighths(15.5), 16.0, whole=True)) == 1  # it ends inside its last bar: that bar is whole
+    # no piece as long as a segment: the partial segments are all there is
+    ref, seg = length_matched([eighths(32)], [tune])
+    assert seg == 32.0 and len(ref) == 1 and ref[0].length == 32.0
+
 def test_playability_and_fingering():
     # Open E-minor chord (0 2 2 0 0 0): all fretable, one chord within the stretch.
     em = _piece([40, 47, 52, 55, 59, 64], onsets=[0] * 6, durations=[1] * 6)

@@ -58,11 +58,14 @@ def piece_of(score, tuning=None, capo: int = 0, frets=None) -> Piece:
     return p
 
 
-def segments(p: Piece, length: float, max_segments: int = 4) -> list[Piece]:
-    """Consecutive `length`-quarter segments of a piece (at most max_segments, each with >= 2 notes)."""
+def segments(p: Piece, length: float, max_segments: int = 4, whole: bool = False) -> list[Piece]:
+    """Consecutive `length`-quarter segments of a piece (at most max_segments, each with >= 2 notes). `whole`: only
+    segments that end by the piece's end, taken as the bar line after its last note (a piece's last, partial segment
+    would be scored as `length` quarters with the notes of fewer: a sparser piece than the music is)."""
+    end = math.ceil(p.span / p.bar - 1e-9) * p.bar if whole else math.inf
     out = []
     k = 0
-    while k < max_segments and k * length < p.span:
+    while k < max_segments and k * length < p.span and (k + 1) * length <= end + 1e-9:
         a, b = k * length, (k + 1) * length
         m = (p.onset >= a) & (p.onset < b)
         if m.sum() >= 2:
@@ -158,9 +161,11 @@ def features(pieces: Sequence[Piece]) -> dict[str, np.ndarray]:
 
 def length_matched(samples: Sequence[Piece], reference: Sequence[Piece]) -> tuple[list[Piece], float]:
     """The reference cut into segments as long as the median sample, rounded up to whole 4/4 bars (features such as
-    pitch range grow with length), and that length in quarters (16 with no samples)."""
+    pitch range grow with length), and that length in quarters (16 with no samples). Only whole segments: a piece's
+    partial last segment (and a piece shorter than one segment) is left out, unless no piece has a whole segment."""
     seg = 4.0 * max(1, math.ceil(float(np.median([p.span for p in samples])) / 4.0)) if len(samples) else 16.0
-    return [q for p in reference for q in segments(p, seg)], seg
+    cut = [q for p in reference for q in segments(p, seg, whole=True)]
+    return cut or [q for p in reference for q in segments(p, seg)], seg
 
 
 def overlap_area(a: Sequence[float], b: Sequence[float], points: int = 4096) -> float:
