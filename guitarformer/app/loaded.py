@@ -115,6 +115,17 @@ def forms_of_run(run_dir: Path) -> FormCounts | None:
                                "was trained on")
 
 
+def count_dataset(folder: Path, vocab: dict[str, int]) -> Seen | None:
+    """The counts of a prepared dataset's train split, for datasets prepared before `prepare` wrote them (None where
+    the dataset is not at hand)."""
+    try:
+        split = TokenSplit(folder, "train")
+    except (GuitarformerError, OSError, ValueError, KeyError):
+        return None
+    pieces = (split.sequence(i) for i in range(split.num_sequences))
+    return summarize(vocab, pieces, f"the training data of {folder}")
+
+
 @dataclass
 class OptionInfo:
     """Whether a run honours an option, why not, and the values it knows (None: any value of the option's type)."""
