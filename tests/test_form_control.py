@@ -149,7 +149,9 @@ def test_a_run_without_forms_falls_back_to_none_and_says_so(shipped, tmp_path):
     from dataclasses import replace
 
     old = replace(shipped, forms=None)
-    res = sample(SampleRequest(num_samples=1, bars=4, seed=7), old)
+    res = sample(SampleRequest(num_samples=1, bars=4, seed=7, form="auto"), old)
     alone = sample(SampleRequest(num_samples=1, bars=4, seed=7, form="none"), shipped)
     assert res.riffs[0].ids == alone.riffs[0].ids
     assert any("--form auto" in w for w in res.warnings)
+    default = sample(SampleRequest(num_samples=1, bars=4, seed=7), old)  # not asked: no warning
+    assert default.riffs[0].ids == alone.riffs[0].ids and not default.warnings

@@ -86,16 +86,18 @@ def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None
 def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, str | None]:
     """(one plan per riff, None for none; a note for the summary): `auto` draws riff k's form from the run's
     tunes (of the asked style where it has some) with a generator seeded by the riff's seed; letters are one plan for
-    every riff. A continued file (`prompt`) keeps the model's own form under `auto`: a tune's form is its opening."""
+    every riff. A continued file (`prompt`) keeps the model's own form under `auto`: a tune's form is its opening.
+    `form` None (the default) is auto where the run has its tunes' forms and none, unsaid, where it has not."""
     form = check_form(req.form, req.bars)
     if form == "none" or (form == "auto" and req.prompt is not None):
         return None, None
     n = req.num_samples
     if form != "auto":
         return [parse_letters(form, req.bars)] * n, None
-    if loaded.forms is None or not loaded.forms.by_style:
-        return None, ("--form auto: this run has no forms of its training tunes (it was trained before they were "
-                      "counted), so its riffs take the model's own form; --form AABB asks one")
+    if loaded.forms is None or not loaded.forms.by_style:  # said where auto was asked, not where it is the default
+        return None, None if req.form is None else (
+            "--form auto: this run has no forms of its training tunes (it was trained before they were counted), so "
+            "its riffs take the model's own form; --form AABB asks one")
     style = None if req.style is None else option_value("Style", req.style)
     return [loaded.forms.draw(random.Random(riff_seed(req.seed, k)), style, req.bars) for k in range(n)], None
 
