@@ -299,12 +299,15 @@ def _list_tunings(ctx, param, value):
               "without --time-signature the style's usual meter.")
 @click.option("--guard/--no-guard", default=True, show_default=True, help="Steer the sampler to the asked key, "
               "density and the style's meter where the model alone does not hold them.")
+@click.option("--form", default=None, help="Which bars repeat an earlier bar, note for note: "
+              "auto (the default: a real tune's form, of the --style if given), none (the model alone), or letters, "
+              "one per phrase of --bars / letters bars: AABB, ABAC (a letter seen before repeats that phrase).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="auto: a CUDA or Apple GPU when there is one, else the CPU.")
 @_threads
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
            tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, hand_position, track, tracks, key,
-           time_signature, density, polyphony, palm_mute, techniques, style, guard, device, threads):
+           time_signature, density, polyphony, palm_mute, techniques, style, guard, form, device, threads):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
@@ -312,7 +315,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     (prepare --set data.controls=true) can be asked for a key, density, polyphony, hand position, palm muting,
     techniques, style, tuning, tempo and time signature, bar controls per bar (--density 1-4:low,5-8:high); values
     its training data did not hold are refused with those it knows. Guards (--no-guard: off) steer the key and
-    density where the model alone does not hold them.
+    density where the model alone does not hold them. A form (--form) makes bars repeat earlier ones: by default a
+    real tune's, drawn per riff.
     """
     from guitarformer.app import Outputs, SampleRequest
     from guitarformer.app import sample as run_sample
@@ -324,7 +328,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
                         top_k=top_k, top_p=top_p, seed=seed, prompt=prompt, track=track, tracks=tracks, tempo=tempo,
                         tuning=tuning, program=program, position=position, hand_position=hand_position,
                         time_signature=time_signature, key=key, density=density, polyphony=polyphony,
-                        palm_mute=palm_mute, techniques=techniques, style=style, guard=guard, threads=threads)
+                        palm_mute=palm_mute, techniques=techniques, style=style, guard=guard, form=form,
+                        threads=threads)
     result = run_sample(req)
     for line in result.lines:
         click.echo(line)

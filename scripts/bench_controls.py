@@ -16,7 +16,11 @@ The key guard's strength is a logit offset per standard deviation of the key pro
 `--key-strength` sweeps it (the table also gives the pitch classes per riff and the share of notes that repeat the
 previous pitch, so that a strength which reaches the key by droning one note shows).
 
-    python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--guard both|on|off] [--out docs/CONTROLS.md]
+    python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--guard both|on|off] [--form auto|none]
+        [--out docs/CONTROLS.md]
+
+`--form auto` draws each riff's form from the run's tunes (of the asked style) as `sample` does by default
+(generation/form.py); `none` (the default, as the published table was measured) leaves the form to the model.
 
 Small settings on a CPU: --bars 2 --num-samples 2 --controls density,tempo.
 """
@@ -24,6 +28,7 @@ Small settings on a CPU: --bars 2 --num-samples 2 --controls density,tempo.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from collections import defaultdict
@@ -38,7 +43,7 @@ from guitarformer.data.tab_tokens import has_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.guards import KEY_STRENGTH, TONIC_BONUS
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import generate_riffs, riff_seed
 
 # Control name in the table -> the bar or piece control its values are measured as.
 MEASURED = {"key": "Key", "density": "Density", "polyphony": "Poly", "position": "Pos", "palm_mute": "PM",
@@ -169,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tonic-bonus", type=float, default=TONIC_BONUS, help="the key guard's logits onto the tonic")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--form", choices=("auto", "none"), default="none", help="auto: each riff a real tune's form, "
+                    "as `sample` draws it by default; none: the model's own")
     ap.add_argument("--out", type=Path, default=Path("docs/CONTROLS.md"))
     args = ap.parse_args(argv)
     loaded = load_run_once(args.run, None, args.device)
@@ -184,9 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     s = cfg.sample
     t_start = time.time()
 
-    def sample(asked, seed) -> list[dict[str, list]]:
+    def sample(asked, seed, style=None) -> list[dict[str, list]]:
+        forms = [loaded.forms.draw(random.Random(riff_seed(seed, k)), style, args.bars)
+                 for k in range(args.num_samples)] if args.form == "auto" and loaded.forms else None
         riffs = generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature, s.top_k or None,
-                               s.top_p, bars=args.bars, asked=asked)
+                               s.top_p, bars=args.bars, asked=asked, forms=forms)
         return [measure(tok, r) for r in riffs]
 
     base = sample(None, args.seed)
@@ -199,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             row = {"name": name, "value": value}
             for guard in modes:
                 try:
-                    got = sample(ask(loaded, name, value, guard, args.key_strength, args.tonic_bonus), args.seed + 1)
+                    got = sample(ask(loaded, name, value, guard, args.key_strength, args.tonic_bonus), args.seed + 1,
+                                 value if name == "style" else None)
                 except GuitarformerError as e:
                     print(f"{name} {value}: {e.problem}", file=sys.stderr)
                     continue
@@ -242,7 +252,7 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
              "    python scripts/bench_controls.py " + (f"{args.run} " if args.run else "") +
              f"--bars {args.bars} --num-samples {args.num_samples} --guard {args.guard} --key-strength "
              f"{args.key_strength:g} --tonic-bonus {args.tonic_bonus:g} --device {args.device} "
-             f"--controls {','.join(names)}", "",
+             f"--controls {','.join(names)}" + (" --form auto" if args.form == "auto" else ""), "",
              f"Run: {run} ({loaded.checkpoint.name}, step {loaded.step}); {dev} "
              f"({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), {seconds:.0f} s; "
              f"{args.num_samples} riffs of at most {args.bars} bars per value; what the run knows: "

@@ -56,6 +56,7 @@ from guitarformer.data.corpus import (
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.seen import read_seen, write_seen
+from guitarformer.generation.form import forms_of_dataset, write_forms
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app.loaded import count_dataset
@@ -315,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
     seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
     exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)
+    # The forms of its training tunes (generation/form.py): what `sample --form auto` draws.
+    forms = forms_of_dataset(dataset, load_tokenizer(dataset / "tokenizer.json"))
+    if forms is not None:
+        exported = replace(exported, bytes=exported.bytes + write_forms(exported.folder, forms).stat().st_size)
     report = {"dataset": str(dataset), "corpus": corpus, "scores": [asdict(s) for s in scores],
               "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
     (work / "release.json").write_text(json.dumps(report, indent=2, default=str))

@@ -22,6 +22,7 @@ from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.seen import Seen, from_vocabulary, read_seen, summarize
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids
+from guitarformer.generation.form import FormCounts, read_forms
 from guitarformer.music.guitar import GUITAR_PROGRAMS, TUNINGS
 from guitarformer.pretrained import pretrained_dir, shipped_note
 from guitarformer.runs import checkpoint_of, load_run
@@ -46,6 +47,7 @@ class LoadedRun:
     val_loss: float | None  # the best validation loss the run had reached at that step
     device: torch.device
     seen: Seen | None = None  # what its training data held, per control (data/seen.py)
+    forms: FormCounts | None = None  # the forms of its training tunes (generation/form.py; None: not at hand)
 
     @property
     def kind(self) -> str:
@@ -83,7 +85,14 @@ def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None =
     model, tokenizer, cfg = load_run(run, checkpoint, str(dev))
     step, val_loss = _checkpoint_facts(path)
     run_dir = path.parent.parent
-    return LoadedRun(model, tokenizer, cfg, run_dir, path, step, val_loss, dev, seen_of_run(run_dir, cfg, tokenizer))
+    return LoadedRun(model, tokenizer, cfg, run_dir, path, step, val_loss, dev, seen_of_run(run_dir, cfg, tokenizer),
+                     forms_of_run(run_dir))
+
+
+def _dataset_of(cfg: Config) -> Path:
+    """The run's dataset folder: the configured one, or the built-in corpus prepared with its settings."""
+    return Path(cfg.data.dataset).expanduser() if cfg.data.dataset else \
+        default_dataset_dir().with_name(builtin_dataset_name(cfg.data))
 
 
 def seen_of_run(run_dir: Path, cfg: Config, tokenizer) -> Seen:
@@ -95,9 +104,15 @@ def seen_of_run(run_dir: Path, cfg: Config, tokenizer) -> Seen:
         return seen
     if getattr(tokenizer, "is_trained", False):  # BPE ids are merges: the counts are of base tokens only
         return from_vocabulary(tokenizer.vocab)
-    data = Path(cfg.data.dataset).expanduser() if cfg.data.dataset else \
-        default_dataset_dir().with_name(builtin_dataset_name(cfg.data))
+    data = _dataset_of(cfg)
     return read_seen(data) or count_dataset(data, tokenizer.vocab) or from_vocabulary(tokenizer.vocab)
+
+
+def forms_of_run(run_dir: Path) -> FormCounts | None:
+    """The forms of a run's training tunes: the file `train` writes beside its tokenizer (the shipped model carries
+    its own); None for runs from before it (`sample --form auto` then falls back to none, and says so)."""
+    return read_forms(run_dir, f"the tunes {run_dir.name if run_dir != pretrained_dir() else 'the shipped model'} "
+                               "was trained on")
 
 
 def count_dataset(folder: Path, vocab: dict[str, int]) -> Seen | None:
@@ -160,6 +175,8 @@ def run_info(loaded: LoadedRun) -> RunInfo:
     options = {"bars": always, "temperature": always, "top_p": always, "seed": always,
                "tempo": OptionInfo(True, None, None),  # any number in the range seen (conditioning.check_seen)
                "tuning": OptionInfo(True, None, tunings),
+               # auto, none or letters (generation/form.py): any run (auto is none where its tunes are not at hand)
+               "form": OptionInfo(True, None, None),
                # the sound the file names, not a control: the General MIDI guitars
                "program": OptionInfo(True, None, [str(p) for p in GUITAR_PROGRAMS]),
                "time_signature": OptionInfo(True, None, meters) if meters else

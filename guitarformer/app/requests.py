@@ -86,6 +86,10 @@ class SampleRequest:
     techniques: str | None = None
     style: str | None = None
     guard: bool = True  # steer key, density and a style's meter in the sampler (generation/guards.py)
+    # Which bars repeat an earlier bar (generation/form.py): "auto", a real tune's form, drawn per riff (of the asked
+    # style where one is asked); "none", the model alone; or letters, one per phrase: "AABB". None: auto where the run
+    # has its tunes' forms (runs trained before them: none, without a warning).
+    form: str | None = None
 
     def controls(self) -> dict[str, str | None]:
         """The control options (generation/conditioning.CONTROL_OPTIONS keys) as asked."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -11,10 +12,12 @@ from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, check_outputs
 from guitarformer.app.splice import continue_part
+from guitarformer.data.controls import option_value
 from guitarformer.data.tokenization import decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.riffs import Riff, generate_riffs, sample_rows
+from guitarformer.generation.form import Plan, check_form, parse_letters
+from guitarformer.generation.riffs import Riff, generate_riffs, riff_seed, sample_rows
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
@@ -30,7 +33,7 @@ BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its 
 class SampleResult:
     riffs: list[Riff]  # every riff sampled, each with the files written for it (`Riff.files`)
     lines: list[str] = field(default_factory=list)  # the summary: the run, then one line per riff
-    warnings: list[str] = field(default_factory=list)  # riffs the token budget cut short
+    warnings: list[str] = field(default_factory=list)  # riffs the token budget cut short; a form it could not draw
     run: str = ""  # LoadedRun.describe() of the run used
 
 
@@ -64,6 +67,7 @@ def check_sample_request(req: SampleRequest) -> None:
     if req.track is not None and req.prompt is None:
         raise GuitarformerError("--track chooses the part of a --prompt file to continue, and no --prompt is given",
                                 "add --prompt FILE, or leave out --track")
+    check_form(req.form, req.bars)
     check_outputs(req.outputs, ("midi", "tab", "gp", "wav"))
 
 
@@ -77,6 +81,25 @@ def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None
     """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them."""
     return conditions(loaded.tokenizer, tuning, req.tempo, req.time_signature, req.hand_position, seen=loaded.seen,
                       guard=req.guard, continuing=req.prompt is not None, **req.controls())
+
+
+def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, str | None]:
+    """(one plan per riff, None for none; a note for the summary): `auto` draws riff k's form from the run's
+    tunes (of the asked style where it has some) with a generator seeded by the riff's seed; letters are one plan for
+    every riff. A continued file (`prompt`) keeps the model's own form under `auto`: a tune's form is its opening.
+    `form` None (the default) is auto where the run has its tunes' forms and none, unsaid, where it has not."""
+    form = check_form(req.form, req.bars)
+    if form == "none" or (form == "auto" and req.prompt is not None):
+        return None, None
+    n = req.num_samples
+    if form != "auto":
+        return [parse_letters(form, req.bars)] * n, None
+    if loaded.forms is None or not loaded.forms.by_style:  # said where auto was asked, not where it is the default
+        return None, None if req.form is None else (
+            "--form auto: this run has no forms of its training tunes (it was trained before they were counted), so "
+            "its riffs take the model's own form; --form AABB asks one")
+    style = None if req.style is None else option_value("Style", req.style)
+    return [loaded.forms.draw(random.Random(riff_seed(req.seed, k)), style, req.bars) for k in range(n)], None
 
 
 def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SamplingParams:
@@ -93,24 +116,26 @@ def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> Sampl
 
 
 def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: Prompt | None,
-          tuning: tuple[int, ...], asked) -> list[Riff]:
-    """Every riff the request asks for, in batches of `batch_size` (riff k never depends on the batch)."""
+          tuning: tuple[int, ...], asked, forms: list[Plan] | None = None) -> list[Riff]:
+    """Every riff the request asks for, in batches of `batch_size` (riff k never depends on the batch); `forms`:
+    riff k's plan at k."""
     model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
     n = req.num_samples
     bs = max(1, min(req.batch_size or n, n))
     riffs: list[Riff] = []
     for first in range(0, n, bs):
         count = min(bs, n - first)
+        plans = forms[first:first + count] if forms else None
         if file is None:
             riffs += generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
                                     params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
-                                    position=req.position, first=first, asked=asked)
+                                    position=req.position, first=first, asked=asked, forms=plans)
             continue
         program = req.program
         if program is None:
             program = file.gs.track.program if file.gs.track.program in GUITAR_PROGRAMS else GUITAR_PROGRAM
         drawn = sample_rows(model, tok, cfg, params, dev, count, req.seed, first, file.ids, tuning, file.gs.capo,
-                            asked)
+                            asked, plans)
         window = decode(tok, drawn.context)
         for row, ended in zip(drawn.rows, drawn.ended):
             riff = continue_part(file, decode(tok, drawn.body(row), program=program), window, tuning, req.tempo,
@@ -137,11 +162,12 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
         file = read_prompt(loaded.tokenizer, req.prompt, room, req.track, req.tracks)
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)
-    riffs = _draw(req, loaded, params, file, tuning, asked)
+    forms, note = _forms(req, loaded)
+    riffs = _draw(req, loaded, params, file, tuning, asked, forms)
     empty = [r for r in riffs if not r.new_notes]
     if empty:
         raise _empty_error(riffs, empty, req, params, loaded, file)
-    result = SampleResult(riffs, [loaded.describe()], run=loaded.describe())
+    result = SampleResult(riffs, [loaded.describe()], [note] if note else [], run=loaded.describe())
     for i, riff in enumerate(riffs):
         riff.files = write_riff(riff, req.outputs, i, len(riffs), synth)
         result.lines.append(_summary(riff, riff.files, req.bars, file))

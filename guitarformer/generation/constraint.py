@@ -10,6 +10,7 @@ import torch
 
 from guitarformer.generation.grammar import ALL_KINDS, DURATION, Grammar
 from guitarformer.generation.guards import Guards, GuardSpec
+from guitarformer.generation.repeats import Repeats
 from guitarformer.generation.strings import StringState
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
@@ -44,6 +45,8 @@ class GuitarConstraint:
       `prompt_opens_bar`: the prompt ends in the first new bar's Bar (else the first Bar sampled opens it).
     - guards (generation/guards.py): steering for what the model alone does not hold (key, density, a hand
       position per bar); `steer` adds their logit bias, `mask` applies their rules.
+    - form (generation/repeats.py): `form`, one plan per row (or one for all): a new bar the plan says repeats an
+      earlier one is that bar's tokens again, forced one by one where the rest of the mask allows them.
 
     The result: `tokenizer.tokens_errors()` is 0 on what `generate` writes (up to the first EOS), for
     REMI, TSD, MIDILike and Structured. A tokenizer trained with BPE is left unconstrained.
@@ -55,7 +58,8 @@ class GuitarConstraint:
                  max_fret: int = MAX_FRET, device: torch.device | str = "cpu",
                  bar_controls: Sequence[int] | Sequence[Sequence[int]] | None = None,
                  fixed: Sequence[int] | None = None, region: tuple[int, int] | None = None,
-                 guards: GuardSpec | None = None, prompt_opens_bar: bool = True):
+                 guards: GuardSpec | None = None, prompt_opens_bar: bool = True,
+                 form: Sequence[Sequence[int | None]] | None = None):
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
@@ -97,6 +101,8 @@ class GuitarConstraint:
         # which tokens were chosen would wait for it.)
         self._host = self.device.type == "cpu"
         self.guards = Guards(self.grammar, guards, tuple(tuning), capo, self.device) if guards else None
+        self.repeats = Repeats(self.grammar, form, self.device) \
+            if form and any(i is not None for plan in form for i in plan) else None
 
     def start(self, ids: torch.Tensor, max_bars: int | None = None) -> None:
         """Initialise per-row state from the prompt (B, T); `max_bars` counts bars after the prompt."""
@@ -108,9 +114,13 @@ class GuitarConstraint:
         self.strings.reset(B, dev)
         if self.guards is not None:
             self.guards.reset(B, dev)
+        repeats, self.repeats = self.repeats, None  # the prompt's bars are read whole by `Repeats.start`
         for t in range(ids.shape[1]):
             self.update(ids[:, t])
         self.time.set_limit(max_bars)
+        self.repeats = repeats
+        if repeats is not None:
+            repeats.start(ids, bool(self.opens))
 
     @property
     def notes_here(self) -> torch.Tensor | None:
@@ -133,7 +143,10 @@ class GuitarConstraint:
         """Advance the state with the tokens just chosen (B,)."""
         if not self.enabled:
             return
-        kinds = self.grammar.kinds(new.tolist()) if self._host else ALL_KINDS
+        chosen = new.tolist() if self._host or self.repeats is not None else None
+        if self.repeats is not None:
+            self.repeats.update(chosen)
+        kinds = self.grammar.kinds(chosen) if self._host else ALL_KINDS
         if not kinds:
             return  # no row's token moves time, opens or closes a note (Velocity, Tempo, ...)
         self.time.update(new, kinds)
@@ -199,5 +212,7 @@ class GuitarConstraint:
             f = self.forced[self.bar().clamp(0, self.forced.shape[0] - 1), last]  # (B,) this bar's chain
             only = torch.zeros_like(m).scatter_(1, f.clamp(min=0).unsqueeze(1), True)
             m = torch.where((f >= 0).unsqueeze(1), only, m)
+        if self.repeats is not None:  # a bar the form repeats: the earlier bar's tokens, where they are allowed
+            m = self.repeats.restrict(m, time)
         m[~m.any(1), g.eos] = True  # a dead end can always finish
         return m

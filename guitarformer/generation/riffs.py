@@ -17,6 +17,7 @@ from guitarformer.fretting import finger_score
 from guitarformer.generation.conditioning import Conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
+from guitarformer.generation.form import Plan, agree
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import bar_lines, bar_starts
@@ -92,13 +93,14 @@ def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bo
 
 def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num: int = 1, seed: int = 0,
                 first: int = 0, prompt: list[int] | None = None, tuning: tuple[int, ...] = STANDARD_TUNING,
-                capo: int = 0, asked: Conditions | None = None) -> RiffRows:
+                capo: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None) -> RiffRows:
     """Rows `first` .. `first + num - 1` of a call seeded `seed`, in one batch; each row draws from its own generator
     seeded `riff_seed(seed, k)`, so row k depends only on the model, the options, the seed and k.
 
     `prompt`: token ids (BOS first) to continue (a decoder continues them; an encoder-decoder encodes them as the
     source). `params.max_bars`: new bars at most. `asked` (a run with controls, generation/conditioning.py): piece
-    controls after BOS, each bar's controls after its Bar (forced), the meter opening the first bar, the guards."""
+    controls after BOS, each bar's controls after its Bar (forced), the meter opening the first bar, the guards.
+    `forms`: one plan per row (generation/form.py), the bars it repeats forced, where the asked bar controls agree."""
     sp = special_ids(tokenizer)
     gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, first + i)) for i in range(num)]
     asked = asked or Conditions()
@@ -108,7 +110,8 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
     constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
                                   bar_controls=asked.bar_controls() if asked and has_controls(tokenizer) else None,
                                   fixed=meter or None, region=asked.region, guards=asked.guard,
-                                  prompt_opens_bar=opens)
+                                  prompt_opens_bar=opens,
+                                  form=[agree(p, asked) for p in forms] if forms else None)
     front = 1 + len(asked.piece)  # BOS and the piece controls
     start = kind.prompt(p_ids, head, sp["bos"], num, device, keep_front=front,
                         src_block_size=cfg.model.src_block_size)
@@ -136,12 +139,13 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                    prompt: list[int] | None = None, bars: int | None = None,
                    tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
                    program: int | None = None, use_cache: bool = True, position: int | None = None,
-                   first: int = 0, asked: Conditions | None = None) -> list[Riff]:
+                   first: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None) -> list[Riff]:
     """Riffs `first` .. `first + num - 1` of a call seeded `seed` (see `sample_rows`), decoded and fretted (in
     `position` if given, see `fret`; a tab-token model's own strings are kept otherwise). `prompt`: token ids
-    decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"])."""
+    decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"]). `forms`: one plan per
+    riff (generation/form.py), None: the model alone."""
     params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache)
-    drawn = sample_rows(model, tokenizer, cfg, params, device, num, seed, first, prompt, tuning, 0, asked)
+    drawn = sample_rows(model, tokenizer, cfg, params, device, num, seed, first, prompt, tuning, 0, asked, forms)
     program = GUITAR_PROGRAM if program is None else program
     window = decode(tokenizer, drawn.context) if prompt is not None else None
     riffs = []

@@ -11,6 +11,7 @@ import torch
 from guitarformer.config import from_dict, save_config
 from guitarformer.data.seen import SEEN_FILE
 from guitarformer.errors import GuitarformerError
+from guitarformer.generation.form import FORMS_FILE
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 
@@ -69,6 +70,8 @@ def export_run(run: Path, card: str, out: Path | None = None) -> Exported:
     shutil.copyfile(run / "tokenizer.json", out / "tokenizer.json")
     if (run / SEEN_FILE).is_file():  # the control values its training data held: what `sample` may ask of it
         shutil.copyfile(run / SEEN_FILE, out / SEEN_FILE)
+    if (run / FORMS_FILE).is_file():  # the forms of its training tunes: what `sample --form auto` draws
+        shutil.copyfile(run / FORMS_FILE, out / FORMS_FILE)
     (out / "MODEL_CARD.md").write_text(card)
     size = sum((out / f).stat().st_size for f in (CHECKPOINT, Path("config.yaml"), Path("tokenizer.json"),
                                                     Path("MODEL_CARD.md")))

@@ -1,7 +1,7 @@
 """What the page (or a script) sends, checked and turned into the app's requests; what a riff looks like back.
 
 JSON option names are `run_info`'s option names (bars, tempo, time_signature, tuning, key, style, density,
-polyphony, hand_position, palm_mute, techniques, temperature, top_p, seed, program, guard), so the page can build its
+polyphony, hand_position, palm_mute, techniques, form, temperature, top_p, seed, program, guard), so the page can build its
 form from /api/run and send the fields back as they are. An option this run cannot honour is refused here with
 the run's own reason, before the request waits in the queue.
 """
@@ -21,7 +21,7 @@ MAX_CANDIDATES = 8  # riffs one Generate asks for: enough to flip through, short
 MAX_BARS = 64
 INT_OPTIONS = {"bars", "seed", "program", "hand_position", "num_samples"}
 FLOAT_OPTIONS = {"tempo", "temperature", "top_p"}
-STR_OPTIONS = {"time_signature", "tuning", "key", "style", "density", "polyphony", "palm_mute", "techniques"}
+STR_OPTIONS = {"time_signature", "tuning", "key", "style", "density", "polyphony", "palm_mute", "techniques", "form"}
 BOOL_OPTIONS = {"guard"}  # the sampler's guards (generation/guards.py), on unless false
 FIX = "see /api/run for the options this run honours and their values (docs/STUDIO.md)"
 

@@ -28,6 +28,7 @@ from guitarformer.data.seen import SEEN_FILE
 from guitarformer.data.dataset import Seq2SeqPairs
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
+from guitarformer.generation.form import forms_of_dataset, write_forms
 from guitarformer.models import build_model
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll
@@ -159,6 +160,9 @@ def prepare_run_dir(run_dir: Path | None, cfg: Config, dataset: Path, resumed: b
         shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
         if (dataset / SEEN_FILE).is_file():  # the control values it trains on: kept if the dataset moves or goes
             shutil.copyfile(dataset / SEEN_FILE, run_dir / SEEN_FILE)
+        forms = forms_of_dataset(dataset, load_tokenizer(dataset / "tokenizer.json"))
+        if forms is not None:  # which bars of its tunes repeat which: the forms `sample --form auto` draws
+            write_forms(run_dir, forms)
     except OSError as e:  # a run dir under a file, no permission, a full disk: before any training time is spent
         raise GuitarformerError(f"cannot write the run directory {where}: {e.strerror or e}",
                                 "pass a writable --run-dir (a folder, not a file), or free disk space") from e

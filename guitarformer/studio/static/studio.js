@@ -7,7 +7,8 @@ const OPTIONS = [
   ["bars", "Bars", "int"], ["tempo", "Tempo (BPM)", "float"], ["time_signature", "Time signature", "text"],
   ["tuning", "Tuning", "text"], ["key", "Key", "text"], ["style", "Style", "text"],
   ["density", "Density", "text"], ["polyphony", "Polyphony", "text"], ["hand_position", "Hand position (fret)", "int"],
-  ["palm_mute", "Palm mute", "text"], ["techniques", "Techniques", "text"], ["program", "GM program", "int"],
+  ["palm_mute", "Palm mute", "text"], ["techniques", "Techniques", "text"],
+  ["form", "Form (auto, none, AABB)", "text"], ["program", "GM program", "int"],
   ["temperature", "Temperature", "float"], ["top_p", "Top-p", "float"], ["seed", "Seed", "int"],
 ];
 const DEFAULTS = { bars: 8, seed: 0 };
