@@ -8,6 +8,8 @@ pieces of the run's val split (train when it has none):
   NLL left only    the same tokens as a plain continuation of the piece, with as much left context as the model
                    holds (decoder: the last block_size tokens before the bars; encoder-decoder: the last
                    src_block_size tokens before them as the source, as its continuation pairs are built);
+  same left        the same again with only the bars before the gap that the layout holds (BOS head before):
+                   what the bars after the gap add, everything else equal;
   OA               overlapping area of the pitch, duration and onset-in-bar distributions of the filled bars
                    (sampled as the command samples them) and of the real bars they replace, per span, averaged;
                    beside it the same OA for the bars right before the span (copying the left side: a baseline).
@@ -69,18 +71,26 @@ def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
     return token_stats(logits[None], torch.tensor([targets], device=logits.device))[0]
 
 
+def _continuation_nll(model, left: list[int], truth: list[int], T: int, device) -> float:
+    plain = (left + truth)[-(T + 1):]
+    x = torch.tensor([plain[:-1]], device=device)
+    return token_nll(model(x)[0][0, len(plain) - 1 - len(truth):], truth)
+
+
 @torch.no_grad()
-def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[int], device) -> tuple[float, float]:
-    """(summed NLL of the span's tokens given both sides, given the left side only)."""
+def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[int], device
+             ) -> tuple[float, float, float]:
+    """(summed NLL of the span's tokens given both sides, given the left side only, given the layout's bars before
+    only)."""
     truth = [i for b in span for i in b]
+    same_left = [fill.bos, *head, *(i for b in before for i in b)]
     if cfg.model.kind == "decoder":
         ids, at = decoder_layout(fill, head, before, span, after)
         x = torch.tensor([ids[:at + len(truth) - 1]], device=device)
         both = token_nll(model(x)[0][0, at - 1:], truth)
-        plain = (left + truth)[-(cfg.model.block_size + 1):]
-        x = torch.tensor([plain[:-1]], device=device)
-        only = token_nll(model(x)[0][0, len(plain) - 1 - len(truth):], truth)
-        return both, only
+        T = cfg.model.block_size
+        return both, _continuation_nll(model, left, truth, T, device), _continuation_nll(model, same_left, truth, T,
+                                                                                        device)
     T = cfg.model.block_size
     truth = truth[: T - 1]
     tgt = torch.tensor([[fill.bos, *truth[:-1]]], device=device)
@@ -91,7 +101,7 @@ def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[in
         return token_nll(logits[0], truth)
 
     src, _ = seq2seq_layout(fill, head, before, span, after)
-    return run(src), run(left[-cfg.model.src_block_size:])
+    return run(src), run(left[-cfg.model.src_block_size:]), run(same_left)
 
 
 def notes(tok, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +127,7 @@ def bench_run(run: Path, num: int, seed: int, device) -> dict:
     if split.num_sequences == 0 or len(split) < 2:
         split, split_name = TokenSplit(dataset, "train"), "train (no val pieces)"
     t0 = time.time()
-    both = only = 0.0
+    both = only = same = 0.0
     tokens = 0
     oa = {"pitch": [], "duration": [], "onset": []}
     oa_left = {"pitch": [], "duration": [], "onset": []}
@@ -132,7 +142,8 @@ def bench_run(run: Path, num: int, seed: int, device) -> dict:
         if cfg.model.kind == "decoder" and at + sum(len(b) for b in span) > cfg.model.block_size + 1:
             continue
         piece = [fill.bos, *head, *(t for b in bars[:first - 1] for t in b)]
-        b_nll, o_nll = nll_pair(model, cfg, fill, head, before, span, after, piece, device)
+        b_nll, o_nll, s_nll = nll_pair(model, cfg, fill, head, before, span, after, piece, device)
+        same += s_nll
         n_tok = min(sum(len(b) for b in span), cfg.model.block_size - 1) if cfg.model.kind != "decoder" else \
             sum(len(b) for b in span)
         both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
@@ -148,7 +159,8 @@ def bench_run(run: Path, num: int, seed: int, device) -> dict:
     mean = {n: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for n, v in oa.items()}
     mean_left = {n: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for n, v in oa_left.items()}
     return {"run": run.name, "kind": cfg.model.kind, "infill": cfg.data.infill, "split": split_name, "spans": done,
-            "tokens": tokens, "nll_both": both / max(1, tokens), "nll_left": only / max(1, tokens), "oa": mean,
+            "tokens": tokens, "nll_both": both / max(1, tokens), "nll_left": only / max(1, tokens),
+            "nll_same": same / max(1, tokens), "oa": mean,
             "oa_left": mean_left, "seconds": time.time() - t0, "device": str(device)}
 
 
@@ -161,20 +173,23 @@ def write_doc(rows: list[dict], out: Path, command: str) -> None:
         "",
         "Runs trained with `data.infill` > 0 fill random spans of 1-4 bars (bars on both sides) of their val pieces.",
         "NLL both sides: nats per token of the true bars in the infilling layout; NLL left only: the same tokens as",
-        "a plain continuation with as much left context as the model holds. OA: overlapping area of pitch, duration",
+        "a plain continuation with as much left context as the model holds; same left: the same with only the bars",
+        "before the gap that the infilling layout holds (what the bars after the gap add, all else equal); ratio:",
+        "both sides / left only, issue 26's target <= 0.95. OA: overlapping area of pitch, duration",
         "and onset-in-bar distributions, filled bars vs the real ones, per span, averaged; in brackets the same for",
         "the bars right before the span (copying the left side).",
         "",
         f"    {command}",
         "",
-        "| run | kind | infill | split | spans | tokens | NLL both sides | NLL left only | OA pitch | OA duration "
-        "| OA onset | device | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | kind | infill | split | spans | tokens | NLL both sides | NLL left only | same left | ratio "
+        "| OA pitch | OA duration | OA onset | device | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         oa = " | ".join(f"{r['oa'][n]:.3f} ({r['oa_left'][n]:.3f})" for n in ("pitch", "duration", "onset"))
         lines.append(f"| {r['run']} | {r['kind']} | {r['infill']:g} | {r['split']} | {r['spans']} | {r['tokens']} "
-                     f"| {r['nll_both']:.3f} | {r['nll_left']:.3f} | {oa} | {r['device']} | {r['seconds']:.0f} |")
+                     f"| {r['nll_both']:.3f} | {r['nll_left']:.3f} | {r['nll_same']:.3f} "
+                     f"| {r['nll_both'] / max(r['nll_left'], 1e-9):.3f} | {oa} | {r['device']} | {r['seconds']:.0f} |")
     lines += ["", NOTES_MARK]
     out.write_text("\n".join(lines) + (notes_text if notes_text else "\n"))
 
@@ -192,7 +207,7 @@ def main(argv=None) -> int:
     for run in a.runs:
         r = bench_run(run, a.num, a.seed, device)
         print(f"{r['run']} ({r['kind']}): {r['spans']} spans, NLL both sides {r['nll_both']:.3f} vs left only "
-              f"{r['nll_left']:.3f} nats/token; OA fill pitch/duration/onset "
+              f"{r['nll_left']:.3f} (same bars before {r['nll_same']:.3f}) nats/token; OA fill pitch/duration/onset "
               + "/".join(f"{r['oa'][n]:.3f}" for n in ("pitch", "duration", "onset"))
               + " (left bars " + "/".join(f"{r['oa_left'][n]:.3f}" for n in ("pitch", "duration", "onset"))
               + f"); {r['seconds']:.0f} s", flush=True)

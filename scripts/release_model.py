@@ -18,6 +18,8 @@ One command makes the model `guitarformer sample` and `guitarformer infill` use 
     python scripts/release_model.py --minutes 15                  # the release (GPU: about 15 min + benches)
     python scripts/release_model.py --minutes 15 --encdec --docs  # also the encoder-decoder; docs/CONTROLS.md, INFILL.md
     python scripts/release_model.py --from-run runs/qs --docs     # measure and ship a run `guitarformer train` made
+    python scripts/release_model.py --from-run runs/qs --encdec --encdec-run runs/qs-encdec --docs  # and measure an
+        # encoder-decoder `guitarformer train --config encdec-small --set data.controls=true --set data.infill=0.3` made
     python scripts/release_model.py --config tiny --limit 4 --steps 6 --out /tmp/pre --controls tempo \\
         --num-samples 1 --bars 1 --num-infill 2 --form-samples 1       # the end-to-end check (tests/test_release_model.py)
 
@@ -186,8 +188,9 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     cfg = release_config(args.config or KINDS[kind], args)
     cfg.model.kind = kind
     cfg.data.dataset = str(dataset)
-    if args.from_run is not None and kind == "decoder":
-        run, summary = args.from_run, trained_by_recipe(args.from_run, args.limit)
+    given = args.from_run if kind == "decoder" else args.encdec_run
+    if given is not None:
+        run, summary = given, trained_by_recipe(given, args.limit, kind)
         seconds = float(summary["seconds"])
     else:
         run = work / kind
@@ -205,15 +208,17 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     return scores
 
 
-def trained_by_recipe(run: Path, limit: int) -> dict:
-    """The summary of a decoder run trained on the built-in corpus (its first `limit` files; 0: all) with controls
-    and infilling (the release recipe: `guitarformer train`'s defaults), for --from-run; anything else is refused."""
+def trained_by_recipe(run: Path, limit: int, kind: str = "decoder") -> dict:
+    """The summary of a `kind` run trained on the built-in corpus (its first `limit` files; 0: all) with controls
+    and infilling (the release recipe: `guitarformer train`'s defaults), for --from-run / --encdec-run; anything
+    else is refused."""
+    flag = "--from-run" if kind == "decoder" else "--encdec-run"
     summary_file, cfg_file = run / "summary.json", run / "config.yaml"
     if not summary_file.is_file() or not cfg_file.is_file():
-        sys.exit(f"--from-run {run}: not a finished run (no summary.json or config.yaml)")
+        sys.exit(f"{flag} {run}: not a finished run (no summary.json or config.yaml)")
     cfg = load_config(str(cfg_file))
-    if cfg.model.kind != "decoder" or not cfg.data.controls or cfg.data.infill <= 0 or cfg.data.corpus_limit != limit:
-        sys.exit(f"--from-run {run}: not the release recipe (a decoder on the built-in corpus with controls and "
+    if cfg.model.kind != kind or not cfg.data.controls or cfg.data.infill <= 0 or cfg.data.corpus_limit != limit:
+        sys.exit(f"{flag} {run}: not the release recipe (a {kind} on the built-in corpus with controls and "
                  f"infilling{f', its first {limit} files' if limit else ''})")
     return json.loads(summary_file.read_text())
 
@@ -293,6 +298,9 @@ def parse_args(argv):
     ap.add_argument("--docs", action="store_true", help="write docs/CONTROLS.md and docs/INFILL.md from this release")
     ap.add_argument("--from-run", type=Path, default=None, help="release this decoder run, already trained by the "
                     "recipe (e.g. the quickstart's `guitarformer train`), instead of training one")
+    ap.add_argument("--encdec-run", type=Path, default=None, help="with --encdec: measure this encoder-decoder run "
+                    "(`guitarformer train --config encdec-small --set data.controls=true --set data.infill=0.3`) "
+                    "instead of training one")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     args.command = "python scripts/release_model.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -90,6 +90,17 @@ def test_a_run_already_trained_by_the_recipe_is_released_without_training_again(
     assert "trained by `guitarformer train`" in card and "--from-run" in card
     with pytest.raises(SystemExit, match="not the release recipe"):  # another corpus than the one it names
         _release_script().main([*argv[:3], "7", *argv[4:]])
+    # The encoder-decoder too: measured from its run, not trained again; a decoder run is no encoder-decoder.
+    enc = Path(report["scores"][1]["run"])
+    both = [a.replace(str(tmp_path / "work"), str(tmp_path / "work2")) for a in argv] + ["--encdec", "--encdec-run",
+                                                                                          str(enc)]
+    assert _release_script().main(both) == 0
+    scores = json.loads((tmp_path / "work2" / "release.json").read_text())["scores"]
+    assert [s["kind"] for s in scores] == ["decoder", "encoder_decoder"] and scores[1]["run"] == str(enc)
+    assert scores[1]["val_nll_token"] == report["scores"][1]["val_nll_token"]
+    assert not (tmp_path / "work2" / "encoder_decoder").exists()
+    with pytest.raises(SystemExit, match="--encdec-run .*not the release recipe"):
+        _release_script().main([*both[:-1], str(run)])
 
 
 def test_weights_are_halved_only_where_full_precision_does_not_fit():
