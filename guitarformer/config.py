@@ -65,6 +65,10 @@ class ModelConfig:
     ffn: str = "gelu"  # gelu | swiglu
     ffn_mult: float = 4.0
     tie_weights: bool = True
+    # Decoder: each position's input also holds the embedding of the token before it (a second table; PAD's row
+    # at a window's first position), so one attention layer can match "the token after the one just read": the
+    # induction that copies a bar the piece played before (models/decoder.py).
+    prev_token: bool = False
 
 
 @dataclass
@@ -283,6 +287,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
     checks = [
         (m.kind in ("decoder", "encoder_decoder"), "model.kind must be decoder or encoder_decoder"),
         (m.pos in ("learned", "sinusoidal", "rope"), "model.pos must be learned, sinusoidal or rope"),
+        (not m.prev_token or m.kind == "decoder", "model.prev_token is a decoder setting"),
         (m.ffn in ("gelu", "swiglu"), "model.ffn must be gelu or swiglu"),
         (m.n_embd % max(m.n_head, 1) == 0 and m.n_head > 0, "model.n_embd must be divisible by model.n_head"),
         (m.block_size > 0 and m.n_layer > 0, "model.block_size and model.n_layer must be positive"),

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.config import ModelConfig
+from guitarformer.config import Config, ModelConfig, validate
+from guitarformer.errors import GuitarformerError
 from guitarformer.models import Decoder, EncoderDecoder, KVCache, build_model
 from guitarformer.models.layers import CrossAttention, SelfAttention, linear, lower_right_causal_mask
 
@@ -154,6 +155,31 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
     torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(static, full, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(static_chunked, full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_previous_token_input_through_the_cache_matches_the_full_forward(static: bool) -> None:
+    """model.prev_token: each position also reads the token before it; through a cache the row's last token is
+    kept between calls (in place for a static cache), and beam search's row moves carry it."""
+    model = make("decoder", "rope", prev_token=True)
+    plain = make("decoder", "rope")
+    tgt = torch.randint(1, V, (3, 16))
+    with torch.no_grad():
+        full = model(tgt)[0]
+        assert not torch.allclose(full, plain(tgt)[0])
+        # the table is read: another token before position 5 changes position 5's logits, not the ones before it
+        other = tgt.clone()
+        other[:, 4] = (other[:, 4] % (V - 1)) + 1
+        diff = (model(other)[0] - full).abs().amax((0, 2))
+        assert (diff[:4] == 0).all() and diff[5] > 0
+        stepped = decode_incrementally(model, None, tgt, [5] + [1] * 11, static=static)
+        chunked = decode_incrementally(model, None, tgt, [3, 4, 1, 6, 2], static=static)
+    torch.testing.assert_close(stepped, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
+    cfg = Config()
+    with pytest.raises(GuitarformerError, match="prev_token is a decoder setting"):
+        cfg.model.kind, cfg.model.prev_token = "encoder_decoder", True
+        validate(cfg)
 
 
 @pytest.mark.parametrize("kind", KINDS)

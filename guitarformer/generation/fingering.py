@@ -378,6 +378,8 @@ def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
         for buf in kv:
             if buf is not None:
                 buf[dst, :, :n] = buf[frm, :, :n]
+    if cache.last is not None:  # a decoder with model.prev_token: each row's last token moves with it
+        cache.last[dst] = cache.last[frm]
     for g, rs in groups:
         lsrc = local[src[rs]]  # a row's source is in its own window, so in its group
         if bool((lsrc != torch.arange(len(rs), device=rs.device)).any()):

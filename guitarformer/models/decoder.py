@@ -5,6 +5,7 @@ Shapes: B batch, T tokens, C width, V vocabulary (the legend is in layers.py).
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -23,6 +24,9 @@ from guitarformer.models.layers import (
 )
 
 
+PAD_ID = 0  # miditok's PAD: never a real token before another, so its `prev` row means "no token before"
+
+
 class Decoder(LanguageModel):
     """Token + position embedding, n_layer causal pre-norm blocks, final LayerNorm, (tied) LM head."""
 
@@ -34,6 +38,8 @@ class Decoder(LanguageModel):
         self.config = cfg
         C = cfg.n_embd
         self.embed = TokenEmbedding(nn.Embedding(cfg.vocab_size, C), cfg.pos, cfg.block_size, cfg.dropout)
+        # The token before each position (config.prev_token); row PAD_ID stands for "none" at a window's start.
+        self.prev = nn.Embedding(cfg.vocab_size, C) if cfg.prev_token else None
         self.rotary = RotaryEmbedding(C // cfg.n_head, cfg.block_size) if cfg.pos == "rope" else None
         self.blocks = nn.ModuleList(Block(cfg, causal=True, cross=False) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(C, bias=cfg.bias)
@@ -53,6 +59,8 @@ class Decoder(LanguageModel):
         T = idx.shape[1]
         start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
         x = self.embed(idx, start)  # (B, T, C); raises past block_size
+        if self.prev is not None:
+            x = x + F.embedding(self._previous(idx, cache), self.prev.weight)
         rope = self.rotary(start, T) if self.rotary is not None else None
         for i, block in enumerate(self.blocks):
             x = block(x, rope=rope, cache=cache, layer=i)
@@ -63,6 +71,19 @@ class Decoder(LanguageModel):
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)
         return logits, loss
+
+    @staticmethod
+    def _previous(idx: Tensor, cache: KVCache | None) -> Tensor:
+        """(B, T) the token before each of idx's: the cache's last token where it holds some (kept there for the next
+        call, in place for a static cache), else PAD_ID, as a training window's first position sees."""
+        if cache is not None and cache.length > 0 and cache.last is not None:
+            first = cache.last
+        else:
+            first = torch.full_like(idx[:, :1], PAD_ID)
+        prev = torch.cat([first, idx[:, :-1]], 1)  # before keep_last, which may overwrite `first` in place
+        if cache is not None:
+            cache.keep_last(idx[:, -1:])
+        return prev
 
     def num_params(self, non_embedding: bool = True) -> int:
         """Parameter count. non_embedding drops the lookup-only tables (position embedding, and the token

@@ -182,6 +182,7 @@ class KVCache:
         self.pos = torch.zeros((), dtype=torch.long, device=self.device) if static else None  # next position
         self.idx: Tensor | None = None  # static: (T,) positions of this step's tokens
         self.mask: Tensor | None = None  # static: (T, max_len) keys each new query may see
+        self.last: Tensor | None = None  # (B, 1) the last token written (a decoder with model.prev_token reads it)
 
     def _alloc(self, like: Tensor) -> Tensor:
         shape = (self.batch_size, self.n_head, self.max_len, self.head_size)
@@ -215,6 +216,14 @@ class KVCache:
         ck[:, :, self.length : end] = k
         cv[:, :, self.length : end] = v
         return ck[:, :, :end], cv[:, :, :end]
+
+    def keep_last(self, tokens: Tensor) -> None:
+        """Remember the (B, 1) last token written; a static cache writes it into the same buffer (a captured step
+        reads and writes it on every replay)."""
+        if self.static and self.last is not None and self.last.shape == tokens.shape:
+            self.last.copy_(tokens)
+        else:
+            self.last = tokens.clone()
 
     def advance(self, n: int) -> None:
         """n more positions written: the host count, and a static cache's device position (in place, so a
