@@ -15,7 +15,7 @@ guard asks for where the user names none); what the notes sound like is left to 
 The key guard's settings (generation/guards.py: `--key-strength` off a pitch outside the scale, `--tonic-bonus` onto
 the tonic at a bar's first note, `--profile-weight` on the scale's other degrees) can be swept here; the key rows also
 give what the riffs sound like (pitch classes per riff, pitch-class entropy in bits, the share of notes repeating the
-previous pitch), beside the same for the run's val tunes cut into segments of `--bars` bars (the 4/4 bar length of
+previous pitch), beside the same for the run's val tunes cut into segments of `--bars` bars (the bar length of
 their first time signature), so that a guard which reaches the key by droning one note shows.
 
     python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--guard both|on|off] [--out docs/CONTROLS.md]
@@ -133,7 +133,7 @@ def music(notes: list[PlayedNote]) -> dict[str, list[float]]:
 
 
 def tunes(loaded, bars: int) -> dict | None:
-    """The run's val tunes in segments of `bars` bars (4/4 bars of their first time signature; whole segments with at
+    """The run's val tunes in segments of `bars` bars (bars of their first time signature; whole segments with at
     least two notes): mean pitch classes, entropy and repeats, and the share whose estimate_key is the tune's Key
     token. None where the dataset is not at hand."""
     cfg = loaded.cfg
