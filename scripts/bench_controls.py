@@ -12,9 +12,11 @@ listed, not measured. Tuning is not measured: the run's data has one tuning, and
 string of it. Style is measured by its meter (the time signature most of the style's training bars have, which the
 guard asks for where the user names none); what the notes sound like is left to a style classifier.
 
-The key guard's strength is a logit offset per standard deviation of the key profile (generation/guards.py);
-`--key-strength` sweeps it (the table also gives the pitch classes per riff and the share of notes that repeat the
-previous pitch, so that a strength which reaches the key by droning one note shows).
+The key guard's settings (generation/guards.py: `--key-strength` off a pitch outside the scale, `--tonic-bonus` onto
+the tonic at a bar's first note, `--profile-weight` on the scale's other degrees) can be swept here; the key rows also
+give what the riffs sound like (pitch classes per riff, pitch-class entropy in bits, the share of notes repeating the
+previous pitch), beside the same for the run's val tunes cut into segments of `--bars` bars (the bar length of
+their first time signature), so that a guard which reaches the key by droning one note shows.
 
     python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--guard both|on|off] [--form auto|none]
         [--out docs/CONTROLS.md]
@@ -28,21 +30,28 @@ Small settings on a CPU: --bars 2 --num-samples 2 --controls density,tempo.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from guitarformer.app.loaded import load_run_once
 from guitarformer.app.prompt import tokens_per_bar
-from guitarformer.data.controls import BAR_CONTROLS, controls_per_bar, estimate_key, notes_of, position_value
+from guitarformer.data.controls import (BAR_CONTROLS, PlayedNote, controls_per_bar, estimate_key, notes_of,
+                                        position_value)
+from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
+from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.tab_tokens import has_controls
+from guitarformer.data.tokenization import decode
 from guitarformer.errors import GuitarformerError
+from guitarformer.evaluation.features import Piece, pitch_class_entropy
 from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.guards import KEY_STRENGTH, TONIC_BONUS
+from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS
 from guitarformer.generation.riffs import generate_riffs, riff_seed
 
 # Control name in the table -> the bar or piece control its values are measured as.
@@ -111,15 +120,58 @@ def measure(tok, riff) -> dict[str, list[str]]:
         for name, ctrl in MEASURED.items():
             if ctrl in BAR_CONTROLS:
                 out[name].append(bar.get(ctrl))
-    pitches = [n.pitch for n in sorted(notes, key=lambda n: (n.onset, n.pitch))]
-    out["pcs"].append(len({p % 12 for p in pitches}))
-    out["repeats"].append(sum(a == b for a, b in zip(pitches, pitches[1:])) / max(1, len(pitches) - 1))
+    out.update(music(notes))
     return out
 
 
-def ask(loaded, name: str, value: str, guard: bool, strength: float, tonic: float):
+MUSIC = ("pcs", "entropy", "repeats")
+
+
+def music(notes: list[PlayedNote]) -> dict[str, list[float]]:
+    """What the notes sound like, as one-entry lists: pitch classes used, pitch-class entropy (bits, evaluation/
+    features.py), share of notes repeating the previous pitch (in onset order)."""
+    pitches = [n.pitch for n in sorted(notes, key=lambda n: (n.onset, n.pitch))]
+    zeros = np.zeros(len(pitches))
+    return {"pcs": [len({p % 12 for p in pitches})],
+            "entropy": [pitch_class_entropy(Piece(zeros, zeros, np.asarray(pitches, dtype=np.int64)))],
+            "repeats": [sum(a == b for a, b in zip(pitches, pitches[1:])) / max(1, len(pitches) - 1)]}
+
+
+def tunes(loaded, bars: int) -> dict | None:
+    """The run's val tunes in segments of `bars` bars (bars of their first time signature; whole segments with at
+    least two notes): mean pitch classes, entropy and repeats, and the share whose estimate_key is the tune's Key
+    token. None where the dataset is not at hand."""
+    cfg = loaded.cfg
+    folder = Path(cfg.data.dataset).expanduser() if cfg.data.dataset else \
+        default_dataset_dir().with_name(builtin_dataset_name(cfg.data))
+    if not (folder / "val.bin").exists():
+        return None
+    tok, split = loaded.tokenizer, TokenSplit(folder, "val")
+    got: dict[str, list[float]] = defaultdict(list)
+    for i in range(split.num_sequences):
+        ids = split.sequence(i).tolist()
+        key = next((str(tok[j])[len("CtrlKey_"):] for j in ids if str(tok[j]).startswith("CtrlKey_")), None)
+        score = decode(tok, ids)
+        notes = [PlayedNote(n.time, n.duration, n.pitch) for t in score.tracks for n in t.notes]
+        if not notes:
+            continue
+        sig = score.time_signatures[0] if len(score.time_signatures) else None
+        span = bars * round(score.ticks_per_quarter * (sig.numerator * 4 / sig.denominator if sig else 4))
+        end = max(n.onset + n.duration for n in notes)
+        for a in range(0, end, span):
+            seg = [n for n in notes if a <= n.onset < a + span]
+            if a + span > end + span / bars or len(seg) < 2:  # a partial last segment is a sparser piece
+                continue
+            for k, v in music(seg).items():
+                got[k] += v
+            if key:
+                got["key"].append(estimate_key(seg) == key)
+    return {k: sum(v) / len(v) for k, v in got.items()} if got else None
+
+
+def ask(loaded, name: str, value: str, guard: bool, strength: float, tonic: float, profile: float):
     tok, seen = loaded.tokenizer, loaded.seen
-    common = {"seen": seen, "guard": guard, "key_strength": strength, "tonic_bonus": tonic}
+    common = {"seen": seen, "guard": guard, "key_strength": strength, "tonic_bonus": tonic, "profile_weight": profile}
     if name == "time_signature":
         return conditions(tok, time_signature=value, **common)
     if name == "tempo":
@@ -171,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure with the sampler's guards, without, or both (two columns)")
     ap.add_argument("--key-strength", type=float, default=KEY_STRENGTH, help="the key guard's logits off a pitch "
                     "outside the scale")
-    ap.add_argument("--tonic-bonus", type=float, default=TONIC_BONUS, help="the key guard's logits onto the tonic")
+    ap.add_argument("--tonic-bonus", type=float, default=TONIC_BONUS, help="the key guard's logits onto the tonic "
+                    "at a bar's first note")
+    ap.add_argument("--profile-weight", type=float, default=PROFILE_WEIGHT, help="the key guard's logits per standard "
+                    "deviation of the key profile on the scale's other degrees")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--form", choices=("auto", "none"), default="none", help="auto: each riff a real tune's form, "
@@ -208,23 +263,30 @@ def main(argv: list[str] | None = None) -> int:
             row = {"name": name, "value": value}
             for guard in modes:
                 try:
-                    got = sample(ask(loaded, name, value, guard, args.key_strength, args.tonic_bonus), args.seed + 1,
-                                 value if name == "style" else None)
+                    got = sample(ask(loaded, name, value, guard, args.key_strength, args.tonic_bonus,
+                                     args.profile_weight), args.seed + 1, value if name == "style" else None)
                 except GuitarformerError as e:
                     print(f"{name} {value}: {e.problem}", file=sys.stderr)
                     continue
                 row[guard] = score([g[field] for g in got], want, per_bar)
-                row[("pcs", guard)] = sum(g["pcs"][0] for g in got) / len(got)
-                row[("repeats", guard)] = sum(g["repeats"][0] for g in got) / len(got)
+                for k in MUSIC:
+                    row[(k, guard)] = sum(g[k][0] for g in got) / len(got)
             row["chance"] = score([g[field] for g in base], want, per_bar)
             rows.append(row)
-            cols = "  ".join(f"{'guarded' if g else 'unguarded'} {share(row.get(g))}" for g in modes)
+            cols = "  ".join(f"{'guarded' if g else 'unguarded'} {share(row.get(g))}" +
+                             (f" {sounds(row, g)}" if name == "key" and g in row else "") for g in modes)
             print(f"{name:>16} {value:>18}: {cols}   unconditioned {share(row['chance'])}", flush=True)
     seconds = time.time() - t_start
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(args, loaded, names, modes, rows, base, seconds))
+    ref = tunes(loaded, args.bars) if "key" in names else None
+    args.out.write_text(report(args, loaded, names, modes, rows, base, seconds, ref))
     print(f"wrote {args.out} ({seconds:.0f} s)")
     return 0
+
+
+def sounds(row: dict, guard: bool) -> str:
+    """A key row's music under one guard setting, for the progress line."""
+    return f"({row[('pcs', guard)]:.1f} pcs, {row[('entropy', guard)]:.2f} bits, {row[('repeats', guard)]:.0%} rep.)"
 
 
 def share(hits_units: tuple[int, int] | None) -> str:
@@ -239,7 +301,7 @@ def _mean(rows: list[dict], key) -> str:
     return f"{sum(vals) / len(vals):.1%}" if vals else "-"
 
 
-def report(args, loaded, names, modes, rows, base, seconds) -> str:
+def report(args, loaded, names, modes, rows, base, seconds, ref: dict | None = None) -> str:
     dev = loaded.device
     heads = ["guarded" if g else "unguarded" for g in modes]
     run = args.run or "the shipped model"
@@ -251,7 +313,8 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
              "never held are refused by `sample` and listed below the tables.", "",
              "    python scripts/bench_controls.py " + (f"{args.run} " if args.run else "") +
              f"--bars {args.bars} --num-samples {args.num_samples} --guard {args.guard} --key-strength "
-             f"{args.key_strength:g} --tonic-bonus {args.tonic_bonus:g} --device {args.device} "
+             f"{args.key_strength:g} --tonic-bonus {args.tonic_bonus:g} --profile-weight {args.profile_weight:g} "
+             f"--device {args.device} --seed {args.seed} "
              f"--controls {','.join(names)}" + (" --form auto" if args.form == "auto" else ""), "",
              f"Run: {run} ({loaded.checkpoint.name}, step {loaded.step}); {dev} "
              f"({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), {seconds:.0f} s; "
@@ -271,19 +334,7 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
             label = "style (its usual meter; judged: docs/EVAL.md)" if name == "style" else name
             lines.append(f"| {label} | " + " | ".join(_mean(mine, g) for g in modes) +
                          f" | {_mean(mine, 'chance')} | {target} |")
-    keys = [r for r in rows if r["name"] == "key"]
-    if keys:
-        pcs = sum(g["pcs"][0] for g in base) / len(base)
-        rep = sum(g["repeats"][0] for g in base) / len(base)
-        lines += ["", f"The music under the key guard (strength {args.key_strength:g}, tonic bonus "
-                  f"{args.tonic_bonus:g}), mean over the key rows: "
-                  "pitch classes per riff and share of notes repeating the previous pitch.", "",
-                  "| riffs | pitch classes | repeated pitch |", "|---|---|---|"]
-        for g in modes:
-            lines.append(f"| key asked, {'guarded' if g else 'unguarded'} | "
-                         f"{sum(r[('pcs', g)] for r in keys) / len(keys):.1f} | "
-                         f"{sum(r[('repeats', g)] for r in keys) / len(keys):.1%} |")
-        lines.append(f"| unconditioned | {pcs:.1f} | {rep:.1%} |")
+    lines += key_music(args, modes, rows, base, ref)
     if "style" in names:
         lines += ["", "A style's row here counts riffs in the meter most of that style's training bars have (the meter "
                   "a style brings under the guard). Whether a riff sounds like the style is judged by a classifier "
@@ -293,6 +344,29 @@ def report(args, loaded, names, modes, rows, base, seconds) -> str:
     if refusals:
         lines += ["", "Refused (in the vocabulary, never learned from the training data): " + "; ".join(refusals) + "."]
     return "\n".join(lines) + "\n"
+
+
+def key_music(args, modes, rows, base, ref: dict | None) -> list[str]:
+    """The report's table of what riffs asked for a key sound like, beside unconditioned riffs and the val tunes."""
+    keys = [r for r in rows if r["name"] == "key"]
+    if not keys:
+        return []
+
+    def cells(values: dict) -> str:
+        return f"{values['pcs']:.1f} | {values['entropy']:.2f} | {values['repeats']:.1%}"
+
+    lines = ["", f"The music under the key guard (strength {args.key_strength:g}, tonic bonus {args.tonic_bonus:g}, "
+             f"profile weight {args.profile_weight:g}), mean over the key rows: pitch classes per riff, pitch-class "
+             "entropy (bits) and share of notes repeating the previous pitch.", "",
+             "| riffs | pitch classes | pitch-class entropy | repeated pitch |", "|---|---|---|---|"]
+    for g in modes:
+        mean = {k: sum(r[(k, g)] for r in keys) / len(keys) for k in MUSIC}
+        lines.append(f"| key asked, {'guarded' if g else 'unguarded'} | {cells(mean)} |")
+    lines.append(f"| unconditioned | {cells({k: sum(g[k][0] for g in base) / len(base) for k in MUSIC})} |")
+    if ref:
+        lines.append(f"| val tunes, {args.bars}-bar segments (estimate_key is the tune's key in "
+                     f"{ref.get('key', math.nan):.0%}) | {cells(ref)} |")
+    return lines
 
 
 if __name__ == "__main__":

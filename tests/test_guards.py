@@ -1,4 +1,5 @@
-"""generation/guards.py: the key bias, the per-bar onset ranges of density, a hand position per bar."""
+"""generation/guards.py: the key bias and where the tonic gains, the per-bar onset ranges of density, a hand position
+per bar."""
 
 from __future__ import annotations
 
@@ -6,22 +7,57 @@ import pytest
 import torch
 
 from guitarformer.app.loaded import load_run_once
+from guitarformer.config import DataConfig
 from guitarformer.data.controls import controls_per_bar, estimate_key, notes_of, position_value
+from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.generation.conditioning import conditions, parse_per_bar
-from guitarformer.generation.guards import key_bias, onset_range
+from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.guards import UNTIMED_TONIC_BONUS, GuardSpec, key_bias, onset_range
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.errors import GuitarformerError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_key_bias_lowers_what_is_out_of_the_scale_and_raises_the_tonic():
-    b = key_bias("E:minor", 8.0, 1.25)
-    assert int(b.argmax()) == 4 and b[4] == 1.25  # E
-    assert [pc for pc in range(12) if b[pc] < 0] == [1, 5, 8, 10]  # C#, F, G#, A#: out of E minor (D# leads to E)
-    assert all(b[pc] == -8.0 for pc in (1, 5, 8, 10)) and b[7] == 0.0  # G: in the scale, no bonus (E, not G major)
+def test_key_bias_lowers_what_is_out_of_the_scale_and_leans_as_the_key_profile():
+    b = key_bias("E:minor", 8.0, 0.75)
+    assert [pc for pc in range(12) if b[pc] < -1] == [1, 5, 8, 10]  # C#, F, G#, A#: out of E minor (D# leads to E)
+    assert all(b[pc] == -8.0 for pc in (1, 5, 8, 10)) and b[4] == 0.0  # E: the tonic's bonus comes at bar starts
+    assert b[7] > b[11] > 0 > b[2] > -1  # G and B (third, fifth) lean up, D (flat seventh) down
     d = key_bias("D:major", 2.0, 0.0)
-    assert [pc for pc in range(12) if d[pc] < 0] == [0, 3, 5, 8, 10]  # C, D#, F, G#, A#
+    assert [pc for pc in range(12) if d[pc] < 0] == [0, 3, 5, 8, 10] and d.max() == 0  # C, D#, F, G#, A#
+
+
+def tonic_gain(tok, tokens: list[str], key: str = "E:minor") -> float:
+    """The logit the guards add to the tonic E4 (Pitch_64; the profile leaves the tonic at 0, so this is its bonus)
+    after `tokens` (a 4/4 piece from its first Bar)."""
+    ids = [tok[t] for t in ["BOS_None", "Bar_None", "TimeSig_4/4", *tokens]]
+    c = GuitarConstraint(tok, guards=GuardSpec(key=key, tonic_bonus=5.0))
+    c.start(torch.tensor([ids]))
+    return float(c.steer(torch.zeros(1, len(tok)))[0, tok["Pitch_64"]])
+
+
+def test_the_tonic_gains_at_a_bars_first_note_not_mid_bar_nor_after_itself():
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    b_note = ["Pitch_59", "Duration_1.0.8", "String_2"]  # B3, not the tonic
+    e_note = ["Pitch_64", "Duration_1.0.8", "String_1"]  # E4, the tonic
+    assert tonic_gain(tok, ["Position_0"]) == 5.0  # the downbeat
+    assert tonic_gain(tok, ["Position_4"]) == 5.0  # the bar's first onset, after a rest
+    assert tonic_gain(tok, ["Position_0", *b_note, "Position_8"]) == 0.0  # mid-bar
+    assert tonic_gain(tok, ["Position_0", *b_note, "Bar_None", "Position_0"]) == 5.0  # the next bar's first note
+    assert tonic_gain(tok, ["Position_24", *e_note, "Bar_None", "Position_0"]) == 0.0  # just played: no drone
+    assert tonic_gain(tok, ["Position_0", "Pitch_52", "Duration_1.0.8", "String_4"]) == 0.0  # the onset's second note
+
+
+def test_without_bar_starts_the_tonic_gains_on_every_note_but_after_itself():
+    tok = build_tokenizer(DataConfig(tokenizer="TSD"))
+    ids = [tok["BOS_None"], tok["TimeSig_4/4"]]
+    c = GuitarConstraint(tok, guards=GuardSpec(key="E:minor"))
+    c.start(torch.tensor([ids]))
+    assert float(c.steer(torch.zeros(1, len(tok)))[0, tok["Pitch_64"]]) == UNTIMED_TONIC_BONUS
+    for t in ("Pitch_64", "Velocity_95", "Duration_1.0.8"):
+        c.update(torch.tensor([tok[t]]))
+    assert float(c.steer(torch.zeros(1, len(tok)))[0, tok["Pitch_64"]]) == 0.0
 
 
 def test_onset_ranges_follow_the_bar_length():

@@ -36,7 +36,7 @@ from guitarformer.data.seen import Seen
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.guards import KEY_STRENGTH, TONIC_BONUS, GuardSpec, implied_meter
+from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS, GuardSpec, implied_meter
 
 # Sampling options that only a run with controls can honour: option name -> control name (data/controls.py).
 CONTROL_OPTIONS = {"key": "key", "density": "density", "polyphony": "poly", "palm_mute": "pm", "techniques": "tech",
@@ -153,7 +153,7 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
                time_signature: str | None = None, hand_position: int | str | None = None, *,
                seen: Seen | None = None, guard: bool = True, continuing: bool = False,
                key_strength: float = KEY_STRENGTH, tonic_bonus: float = TONIC_BONUS,
-               **controls: Any) -> Conditions | None:
+               profile_weight: float = PROFILE_WEIGHT, **controls: Any) -> Conditions | None:
     """The ids that ask `tokenizer`'s model for these options (`controls`: CONTROL_OPTIONS keys, None = not asked;
     the bar options, PER_BAR_OPTIONS, also per bar range: "1-4:low,5-8:high").
 
@@ -213,7 +213,7 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
     plain = positions is not None and positions[0][1] is None
     region = position_frets(positions[0][2]) if plain else None
     spec = GuardSpec(key=ranges["key"][0][2] if guard and "key" in ranges else None, key_strength=key_strength,
-                     tonic_bonus=tonic_bonus)
+                     tonic_bonus=tonic_bonus, profile_weight=profile_weight)
     if guard and "density" in ranges:
         spec.density = [_value_at(ranges["density"], n) for n in range(1, last + 2)]
     if positions is not None and not plain:  # a hand position per bar: held by the guards, whatever `guard` says
