@@ -1,7 +1,9 @@
 """Typed configuration: dataclasses loaded from YAML, `--set a.b=c` overrides, values type-checked.
 
-The dataclass defaults ARE the default preset (configs/decoder-small.yaml): `Config()` equals
-`load_config("decoder-small")`, so code that builds a Config without a file trains the default model. Every
+The dataclass defaults are the default preset (configs/decoder-small.yaml), but for one setting: `Config()` equals
+`load_config("decoder-small")` with `model.prev_token` false, the architecture every run saved before that setting
+existed has, so their configs (which do not name it) load as the models they are. `guitarformer train` loads the
+preset (`load_config()`), and code that must mean "the default model" does the same. Every
 change to a loaded config goes through `apply_overrides` (strings from --set) or `set_values` (typed values from
 CLI options and the run itself), and both validate the whole config again."""
 
@@ -67,7 +69,8 @@ class ModelConfig:
     tie_weights: bool = True
     # Decoder: each position's input also holds the embedding of the token before it (a second table; PAD's row
     # at a window's first position), so one attention layer can match "the token after the one just read": the
-    # induction that copies a bar the piece played before (models/decoder.py).
+    # induction that copies a bar the piece played before (models/decoder.py); the encoder-decoder does not read
+    # it. On in the default preset; false here, as runs saved before it existed were built (module docstring).
     prev_token: bool = False
 
 
@@ -287,7 +290,6 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
     checks = [
         (m.kind in ("decoder", "encoder_decoder"), "model.kind must be decoder or encoder_decoder"),
         (m.pos in ("learned", "sinusoidal", "rope"), "model.pos must be learned, sinusoidal or rope"),
-        (not m.prev_token or m.kind == "decoder", "model.prev_token is a decoder setting"),
         (m.ffn in ("gelu", "swiglu"), "model.ffn must be gelu or swiglu"),
         (m.n_embd % max(m.n_head, 1) == 0 and m.n_head > 0, "model.n_embd must be divisible by model.n_head"),
         (m.block_size > 0 and m.n_layer > 0, "model.block_size and model.n_layer must be positive"),

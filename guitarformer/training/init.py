@@ -27,7 +27,7 @@ from typing import Any
 import miditok
 import torch
 
-from guitarformer.config import Config, from_dict, validate
+from guitarformer.config import Config, from_dict, load_config, validate
 from guitarformer.data.tokenization import load_tokenizer, tokens_differ
 from guitarformer.errors import GuitarformerError
 from guitarformer.runs import PRETRAINED, named_checkpoint
@@ -79,7 +79,7 @@ def load_init(name: str | Path) -> InitRun:
 def init_config(cfg: Config, init: InitRun) -> Config:
     """`cfg` with the init run's architecture, token settings and (unless `cfg` changes them) training mix; a shape
     `cfg` asks for that the init weights do not have is a GuitarformerError."""
-    default = Config()
+    default = load_config()  # the default preset: what `guitarformer train` asks when no option names a shape
     clash = [k for k in SHAPE_KEYS if getattr(cfg.model, k) != getattr(init.cfg.model, k)
              and getattr(cfg.model, k) != getattr(default.model, k)]
     if clash:
