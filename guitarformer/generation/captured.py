@@ -31,6 +31,13 @@ class CapturedStep:
         self.tokens = torch.zeros(batch_size, 1, dtype=torch.long, device=device)
         self.graph = torch.cuda.CUDAGraph()
         pos, length = cache.pos.clone(), cache.length
+        last = cache.last.clone() if cache.last is not None else None  # model.prev_token: the prompt's last token
+
+        def rewind() -> None:  # what a warm-up or capture step wrote on the side of the cache it reads back
+            cache.pos.copy_(pos)
+            if last is not None:
+                cache.last.copy_(last)
+
         # Warm-up on a side stream (cuBLAS workspaces, the allocator), as torch.cuda.graphs asks. The warm-up steps
         # write keys/values at the next position, which the first real step overwrites before anything reads them.
         side = torch.cuda.Stream(device)
@@ -38,11 +45,11 @@ class CapturedStep:
         with torch.cuda.stream(side):
             for _ in range(2):
                 step(self.tokens, cache)
-                cache.pos.copy_(pos)
+                rewind()
         torch.cuda.current_stream(device).wait_stream(side)
         with torch.cuda.graph(self.graph):
             self.logits: Tensor = step(self.tokens, cache)  # (B, 1, V)
-        cache.pos.copy_(pos)
+        rewind()
         cache.length = length  # the Python side ran once per warm-up step and once at capture
 
     def __call__(self, tokens: Tensor, cache: KVCache) -> Tensor:
