@@ -251,7 +251,7 @@ def _list_tunings(ctx, param, value):
 @click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
               help="Token budget per riff (default: the run's sample.max_new_tokens, raised to fit --bars).")
 @click.option("--bars", type=click.IntRange(1, 1000), default=None,
-              help="New bars to write at most (after the prompt, with --prompt; default: until the model ends).")
+              help="New bars to write (after the prompt, with --prompt; default: until the model ends).")
 @click.option("--temperature", type=_Finite(0, 100), default=None,
               help="0 = always the likeliest token (default: the run's sample.temperature).")
 @click.option("--top-k", type=click.IntRange(0), default=None,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import random
 import subprocess
 import sys
 import time
@@ -63,7 +64,7 @@ from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app.loaded import count_dataset
 from guitarformer.app.prompt import tokens_per_bar
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import generate_riffs, riff_seed
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs.export import export_run
 from guitarformer.runs import load_run
@@ -152,15 +153,24 @@ def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
     return scores
 
 
-def form_scores(run: Path, args, device) -> dict[str, float]:
-    """The repeat share of the first 16 bars in riffs sampled without controls."""
+def form_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
+    """The repeat share of the first 16 bars in riffs sampled without controls: the model alone, and with each riff
+    the form of a training tune, as `sample` draws them by default (generation/form.py)."""
     model, tok, cfg = load_run(run, None, str(device))
     budget = int(FORM_BARS * tokens_per_bar(tok, cfg) * 1.5) + 32
     s = cfg.sample
-    riffs = generate_riffs(model, tok, cfg, device, args.form_samples, args.seed, budget, s.temperature,
-                           s.top_k or None, s.top_p, bars=FORM_BARS)
-    rep = form_report(r.gs.score for r in riffs)
-    return {"samples_repeat_share": rep.repeat_share, "samples": rep.pieces, "sample_bars": rep.bars}
+    forms = forms_of_dataset(dataset, tok)
+    out: dict[str, float] = {}
+    for key, plans in (("samples", None), ("form_samples", forms)):
+        drawn = [plans.draw(random.Random(riff_seed(args.seed, k)), None, FORM_BARS)
+                 for k in range(args.form_samples)] if plans is not None else None
+        if key == "form_samples" and drawn is None:
+            continue
+        riffs = generate_riffs(model, tok, cfg, device, args.form_samples, args.seed, budget, s.temperature,
+                               s.top_k or None, s.top_p, bars=FORM_BARS, forms=drawn)
+        rep = form_report(r.gs.score for r in riffs)
+        out.update({f"{key}_repeat_share": rep.repeat_share, key: rep.pieces, f"{key}_bars": rep.bars})
+    return out
 
 
 def corpus_facts(dataset: Path, limit: int) -> dict:
@@ -204,7 +214,7 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     scores.controls = control_scores(run, args, work / f"CONTROLS-{kind}.md")
     bench = _script("bench_infill")
     scores.infill = bench.bench_run(run, args.num_infill, args.seed, device)
-    scores.form = form_scores(run, args, device)
+    scores.form = form_scores(run, args, dataset, device)
     return scores
 
 
@@ -260,7 +270,9 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         lines.append(f"| {s.kind}{' (shipped)' if s is shipped else ''} | {s.val_nll_token:.3f} | "
                      f"{s.val_nll_note:.3f} | {i.get('nll_both', float('nan')):.3f} | "
                      f"{i.get('nll_left', float('nan')):.3f} | {ratio:.3f} | {oa} | {oa_left} | "
-                     f"{_pct(s.form.get('samples_repeat_share', float('nan')))} ({s.form.get('samples', 0)} riffs) |")
+                     f"{_pct(s.form.get('samples_repeat_share', float('nan')))} alone, "
+                     f"{_pct(s.form.get('form_samples_repeat_share', float('nan')))} with a tune's form "
+                     f"({s.form.get('samples', 0)} riffs) |")
     lines += ["", f"The corpus: {corpus['tunes']} tunes, styles {json.dumps(corpus['styles'])}; {corpus['key_labels']} "
               f"with a K: key (modes {json.dumps(corpus['modes'])}). The key estimate the adherence table uses agrees "
               f"with K: on {_pct(corpus['key_estimate_agrees_val'])} of {corpus['val_keyed']} val tunes (key's ceiling). "

@@ -171,7 +171,7 @@ def test_bar_controls_per_bar(control_run):
 
 def test_density_guard_holds_each_bar():
     """On the shipped model, with the guard the generated bars have their own bar's asked density (measured from
-    the notes: bar 3 gets bar 3's, not bar 1's) far more often than without it (a bar whose strings all ring when
+    the notes: bar 3 gets bar 3's, not bar 1's) more often than without it (a bar whose strings all ring when
     it still owes onsets may end short: the guard never dead-ends a riff)."""
     loaded = load_run_once()
     model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
@@ -189,7 +189,9 @@ def test_density_guard_holds_each_bar():
     guarded, unguarded = densities(True), densities(False)
     hits = lambda pairs: sum(got == want for got, want in pairs) / len(pairs)  # noqa: E731
     assert len(guarded) >= 12 and {w for _, w in guarded} == {"high", "low"}
-    assert hits(guarded) >= 0.85 and hits(unguarded) < 0.6, (guarded, unguarded)
+    # The shipped model alone holds some of it (71% of these bars for the model of 1,688 steps, 18% for an older
+    # one); the guard holds it all.
+    assert hits(guarded) >= 0.85 and hits(guarded) > hits(unguarded), (guarded, unguarded)
     assert all(got == want for got, want in guarded if want == "low")  # at most: always within reach
 
 

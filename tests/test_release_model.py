@@ -68,7 +68,7 @@ def test_the_card_carries_the_measured_numbers(release):
         assert f"{s['val_nll_token']:.3f} | {s['val_nll_note']:.3f}" in card
         assert s["infill"]["spans"] > 0 and s["infill"]["nll_both"] > 0
         assert set(s["controls"]) == {"tempo", "density"}
-        assert s["form"]["samples"] == 2
+        assert s["form"]["samples"] == 2 and s["form"]["form_samples"] == 2  # alone, and with a tune's form
     corpus = report["corpus"]
     assert corpus["test_tunes"] >= 1 and corpus["val_keyed"] >= 1 and 0 <= corpus["key_estimate_agrees_val"] <= 1
     assert sum(corpus["styles"].values()) == corpus["tunes"] and f"{corpus['tunes']} tunes, styles" in card

@@ -442,3 +442,21 @@ def test_sample_tab_in_a_requested_position(run_dir, tmp_path):
             nearest[pos] += sum(away(f) == b for f, b in zip(frets, best))
         assert sum(away(f) for _, f in here.frets) <= sum(away(f) for _, f in free.frets), (here.frets, free.frets)
     assert total[9] < total[None] and nearest[9] > nearest[None], (total, nearest)
+
+
+@pytest.mark.parametrize("tokenizer", ["REMI", "TabREMI"])
+def test_the_bars_asked_are_the_bars_written(tokenizer):
+    """A model may end a riff after one note (EOS is likely for an untrained one); with `bars` the constraint holds
+    the end back until the last asked bar is open and has a note, so `--bars 4` gives four bars of music."""
+    tok = build_tokenizer(DataConfig(tokenizer=tokenizer))
+    cfg = Config()
+    model = tiny(tok, "decoder", block_size=256)
+    eos, bar = special_ids(tok)["eos"], tok["Bar_None"]
+    with torch.no_grad():  # make the untrained model want to end: EOS is its likeliest token everywhere
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.clone())
+        model.lm_head.weight[eos] += 5 * model.lm_head.weight.abs().max()
+    riffs = generate_riffs(model, tok, cfg, num=4, seed=2, max_new_tokens=200, bars=4)
+    for r in riffs:
+        bars = [i for i, t in enumerate(r.ids) if t == bar]
+        assert len(bars) == 4, [tok[t] for t in r.ids]
+        assert any(tok[t].startswith("Pitch_") for t in r.ids[bars[-1]:])  # the last bar holds a note

@@ -37,7 +37,8 @@ class GuitarConstraint:
     - MIDILike: NoteOff only for a sounding pitch; EOS only once every note is off; when the token
       budget runs low, no new NoteOn that could not be closed in time.
     - bars: with `max_bars`, nothing starts or rings past the end of the last bar, and a row that
-      reaches it can only end (EOS).
+      reaches it can only end (EOS); with Bar tokens (REMI, TabREMI), no end either before the last bar is
+      open and holds a note: the bars asked are the bars written.
     - bar controls (a tokenizer with controls): `bar_controls`, ids in the tokenizer's order, are forced
       after every Bar: after a Bar, or after one of them, only the next one may come; no other bar control
       is written (a list, even empty, says exactly which; None leaves them to the model). A list of such lists
@@ -63,6 +64,7 @@ class GuitarConstraint:
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
+        self.whole_riff = True  # with max_bars: every bar asked is written, the last with a note (a fill says False)
         if not self.enabled:
             return
         self.grammar = Grammar(tokenizer, self.device)
@@ -202,6 +204,10 @@ class GuitarConstraint:
         m[:, g.eos] &= time.started
         if g.kind == "REMI" and time.max_bars is not None:
             m[:, g.bar_cols] &= time.may_open_bar().unsqueeze(1)
+            # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
+            # riff after one note; `--bars 8` means eight).
+            if self.whole_riff:
+                m[:, g.eos] &= (time.bars - time.bars_at_start >= time.max_bars) & (time.pos >= 0)
         if self.bar_ctrl_cols is not None and self.bar_ctrl_cols.numel():  # the asked ones only, forced below
             m[:, self.bar_ctrl_cols] = False
         if self.banned is not None:

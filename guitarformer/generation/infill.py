@@ -95,6 +95,7 @@ class FillConstraint:
 
     def __init__(self, inner: GuitarConstraint, state_ids: list[int], meters: list[int], fill: FillIds, end_id: int):
         self.inner, self.state_ids, self.fill, self.end_id = inner, state_ids, fill, end_id
+        inner.whole_riff = False  # the bars are counted here; a gap's last bar may be a rest, as the song's was
         self.meters = torch.tensor(meters, dtype=torch.long)
         self._bars_t = torch.tensor(fill.bars, dtype=torch.long)
 

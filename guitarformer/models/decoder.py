@@ -87,9 +87,12 @@ class Decoder(LanguageModel):
 
     def num_params(self, non_embedding: bool = True) -> int:
         """Parameter count. non_embedding drops the lookup-only tables (position embedding, and the token
-        embedding when it is not tied); a tied token embedding stays, as it is also the LM head's matmul."""
+        embedding when it is not tied, the previous-token table); a tied token embedding stays, as it is also the LM
+        head's matmul."""
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
+            if self.prev is not None:
+                n -= self.prev.weight.numel()
             if self.config.pos == "learned":
                 n -= self.embed.wpe.weight.numel()
             if not self.config.tie_weights:
