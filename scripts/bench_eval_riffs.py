@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
+from guitarformer.data.corpus import cache_home
 from guitarformer.evaluation.docs import write_section
 from guitarformer.evaluation.features import compare, length_matched, piece_of
 from guitarformer.evaluation.form import FORM_BARS, form_report
@@ -45,7 +46,8 @@ def parse_setting(text: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, required=True, help="the built-in corpus dataset the run was trained on")
+    ap.add_argument("--data", type=Path, required=True, help="the built-in corpus dataset the run was trained on "
+                    "(a folder, or its name in $GUITARFORMER_CACHE/datasets)")
     ap.add_argument("--out", type=Path, default=Path("docs/EVAL.md"))
     ap.add_argument("--run", type=Path, default=None, help="default: the shipped model")
     ap.add_argument("--riffs", type=int, default=64)
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args(argv)
+    if not args.data.exists() and len(args.data.parts) == 1:  # a bare name: the cache's datasets folder holds it
+        args.data = cache_home() / "datasets" / args.data.name
     t0 = time.time()
     loaded = load_run_once(args.run, None, args.device)
     real = reference_from_split(args.data, args.split, loaded.tokenizer)
