@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import random
 import sys
 import time
 from collections import defaultdict
@@ -52,7 +51,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, pitch_class_entropy
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS
-from guitarformer.generation.riffs import generate_riffs, riff_seed
+from guitarformer.generation.riffs import generate_riffs, riff_forms
 
 # Control name in the table -> the bar or piece control its values are measured as.
 MEASURED = {"key": "Key", "density": "Density", "polyphony": "Poly", "position": "Pos", "palm_mute": "PM",
@@ -247,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
 
     def sample(asked, seed, style=None) -> list[dict[str, list]]:
-        forms = [loaded.forms.draw(random.Random(riff_seed(seed, k)), style, args.bars)
-                 for k in range(args.num_samples)] if args.form == "auto" and loaded.forms else None
+        forms = riff_forms(loaded.forms, seed, args.num_samples, style, args.bars) \
+            if args.form == "auto" and loaded.forms else None
         riffs = generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature, s.top_k or None,
                                s.top_p, bars=args.bars, asked=asked, forms=forms)
         return [measure(tok, r) for r in riffs]

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import random
 import subprocess
 import sys
 import time
@@ -59,12 +58,12 @@ from guitarformer.data.corpus import (
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.seen import read_seen, write_seen
-from guitarformer.generation.form import forms_of_dataset, write_forms
+from guitarformer.generation.form import forms_of_dataset, read_forms, write_forms
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app.loaded import count_dataset
 from guitarformer.app.prompt import tokens_per_bar
-from guitarformer.generation.riffs import generate_riffs, riff_seed
+from guitarformer.generation.riffs import generate_riffs, riff_forms
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs.export import export_run
 from guitarformer.runs import load_run
@@ -154,20 +153,19 @@ def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
 
 
 def form_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
-    """The repeat share of the first 16 bars in riffs sampled without controls: the model alone, and with each riff
-    the form of a training tune, as `sample` draws them by default (generation/form.py)."""
+    """The repeat share of the first 16 bars in riffs sampled without controls: the model alone ("samples"), and with
+    each riff the form of a training tune ("form_samples"), as `sample` draws them by default (generation/form.py)."""
     model, tok, cfg = load_run(run, None, str(device))
     budget = int(FORM_BARS * tokens_per_bar(tok, cfg) * 1.5) + 32
     s = cfg.sample
-    forms = forms_of_dataset(dataset, tok)
+    forms = read_forms(run) or forms_of_dataset(dataset, tok)
+    ways = {"samples": None}
+    if forms is not None:
+        ways["form_samples"] = riff_forms(forms, args.seed, args.form_samples, bars=FORM_BARS)
     out: dict[str, float] = {}
-    for key, plans in (("samples", None), ("form_samples", forms)):
-        drawn = [plans.draw(random.Random(riff_seed(args.seed, k)), None, FORM_BARS)
-                 for k in range(args.form_samples)] if plans is not None else None
-        if key == "form_samples" and drawn is None:
-            continue
+    for key, plans in ways.items():
         riffs = generate_riffs(model, tok, cfg, device, args.form_samples, args.seed, budget, s.temperature,
-                               s.top_k or None, s.top_p, bars=FORM_BARS, forms=drawn)
+                               s.top_k or None, s.top_p, bars=FORM_BARS, forms=plans)
         rep = form_report(r.gs.score for r in riffs)
         out.update({f"{key}_repeat_share": rep.repeat_share, key: rep.pieces, f"{key}_bars": rep.bars})
     return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from guitarformer.data.tokenization import decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.form import Plan, check_form, parse_letters
-from guitarformer.generation.riffs import Riff, generate_riffs, riff_seed, sample_rows
+from guitarformer.generation.riffs import Riff, generate_riffs, riff_forms, sample_rows
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
@@ -99,7 +98,7 @@ def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, st
             "--form auto: this run has no forms of its training tunes (it was trained before they were counted), so "
             "its riffs take the model's own form; --form AABB asks one")
     style = None if req.style is None else option_value("Style", req.style)
-    return [loaded.forms.draw(random.Random(riff_seed(req.seed, k)), style, req.bars) for k in range(n)], None
+    return riff_forms(loaded.forms, req.seed, n, style, req.bars), None
 
 
 def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SamplingParams:

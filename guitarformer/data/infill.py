@@ -146,6 +146,14 @@ def seq2seq_layout(f: FillIds, head: Sequence[int], before: Sequence[Sequence[in
     return src, [f.bos, *_flat(span), f.eos]
 
 
+def _run(ids: list[int], token: int, start: int = 0) -> tuple[int, int]:
+    """[a, b): the first run of `token` in ids from `start` (it occurs there)."""
+    a = b = ids.index(token, start)
+    while b < len(ids) and ids[b] == token:
+        b += 1
+    return a, b
+
+
 def unfold(f: FillIds, ids: Sequence[int]) -> list[int]:
     """The piece a decoder layout stands for (BOS head B1..Bn): the fill's bars put back in place of the
     placeholders. The inverse of `decoder_layout`, either layout (a layout without FillStart comes back as it
@@ -154,24 +162,16 @@ def unfold(f: FillIds, ids: Sequence[int]) -> list[int]:
     if f.start not in ids:
         return ids
     s = ids.index(f.start)
+    if f.end in ids:
+        ids = ids[:ids.index(f.end)]
     if f.bar in ids[s:]:  # suffix first: BOS head after FillStart before FillBar.. fill FillEnd
-        a = ids.index(f.bar, s)
-        b = a
-        while b < len(ids) and ids[b] == f.bar:
-            b += 1
-        fill = ids[b:]
-        fill = fill[:fill.index(f.end)] if f.end in fill else fill
+        a, b = _run(ids, f.bar, s)
         h = next((j for j in range(1, s) if ids[j] in f.bars), s)
-        return ids[:h] + ids[s + 1:a] + fill + ids[h:s]
-    fill = ids[s + 1:]
-    fill = fill[:fill.index(f.end)] if f.end in fill else fill
-    context = ids[:s]
+        return ids[:h] + ids[s + 1:a] + ids[b:] + ids[h:s]
+    context, fill = ids[:s], ids[s + 1:]  # placeholders in place: BOS head before FillBar.. after FillStart fill
     if f.bar not in context:
         return context + fill
-    a = context.index(f.bar)
-    b = a
-    while b < len(context) and context[b] == f.bar:
-        b += 1
+    a, b = _run(context, f.bar)
     return context[:a] + fill + context[b:]
 
 

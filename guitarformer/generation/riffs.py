@@ -5,6 +5,7 @@ them into fretted GuitarScores. Reading files, continuing them and writing riffs
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from guitarformer.fretting import finger_score
 from guitarformer.generation.conditioning import Conditions
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
-from guitarformer.generation.form import Plan, agree
+from guitarformer.generation.form import FormCounts, Plan, agree
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import bar_lines, bar_starts
@@ -60,6 +61,13 @@ def riff_seed(seed: int, k: int) -> int:
     """The seed of riff k of a call seeded `seed`: riff k is the same riff whatever the batch size or the number
     of riffs asked for (and riffs k and k + 1 are unrelated streams, unlike seeds s and s + 1 of one generator)."""
     return int.from_bytes(hashlib.sha256(f"guitarformer riff {seed} {k}".encode()).digest()[:8], "little") >> 1
+
+
+def riff_forms(forms: FormCounts, seed: int, num: int, style: str | None = None, bars: int | None = None,
+               first: int = 0) -> list[Plan]:
+    """The forms of riffs `first` .. `first + num - 1` of a call seeded `seed`: riff k's drawn (FormCounts.draw) with
+    a generator seeded `riff_seed(seed, k)`, so riff k's form, like its notes, depends only on the seed and k."""
+    return [forms.draw(random.Random(riff_seed(seed, k)), style, bars) for k in range(first, first + num)]
 
 
 def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bool, bars: int | None
