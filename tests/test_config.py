@@ -55,9 +55,10 @@ def test_missing_config_names_the_fix():
 
 def test_config_defaults_are_the_default_preset():
     preset = Config()
-    preset.model.prev_token = True  # false in the dataclass: saved configs that do not name it load as they were
+    preset.model.prev_token = preset.model.copy = True  # false in the dataclass: saved configs load as they were
     assert preset == load_config("decoder-small") == load_config()
     assert from_dict({"model": {"n_layer": 2}}).model.prev_token is False
+    assert from_dict({"model": {"n_layer": 2}}).model.copy is False
 
 
 def test_every_change_is_validated():

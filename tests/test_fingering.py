@@ -232,8 +232,21 @@ def _seqs(tok, parts):
             [(gs.tuning, gs.capo) for gs in parts])
 
 
+@pytest.fixture(scope="module")
+def copy_model(tok):
+    """The default preset's input and output: the token before each position, and the copy of models/copy.py."""
+    torch.manual_seed(0)
+    return build_model(ModelConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32,
+                                   dropout=0.0, prev_token=True, copy=True))
+
+
 @pytest.mark.parametrize("beam", [2, 4])
-def test_beam_search_never_scores_below_greedy(model, tok, parts, beam):
+@pytest.mark.parametrize("shape", ["plain", "copy"])
+def test_beam_search_never_scores_below_greedy(model, copy_model, tok, parts, beam, shape):
+    if shape == "copy":  # its match state (tokens, n-gram hashes) moves with the rows beam search reorders
+        model = copy_model
+        with torch.no_grad():
+            model.copy.by_length.weight.fill_(2.0)  # a gate that copies: a wrong row's state would show
     seqs, guitars = _seqs(tok, parts)
     greedy = refinger(model, tok, seqs, guitars, batch_size=64, beam=1)
     wide, scored = _refinger(model, tok, seqs, guitars, None, 64, None, beam)

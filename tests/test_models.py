@@ -179,6 +179,63 @@ def test_previous_token_input_through_the_cache_matches_the_full_forward(static:
     assert not any(k.startswith("prev.") for k in enc.state_dict())
 
 
+def _copy_by_hand(x: list[int]) -> tuple[list[int], list[int]]:
+    """models/copy.py's match, read off the definition: the longest n in ORDERS whose n tokens ending at t also end
+    at an earlier s, its index + 1, and the token after the latest such s."""
+    from guitarformer.models.copy import ORDERS
+
+    L, c = [0] * len(x), [0] * len(x)
+    for t in range(len(x)):
+        for j in reversed(range(len(ORDERS))):
+            n = ORDERS[j]
+            srcs = [s for s in range(n - 1, t) if t - n + 1 >= 0 and x[s - n + 1:s + 1] == x[t - n + 1:t + 1]]
+            if srcs:
+                L[t], c[t] = j + 1, x[srcs[-1] + 1]
+                break
+    return L, c
+
+
+def test_copy_match_is_the_latest_longest_earlier_occurrence() -> None:
+    from guitarformer.models.copy import MatchState, match_window
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(1, 4, (3, 90), generator=g)  # three symbols: many short matches, few long ones
+    x[1, 40:80] = x[1, 0:40]  # a part played twice: its second half matches 32 tokens back
+    L, c = match_window(x)
+    for b in range(3):
+        assert (L[b].tolist(), c[b].tolist()) == _copy_by_hand(x[b].tolist())
+    assert L[1, 75] == 6 and c[1, 75] == x[1, 36]  # the repeat predicts the token after its first playing
+    state = MatchState(3, 128, "cpu")  # the cache's way, in chunks, gives the same
+    parts = [state.extend(x[:, a:b], a) for a, b in ((0, 17), (17, 18), (18, 50), (50, 90))]
+    assert torch.equal(torch.cat([p[0] for p in parts], 1), L)
+    assert torch.equal(torch.cat([p[1] for p in parts], 1), c)
+
+
+def test_copy_mixture_through_the_cache_matches_the_full_forward() -> None:
+    """model.copy: the logits are the mixture's log-probabilities (they sum to one), the same through a cache in
+    any chunking, and a gate opened wide puts at least its weight on the token after the earlier playing."""
+    model = make("decoder", "rope", prev_token=True, copy=True)
+    tgt = torch.randint(1, V, (3, 16))
+    tgt[:, 8:] = tgt[:, :8]
+    with torch.no_grad():
+        full = model(tgt)[0]
+        torch.testing.assert_close(full.exp().sum(-1), torch.ones(3, 16))
+        stepped = decode_incrementally(model, None, tgt, [5] + [1] * 11)
+        chunked = decode_incrementally(model, None, tgt, [3, 4, 1, 6, 2])
+        torch.testing.assert_close(stepped, full, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
+        model.copy.by_length.weight.fill_(5.0)  # g = sigmoid(5) where anything matches
+        opened = model(tgt)[0]
+        for t in range(9, 15):  # from position 9 the last two tokens match the first playing
+            assert (opened[:, t].gather(1, tgt[:, t + 1:t + 2]).exp() >= torch.sigmoid(torch.tensor(5.0)) - 1e-4).all()
+        with pytest.raises(ValueError, match="dynamic KV cache"):
+            model(tgt[:, :4], cache=model.new_cache(3, 20, static=True))
+    tgt.requires_grad_(False)
+    _, loss = model.train()(tgt[:, :-1], tgt[:, 1:])
+    loss.backward()
+    assert model.copy.gate.weight.grad.abs().sum() > 0 and model.copy.by_length.weight.grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("pos", POS)
 @pytest.mark.parametrize("ffn,bias", [("gelu", True), ("swiglu", False)])

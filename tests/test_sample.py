@@ -32,12 +32,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(tok, kind: str = "decoder", block_size: int = 96, seed: int = 0):
-    """A 1-layer model of `kind`; "decoder-prev": a decoder reading the token before each position too."""
+    """A 1-layer model of `kind`; "decoder-prev": a decoder reading the token before each position too;
+    "decoder-copy": and mixing in the token after the latest earlier match (the default preset's shape)."""
     torch.manual_seed(seed)
-    prev = kind == "decoder-prev"
+    prev, copy = kind in ("decoder-prev", "decoder-copy"), kind == "decoder-copy"
     return build_model(ModelConfig(kind="decoder" if prev else kind, vocab_size=len(tok), block_size=block_size,
                                    src_block_size=32, n_layer=1, n_head=2, n_embd=32, dropout=0.0,
-                                   prev_token=prev)).eval()
+                                   prev_token=prev, copy=copy)).eval()
 
 
 def until_eos(row: list[int], eos: int) -> list[int]:
@@ -210,7 +211,7 @@ def test_generate_runs_in_eval_mode_and_gives_the_model_back_in_its_own(kind):
     assert model.training
 
 
-@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "encoder_decoder"])
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder"])
 def test_greedy_is_identical_with_and_without_cache(kind):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     sp = special_ids(tok)
@@ -231,7 +232,7 @@ def test_greedy_is_identical_with_and_without_cache(kind):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
-@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "encoder_decoder"])
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder"])
 def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     """The CUDA-graph step (generation/captured.py): the same riffs from the same seeds, window slide included."""
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))

@@ -131,6 +131,7 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
 
     cache, captured = None, None
     static = use_cache and (params.capture if params.capture is not None else device.type == "cuda")
+    static = static and not getattr(getattr(model, "config", None), "copy", False)  # model.copy: a dynamic cache
     if use_cache:
         cache = model.new_cache(B, ctx, device=device, static=static)
         logits = run(window(idx, T0, ctx), cache)  # eager: the prompt also allocates a static cache's buffers

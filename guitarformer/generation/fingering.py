@@ -380,6 +380,8 @@ def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
                 buf[dst, :, :n] = buf[frm, :, :n]
     if cache.last is not None:  # a decoder with model.prev_token: each row's last token moves with it
         cache.last[dst] = cache.last[frm]
+    if cache.match is not None:  # model.copy: each row's tokens and n-gram hashes
+        cache.match.reorder(dst, frm)
     for g, rs in groups:
         lsrc = local[src[rs]]  # a row's source is in its own window, so in its group
         if bool((lsrc != torch.arange(len(rs), device=rs.device)).any()):

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
+from guitarformer.models.copy import CopyHead, MatchState, match_window
 from guitarformer.models.layers import (
     Block,
     KVCache,
@@ -44,19 +45,24 @@ class Decoder(LanguageModel):
         self.blocks = nn.ModuleList(Block(cfg, causal=True, cross=False) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(C, bias=cfg.bias)
         self.lm_head = nn.Linear(C, cfg.vocab_size, bias=False)
+        self.copy = CopyHead(C) if cfg.copy else None  # config.copy: models/copy.py
         init_gpt2_(self, n_residual=2 * cfg.n_layer)  # two residual branches per block
+        if self.copy is not None:
+            self.copy.reset_parameters()
         if cfg.tie_weights:
             self.lm_head.weight = self.embed.wte.weight  # after init: one tensor, embedding's N(0, 0.02)
 
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) -> logits (B, T, V), mean cross-entropy against targets (B, T) or None.
+        """idx (B, T) -> logits (B, T, V), mean cross-entropy against targets (B, T) or None. With model.copy the
+        "logits" are log-probabilities of the mixture (models/copy.py), which every reader of logits takes as they are.
 
         With a cache, idx holds only the new tokens; their positions start at cache.length and the
         cache is advanced by T in place.
         """
         T = idx.shape[1]
+        match = self._match(idx, cache) if self.copy is not None else None
         start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
         x = self.embed(idx, start)  # (B, T, C); raises past block_size
         if self.prev is not None:
@@ -64,13 +70,27 @@ class Decoder(LanguageModel):
         rope = self.rotary(start, T) if self.rotary is not None else None
         for i, block in enumerate(self.blocks):
             x = block(x, rope=rope, cache=cache, layer=i)
-        logits = linear(layer_norm(x, self.ln_f), self.lm_head)  # (B, T, V)
+        h = layer_norm(x, self.ln_f)
+        logits = linear(h, self.lm_head)  # (B, T, V)
+        if match is not None:
+            logits = self.copy(logits, h, *match)
         if cache is not None:
             cache.advance(T)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)
         return logits, loss
+
+    @staticmethod
+    def _match(idx: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor]:
+        """(L, c) of models/copy.py for idx's positions: from the window itself, or against the cache's tokens."""
+        if cache is None:
+            return match_window(idx)
+        if cache.static:
+            raise ValueError("model.copy decodes with a dynamic KV cache (its match state grows with the window)")
+        if cache.match is None:
+            cache.match = MatchState(idx.shape[0], cache.max_len, idx.device)
+        return cache.match.extend(idx, cache.length)
 
     @staticmethod
     def _previous(idx: Tensor, cache: KVCache | None) -> Tensor:
@@ -93,6 +113,8 @@ class Decoder(LanguageModel):
         if non_embedding:
             if self.prev is not None:
                 n -= self.prev.weight.numel()
+            if self.copy is not None:
+                n -= self.copy.by_length.weight.numel()
             if self.config.pos == "learned":
                 n -= self.embed.wpe.weight.numel()
             if not self.config.tie_weights:

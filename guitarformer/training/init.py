@@ -35,7 +35,7 @@ from guitarformer.runs.checkpoint import load_checkpoint
 
 # The model settings the weights depend on (dropout and the vocabulary size are not among them).
 SHAPE_KEYS = ("kind", "n_layer", "n_enc_layer", "n_head", "n_embd", "block_size", "src_block_size", "bias", "pos",
-              "ffn", "ffn_mult", "tie_weights", "prev_token")
+              "ffn", "ffn_mult", "tie_weights", "prev_token", "copy")
 # Data settings a fine-tune inherits unless the config changes them: what the tokens are, and the training mix.
 TOKEN_KEYS = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures", "bpe_vocab_size", "bpe_model",
               "controls")

@@ -1,0 +1,143 @@
+"""Copying by match (`model.copy`): the token that followed the latest, longest earlier occurrence of what was just
+read, mixed into the network's distribution by a learned gate.
+
+Fiddle tunes and riffs play their bars again: 38% of the built-in val stream's tokens sit in a bar that repeats an
+earlier bar of its window. The network learns to copy them only in part (the quickstart's run read 0.396
+nats/token on tokens whose last 16+ tokens occur earlier in the window, where the token after the latest such
+occurrence is right 96.8% of the time; scripts/bench_copy.py). So the model states the copy outright:
+
+    p(v) = (1 - g) softmax(z)(v) + g [v == c]
+
+with c the token after the latest position s < t whose run of tokens ending at s matches the longest run ending
+at t (the match length L), and g = sigmoid(w . h + b[L]) from the final hidden state h and a learned
+bias per length; g = 0 where nothing matches (L = 0). Infilling gains the same way: the bars after the gap sit in
+the window before the fill (data/infill.py), so a fill that repeats one of them is copied from there.
+
+The forward returns log p as its "logits": cross-entropy, sampling (temperature, top-p, constraint masks) and
+every NLL read them unchanged, since softmax(log p) = p.
+
+Shapes: B batch, T new tokens, S cached positions, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+ORDERS = (1, 2, 4, 8, 16, 32)  # the match lengths looked for; the longest found sets the gate's bias
+_M, _P = 2_147_483_647, 1_000_003  # n-grams compared by a polynomial hash mod a prime (int64 products stay exact)
+_POW = {n: pow(_P, n, _M) for n in ORDERS}
+
+
+def _grow(h: Tensor, before: Tensor, n: int) -> Tensor:
+    """Hash of the 2n-gram ending here from the n-gram's (h) and the one n earlier (before); -1 where either is."""
+    return torch.where((h < 0) | (before < 0), torch.full_like(h, -1), (h * _POW[n] + before) % _M)
+
+
+def _hashes(idx: Tensor) -> list[Tensor]:
+    """One (B, T) hash per order in ORDERS of the n tokens ending at each position, -1 where they would start
+    before the window."""
+    out = [idx.long()]
+    for n in ORDERS[:-1]:
+        h = out[-1]
+        before = torch.cat([torch.full_like(h[:, :n], -1), h[:, :-n]], 1)[:, :h.shape[1]]
+        out.append(_grow(h, before, n))
+    return out
+
+
+def _latest_equal(h: Tensor) -> Tensor:
+    """(B, T) -> (B, T): the latest earlier position with the same hash, -1 where none (or the hash is -1)."""
+    order = torch.sort(h, dim=1, stable=True).indices  # equal hashes together, in position order
+    hs = h.gather(1, order)
+    prev_sorted = torch.where(hs[:, 1:] == hs[:, :-1], order[:, :-1], torch.full_like(order[:, 1:], -1))
+    prev = torch.full_like(h, -1).scatter(1, order[:, 1:], prev_sorted)
+    return torch.where(h < 0, torch.full_like(prev, -1), prev)
+
+
+def _pick(latest: list[Tensor], tokens: Tensor, end: int) -> tuple[Tensor, Tensor]:
+    """From each order's latest match (B, T), the longest order that has one: its index + 1 (0: none) and the
+    token after the match."""
+    L = torch.zeros_like(latest[0])
+    src = torch.full_like(latest[0], -1)
+    for j in reversed(range(len(ORDERS))):
+        take = (src < 0) & (latest[j] >= 0)
+        L = torch.where(take, j + 1, L)
+        src = torch.where(take, latest[j], src)
+    c = tokens.gather(1, (src + 1).clamp(0, end - 1))
+    return L, torch.where(L > 0, c, torch.zeros_like(c))
+
+
+@torch.no_grad()
+def match_window(idx: Tensor) -> tuple[Tensor, Tensor]:
+    """(B, T) tokens of one window -> (L, c), each (B, T): at each position t, the longest n in ORDERS whose n
+    tokens ending at t also end at an earlier s < t, as its index + 1 (0: not even the token itself occurred), and
+    the token after the latest such s (0 where L = 0)."""
+    latest = [_latest_equal(h) for h in _hashes(idx)]
+    return _pick(latest, idx, idx.shape[1])
+
+
+class MatchState:
+    """The copy's side of a KV cache: the window's tokens and their n-gram hashes, so each new token costs
+    O(len(ORDERS) S) and gives what match_window gives for the whole window. Row-aligned with the cache."""
+
+    def __init__(self, batch_size: int, max_len: int, device) -> None:
+        self.tokens = torch.zeros(batch_size, max_len, dtype=torch.long, device=device)
+        self.hash = torch.full((len(ORDERS), batch_size, max_len), -1, dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def extend(self, idx: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """Write idx (B, T) at positions [start, start + T); (L, c) for each."""
+        T = idx.shape[1]
+        if start == 0:  # a new window: all at once
+            self.tokens[:, :T] = idx
+            for j, h in enumerate(_hashes(idx)):
+                self.hash[j, :, :T] = h
+            return match_window(idx)
+        Ls, cs = [], []
+        for i in range(T):
+            p = start + i
+            self.tokens[:, p] = idx[:, i]
+            h = idx[:, i].long()
+            latest = []
+            for j, n in enumerate(ORDERS):
+                if j:
+                    before = self.hash[j - 1, :, p - ORDERS[j - 1]] if p >= ORDERS[j - 1] else torch.full_like(h, -1)
+                    h = _grow(h, before, ORDERS[j - 1])
+                self.hash[j, :, p] = h
+                same = (self.hash[j, :, :p] == h[:, None]) & (h[:, None] >= 0)
+                pos = torch.arange(p, device=idx.device)
+                latest.append(torch.where(same, pos, torch.full_like(pos, -1)).max(1).values[:, None])
+            L, c = _pick(latest, self.tokens, p + 1)
+            Ls.append(L)
+            cs.append(c)
+        return torch.cat(Ls, 1), torch.cat(cs, 1)
+
+    def reorder(self, dst: Tensor, frm: Tensor) -> None:
+        self.tokens[dst] = self.tokens[frm]
+        self.hash[:, dst] = self.hash[:, frm]
+
+
+class CopyHead(nn.Module):
+    """The gate and the mixture: logits (B, T, V), hidden (B, T, C), (L, c) -> log p (B, T, V), in float32."""
+
+    def __init__(self, n_embd: int) -> None:
+        super().__init__()
+        self.gate = nn.Linear(n_embd, 1)
+        self.by_length = nn.Embedding(len(ORDERS) + 1, 1)
+
+    def reset_parameters(self) -> None:
+        """Start with the network alone in charge where runs are short, leaning on long matches (g about 0.1 to
+        0.5): the gate learns from there."""
+        nn.init.zeros_(self.gate.weight)
+        nn.init.zeros_(self.gate.bias)
+        with torch.no_grad():
+            self.by_length.weight.copy_(torch.linspace(-3.0, 0.0, len(ORDERS) + 1)[:, None])
+
+    def forward(self, logits: Tensor, hidden: Tensor, L: Tensor, c: Tensor) -> Tensor:
+        logp = F.log_softmax(logits.float(), -1)
+        a = self.gate(hidden.float()).squeeze(-1) + self.by_length(L).squeeze(-1)  # (B, T)
+        mixed = logp + F.logsigmoid(-a)[..., None]
+        hit = torch.logaddexp(mixed.gather(-1, c[..., None]), F.logsigmoid(a)[..., None])
+        mixed = mixed.scatter(-1, c[..., None], hit)
+        return torch.where((L > 0)[..., None], mixed, logp)
