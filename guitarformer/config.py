@@ -72,9 +72,10 @@ class ModelConfig:
     # induction that copies a bar the piece played before (models/decoder.py); the encoder-decoder does not read
     # it. On in the default preset; false here, as runs saved before it existed were built (module docstring).
     prev_token: bool = False
-    # Decoder: mix into each prediction the token that followed the latest, longest earlier match of what was just
-    # read, by a learned gate (models/copy.py): repeated bars and fills that repeat the bars after the gap come
-    # nearly free. On in the default preset; false here for the same reason as prev_token.
+    # Mix into each prediction the token that followed the latest, longest earlier match of what was just read (an
+    # encoder-decoder: in its source, then its target so far), by a learned gate (models/copy.py): repeated bars and
+    # fills that repeat the bars after the gap come nearly free. On in the default presets; false here for the
+    # same reason as prev_token.
     copy: bool = False
 
 

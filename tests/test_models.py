@@ -230,10 +230,29 @@ def test_copy_mixture_through_the_cache_matches_the_full_forward() -> None:
             assert (opened[:, t].gather(1, tgt[:, t + 1:t + 2]).exp() >= torch.sigmoid(torch.tensor(5.0)) - 1e-4).all()
         with pytest.raises(ValueError, match="dynamic KV cache"):
             model(tgt[:, :4], cache=model.new_cache(3, 20, static=True))
-    tgt.requires_grad_(False)
     _, loss = model.train()(tgt[:, :-1], tgt[:, 1:])
     loss.backward()
     assert model.copy.gate.weight.grad.abs().sum() > 0 and model.copy.by_length.weight.grad.abs().sum() > 0
+
+
+def test_encoder_decoder_copies_from_its_source_through_the_cache() -> None:
+    """An encoder-decoder's copy matches its target against the source followed by the target so far: a target
+    that repeats the source is predicted from there, the same through a cache, which needs the source each call."""
+    model = make("encoder_decoder", "rope", copy=True)
+    src, tgt = torch.randint(1, V, (3, 12)), torch.randint(1, V, (3, 10))
+    tgt[:, 2:10] = src[:, 2:10]  # the target plays the source's bars again
+    with torch.no_grad():
+        model.copy.by_length.weight.fill_(5.0)
+        full = model(src, tgt)[0]
+        for t in range(4, 9):  # two tokens matched in the source: the next one is the source's
+            assert (full[:, t].gather(1, tgt[:, t + 1:t + 2]).exp() >= torch.sigmoid(torch.tensor(5.0)) - 1e-4).all()
+        memory = model.encode(src)
+        cache = model.new_cache(3, 10)
+        steps = [model.decode(tgt[:, :3], memory, cache=cache, src=src)]
+        steps += [model.decode(tgt[:, t:t + 1], None, cache=cache, src=src) for t in range(3, 10)]
+        torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+        with pytest.raises(ValueError, match="source tokens"):
+            model.decode(tgt, memory)
 
 
 @pytest.mark.parametrize("kind", KINDS)

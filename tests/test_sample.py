@@ -33,10 +33,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def tiny(tok, kind: str = "decoder", block_size: int = 96, seed: int = 0):
     """A 1-layer model of `kind`; "decoder-prev": a decoder reading the token before each position too;
-    "decoder-copy": and mixing in the token after the latest earlier match (the default preset's shape)."""
+    "decoder-copy": and mixing in the token after the latest earlier match (the default preset's shape);
+    "encoder_decoder-copy": matching in the source, then the target so far."""
     torch.manual_seed(seed)
-    prev, copy = kind in ("decoder-prev", "decoder-copy"), kind == "decoder-copy"
-    return build_model(ModelConfig(kind="decoder" if prev else kind, vocab_size=len(tok), block_size=block_size,
+    prev, copy = kind in ("decoder-prev", "decoder-copy"), kind.endswith("-copy")
+    kind = "decoder" if prev else kind.removesuffix("-copy")
+    return build_model(ModelConfig(kind=kind, vocab_size=len(tok), block_size=block_size,
                                    src_block_size=32, n_layer=1, n_head=2, n_embd=32, dropout=0.0,
                                    prev_token=prev, copy=copy)).eval()
 
@@ -211,14 +213,15 @@ def test_generate_runs_in_eval_mode_and_gives_the_model_back_in_its_own(kind):
     assert model.training
 
 
-@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder"])
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder",
+                                  "encoder_decoder-copy"])
 def test_greedy_is_identical_with_and_without_cache(kind):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     sp = special_ids(tok)
     model = tiny(tok, kind, block_size=48)
     ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 2)
     prompt = ids
-    if kind == "encoder_decoder":
+    if kind.startswith("encoder_decoder"):
         prompt = Prompt(ids, torch.randint(5, len(tok), (2, 20)), torch.ones(2, 20, dtype=torch.bool))
     runs = []
     # The cache, recomputing everything, and the static cache a captured step uses (on a CPU it runs eagerly).
@@ -232,7 +235,8 @@ def test_greedy_is_identical_with_and_without_cache(kind):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
-@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder"])
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder",
+                                  "encoder_decoder-copy"])
 def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     """The CUDA-graph step (generation/captured.py): the same riffs from the same seeds, window slide included."""
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
@@ -240,7 +244,7 @@ def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     model = tiny(tok, kind, block_size=48).cuda()
     ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 3)
     prompt = ids
-    if kind == "encoder_decoder":
+    if kind.startswith("encoder_decoder"):
         prompt = Prompt(ids, torch.randint(5, len(tok), (3, 20)), torch.ones(3, 20, dtype=torch.bool))
     runs = [generate(model, prompt, SamplingParams(80, capture=capture), generator=torch.Generator().manual_seed(0),
                      constraint=GuitarConstraint(tok, device="cuda"), eos_id=None) for capture in (False, True)]

@@ -138,9 +138,10 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         if static and device.type == "cuda":
             captured = CapturedStep(step_fn, cache, B, device)
     n = T0
+    held = min(T0, ctx)  # tokens in the model's window (the cache's length): both paths slide the same way
     for step in range(max_new_tokens):
         if not use_cache:
-            logits = run(window(out, n, ctx), None)
+            logits = run(window(out, n, held), None)
         allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
@@ -154,8 +155,10 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
             break
         if step + 1 == max_new_tokens:
             break
+        slide = held >= ctx  # context full: slide, rebuild the window from the last half
+        held = ctx // 2 if slide else held + 1
         if use_cache:
-            if cache.length >= ctx:  # context full: slide, rebuild the cache from the last half
+            if slide:
                 if static:
                     cache.reset(keep_memory=True)  # same buffers: a captured step keeps replaying against them
                 else:

@@ -118,6 +118,26 @@ class MatchState:
         self.hash[:, dst] = self.hash[:, frm]
 
 
+@torch.no_grad()
+def match(idx: Tensor, cache=None, src: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(L, c) for idx's positions, matched against everything before them: the window so far (a decoder), or an
+    encoder-decoder's source followed by its target so far (`src`, (B, S)), where a fill or a continuation finds
+    the bars it repeats. Through a KV cache (its `match`, a MatchState made on the window's first call) each new
+    token costs O(S); without one, the window at once."""
+    S = 0 if src is None else src.shape[1]
+    if cache is not None and cache.static:
+        raise ValueError("model.copy decodes with a dynamic KV cache (its match state grows with the window)")
+    if cache is None or cache.length == 0:
+        seq = idx if src is None else torch.cat([src, idx], 1)
+        if cache is None:
+            L, c = match_window(seq)
+        else:
+            cache.match = MatchState(idx.shape[0], S + cache.max_len, idx.device)
+            L, c = cache.match.extend(seq, 0)
+        return L[:, S:], c[:, S:]
+    return cache.match.extend(idx, S + cache.length)
+
+
 class CopyHead(nn.Module):
     """The gate and the mixture: logits (B, T, V), hidden (B, T, C), (L, c) -> log p (B, T, V), in float32."""
 

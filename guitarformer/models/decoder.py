@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
-from guitarformer.models.copy import CopyHead, MatchState, match_window
+from guitarformer.models.copy import CopyHead, match
 from guitarformer.models.layers import (
     Block,
     KVCache,
@@ -62,7 +62,7 @@ class Decoder(LanguageModel):
         cache is advanced by T in place.
         """
         T = idx.shape[1]
-        match = self._match(idx, cache) if self.copy is not None else None
+        matched = match(idx, cache) if self.copy is not None else None
         start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
         x = self.embed(idx, start)  # (B, T, C); raises past block_size
         if self.prev is not None:
@@ -72,25 +72,14 @@ class Decoder(LanguageModel):
             x = block(x, rope=rope, cache=cache, layer=i)
         h = layer_norm(x, self.ln_f)
         logits = linear(h, self.lm_head)  # (B, T, V)
-        if match is not None:
-            logits = self.copy(logits, h, *match)
+        if matched is not None:
+            logits = self.copy(logits, h, *matched)
         if cache is not None:
             cache.advance(T)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)
         return logits, loss
-
-    @staticmethod
-    def _match(idx: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor]:
-        """(L, c) of models/copy.py for idx's positions: from the window itself, or against the cache's tokens."""
-        if cache is None:
-            return match_window(idx)
-        if cache.static:
-            raise ValueError("model.copy decodes with a dynamic KV cache (its match state grows with the window)")
-        if cache.match is None:
-            cache.match = MatchState(idx.shape[0], cache.max_len, idx.device)
-        return cache.match.extend(idx, cache.length)
 
     @staticmethod
     def _previous(idx: Tensor, cache: KVCache | None) -> Tensor:

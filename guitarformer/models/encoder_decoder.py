@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
+from guitarformer.models.copy import CopyHead, match
 from guitarformer.models.layers import (
     Block,
     KVCache,
@@ -53,6 +54,9 @@ class EncoderDecoder(LanguageModel):
         init_gpt2_(self.decoder, n_residual=3 * cfg.n_layer)  # self-, cross-attention + FFN per block
         if cfg.tie_weights:
             self.lm_head.weight = wte.weight
+        self.copy = CopyHead(C) if cfg.copy else None  # config.copy: from the source and the target so far
+        if self.copy is not None:
+            self.copy.reset_parameters()
 
     # ------------------------------------------------------------------ inference pieces
 
@@ -71,10 +75,17 @@ class EncoderDecoder(LanguageModel):
         memory: Tensor | None,
         src_key_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        src: Tensor | None = None,
     ) -> Tensor:
         """tgt (B, T) -> logits (B, T, V). With a cache, tgt holds only the new tokens; the memory's
-        cross-attention K/V are projected on the first call and reused (memory may then be None)."""
+        cross-attention K/V are projected on the first call and reused (memory may then be None).
+        `src` (B, S): the source tokens, which model.copy matches against (every call: a window may restart)."""
         T = tgt.shape[1]
+        matched = None
+        if self.copy is not None:
+            if src is None:
+                raise ValueError("model.copy: decode needs the source tokens (src=) to copy from")
+            matched = match(tgt, cache, src)
         start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
         x = self.tgt_embed(tgt, start)  # (B, T, C)
         rope = self.rotary(start, T) if self.rotary is not None else None
@@ -82,7 +93,9 @@ class EncoderDecoder(LanguageModel):
             x = block(x, memory=memory, memory_mask=src_key_mask, rope=rope, cache=cache, layer=i)
         if cache is not None:
             cache.advance(T)
-        return linear(layer_norm(x, self.ln_f), self.lm_head)  # (B, T, V)
+        h = layer_norm(x, self.ln_f)
+        logits = linear(h, self.lm_head)  # (B, T, V)
+        return logits if matched is None else self.copy(logits, h, *matched)
 
     def forward(
         self,
@@ -93,7 +106,7 @@ class EncoderDecoder(LanguageModel):
     ) -> tuple[Tensor, Tensor | None]:
         """src (B, S), tgt (B, T) -> logits (B, T, V), mean cross-entropy against targets (B, T) or None."""
         memory = self.encode(src, src_key_mask)
-        logits = self.decode(tgt, memory, src_key_mask)
+        logits = self.decode(tgt, memory, src_key_mask, src=src)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)

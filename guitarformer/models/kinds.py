@@ -174,7 +174,7 @@ class EncoderDecoderKind:
 
     def stepper(self, model: nn.Module, prompt: Prompt) -> Step:
         memory = model.encode(prompt.src, prompt.src_key_mask)  # once: every step attends to the same memory
-        return lambda tokens, cache: model.decode(tokens, memory, prompt.src_key_mask, cache=cache)
+        return lambda tokens, cache: model.decode(tokens, memory, prompt.src_key_mask, cache=cache, src=prompt.src)
 
     def heard(self, prompt_src: Sequence[int], row: Sequence[int]) -> list[int]:
         """The tokens a listener hears for an output row: the continuation comes after its source."""
