@@ -300,7 +300,8 @@ def _list_tunings(ctx, param, value):
 @click.option("--guard/--no-guard", default=True, show_default=True, help="Steer the sampler to the asked key, "
               "density and the style's meter where the model alone does not hold them.")
 @click.option("--form", default=None, help="Which bars repeat an earlier bar, note for note: "
-              "auto (the default: a real tune's form, of the --style if given), none (the model alone), or letters, "
+              "auto (a real tune's form, of the --style if given; the default for a model that does not copy by "
+              "itself), none (the model alone; the default for one that does, as the shipped model), or letters, "
               "one per phrase of --bars / letters bars: AABB, ABAC (a letter seen before repeats that phrase).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
               help="auto: a CUDA or Apple GPU when there is one, else the CPU.")

@@ -85,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
              "",
              f"Model: {args.run or 'the shipped model (guitarformer/pretrained)'}, {loaded.checkpoint.name} at step "
              f"{loaded.step}. {args.riffs} riffs per sampler setting, drawn as `guitarformer sample` "
-             f"draws them with no controls and the default form (`SampleRequest`: `form` auto, each riff the form of a "
-             f"train tune; the run's settings: temperature "
+             f"draws them with no controls and the default form (`SampleRequest`: `form` unset: "
+             + ("the model's own, as it copies by itself (model.copy)" if loaded.cfg.model.copy else
+                "auto, each riff the form of a train tune")
+             + "; the run's settings: temperature "
              f"{loaded.cfg.sample.temperature:g}, top_p {loaded.cfg.sample.top_p:g}, top_k {loaded.cfg.sample.top_k}), "
              f"against {len(tunes)} {args.split} tunes cut into whole segments as long as the median riff "
              f"({first[4]:g} quarters, {first[3]} segments with the first setting; a tune's partial last segment is "

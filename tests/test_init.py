@@ -107,7 +107,10 @@ def test_step_zero_keeps_the_shipped_model(like_dataset):
         ours, _ = model(x)
         theirs, _ = base.float()(x)
     assert ours.shape[-1] == V0 + 1
-    assert torch.allclose(ours[..., :V0], theirs, atol=1e-4)
+    # The shipped model's logits are log-probabilities (model.copy): the new token takes a sliver of the mass,
+    # which moves the old tokens' by about that much (3e-4 here) and nothing else.
+    assert (ours[..., :V0] - theirs).abs().max() < 1e-3
+    assert ours[..., V0].exp().max() < 1e-2
 
 
 def test_fine_tune_run_starts_from_the_shipped_loss(fine_tuned, tabs, tmp_path):
@@ -242,8 +245,8 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
     ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:400]])
     model.eval()
     with torch.no_grad():
-        assert torch.allclose(model(torch.tensor([ids]))[0][..., :457], base.float()(torch.tensor([ids]))[0],
-                              atol=1e-4)
+        ours, theirs = model(torch.tensor([ids]))[0], base.float()(torch.tensor([ids]))[0]
+    assert (ours[..., :457] - theirs).abs().max() < 1e-3  # log-probabilities: the new token's sliver aside
 
 
 def test_an_encoder_decoder_run_of_ones_own_fine_tunes_too(like_dataset, tmp_path):

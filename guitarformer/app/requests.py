@@ -88,7 +88,7 @@ class SampleRequest:
     guard: bool = True  # steer key, density and a style's meter in the sampler (generation/guards.py)
     # Which bars repeat an earlier bar (generation/form.py): "auto", a real tune's form, drawn per riff (of the asked
     # style where one is asked); "none", the model alone; or letters, one per phrase: "AABB". None: auto where the run
-    # has its tunes' forms (runs trained before them: none, without a warning).
+    # has its tunes' forms and does not copy by itself (app/sample.py `_forms`), else none, without a warning.
     form: str | None = None
 
     def controls(self) -> dict[str, str | None]:

@@ -83,6 +83,21 @@ class _Stops:
         return nxt
 
 
+def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Tensor:
+    """The last `length` of ids[:, :n], behind the first `keep_front` (BOS and the piece's controls)."""
+    if n <= length or not keep_front:
+        return ids[:, max(0, n - length):n]
+    return torch.cat([ids[:, :keep_front], ids[:, n - (length - keep_front):n]], 1)
+
+
+def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
+    """Decode against a static cache (a captured step's): as asked, else on CUDA; never for model.copy, whose match
+    state grows with the window."""
+    if getattr(getattr(model, "config", None), "copy", False):
+        return False
+    return params.capture if params.capture is not None else device.type == "cuda"
+
+
 @_threads_for_steps
 @_in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
@@ -109,11 +124,7 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     B, T0 = idx.shape
     ctx = model.config.block_size
     keep_front = min(prompt.keep_front, T0, ctx // 4)
-
-    def window(ids: torch.Tensor, n: int, length: int) -> torch.Tensor:  # the last `length` of ids[:, :n], front kept
-        if n <= length or not keep_front:
-            return ids[:, max(0, n - length):n]
-        return torch.cat([ids[:, :keep_front], ids[:, n - (length - keep_front):n]], 1)
+    window = functools.partial(_window, keep_front=keep_front)  # (ids, n, length): the model's window of ids[:, :n]
 
     step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
     if constraint is not None:
@@ -130,8 +141,7 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         return step_fn(tokens, cache)[:, -1]
 
     cache, captured = None, None
-    static = use_cache and (params.capture if params.capture is not None else device.type == "cuda")
-    static = static and not getattr(getattr(model, "config", None), "copy", False)  # model.copy: a dynamic cache
+    static = use_cache and _static_cache(model, params, device)
     if use_cache:
         cache = model.new_cache(B, ctx, device=device, static=static)
         logits = run(window(idx, T0, ctx), cache)  # eager: the prompt also allocates a static cache's buffers
