@@ -8,9 +8,11 @@ occurrence is right 96.8% of the time; scripts/bench_copy.py). So the model stat
 
     p(v) = (1 - g) softmax(z)(v) + g [v == c]
 
-with c the token after the latest position s < t whose run of tokens ending at s matches the longest run ending
-at t (the match length L), and g = sigmoid(w . h + b[L]) from the final hidden state h and a learned
-bias per length; g = 0 where nothing matches (L = 0). Infilling gains the same way: the bars after the gap sit in
+with c the token after the latest position s < t whose last n tokens equal the last n tokens at t, for the
+longest n in ORDERS that has such an s (L: that n's index + 1), and g = sigmoid(w . h + b[L]) from the final
+hidden state h and a learned bias per length; g = 0 where nothing matches (L = 0). The last n tokens are compared
+by a hash (a collision, about one pair in 2^31, makes a wrong copy the gate pays for, the same in training and
+decoding). The sampler and the scored NLL see the mixture; the network alone is the softmax(z) inside it. Infilling gains the same way: the bars after the gap sit in
 the window before the fill (data/infill.py), so a fill that repeats one of them is copied from there.
 
 The forward returns log p as its "logits": cross-entropy, sampling (temperature, top-p, constraint masks) and
