@@ -212,6 +212,9 @@ def train(config_name, model_kind, data, run_dir, force, max_steps, device, resu
         from guitarformer.training.loop import train as run_train
 
         summary = run_train(cfg, run_dir=run_dir, progress=_progress(), force=force)
+    from guitarformer.runtime import teardown_distributed
+
+    teardown_distributed()  # torchrun's ranks: leave the process group before the interpreter exits
     if summary.get("interrupted"):  # checkpoint saved; a scheduler can tell this from a finished run
         click.echo(f"interrupted ({summary['stopped_by']}); resume with: guitarformer train --resume {summary['run_dir']}",
                    err=True)

@@ -53,6 +53,14 @@ def setup_distributed(device_pref: str) -> Dist:
     return d
 
 
+def teardown_distributed() -> None:
+    """Leave the process group `setup_distributed` joined, if any, once the command is done with it: a rank that
+    exits with gloo's threads still running can abort in teardown ("terminate called without an active exception")
+    after its work is saved, which torchrun reports as the rank failing."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def resolve_device(pref: str, dist: Dist | None = None) -> torch.device:
     if pref == "auto":
         if torch.cuda.is_available():
