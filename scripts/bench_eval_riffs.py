@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
+from guitarformer.app.sample import default_form
 from guitarformer.data.corpus import cache_home
 from guitarformer.evaluation.docs import write_section
 from guitarformer.evaluation.features import compare, length_matched, piece_of
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
              f"Model: {args.run or 'the shipped model (guitarformer/pretrained)'}, {loaded.checkpoint.name} at step "
              f"{loaded.step}. {args.riffs} riffs per sampler setting, drawn as `guitarformer sample` "
              f"draws them with no controls and the default form (`SampleRequest`: `form` unset: "
-             + ("the model's own, as it copies by itself (model.copy)" if loaded.cfg.model.copy else
+             + ("the model's own, as it copies by itself (model.copy)" if default_form(loaded) == "none" else
                 "auto, each riff the form of a train tune")
              + "; the run's settings: temperature "
              f"{loaded.cfg.sample.temperature:g}, top_p {loaded.cfg.sample.top_p:g}, top_k {loaded.cfg.sample.top_k}), "

@@ -93,7 +93,7 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
 def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
     """Decode against a static cache (a captured step's): as asked, else on CUDA; never for model.copy, whose match
     state grows with the window."""
-    if getattr(getattr(model, "config", None), "copy", False):
+    if model.config.copy:
         return False
     return params.capture if params.capture is not None else device.type == "cuda"
 

@@ -75,8 +75,7 @@ def match_window(idx: Tensor) -> tuple[Tensor, Tensor]:
     """(B, T) tokens of one window -> (L, c), each (B, T): at each position t, the longest n in ORDERS whose n
     tokens ending at t also end at an earlier s < t, as its index + 1 (0: not even the token itself occurred), and
     the token after the latest such s (0 where L = 0)."""
-    latest = [_latest_equal(h) for h in _hashes(idx)]
-    return _pick(latest, idx, idx.shape[1])
+    return _pick([_latest_equal(h) for h in _hashes(idx)], idx, idx.shape[1])
 
 
 class MatchState:
@@ -91,25 +90,27 @@ class MatchState:
     def extend(self, idx: Tensor, start: int) -> tuple[Tensor, Tensor]:
         """Write idx (B, T) at positions [start, start + T); (L, c) for each."""
         T = idx.shape[1]
-        if start == 0:  # a new window: all at once
+        if start == 0:  # a new window: all at once, from the hashes it keeps
             self.tokens[:, :T] = idx
-            for j, h in enumerate(_hashes(idx)):
+            hashes = _hashes(idx)
+            for j, h in enumerate(hashes):
                 self.hash[j, :, :T] = h
-            return match_window(idx)
+            return _pick([_latest_equal(h) for h in hashes], idx, T)
         Ls, cs = [], []
         for i in range(T):
             p = start + i
             self.tokens[:, p] = idx[:, i]
             h = idx[:, i].long()
+            pos = torch.arange(p, device=idx.device)
+            none = torch.full_like(pos, -1)
             latest = []
-            for j, n in enumerate(ORDERS):
+            for j in range(len(ORDERS)):
                 if j:
-                    before = self.hash[j - 1, :, p - ORDERS[j - 1]] if p >= ORDERS[j - 1] else torch.full_like(h, -1)
-                    h = _grow(h, before, ORDERS[j - 1])
+                    n = ORDERS[j - 1]
+                    h = _grow(h, self.hash[j - 1, :, p - n] if p >= n else torch.full_like(h, -1), n)
                 self.hash[j, :, p] = h
                 same = (self.hash[j, :, :p] == h[:, None]) & (h[:, None] >= 0)
-                pos = torch.arange(p, device=idx.device)
-                latest.append(torch.where(same, pos, torch.full_like(pos, -1)).max(1).values[:, None])
+                latest.append(torch.where(same, pos, none).max(1).values[:, None])
             L, c = _pick(latest, self.tokens, p + 1)
             Ls.append(L)
             cs.append(c)

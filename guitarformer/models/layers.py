@@ -183,7 +183,7 @@ class KVCache:
         self.idx: Tensor | None = None  # static: (T,) positions of this step's tokens
         self.mask: Tensor | None = None  # static: (T, max_len) keys each new query may see
         self.last: Tensor | None = None  # (B, 1) the last token written (a decoder with model.prev_token reads it)
-        self.match = None  # a decoder with model.copy: its MatchState (models/copy.py), made on first use
+        self.match = None  # a model with model.copy: its MatchState (models/copy.py), made on a window's first call
 
     def _alloc(self, like: Tensor) -> Tensor:
         shape = (self.batch_size, self.n_head, self.max_len, self.head_size)
