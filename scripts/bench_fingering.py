@@ -3,7 +3,7 @@ docs/FINGERING_MODEL.md.
 
     python scripts/bench_fingering.py RUN [--data ../shared/data/guitar] [--every N] [--device auto]
     python scripts/bench_fingering.py --list-split train.txt     # the fit half's files, one path per line
-    python scripts/bench_fingering.py --link-split DIR           # the same as a folder of links, for `prepare`
+    python scripts/bench_fingering.py --copy-split DIR           # the same files copied under DIR, for `prepare`
 
 Files are split in two exactly as scripts/bench_fretting.py does (its `half()`: a hash of the file name without
 extension, so a song's .gp3/.gp4/.gp5 copies land together): half 0 is for training, half 1 is held out and
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_fretting import half as _part_half  # noqa: E402  (the split must be exactly the fretting benchmark's)
 
-from guitarformer.evaluation.fingering import Agreement, has_human_fingering, part_ids, score_parts  # noqa: E402
+from guitarformer.evaluation.fingering import (Agreement, has_human_fingering, part_ids, score_parts,
+                                               score_parts_combined)  # noqa: E402
 from guitarformer.generation.fingering import BEAM  # noqa: E402
 from guitarformer.readers import read_guitar  # noqa: E402
 
@@ -46,31 +47,33 @@ def half(path: Path) -> int:
     return _part_half((path.name,))
 
 
-def write_split(data: Path, list_out: Path | None, link_dir: Path | None) -> list[Path]:
-    """The training half (half 0) of every source: written as a list of paths and/or a folder of links that
-    mirrors the data folder (prepare reads a folder recursively and follows the links)."""
+def write_split(data: Path, list_out: Path | None, copy_dir: Path | None) -> list[Path]:
+    """The training half (half 0) of every source: written as a list of paths and/or copied into a folder that
+    mirrors the data folder (prepare reads a folder recursively; it does not follow links out of the folder it
+    was given, so a folder of links would be read as nothing)."""
     files = [f for find in SOURCES.values() for f in find(data) if half(f) == 0]
     if list_out is not None:
         list_out.parent.mkdir(parents=True, exist_ok=True)
         list_out.write_text("".join(f"{f.resolve()}\n" for f in files))
         print(f"wrote {list_out}: {len(files)} files of half 0")
-    if link_dir is not None:
+    if copy_dir is not None:
         for f in files:
-            link = link_dir / f.relative_to(data)
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            os.symlink(f.resolve(), link)
-        print(f"linked {len(files)} files of half 0 under {link_dir} (guitarformer prepare {link_dir} --tokenizer "
+            copy = copy_dir / f.relative_to(data)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if copy.is_symlink() or copy.exists():
+                copy.unlink()
+            shutil.copyfile(f, copy)
+        print(f"copied {len(files)} files of half 0 under {copy_dir} (guitarformer prepare {copy_dir} --tokenizer "
               f"TabREMI)")
     return files
 
 
-def held_out_parts(tok, files: list[Path], every: int, name: str):
-    """PartIds of the held-out half: de-duplicated parts with a human fingering, every Nth."""
+def held_out_parts(tok, files: list[Path], every: int, name: str, held_out: bool = True):
+    """PartIds of the held-out half (`held_out` False: of all `files`): de-duplicated parts with a human
+    fingering, every Nth."""
     scores, seen, bad = [], set(), 0
     for f in files:
-        if half(f) != 1:
+        if held_out and half(f) != 1:
             continue
         try:
             got = read_guitar(f)
@@ -97,6 +100,23 @@ def held_out_parts(tok, files: list[Path], every: int, name: str):
     return parts, bad
 
 
+def val_files(dataset: Path) -> dict[str, list[Path]]:
+    """The validation files of a dataset prepared from the training half (its manifest's split "val"), by source:
+    where `--tune` chooses the weight of fret() + model without looking at the held-out half."""
+    import json
+
+    by_ext = {".txt": "classtab ASCII tabs", ".gp3": "Guitar Pro 3-5", ".gp4": "Guitar Pro 3-5",
+              ".gp5": "Guitar Pro 3-5", ".gpx": "Guitar Pro 6-8", ".gp": "Guitar Pro 6-8"}
+    out: dict[str, list[Path]] = {name: [] for name in SOURCES}
+    with open(dataset / "manifest.jsonl") as fh:
+        for line in fh:
+            row = json.loads(line)
+            path = Path(row["path"])
+            if row.get("split") == "val" and path.suffix.lower() in by_ext:
+                out[by_ext[path.suffix.lower()]].append(path)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, nargs="?", help="run directory of a TabREMI decoder")
@@ -106,6 +126,12 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--beam", type=int, nargs="+", default=[BEAM], help="rows kept per window: 1 is the greedy "
                     "choice; several values score the same parts with each (default: %(default)s)")
+    ap.add_argument("--combine", type=float, nargs="*", default=[], help="also score fret() + the model: fret()'s "
+                    "Viterbi with W x -log p(string) from the model per note, for each weight W given")
+    ap.add_argument("--rounds", type=int, default=1, help="fret() + model: rounds (each reads the part as the "
+                    "round before fingered it)")
+    ap.add_argument("--tune", type=Path, default=None, help="score the validation files of this dataset (prepared "
+                    "from the training half) instead of the held-out half; no page is written")
     ap.add_argument("--context", type=int, default=None, help="windows of at most this many tokens (default: the "
                     "model's block_size; shorter is faster, with less context)")
     ap.add_argument("--device", default="auto")
@@ -114,14 +140,14 @@ def main() -> None:
     ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "FINGERING_MODEL.md")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--list-split", type=Path, default=None, help="write half 0's files here, one path a line")
-    ap.add_argument("--link-split", type=Path, default=None, help="link half 0's files under this folder")
+    ap.add_argument("--copy-split", type=Path, default=None, help="copy half 0's files under this folder")
     args = ap.parse_args()
 
-    if args.list_split or args.link_split:
-        write_split(args.data, args.list_split, args.link_split)
+    if args.list_split or args.copy_split:
+        write_split(args.data, args.list_split, args.copy_split)
         return
     if args.run is None and args.checkpoint is None:
-        ap.error("give a RUN (or --checkpoint), or --list-split / --link-split")
+        ap.error("give a RUN (or --checkpoint), or --list-split / --copy-split")
 
     import torch
 
@@ -134,34 +160,43 @@ def main() -> None:
     model, tok, cfg = load_run(args.run, args.checkpoint, str(dev))
     check_fingering_run(model, tok)
     n_params = sum(p.numel() for p in model.parameters())
+    methods = [(f"model, beam {k}", k, None) for k in args.beam]
+    methods += [(f"fret() + model x{w:g}" + (f", {args.rounds} rounds" if args.rounds > 1 else ""), None, w)
+                for w in args.combine]
+    sources = val_files(args.tune) if args.tune else {name: find(args.data) for name, find in SOURCES.items()}
     rows = []
-    for name, find in SOURCES.items():
+    for name, files in sources.items():
         t0 = time.perf_counter()
-        parts, bad = held_out_parts(tok, find(args.data), args.every, name)
+        parts, bad = held_out_parts(tok, files, args.every, name, held_out=args.tune is None)
         t_read = time.perf_counter() - t0
-        for k in args.beam:
+        for label, k, w in methods:
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            got = score_parts(model, tok, parts, dev, args.batch_size, args.context, beam=k)
+            if w is None:
+                got = score_parts(model, tok, parts, dev, args.batch_size, args.context, beam=k)
+            else:
+                got = score_parts_combined(model, tok, parts, w, args.rounds, dev, args.batch_size, args.context)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t_model = time.perf_counter() - t0
             a = Agreement()
             for g in got:
                 a.add(g)
-            rows.append((name, k, a, bad, t_read, t_model))
+            rows.append((name, label, a, bad, t_read, t_model))
             d = a.as_dict()
-            print(f"{name}, beam {k}: {a.parts} parts, {a.notes} notes: model {d['model_accuracy'] or 0:.1%}  "
-                  f"fret() {d['fret_accuracy'] or 0:.1%}  (model {a.notes / max(t_model, 1e-9):,.0f} notes/s; "
+            print(f"{name}, {label}: {a.parts} parts, {a.notes} notes: {d['model_accuracy'] or 0:.1%}  "
+                  f"fret() {d['fret_accuracy'] or 0:.1%}  ({a.notes / max(t_model, 1e-9):,.0f} notes/s; "
                   f"reading, fret() and encoding {t_read:.0f}s; {bad} files or parts passed over)", flush=True)
     pooled = {}
-    for _, k, a, *_ in rows:
-        pooled.setdefault(k, Agreement()).add(a)
-    for k, p in pooled.items():
+    for _, label, a, *_ in rows:
+        pooled.setdefault(label, Agreement()).add(a)
+    for label, p in pooled.items():
         d = p.as_dict()
-        print(f"held out, pooled, beam {k}: {p.notes} notes: model {d['model_accuracy'] or 0:.1%}  fret() "
-              f"{d['fret_accuracy'] or 0:.1%}")
+        print(f"pooled, {label}: {p.notes} notes: {d['model_accuracy'] or 0:.1%}  fret() "
+              f"{d['fret_accuracy'] or 0:.1%}  ({(d['model_accuracy'] or 0) - (d['fret_accuracy'] or 0):+.1%})")
+    if args.tune:
+        return
     if args.no_doc:
         return
     cmd = "python scripts/bench_fingering.py " + " ".join(a for a in sys.argv[1:])
@@ -175,14 +210,14 @@ def write_doc(path: Path, rows, pooled: dict[int, Agreement], cmd: str, args, cf
 
     threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
     table = "\n".join(
-        f"| {name} | {k} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
-        f"{a.notes / max(tm, 1e-9):,.0f} |" for name, k, a, _, _, tm in rows)
-    table += "".join(f"\n| pooled | {k} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | "
-                     f"{pct(a, 'fret_accuracy')} | |" for k, a in pooled.items())
+        f"| {name} | {label} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
+        f"{a.notes / max(tm, 1e-9):,.0f} |" for name, label, a, _, _, tm in rows)
+    table += "".join(f"\n| pooled | {label} | {a.parts} | {a.notes:,} | **{pct(a, 'model_accuracy')}** | "
+                     f"{pct(a, 'fret_accuracy')} | |" for label, a in pooled.items())
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.is_file() else ""
     notes = old[old.index(NOTES):] if NOTES in old else f"{NOTES}\n"  # hand-written notes below the marker stay
-    path.write_text(f"""# The model fingers other music (issue #17)
+    path.write_text(f"""# The model fingers other music (issues #17, #25)
 
 A decoder trained on tab tokens (TabREMI: each note's `String_<n>` after its Duration) chooses the string, and so
 the fret, of every note of a file it did not write: `guitarformer tab FILE --run RUN` shows its tab, `guitarformer
@@ -197,7 +232,7 @@ context {cfg.model.block_size}
 batches of {args.batch_size} rows; on {dev.type}
 ({threads}); every {args.every}. de-duplicated part of the held-out half.
 
-| held-out source | beam | parts | notes | model | fret() | model notes/s |
+| held-out source | fingering | parts | notes | its accuracy | fret() alone | notes/s |
 |---|---|---|---|---|---|---|
 {table}
 
@@ -213,8 +248,15 @@ window's end. With the pitch the same, the same string means the same fret. Dead
 left out (their string and fret are not a fretted pitch), as in scripts/bench_fretting.py, and so are notes
 whose human string cannot sound their pitch.
 
+`fret() + model xW` (guitarformer/generation/fret_model.py, issue #25): fret()'s own Viterbi over the whole part,
+with W x -log p(string) from the model added to each note's cost. The log-probabilities come from one
+teacher-forced pass over the part as fret() fingers it (renormalised over the String tokens), so the model's
+ear for the idiom and fret()'s hand (shifts, stretches, positions, the notes ahead) decide together. W was chosen
+on the validation files of the training half (`--tune DATASET`: the manifest's val split of the dataset the run
+was trained on), never on the held-out half scored here.
+
 The split is bench_fretting.py's: a hash of the file name without extension, half 0 to train on (written by
-`--list-split FILE` as one path a line, or `--link-split DIR` as a folder of links that `guitarformer prepare DIR
+`--list-split FILE` as one path a line, or `--copy-split DIR` as a folder of copies that `guitarformer prepare DIR
 --tokenizer TabREMI` reads), half 1 held out. fret()'s own weights were fit on half 0 too.
 
 Differences from docs/FRETTING.md's table: the parts here are read by guitarformer's readers (Guitar Pro through
@@ -225,7 +267,8 @@ tenths of a point of FRETTING.md's held-out numbers.
 
 Speed: the model steps one token per row through the KV cache (beam K: K rows per window), all windows of a
 source in batches of {args.batch_size} rows; notes/s counts compared notes over the model's time only (reading,
-fret() and encoding are not in it).
+fret() and encoding are not in it). fret() + model's notes/s counts its whole time: encoding, one forward pass per
+window (batched, no cache) and fret() run again with the model's costs.
 
 {notes}""")
     print(f"wrote {path}")

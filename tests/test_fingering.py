@@ -10,6 +10,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -21,12 +22,17 @@ from guitarformer.data.tokenization import build_tokenizer, encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.fingering import note_strings, part_ids
 from guitarformer.fretting import fret
+from guitarformer.data.tab_tokens import MAX_STRINGS
 from guitarformer.generation.fingering import (
+    TabVocab,
     _refinger,
+    _windows,
     finger,
     log_likelihood,
     refinger,
+    token_note_of,
 )
+from guitarformer.generation.fret_model import finger_combined, string_logprobs
 from guitarformer.models import build_model
 from guitarformer.readers import read_guitar
 
@@ -324,3 +330,67 @@ def test_the_constraint_rows_beam_search_reorders_are_all_its_per_row_state(tok,
         assert torch.equal(getattr(obj, name), getattr(obj2, name)), name
     last = ids[perm, -1]
     assert torch.equal(moved.constraint.mask(last), replayed.constraint.mask(last))
+
+
+# ---------------------------------------------------------------- fret() + the model (generation/fret_model.py)
+
+
+def test_extra_costs_steer_fret(parts):
+    gs = parts[0]  # riff.txt, standard tuning
+    notes = list(gs.track.notes)
+    plain = fret(notes, gs.tuning, gs.capo)
+    on = {s for s, _ in plain if s > 0}
+    avoid = max(on, key=lambda s: sum(x == s for x, _ in plain))  # fret()'s busiest string
+    n = len(gs.tuning)
+    extra = np.zeros((len(notes), n + 1))
+    extra[:, n - avoid] = 100.0  # column 0 is the lowest string
+    steered = fret(notes, gs.tuning, gs.capo, extra=extra)
+    assert not any(s == avoid for s, _ in steered)
+    _playable(gs, steered)
+    with pytest.raises(ValueError, match="extra costs of shape"):
+        fret(notes, gs.tuning, gs.capo, extra=extra[:, :n])
+
+
+def test_string_logprobs_are_each_windows_own_forward(model, tok, parts):
+    seqs, _ = _seqs(tok, parts)
+    got = string_logprobs(model, tok, seqs, batch_size=3)
+    v = TabVocab(tok)
+    cols = torch.tensor(v.string_ids)
+    for seq, lp in zip(seqs, got):
+        where = [j for j, t in enumerate(seq) if t in v.string_of]
+        assert lp.shape == (len(where), MAX_STRINGS)
+        want = {}
+        for a, b in _windows(seq, BLOCK, v):
+            with torch.inference_mode():
+                logits = model(torch.tensor([seq[a:b]]))[0][0]
+            for j in range(a + 1, b):
+                if seq[j] in v.string_of:
+                    want[j] = logits[j - 1 - a, cols].float().log_softmax(-1).numpy()
+        assert len(want) == len(where)  # no window starts on a String
+        np.testing.assert_allclose(lp, np.stack([want[j] for j in where]), atol=1e-5)
+    one = string_logprobs(model, tok, seqs, batch_size=1)  # padding in a batch changes nothing
+    for a, b in zip(got, one):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_token_notes_map_back_to_the_score(tok, parts):
+    for gs in parts:
+        ids = encode(tok, gs)
+        of, strings = token_note_of(tok, gs, ids)
+        assert len(of) == len(gs.track.notes) and None not in of and len(set(of)) == len(of)
+        assert [strings[k] for k in of] == [s for s, _ in gs.frets]  # each note's own string, from its tokens
+
+
+@pytest.mark.parametrize("string", [3, 5])
+def test_fret_plus_model_follows_the_model_as_its_weight_grows(model, tok, parts, monkeypatch, string):
+    monkeypatch.setattr(model, "forward", _favour(model, tok, string))
+    gs = parts[0]
+    notes = list(gs.track.notes)
+    assert finger_combined(model, tok, [gs], weight=0.0)[0] == fret(notes, gs.tuning, gs.capo,
+                                                                      program=gs.track.program)
+    got = finger_combined(model, tok, [gs], weight=50.0)[0]
+    _playable(gs, got)
+    n = len(gs.tuning)
+    for note, (s, _) in zip(notes, got):
+        if 0 <= note.pitch - gs.tuning[n - string] - gs.capo <= 24:
+            assert s == string, (note, s)

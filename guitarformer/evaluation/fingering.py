@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -20,6 +20,7 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import finger_score
 from guitarformer.generation.fingering import BEAM, Guitar, TabVocab, check_fingering_run, refinger
+from guitarformer.generation.fret_model import MODEL_WEIGHT, finger_combined
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, fret_of
 from guitarformer.music.score import GuitarScore
@@ -36,6 +37,7 @@ class PartIds:
     human: list[int]
     fretted: list[int]
     counted: list[bool]
+    score: GuitarScore | None = None  # the part itself, for fingerings computed on its notes (fret() + model)
 
     @property
     def notes(self) -> int:
@@ -75,7 +77,7 @@ def part_ids(tokenizer, gs: GuitarScore, name: str = "", source: str = "") -> Pa
         counted.append(plain and 0 <= fret_of(p, s, gs.tuning, gs.capo) <= MAX_FRET)
     if not any(counted):
         return None
-    return PartIds(name, source, (tuple(gs.tuning), gs.capo), human, fretted, counted)
+    return PartIds(name, source, (tuple(gs.tuning), gs.capo), human, fretted, counted, gs)
 
 
 @dataclass
@@ -116,6 +118,14 @@ def score_parts(model, tokenizer, parts: Sequence[PartIds], device=None, batch_s
     model_ids = refinger(model, tokenizer, [p.human for p in parts], [p.guitar for p in parts], device, batch_size,
                          context, beam)
     return [compare_part(tokenizer, p, m) for p, m in zip(parts, model_ids)]
+
+
+def score_parts_combined(model, tokenizer, parts: Sequence[PartIds], weight: float = MODEL_WEIGHT, rounds: int = 1,
+                         device=None, batch_size: int = 64, context: int | None = None) -> list[Agreement]:
+    """Each part's Agreement with fret() + the model (generation/fret_model.py) in the model's place: fret()'s
+    Viterbi with `weight * -log p(string)` from the model added per note."""
+    frets = finger_combined(model, tokenizer, [p.score for p in parts], weight, rounds, device, batch_size, context)
+    return [compare_part(tokenizer, p, encode(tokenizer, replace(p.score, frets=f))) for p, f in zip(parts, frets)]
 
 
 @dataclass

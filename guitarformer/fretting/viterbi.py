@@ -391,6 +391,7 @@ def fret(
     costs: FretCosts | None = None,
     position: int | None = None,
     program: int | None = None,
+    extra: np.ndarray | None = None,
 ) -> list[tuple[int, int]]:
     """One (string, fret) per note, in input order, minimising the fitted fingering cost (hand shifts, stretch,
     position height, string choice; see `fingering_features`).
@@ -403,6 +404,8 @@ def fret(
     open string above position 4. None: the fitted costs choose.
     `costs`: the fingering costs; None: `costs_for_program(program)` (the track's General MIDI program: a
     distorted guitar's riffs are fingered as rock guitarists play them, anything else with the default costs).
+    `extra`: more cost per (note in input order, string index 0 = lowest string; a last column for unplayable),
+    added in every pass (generation/fret_model.py adds a tab-token model's -log p(string) this way).
     """
     costs = costs_for_program(program) if costs is None else costs
     notes_t = [note_tuple(n) for n in notes]
@@ -410,6 +413,10 @@ def fret(
     if position is not None and notes_t:
         away = _position_costs(notes_t, tuning, capo, max_fret, position)
         nn = away if nn is None else nn + away
+    if extra is not None and notes_t:
+        if extra.shape != (len(notes_t), len(tuning) + 1):
+            raise ValueError(f"extra costs of shape {extra.shape} for {len(notes_t)} notes on {len(tuning)} strings")
+        nn = extra if nn is None else nn + extra
     if not any(costs.piece[:_N_FROM_FIRST]):
         return _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
     piece = _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first(), nn))

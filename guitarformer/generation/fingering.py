@@ -500,16 +500,28 @@ def _onset_map(tokenizer, gs: GuitarScore) -> tuple[dict[int, int], int]:
     return out, pre.ticks_per_quarter
 
 
-def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], ids: list[int]) -> Fingered:
-    notes = list(gs.track.notes)
-    n = len(gs.tuning)
-    dec, strings, _ = decode_tab(tokenizer, [i for i in ids if tokenizer[int(i)] not in ("BOS_None", "EOS_None")])
+def token_note_of(tokenizer, gs: GuitarScore, ids: Sequence[int]) -> tuple[list[int | None], list[int]]:
+    """For each note of `gs.track.notes`, the index of its note in `ids` (token order; None: the tokenizer kept no
+    note for it), matched by quantised onset and pitch in order; and the strings the ids write, per token note."""
+    base = [i for i in ids if tokenizer[int(i)] not in ("BOS_None", "EOS_None")]
+    dec, strings, _ = decode_tab(tokenizer, base)
     dnotes = list(dec.tracks[0].notes) if dec.tracks else []
     qmap, qtpq = _onset_map(tokenizer, gs)
     per_tick = qtpq / dec.ticks_per_quarter
     by_key: dict[tuple[int, int], list[int]] = {}
-    for dn, s in zip(dnotes, strings):
-        by_key.setdefault((round(dn.time * per_tick), dn.pitch), []).append(s)
+    for k, dn in enumerate(dnotes):
+        by_key.setdefault((round(dn.time * per_tick), dn.pitch), []).append(k)
+    out: list[int | None] = []
+    for note in gs.track.notes:
+        left = by_key.get((qmap.get(note.time, -1), note.pitch))
+        out.append(left.pop(0) if left else None)
+    return out, list(strings)
+
+
+def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], ids: list[int]) -> Fingered:
+    notes = list(gs.track.notes)
+    n = len(gs.tuning)
+    of, strings = token_note_of(tokenizer, gs, ids)
 
     def played(s: int, pitch: int) -> tuple[int, int]:
         f = fret_of(pitch, s, gs.tuning, gs.capo)
@@ -519,10 +531,9 @@ def _to_notes(tokenizer, gs: GuitarScore, placeholder: list[tuple[int, int]], id
     fallback = 0
     used: dict[int, set[int]] = {}  # onset tick -> strings taken there
     for i, note in enumerate(notes):
-        left = by_key.get((qmap.get(note.time, -1), note.pitch))
         taken = used.setdefault(note.time, set())
-        if left:
-            got = played(left.pop(0), note.pitch)
+        if of[i] is not None:
+            got = played(strings[of[i]], note.pitch)
             if got[0] not in taken or got == UNPLAYABLE:
                 out[i] = got
                 taken.add(got[0])

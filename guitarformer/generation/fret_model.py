@@ -1,0 +1,99 @@
+"""fret() that listens to the model: a tab-token model's string log-probabilities as one more cost of fret()'s Viterbi.
+
+The model alone (`refinger`, generation/fingering.py) chooses each note's string from the tokens before it, so it
+cannot weigh where the hand has to go next; fret() weighs hand shifts, stretches and positions over the whole
+part, with no ear for the idiom a model learns from people. Together: `string_costs` reads a part's tokens once
+with teacher forcing and keeps, at every String position, the model's log-probabilities of the strings
+(renormalised over the String tokens, so what the model gives to other tokens there does not count);
+`finger_combined` adds `weight * -log p(string)` per note to fret()'s costs (`fret(..., extra=...)`) and decodes
+the part again. The context the model reads is the part fingered by fret() (by the previous round with
+`rounds` > 1): the strings before a note are fret()'s, not the final ones; one forward pass per window, no search.
+
+`weight` is in fret()'s cost units per nat; `MODEL_WEIGHT` was chosen on the validation files of the training
+half (docs/FINGERING_MODEL.md), never on the held-out half the benchmark scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from guitarformer.data.tab_tokens import MAX_STRINGS
+from guitarformer.data.tokenization import encode
+from guitarformer.fretting import fret
+from guitarformer.generation.fingering import TabVocab, _windows, check_fingering_run, token_note_of
+from guitarformer.music.score import GuitarScore
+
+MODEL_WEIGHT = 1.0  # fret() cost units per nat of the model's -log p(string)
+
+
+def string_logprobs(model, tokenizer, sequences: Sequence[Sequence[int]], device=None, batch_size: int = 64,
+                    context: int | None = None) -> list[np.ndarray]:
+    """Per sequence, (token notes, MAX_STRINGS) log p(String_s | the tokens before it) at each String position, in
+    token order, teacher-forced in `refinger`'s windows (one forward pass each, batched). The model runs in eval
+    mode under inference mode and is given back in the mode it came in."""
+    check_fingering_run(model, tokenizer)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    v = TabVocab(tokenizer)
+    block = min(context or model.config.block_size, model.config.block_size)
+    string_ids = torch.tensor(v.string_ids, device=device)
+    jobs = []  # (sequence, start, end)
+    for k, seq in enumerate(sequences):
+        jobs += [(k, a, b) for a, b in _windows(seq, block, v)]
+    jobs.sort(key=lambda j: j[1] - j[2])  # longest first: batches of like lengths
+    found: dict[tuple[int, int], np.ndarray] = {}  # (sequence, position of a String) -> log-probs
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for i in range(0, len(jobs), batch_size):
+                part = jobs[i:i + batch_size]
+                width = max(b - a for _, a, b in part)
+                x = torch.full((len(part), width), v.pad, dtype=torch.long)
+                for r, (k, a, b) in enumerate(part):
+                    x[r, :b - a] = torch.as_tensor(list(sequences[k][a:b]))
+                logits = model(x.to(device))[0].float()
+                lp = logits.index_select(-1, string_ids).log_softmax(-1).cpu().numpy()
+                for r, (k, a, b) in enumerate(part):
+                    seq = sequences[k]
+                    for j in range(a + 1, b):
+                        if seq[j] in v.string_of:
+                            found[(k, j)] = lp[r, j - 1 - a]
+    finally:
+        model.train(was_training)
+    out = []
+    for k, seq in enumerate(sequences):
+        rows = [found.get((k, j), np.zeros(MAX_STRINGS)) for j, t in enumerate(seq) if t in v.string_of]
+        out.append(np.array(rows).reshape(len(rows), MAX_STRINGS))
+    return out
+
+
+def string_costs(tokenizer, gs: GuitarScore, ids: Sequence[int], logp: np.ndarray, weight: float) -> np.ndarray:
+    """fret()'s `extra` for `gs`: weight * -log p(string) per (note, string index from the lowest), 0 for notes the
+    tokens do not hold and in the unplayable column."""
+    n = len(gs.tuning)
+    out = np.zeros((len(gs.track.notes), n + 1))
+    of, _ = token_note_of(tokenizer, gs, ids)
+    for i, k in enumerate(of):
+        if k is not None and k < len(logp):
+            out[i, :n] = -weight * logp[k, :n][::-1]  # column 0 = the lowest string = String_n
+    return out
+
+
+def finger_combined(model, tokenizer, scores: Sequence[GuitarScore], weight: float = MODEL_WEIGHT,
+                    rounds: int = 1, device=None, batch_size: int = 64, context: int | None = None
+                    ) -> list[list[tuple[int, int]]]:
+    """One (string, fret) per note of each part (fret()'s form: UNPLAYABLE where no string sounds the pitch):
+    fret()'s Viterbi with the model's `weight * -log p(string)` added per note (module docstring). Each round
+    reads the part as the round before fingered it (the first: as fret() alone does)."""
+    fingered = [fret(list(gs.track.notes), gs.tuning, gs.capo, program=gs.track.program) for gs in scores]
+    for _ in range(max(1, rounds)):
+        seqs = [encode(tokenizer, replace(gs, frets=f)) for gs, f in zip(scores, fingered)]
+        lps = string_logprobs(model, tokenizer, seqs, device, batch_size, context)
+        fingered = [fret(list(gs.track.notes), gs.tuning, gs.capo, program=gs.track.program,
+                         extra=string_costs(tokenizer, gs, ids, lp, weight))
+                    for gs, ids, lp in zip(scores, seqs, lps)]
+    return fingered
