@@ -302,6 +302,9 @@ def _list_tunings(ctx, param, value):
               "without --time-signature the style's usual meter.")
 @click.option("--guard/--no-guard", default=True, show_default=True, help="Steer the sampler to the asked key, "
               "density and the style's meter where the model alone does not hold them.")
+@click.option("--guidance", type=click.FloatRange(min=0), default=None, help="Classifier-free guidance on the "
+              "piece's asked controls (--style, --key, ...): each step leans this far from what the model would "
+              "write without them (0: off; default 1 where such a control is asked; twice the model's work).")
 @click.option("--form", default=None, help="Which bars repeat an earlier bar, note for note: "
               "auto (a real tune's form, of the --style if given; the default for a model that does not copy by "
               "itself), none (the model alone; the default for one that does, as the shipped model), or letters, "
@@ -311,7 +314,7 @@ def _list_tunings(ctx, param, value):
 @_threads
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
            tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, hand_position, track, tracks, key,
-           time_signature, density, polyphony, palm_mute, techniques, style, guard, form, device, threads):
+           time_signature, density, polyphony, palm_mute, techniques, style, guard, guidance, form, device, threads):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
@@ -332,8 +335,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
                         top_k=top_k, top_p=top_p, seed=seed, prompt=prompt, track=track, tracks=tracks, tempo=tempo,
                         tuning=tuning, program=program, position=position, hand_position=hand_position,
                         time_signature=time_signature, key=key, density=density, polyphony=polyphony,
-                        palm_mute=palm_mute, techniques=techniques, style=style, guard=guard, form=form,
-                        threads=threads)
+                        palm_mute=palm_mute, techniques=techniques, style=style, guard=guard, guidance=guidance,
+                        form=form, threads=threads)
     result = run_sample(req)
     for line in result.lines:
         click.echo(line)

@@ -56,9 +56,11 @@ def hand_position_flag() -> str:
 
 
 def unguarded() -> list[str]:
-    """--no-guard where it exists: the sampler's guards (generation/guards.py) steer key and density on purpose, so
-    the recorded riffs are compared as the model alone writes them."""
-    return ["--no-guard"] if any(p.name == "guard" for p in main.commands["sample"].params) else []
+    """--no-guard and --guidance 0 where they exist: the sampler's guards (generation/guards.py) and classifier-free
+    guidance steer the asked controls on purpose, so the recorded riffs are compared as the model alone writes
+    them."""
+    names = {p.name for p in main.commands["sample"].params}
+    return (["--no-guard"] if "guard" in names else []) + (["--guidance", "0"] if "guidance" in names else [])
 
 
 def tiny_run(folder: Path, data: DataConfig, kind: str = "decoder", seed: int = 0) -> Path:

@@ -41,6 +41,7 @@ import torch
 
 from guitarformer.app.loaded import load_run_once
 from guitarformer.app.prompt import tokens_per_bar
+from guitarformer.app.sample import GUIDANCE
 from guitarformer.data.controls import (BAR_CONTROLS, PlayedNote, controls_per_bar, estimate_key, notes_of,
                                         position_value)
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
@@ -227,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-weight", type=float, default=PROFILE_WEIGHT, help="the key guard's logits per standard "
                     "deviation of the key profile on the scale's other degrees")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--guidance", type=float, default=GUIDANCE, help="classifier-free guidance on the asked piece "
+                    "controls, as `sample` applies it (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--form", choices=("auto", "none"), default="none", help="auto: each riff a real tune's form, "
                     "as `sample` draws it by default; none: the model's own")
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         forms = riff_forms(loaded.forms, seed, args.num_samples, style, args.bars) \
             if args.form == "auto" and loaded.forms else None
         riffs = generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature, s.top_k or None,
-                               s.top_p, bars=args.bars, asked=asked, forms=forms)
+                               s.top_p, bars=args.bars, asked=asked, forms=forms, guidance=args.guidance)
         return [measure(tok, r) for r in riffs]
 
     base = sample(None, args.seed)
@@ -313,7 +316,7 @@ def report(args, loaded, names, modes, rows, base, seconds, ref: dict | None = N
              "    python scripts/bench_controls.py " + (f"{args.run} " if args.run else "") +
              f"--bars {args.bars} --num-samples {args.num_samples} --guard {args.guard} --key-strength "
              f"{args.key_strength:g} --tonic-bonus {args.tonic_bonus:g} --profile-weight {args.profile_weight:g} "
-             f"--device {args.device} --seed {args.seed} "
+             f"--device {args.device} --guidance {args.guidance:g} --seed {args.seed} "
              f"--controls {','.join(names)}" + (" --form auto" if args.form == "auto" else ""), "",
              f"Run: {run} ({loaded.checkpoint.name}, step {loaded.step}); {dev} "
              f"({torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU'}), {seconds:.0f} s; "

@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bars", type=int, default=STYLE_BARS)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--guidance", type=float, default=None, help="classifier-free guidance on the asked style "
+                    "(default: the sampler's, app/sample.py GUIDANCE)")
     ap.add_argument("--out", type=Path, default=Path("docs/EVAL.md"))
     args = ap.parse_args(argv)
     t0 = time.time()
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     def judge_riffs(style: str | None) -> tuple[list[str], Counter]:
         """The style the judge names for each riff asked for `style`, and the riffs' meters."""
         req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
-                            style=style, device=args.device)
+                            style=style, device=args.device, guidance=args.guidance)
         pieces = [piece_of(r.gs.score) for r in sample(req, loaded).riffs]
         return judge.predict_many(pieces), Counter(f"{n}/{d}" for n, d in (p.meter for p in pieces))
 

@@ -139,9 +139,11 @@ def test_a_model_that_copies_takes_its_own_form_by_default(shipped):
 def test_form_none_is_the_model_alone_as_before(shipped):
     """`--form none` leaves the riffs to the model: pinned riffs of the shipped model (1,659 steps), seed 7. The form
     control's first version wrote, with `none`, exactly the riffs recorded before it existed; the pins are recorded
-    again when the shipped model or a guard changes."""
-    want = {"": "592b4e7606f9f50e", "controls": "6e9d667c1690a198"}
-    for name, kw in (("", {}), ("controls", {"key": "E:minor", "density": "1-2:low,3-6:high", "tempo": 130})):
+    again when the shipped model, a guard or the default guidance changes (guidance 0 writes the riffs recorded
+    before guidance existed)."""
+    want = {"": "592b4e7606f9f50e", "controls": "d66afdc089cf63ce", "unguided": "6e9d667c1690a198"}
+    controls = {"key": "E:minor", "density": "1-2:low,3-6:high", "tempo": 130}
+    for name, kw in (("", {}), ("controls", controls), ("unguided", {**controls, "guidance": 0.0})):
         res = sample(SampleRequest(num_samples=3, bars=6, seed=7, form="none", **kw), shipped)
         ids = [r.ids for r in res.riffs]
         assert hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16] == want[name]

@@ -234,6 +234,27 @@ def test_greedy_is_identical_with_and_without_cache(kind):
     assert torch.equal(runs[0], runs[2])
 
 
+@pytest.mark.parametrize("kind", ["decoder", "decoder-copy"])
+def test_guidance_leans_from_the_unconditioned_twin(kind):
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    sp = special_ids(tok)
+    model = tiny(tok, kind, block_size=48)
+    body = [tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
+    cond = Prompt(torch.tensor([[sp["bos"], tok["Pitch_60"], *body]] * 2), keep_front=2)  # a stand-in control
+    twin = Prompt(torch.tensor([[sp["bos"], *body]] * 2), keep_front=1)
+    greedy = SamplingParams(80, temperature=0, guidance=0.0)
+    plain = generate(model, cond, greedy, eos_id=None)
+    assert torch.equal(generate(model, cond, greedy, eos_id=None, guide=twin), plain)  # guidance 0: off
+    runs = [generate(model, cond, replace(greedy, guidance=50.0, use_cache=c), eos_id=None, guide=twin)
+            for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])  # cache and recomputation agree, window slides included (80 > 48)
+    assert not torch.equal(runs[0], plain)
+    with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u)
+        c = model(cond.ids)[0][:, -1].float()
+        u = model(twin.ids)[0][:, -1].float()
+    assert torch.equal(runs[0][:, cond.ids.shape[1]], (c + 50.0 * (c - u)).argmax(-1))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
 @pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder",
                                   "encoder_decoder-copy"])

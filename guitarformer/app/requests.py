@@ -86,6 +86,9 @@ class SampleRequest:
     techniques: str | None = None
     style: str | None = None
     guard: bool = True  # steer key, density and a style's meter in the sampler (generation/guards.py)
+    # Classifier-free guidance on the piece's controls (style, key, ...): logits c + g (c - u), u read without them;
+    # 0 off; None: GUIDANCE (app/sample.py) where piece controls are asked.
+    guidance: float | None = None
     # Which bars repeat an earlier bar (generation/form.py): "auto", a real tune's form, drawn per riff (of the asked
     # style where one is asked); "none", the model alone; or letters, one per phrase: "AABB". None: auto where the run
     # has its tunes' forms and does not copy by itself (app/sample.py `_forms`), else none, without a warning.

@@ -25,6 +25,7 @@ from guitarformer.runtime import set_threads, step_work
 
 MAX_SEED = 2**63 - 1
 MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its own
+GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/EVAL.md, style: 63% -> 70%)
 BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its last bar, so room costs nothing)
 
 
@@ -114,7 +115,7 @@ def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> Sampl
     budget that fits the bars (from the tokens a bar takes in the prompt or the run's data)."""
     params = SamplingParams.from_config(loaded.cfg.sample, max_new_tokens=req.max_new_tokens,
                                         temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
-                                        max_bars=req.bars)
+                                        max_bars=req.bars, guidance=GUIDANCE if req.guidance is None else req.guidance)
     if req.bars and req.max_new_tokens is None:
         per_bar = tokens_per_bar(loaded.tokenizer, loaded.cfg, file)
         need = min(MAX_AUTO_TOKENS, math.ceil(req.bars * per_bar * BUDGET_MARGIN) + 16)
@@ -136,7 +137,8 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
         if file is None:
             riffs += generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
                                     params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
-                                    position=req.position, first=first, asked=asked, forms=plans)
+                                    position=req.position, first=first, asked=asked, forms=plans,
+                                    guidance=params.guidance)
             continue
         program = req.program
         if program is None:

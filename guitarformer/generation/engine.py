@@ -90,6 +90,44 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
     return torch.cat([ids[:, :keep_front], ids[:, n - (length - keep_front):n]], 1)
 
 
+class _Guide:
+    """The unconditioned twin of a guided call (classifier-free guidance): its own prompt (the piece's controls
+    left out), KV cache and window, fed the tokens the guided rows draw; `logits()` is its next-token logits."""
+
+    def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool):
+        self.model, self.use_cache = model, use_cache
+        self.step_fn = kind_of(model).stepper(model, prompt)
+        idx = prompt.ids
+        B, T0 = idx.shape
+        self.ctx = model.config.block_size
+        self.window = functools.partial(_window, keep_front=min(prompt.keep_front, T0, self.ctx // 4))
+        self.out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=idx.device)
+        self.out[:, :T0] = idx
+        self.n, self.held = T0, min(T0, self.ctx)
+        self.cache = model.new_cache(B, self.ctx, device=idx.device) if use_cache else None
+        self._logits = self._run(self.window(idx, T0, self.ctx)) if use_cache else None
+
+    def _run(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.step_fn(tokens, self.cache)[:, -1]
+
+    def logits(self) -> torch.Tensor:
+        return self._logits if self.use_cache else self._run(self.window(self.out, self.n, self.held))
+
+    def push(self, nxt: torch.Tensor) -> None:
+        """The rows drew `nxt`: read it (sliding the window as the guided call does)."""
+        self.out[:, self.n] = nxt
+        self.n += 1
+        slide = self.held >= self.ctx
+        self.held = self.ctx // 2 if slide else self.held + 1
+        if not self.use_cache:
+            return
+        if slide:
+            self.cache = self.model.new_cache(self.out.shape[0], self.ctx, device=self.out.device)
+            self._logits = self._run(self.window(self.out, self.n, self.ctx // 2))
+        else:
+            self._logits = self._run(self.out[:, self.n - 1:self.n])
+
+
 def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
     """Decode against a static cache (a captured step's): as asked, else on CUDA; never for model.copy, whose match
     state grows with the window."""
@@ -104,7 +142,7 @@ def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
 def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,
              generator: torch.Generator | Sequence[torch.Generator] | None = None,
              constraint: GuitarConstraint | None = None, eos_id: int | None = None,
-             bar_ids: list[int] | None = None) -> torch.Tensor:
+             bar_ids: list[int] | None = None, guide: Prompt | None = None) -> torch.Tensor:
     """Continue a prompt by up to params.max_new_tokens; returns (B, T0 + n) ids (the prompt's ids first).
 
     `prompt`: a models.kinds.Prompt, as the model's kind lays it out (`kind_of(model).prompt(...)`: a decoder
@@ -114,7 +152,9 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     context, behind the prompt's first `keep_front` tokens (BOS and the piece's controls: what the whole piece is
     asked to be). With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens (`bar_ids`)
     past the limit (REMI) become EOS either way. `generator`: one for the batch or one per row (see
-    `sample_next`). The model runs in eval mode and is left in the mode it came in.
+    `sample_next`). `guide`: the prompt's unconditioned twin (the same rows without what they are asked); with
+    `params.guidance` > 0 each step's logits are c + guidance * (c - u) (classifier-free guidance: u read by the
+    twin, fed the same tokens). The model runs in eval mode and is left in the mode it came in.
     """
     max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
     temperature, top_k, top_p, use_cache = params.temperature, params.top_k, params.top_p, params.use_cache
@@ -147,11 +187,15 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         logits = run(window(idx, T0, ctx), cache)  # eager: the prompt also allocates a static cache's buffers
         if static and device.type == "cuda":
             captured = CapturedStep(step_fn, cache, B, device)
+    twin = _Guide(model, _on(guide, device), max_new_tokens, use_cache) if guide is not None and params.guidance \
+        else None
     n = T0
     held = min(T0, ctx)  # tokens in the model's window (the cache's length): both paths slide the same way
     for step in range(max_new_tokens):
         if not use_cache:
             logits = run(window(out, n, held), None)
+        if twin is not None:
+            logits = logits + params.guidance * (logits - twin.logits())
         allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
@@ -165,6 +209,8 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
             break
         if step + 1 == max_new_tokens:
             break
+        if twin is not None:
+            twin.push(nxt)
         slide = held >= ctx  # context full: slide, rebuild the window from the last half
         held = ctx // 2 if slide else held + 1
         if use_cache:

@@ -129,8 +129,12 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
         ids = generate(model, start, one, **stops)
         start = replace(start, ids=torch.cat([ids, torch.tensor([asked.meter] * num, dtype=torch.long,
                                                                 device=ids.device)], 1))
+    guide = None  # classifier-free guidance on the piece's controls: the same rows without them
+    if params.guidance and asked.piece and kind.name == "decoder":
+        guide = replace(start, ids=torch.cat([start.ids[:, :1], start.ids[:, front:]], 1), keep_front=1)
     out = generate(model, start, SamplingParams(params.max_new_tokens, params.temperature, params.top_k,
-                                                params.top_p, max_bars, params.use_cache), **stops)
+                                                params.top_p, max_bars, params.use_cache,
+                                                guidance=params.guidance), guide=guide, **stops)
     t0, eos = start.ids.shape[1], sp["eos"]
     rows, ended = [], []
     for row in out.tolist():
@@ -147,12 +151,14 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                    prompt: list[int] | None = None, bars: int | None = None,
                    tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
                    program: int | None = None, use_cache: bool = True, position: int | None = None,
-                   first: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None) -> list[Riff]:
+                   first: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None,
+                   guidance: float = 0.0) -> list[Riff]:
     """Riffs `first` .. `first + num - 1` of a call seeded `seed` (see `sample_rows`), decoded and fretted (in
     `position` if given, see `fret`; a tab-token model's own strings are kept otherwise). `prompt`: token ids
     decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"]). `forms`: one plan per
-    riff (generation/form.py), None: the model alone."""
-    params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache)
+    riff (generation/form.py), None: the model alone. `guidance`: classifier-free guidance on `asked`'s piece controls
+    (`SamplingParams.guidance`)."""
+    params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache, guidance=guidance)
     drawn = sample_rows(model, tokenizer, cfg, params, device, num, seed, first, prompt, tuning, 0, asked, forms)
     program = GUITAR_PROGRAM if program is None else program
     window = decode(tokenizer, drawn.context) if prompt is not None else None

@@ -17,7 +17,9 @@ class SamplingParams:
     bars (with a constraint, its masks hold them to it). `use_cache` False recomputes the whole window every step
     (the same tokens, slower: for checking the cache). `capture`: decode one token at a time against a static KV cache,
     on a GPU through a captured CUDA graph (generation/captured.py); None (auto) does so on CUDA only (on a CPU the
-    static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there)."""
+    static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there).
+    `guidance`: classifier-free guidance for a call given an unconditioned twin prompt (`generate(..., guide=)`):
+    each step's logits are c + guidance * (c - u), c the prompt's and u the twin's; 0 is off."""
 
     max_new_tokens: int = 512
     temperature: float = 1.0
@@ -26,6 +28,7 @@ class SamplingParams:
     max_bars: int | None = None
     use_cache: bool = True
     capture: bool | None = None
+    guidance: float = 0.0
 
     @classmethod
     def from_config(cls, sample_cfg: Any, **asked: Any) -> "SamplingParams":
