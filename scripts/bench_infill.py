@@ -118,7 +118,7 @@ def notes(tok, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a["pitch"].astype(float), a["duration"] / tpq, (a["time"] % bar) / tpq
 
 
-def bench_run(run: Path, num: int, seed: int, device) -> dict:
+def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None) -> dict:
     model, tok, cfg = load_run(run, None, str(device))
     fill = check_infill_run(tok, cfg)
     dataset = Path(cfg.data.dataset)
@@ -147,7 +147,8 @@ def bench_run(run: Path, num: int, seed: int, device) -> dict:
         n_tok = min(sum(len(b) for b in span), cfg.model.block_size - 1) if cfg.model.kind != "decoder" else \
             sum(len(b) for b in span)
         both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
-        new, _ = sample_fill(model, tok, cfg, fill, head, layout, SamplingParams.from_config(cfg.sample),
+        new, _ = sample_fill(model, tok, cfg, fill, head, layout,
+                             SamplingParams.from_config(cfg.sample, temperature=temperature),
                              STANDARD_TUNING, 0, device, seed + k)
         real = notes(tok, [t for b in span for t in b])
         made = notes(tok, new)
@@ -200,12 +201,14 @@ def main(argv=None) -> int:
     ap.add_argument("--num", type=int, default=200, help="spans per run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--temperature", type=float, default=None, help="the fills' sampling temperature (default: "
+                    "each run's sample.temperature, as `guitarformer infill` uses it)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "INFILL.md")
     a = ap.parse_args(argv)
     device = resolve_device(a.device)
     rows = []
     for run in a.runs:
-        r = bench_run(run, a.num, a.seed, device)
+        r = bench_run(run, a.num, a.seed, device, a.temperature)
         print(f"{r['run']} ({r['kind']}): {r['spans']} spans, NLL both sides {r['nll_both']:.3f} vs left only "
               f"{r['nll_left']:.3f} (same bars before {r['nll_same']:.3f}) nats/token; OA fill pitch/duration/onset "
               + "/".join(f"{r['oa'][n]:.3f}" for n in ("pitch", "duration", "onset"))

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from guitarformer.app import Outputs, SampleRequest, load_run_once, run_info, sample
+from guitarformer.app.sample import GUIDANCE
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.evaluation.docs import write_section
 from guitarformer.evaluation.features import piece_of
@@ -39,7 +40,8 @@ def table(args, loaded, dataset: Path, fitted: CorpusJudge, rows: list, base: Co
         return "-" if v is None else f"{v:.0%}"
 
     cmd = f"GUITARFORMER_CACHE=... python scripts/bench_style.py --riffs {args.riffs} --bars {args.bars} " \
-          f"--seed {args.seed}" + (f" --run {args.run}" if args.run else "")
+          f"--seed {args.seed}" + (f" --run {args.run}" if args.run else "") + \
+          (f" --guidance {args.guidance:g}" if args.guidance is not None else "")
     lines = ["### Style: riffs asked for a style, judged from their notes", "",
              f"    {cmd}", "",
              f"Model: {args.run or 'the shipped model (guitarformer/pretrained)'}, {loaded.checkpoint.name} at step "
@@ -53,7 +55,9 @@ def table(args, loaded, dataset: Path, fitted: CorpusJudge, rows: list, base: Co
         lines.append(f"| {s} | {n} | {right / n:.0%} |")
     lines += [f"| all | {ceiling.pieces} | {ceiling.overall:.0%} (balanced {ceiling.balanced:.0%}) |", "",
               f"Riffs: {args.riffs} riffs of {args.bars} bars per style asked (`SampleRequest(style=...)`, the run's "
-              f"sampling settings), and {args.riffs} asked for nothing: the share the judge calls each style.", "",
+              f"sampling settings, classifier-free guidance {GUIDANCE if args.guidance is None else args.guidance:g} "
+              f"on the asked style: `sample --guidance`), and {args.riffs} asked for nothing: the share the judge "
+              f"calls each style.", "",
               "| style asked | judged as asked | unconditioned judged so | val ceiling | judged as | meters |",
               "|---|---|---|---|---|---|"]
     for style, share, said, chance, meters in rows:
@@ -65,7 +69,7 @@ def table(args, loaded, dataset: Path, fitted: CorpusJudge, rows: list, base: Co
     shares = [r[1] for r in rows if r[1] is not None]
     if shares:
         mean = sum(shares) / len(shares)
-        lines += ["", f"Mean over the {len(shares)} judged styles: **{mean:.0%}** judged as asked (target >= "
+        lines += ["", f"Mean over the {len(shares)} judged styles: **{mean:.1%}** judged as asked (target >= "
                       f"{TARGET:.0%}); unconditioned riffs are judged {dict(base.most_common())}."]
     return lines
 
