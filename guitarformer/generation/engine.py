@@ -90,42 +90,57 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
     return torch.cat([ids[:, :keep_front], ids[:, n - (length - keep_front):n]], 1)
 
 
-class _Guide:
-    """The unconditioned twin of a guided call (classifier-free guidance): its own prompt (the piece's controls
-    left out), KV cache and window, fed the tokens the guided rows draw; `logits()` is its next-token logits."""
+class _Reader:
+    """Rows the model reads as they are written: the output buffer (the prompt's ids first), the model's window of
+    it, its KV cache (eager, or static with a captured step on CUDA) and the next-token logits. `write` puts the drawn
+    tokens in; `advance` reads them, sliding the window past the context as `generate` describes."""
 
-    def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool):
-        self.model, self.use_cache = model, use_cache
-        self.step_fn = kind_of(model).stepper(model, prompt)
+    def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool, static: bool = False):
+        self.model, self.use_cache, self.static = model, use_cache, static
+        self.step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
         idx = prompt.ids
         B, T0 = idx.shape
         self.ctx = model.config.block_size
+        # (ids, n, length): the model's window of ids[:, :n], behind the prompt's first keep_front tokens
         self.window = functools.partial(_window, keep_front=min(prompt.keep_front, T0, self.ctx // 4))
-        self.out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=idx.device)
+        self.out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=idx.device)  # no per-step cat
         self.out[:, :T0] = idx
-        self.n, self.held = T0, min(T0, self.ctx)
-        self.cache = model.new_cache(B, self.ctx, device=idx.device) if use_cache else None
-        self._logits = self._run(self.window(idx, T0, self.ctx)) if use_cache else None
+        self.n = T0
+        self.held = min(T0, self.ctx)  # tokens in the model's window (the cache's length): both paths slide alike
+        self.cache = self.captured = self._logits = None
+        if use_cache:
+            self.cache = model.new_cache(B, self.ctx, device=idx.device, static=static)
+            self._logits = self._run(self.window(idx, T0, self.ctx))  # eager: also allocates a static cache's buffers
+            if static and idx.device.type == "cuda":
+                self.captured = CapturedStep(self.step_fn, self.cache, B, idx.device)
 
-    def _run(self, tokens: torch.Tensor) -> torch.Tensor:
+    def _run(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> last position's logits (B, V)
         return self.step_fn(tokens, self.cache)[:, -1]
 
     def logits(self) -> torch.Tensor:
         return self._logits if self.use_cache else self._run(self.window(self.out, self.n, self.held))
 
-    def push(self, nxt: torch.Tensor) -> None:
-        """The rows drew `nxt`: read it (sliding the window as the guided call does)."""
+    def write(self, nxt: torch.Tensor) -> None:
         self.out[:, self.n] = nxt
         self.n += 1
+
+    def advance(self) -> None:
+        """Read the tokens written last; a full context slides: the window rebuilt from its last half."""
         slide = self.held >= self.ctx
         self.held = self.ctx // 2 if slide else self.held + 1
         if not self.use_cache:
             return
+        last = self.out[:, self.n - 1:self.n]
         if slide:
-            self.cache = self.model.new_cache(self.out.shape[0], self.ctx, device=self.out.device)
+            if self.static:
+                self.cache.reset(keep_memory=True)  # same buffers: a captured step keeps replaying against them
+            else:
+                self.cache = self.model.new_cache(self.out.shape[0], self.ctx, device=self.out.device)
             self._logits = self._run(self.window(self.out, self.n, self.ctx // 2))
-        else:
-            self._logits = self._run(self.out[:, self.n - 1:self.n])
+        elif self.captured is not None:  # the same forward, replayed from its CUDA graph
+            self._logits = self.captured(last, self.cache)[:, -1]
+        else:  # the model's own forward, one new token against the cache
+            self._logits = self._run(last)
 
 
 def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
@@ -157,71 +172,35 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     twin, fed the same tokens). The model runs in eval mode and is left in the mode it came in.
     """
     max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
-    temperature, top_k, top_p, use_cache = params.temperature, params.top_k, params.top_p, params.use_cache
     device = next(model.parameters()).device
     prompt = _on(prompt, device)
-    idx = prompt.ids
-    B, T0 = idx.shape
-    ctx = model.config.block_size
-    keep_front = min(prompt.keep_front, T0, ctx // 4)
-    window = functools.partial(_window, keep_front=keep_front)  # (ids, n, length): the model's window of ids[:, :n]
-
-    step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
     if constraint is not None:
         # An encoder-decoder's target continues its source in time: the state (time signature, bar count,
         # notes still ringing on their strings) starts from the source (padding tokens change nothing).
         constraint.start(prompt.history(), max_bars)
-    # One buffer for the whole output: no per-step concatenation.
-    out = torch.empty(B, T0 + max_new_tokens, dtype=torch.long, device=device)
-    out[:, :T0] = idx
-    stops = _Stops(B, device, eos_id, bar_ids, max_bars)
+    stops = _Stops(prompt.ids.shape[0], device, eos_id, bar_ids, max_bars)
     sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
-
-    def run(tokens: torch.Tensor, cache):  # (B, T) -> last position's logits (B, V)
-        return step_fn(tokens, cache)[:, -1]
-
-    cache, captured = None, None
-    static = use_cache and _static_cache(model, params, device)
-    if use_cache:
-        cache = model.new_cache(B, ctx, device=device, static=static)
-        logits = run(window(idx, T0, ctx), cache)  # eager: the prompt also allocates a static cache's buffers
-        if static and device.type == "cuda":
-            captured = CapturedStep(step_fn, cache, B, device)
-    twin = _Guide(model, _on(guide, device), max_new_tokens, use_cache) if guide is not None and params.guidance \
-        else None
-    n = T0
-    held = min(T0, ctx)  # tokens in the model's window (the cache's length): both paths slide the same way
+    use_cache = params.use_cache
+    rows = _Reader(model, prompt, max_new_tokens, use_cache, use_cache and _static_cache(model, params, device))
+    twin = _Reader(model, _on(guide, device), max_new_tokens, use_cache) if guide is not None and params.guidance \
+        else None  # the unconditioned twin of classifier-free guidance
     for step in range(max_new_tokens):
-        if not use_cache:
-            logits = run(window(out, n, held), None)
+        logits = rows.logits()
         if twin is not None:
             logits = logits + params.guidance * (logits - twin.logits())
-        allowed = constraint.mask(out[:, n - 1], max_new_tokens - step) if constraint is not None else None
+        allowed = constraint.mask(rows.out[:, rows.n - 1], max_new_tokens - step) if constraint is not None else None
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
-        nxt = sample_next(logits, temperature, top_k, top_p, generator, allowed)
-        nxt = stops.apply(nxt)
-        out[:, n] = nxt
-        n += 1
+        nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
+        rows.write(nxt)
         if constraint is not None:
             constraint.update(nxt)
         if eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()):
             break
         if step + 1 == max_new_tokens:
             break
+        rows.advance()
         if twin is not None:
-            twin.push(nxt)
-        slide = held >= ctx  # context full: slide, rebuild the window from the last half
-        held = ctx // 2 if slide else held + 1
-        if use_cache:
-            if slide:
-                if static:
-                    cache.reset(keep_memory=True)  # same buffers: a captured step keeps replaying against them
-                else:
-                    cache = model.new_cache(B, ctx, device=device)
-                logits = run(window(out, n, ctx // 2), cache)
-            elif captured is not None:  # the same forward, replayed from its CUDA graph
-                logits = captured(out[:, n - 1:n], cache)[:, -1]
-            else:  # the model's own forward, one new token against the cache
-                logits = run(out[:, n - 1:n], cache)
-    return out[:, :n]
+            twin.write(nxt)
+            twin.advance()
+    return rows.out[:, :rows.n]
