@@ -302,7 +302,7 @@ def _list_tunings(ctx, param, value):
               "without --time-signature the style's usual meter.")
 @click.option("--guard/--no-guard", default=True, show_default=True, help="Steer the sampler to the asked key, "
               "density and the style's meter where the model alone does not hold them.")
-@click.option("--guidance", type=click.FloatRange(min=0), default=None, help="Classifier-free guidance on the "
+@click.option("--guidance", type=_Finite(0, 100), default=None, help="Classifier-free guidance on the "
               "piece's asked controls (--style, --key, ...): each step leans this far from what the model would "
               "write without them (0: off; default 1 where such a control is asked; twice the model's work).")
 @click.option("--form", default=None, help="Which bars repeat an earlier bar, note for note: "

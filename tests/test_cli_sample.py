@@ -313,6 +313,8 @@ def test_help_states_every_default():
     (("--max-new-tokens", "10000000000"), "--max-new-tokens"),
     (("--top-k", "-1"), "--top-k"),
     (("--position", "20"), "--position"),
+    (("--guidance", "-1"), "--guidance"),
+    (("--guidance", "nan"), "--guidance"),
 ])
 def test_numbers_are_checked_at_the_command_line(run_dir, tmp_path, args, needle):
     r = CliRunner().invoke(main, ["sample", "--run", str(run_dir), "--out", str(tmp_path / "x.mid"), *args])
@@ -322,7 +324,8 @@ def test_numbers_are_checked_at_the_command_line(run_dir, tmp_path, args, needle
 
 
 def test_python_api_checks_the_same_numbers(run_dir, tmp_path):
-    for kw in ({"seed": 2**64}, {"top_p": 0.0}, {"bars": 0}, {"temperature": math.nan}):
+    for kw in ({"seed": 2**64}, {"top_p": 0.0}, {"bars": 0}, {"temperature": math.nan}, {"guidance": -1.0},
+               {"guidance": math.inf}):
         with pytest.raises(GuitarformerError):
             app_sample(SampleRequest(outputs=Outputs(midi=tmp_path / "x.mid"), run=run_dir, **kw))
 

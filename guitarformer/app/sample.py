@@ -52,6 +52,8 @@ def check_sample_request(req: SampleRequest) -> None:
          "temperature must be 0 (greedy) or more", req.temperature),
         (req.tempo is None or (math.isfinite(req.tempo) and req.tempo > 0), "tempo must be a positive number of BPM",
          req.tempo),
+        (req.guidance is None or (math.isfinite(req.guidance) and req.guidance >= 0),
+         "guidance must be 0 (off) or more", req.guidance),
     ]
     if req.program is not None and req.program not in GUITAR_PROGRAMS:
         # The model writes guitar parts: the program only names the sound a MIDI file asks for.
