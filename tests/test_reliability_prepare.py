@@ -227,7 +227,10 @@ def test_fuzz_sweep_over_shared_files(tmp_path, cache_root, shared_guitar):
 
 
 _SLOW_PREPARE_DRIVER = """
-    import sys, time
+    import signal, sys, time
+    # Ctrl-C reaches a terminal's foreground command; a job a script started with `&` inherits SIGINT ignored, so
+    # the driver takes the default handler back, whatever started the tests.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import guitarformer.data.prepare_file as gio  # the worker's own name for the reader
 
     real = gio.read_guitar
