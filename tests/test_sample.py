@@ -255,6 +255,30 @@ def test_guidance_leans_from_the_unconditioned_twin(kind):
     assert torch.equal(runs[0][:, cond.ids.shape[1]], (c + 50.0 * (c - u)).argmax(-1))
 
 
+@pytest.mark.parametrize("kind", ["encoder_decoder", "encoder_decoder-copy"])
+def test_guidance_twin_of_an_encoder_decoder_reads_its_source_without_the_controls(kind):
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    sp = special_ids(tok)
+    model = tiny(tok, kind, block_size=48)
+    body = torch.randint(5, len(tok), (2, 20))
+    src_c = torch.cat([torch.full((2, 1), sp["bos"]), torch.full((2, 1), tok["Pitch_60"]), body], 1)
+    src_u = torch.cat([src_c[:, :1], src_c[:, 2:]], 1)
+    ids = torch.tensor([[sp["bos"], tok["Bar_None"]]] * 2)
+    cond = Prompt(ids, src_c, torch.ones_like(src_c, dtype=torch.bool))
+    twin = Prompt(ids, src_u, torch.ones_like(src_u, dtype=torch.bool))
+    greedy = SamplingParams(60, temperature=0, guidance=0.0)
+    plain = generate(model, cond, greedy, eos_id=None)
+    assert torch.equal(generate(model, cond, greedy, eos_id=None, guide=twin), plain)
+    runs = [generate(model, cond, replace(greedy, guidance=50.0, use_cache=c), eos_id=None, guide=twin)
+            for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])  # window slide included (60 > 48)
+    with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u), u read from the twin's source
+        c = kind_of(model).stepper(model, cond)(cond.ids, None)[:, -1].float()
+        u = kind_of(model).stepper(model, twin)(twin.ids, None)[:, -1].float()
+    assert not torch.allclose(c, u)
+    assert torch.equal(runs[0][:, ids.shape[1]], (c + 50.0 * (c - u)).argmax(-1))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
 @pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder",
                                   "encoder_decoder-copy"])

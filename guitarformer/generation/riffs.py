@@ -130,8 +130,12 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
         start = replace(start, ids=torch.cat([ids, torch.tensor([asked.meter] * num, dtype=torch.long,
                                                                 device=ids.device)], 1))
     guide = None  # classifier-free guidance on the piece's controls: the same rows without them
-    if params.guidance and asked.piece and kind.name == "decoder":
-        guide = replace(start, ids=torch.cat([start.ids[:, :1], start.ids[:, front:]], 1), keep_front=1)
+    if params.guidance and asked.piece:
+        if start.src is None:  # a decoder: they follow BOS in its ids
+            guide = replace(start, ids=torch.cat([start.ids[:, :1], start.ids[:, front:]], 1), keep_front=1)
+        else:  # an encoder-decoder: they follow BOS in its source
+            guide = replace(start, src=torch.cat([start.src[:, :1], start.src[:, front:]], 1),
+                            src_key_mask=torch.cat([start.src_key_mask[:, :1], start.src_key_mask[:, front:]], 1))
     out = generate(model, start, SamplingParams(params.max_new_tokens, params.temperature, params.top_k,
                                                 params.top_p, max_bars, params.use_cache,
                                                 guidance=params.guidance), guide=guide, **stops)
