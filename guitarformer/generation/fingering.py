@@ -178,14 +178,9 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     if beam < 1:
         raise ValueError(f"beam must be at least 1, not {beam}")
     per_batch = max(1, batch_size // beam)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    v = TabVocab(tokenizer)
-    block = min(context or model.config.block_size, model.config.block_size)
     out = [list(map(int, s)) for s in sequences]
+    device, v, rows = _string_windows(model, tokenizer, out, device, context)
     scores = [0.0] * len(out)
-    rows = [(k, a, b) for k, s in enumerate(out) for a, b in _windows(s, block, v)]
-    rows = [r for r in rows if any(out[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
-    rows.sort(key=lambda r: r[1] - r[2])  # longest first: little padding in a batch
     groups: dict[Guitar, _Rows] = {}
     was_training = model.training
     model.eval()
@@ -208,6 +203,20 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     finally:
         model.train(was_training)
     return out, scores
+
+
+def _string_windows(model, tokenizer, sequences: Sequence[Sequence[int]], device, context: int | None
+                    ) -> tuple[torch.device, TabVocab, list[tuple[int, int, int]]]:
+    """(the device, the vocabulary's tables, the windows (sequence, start, end) that hold a String after their first
+    token, longest first: little padding in a batch): how `refinger` and fret_model's `string_logprobs` cut what
+    they read. `device` None: the model's; `context`: windows of at most this many tokens (and the block_size)."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    v = TabVocab(tokenizer)
+    block = min(context or model.config.block_size, model.config.block_size)
+    rows = [(k, a, b) for k, s in enumerate(sequences) for a, b in _windows(s, block, v)]
+    rows = [r for r in rows if any(sequences[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
+    rows.sort(key=lambda r: r[1] - r[2])
+    return device, v, rows
 
 
 @dataclass

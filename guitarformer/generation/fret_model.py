@@ -24,46 +24,34 @@ import torch
 from guitarformer.data.tab_tokens import MAX_STRINGS
 from guitarformer.data.tokenization import encode
 from guitarformer.fretting import fret
-from guitarformer.generation.fingering import TabVocab, _windows, check_fingering_run, token_note_of
+from guitarformer.generation.engine import _in_eval_mode
+from guitarformer.generation.fingering import _string_windows, check_fingering_run, token_note_of
 from guitarformer.music.score import GuitarScore
 
 MODEL_WEIGHT = 1.0  # fret() cost units per nat of the model's -log p(string)
 
 
+@_in_eval_mode
+@torch.inference_mode()
 def string_logprobs(model, tokenizer, sequences: Sequence[Sequence[int]], device=None, batch_size: int = 64,
                     context: int | None = None) -> list[np.ndarray]:
     """Per sequence, (token notes, MAX_STRINGS) log p(String_s | the tokens before it) at each String position, in
     token order, teacher-forced in `refinger`'s windows (one forward pass each, batched). The model runs in eval
     mode under inference mode and is given back in the mode it came in."""
     check_fingering_run(model, tokenizer)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    v = TabVocab(tokenizer)
-    block = min(context or model.config.block_size, model.config.block_size)
+    device, v, jobs = _string_windows(model, tokenizer, sequences, device, context)
     string_ids = torch.tensor(v.string_ids, device=device)
-    jobs = []  # (sequence, start, end)
-    for k, seq in enumerate(sequences):
-        jobs += [(k, a, b) for a, b in _windows(seq, block, v)]
-    jobs.sort(key=lambda j: j[1] - j[2])  # longest first: batches of like lengths
     found: dict[tuple[int, int], np.ndarray] = {}  # (sequence, position of a String) -> log-probs
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for i in range(0, len(jobs), batch_size):
-                part = jobs[i:i + batch_size]
-                width = max(b - a for _, a, b in part)
-                x = torch.full((len(part), width), v.pad, dtype=torch.long)
-                for r, (k, a, b) in enumerate(part):
-                    x[r, :b - a] = torch.as_tensor(list(sequences[k][a:b]))
-                logits = model(x.to(device))[0].float()
-                lp = logits.index_select(-1, string_ids).log_softmax(-1).cpu().numpy()
-                for r, (k, a, b) in enumerate(part):
-                    seq = sequences[k]
-                    for j in range(a + 1, b):
-                        if seq[j] in v.string_of:
-                            found[(k, j)] = lp[r, j - 1 - a]
-    finally:
-        model.train(was_training)
+    for i in range(0, len(jobs), batch_size):
+        part = jobs[i:i + batch_size]
+        x = torch.full((len(part), max(b - a for _, a, b in part)), v.pad, dtype=torch.long)
+        for r, (k, a, b) in enumerate(part):
+            x[r, :b - a] = torch.as_tensor(list(sequences[k][a:b]))
+        lp = model(x.to(device))[0].float().index_select(-1, string_ids).log_softmax(-1).cpu().numpy()
+        for r, (k, a, b) in enumerate(part):
+            for j in range(a + 1, b):
+                if sequences[k][j] in v.string_of:
+                    found[(k, j)] = lp[r, j - 1 - a]
     out = []
     for k, seq in enumerate(sequences):
         rows = [found.get((k, j), np.zeros(MAX_STRINGS)) for j, t in enumerate(seq) if t in v.string_of]

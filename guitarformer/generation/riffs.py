@@ -136,9 +136,7 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
         else:  # an encoder-decoder: they follow BOS in its source
             guide = replace(start, src=torch.cat([start.src[:, :1], start.src[:, front:]], 1),
                             src_key_mask=torch.cat([start.src_key_mask[:, :1], start.src_key_mask[:, front:]], 1))
-    out = generate(model, start, SamplingParams(params.max_new_tokens, params.temperature, params.top_k,
-                                                params.top_p, max_bars, params.use_cache,
-                                                guidance=params.guidance), guide=guide, **stops)
+    out = generate(model, start, replace(params, max_bars=max_bars), guide=guide, **stops)
     t0, eos = start.ids.shape[1], sp["eos"]
     rows, ended = [], []
     for row in out.tolist():
