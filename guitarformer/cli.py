@@ -498,12 +498,15 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
 @click.option("--top-p", type=_Finite(0, 1, min_open=True), default=None, help="Default: the run's sample.top_p.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
               help="Token budget of the fill (default: twice what the bars take in the song).")
+@click.option("--candidates", type=click.IntRange(1), default=1, show_default=True,
+              help="Fills sampled at once; the one the model finds likeliest (mean log-probability per token) is "
+              "kept.")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
 @_threads
 def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, temperature, top_k, top_p,
-           max_new_tokens, tab_out, gp_out, device, threads):
+           max_new_tokens, candidates, tab_out, gp_out, device, threads):
     """Write bars A-B of SONG (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) again with a model trained with
     infilling, given the bars before and after them; every other note stays as written (time, string, fret,
     techniques)."""
@@ -515,7 +518,7 @@ def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, tempe
     result = run_infill(InfillRequest(song=song, bars=bar_range, outputs=outputs, track=track, tracks=tracks,
                                       run=run_dir, checkpoint=checkpoint, device=device, seed=seed,
                                       temperature=temperature, top_k=top_k, top_p=top_p,
-                                      max_new_tokens=max_new_tokens, threads=threads))
+                                      max_new_tokens=max_new_tokens, candidates=candidates, threads=threads))
     for line in result.warnings:
         click.echo(line, err=True)
     for line in result.lines:

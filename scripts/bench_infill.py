@@ -118,7 +118,8 @@ def notes(tok, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a["pitch"].astype(float), a["duration"] / tpq, (a["time"] % bar) / tpq
 
 
-def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None) -> dict:
+def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None, candidates: int = 1
+              ) -> dict:
     model, tok, cfg = load_run(run, None, str(device))
     fill = check_infill_run(tok, cfg)
     dataset = Path(cfg.data.dataset)
@@ -149,7 +150,7 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
         both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
         new, _ = sample_fill(model, tok, cfg, fill, head, layout,
                              SamplingParams.from_config(cfg.sample, temperature=temperature),
-                             STANDARD_TUNING, 0, device, seed + k)
+                             STANDARD_TUNING, 0, device, seed + k, candidates)
         real = notes(tok, [t for b in span for t in b])
         made = notes(tok, new)
         left = notes(tok, [t for b in bars[max(0, first - 1 - len(span)):first - 1] for t in b])
@@ -203,12 +204,14 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--temperature", type=float, default=None, help="the fills' sampling temperature (default: "
                     "each run's sample.temperature, as `guitarformer infill` uses it)")
+    ap.add_argument("--candidates", type=int, default=1, help="fills sampled per span, the likeliest kept "
+                    "(generation/infill.py sample_fill)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "INFILL.md")
     a = ap.parse_args(argv)
     device = resolve_device(a.device)
     rows = []
     for run in a.runs:
-        r = bench_run(run, a.num, a.seed, device, a.temperature)
+        r = bench_run(run, a.num, a.seed, device, a.temperature, a.candidates)
         print(f"{r['run']} ({r['kind']}): {r['spans']} spans, NLL both sides {r['nll_both']:.3f} vs left only "
               f"{r['nll_left']:.3f} (same bars before {r['nll_same']:.3f}) nats/token; OA fill pitch/duration/onset "
               + "/".join(f"{r['oa'][n]:.3f}" for n in ("pitch", "duration", "onset"))

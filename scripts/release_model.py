@@ -231,6 +231,26 @@ def trained_by_recipe(run: Path, limit: int, kind: str = "decoder") -> dict:
     return json.loads(summary_file.read_text())
 
 
+def run_seed(args) -> int:
+    """The seed the shipped decoder trained with: --seed, or the --from-run run's own."""
+    return load_config(str(args.from_run / "config.yaml")).train.seed if args.from_run else args.seed
+
+
+def from_run_recipe(run: Path) -> str:
+    """The card's sentence on how a --from-run run was trained: the quickstart (`guitarformer train` with its
+    defaults) or the command with the budget and schedule it had."""
+    cfg, default = load_config(str(run / "config.yaml")), load_config(KINDS["decoder"])
+    budget, cap = cfg.train.time_budget_min, cfg.train.max_steps
+    if budget == default.train.time_budget_min and cfg.train.seed == default.train.seed:
+        how = "with its defaults (the quickstart"
+    else:
+        how = (f"with a {budget:g}-minute budget (`--set train.time_budget_min={budget:g}` and a `--max-steps` "
+               f"above what fits: the schedule fitted to {cap} steps on the machine"
+               if cfg.train.budget_fitted else f"for {cap} steps (`--max-steps {cap}`")
+    return f"The run was trained by `guitarformer train` {how}; run {run.name}), then measured and exported by the " \
+           "command above."
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x == x else "n/a"
 
@@ -252,9 +272,8 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         "## Recipe", "",
         f"    {args.command}", "",
         f"Config {shipped.config} with {', '.join(RECIPE + list(args.set))}; {shipped.steps} steps in "
-        f"{shipped.train_seconds / 60:.1f} min on {shipped.device}; seed {args.seed}."
-        + (f" The run was trained by `guitarformer train` with its defaults (the quickstart; run "
-           f"{args.from_run.name}), then measured and exported by the command above." if args.from_run else ""), "",
+        f"{shipped.train_seconds / 60:.1f} min on {shipped.device}; seed {run_seed(args)}."
+        + (" " + from_run_recipe(args.from_run) if args.from_run else ""), "",
         "## Scores", "",
         "| model | val NLL / token | val NLL / note | infill NLL both sides | left only | ratio | "
         "OA fill pitch/duration/onset | OA copy-left | riffs repeating (16 bars) |",

@@ -252,3 +252,54 @@ def test_clear_errors(infill_run, tiny_run, tmp_path):
     gs = read_guitar(SONG)[0]
     gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo)
     assert len(song_bars(load_run(infill_run)[1], gs, FillIds.of(load_run(infill_run)[1])).bars) == 4
+
+
+def test_candidates_keep_the_fill_the_model_finds_likeliest(infill_run, monkeypatch):
+    """`candidates` samples fills side by side and keeps the one with the highest mean log-probability per token:
+    the scores are the model's own (checked against a teacher-forced pass), and the kept fill is the best row."""
+    import guitarformer.generation.infill as gi
+
+    model, tok, cfg = load_run(infill_run)
+    gs = read_guitar(SONG)[0]
+    seen: dict[str, list] = {}
+    real = gi.fill_scores
+
+    def spy(model_, kind, context, bos, rows, device):
+        scores = real(model_, kind, context, bos, rows, device)
+        seen.update(rows=rows, scores=scores, context=context)
+        return scores
+
+    monkeypatch.setattr(gi, "fill_scores", spy)
+    filled = fill_bars(model, tok, cfg, gs, 2, 3, seed=5, candidates=4)
+    rows, scores = seen["rows"], seen["scores"]
+    assert len(rows) == 4 and len({tuple(r) for r, _ in rows}) > 1  # different fills were drawn
+    best = max(range(4), key=lambda r: scores[r])
+    row, ended = rows[best]
+    assert filled.fill_ids == (row[:-1] if ended else row)
+    # One candidate's score by hand: the mean log-probability of its tokens after the context.
+    row = rows[0][0]
+    with torch.no_grad():
+        if cfg.model.kind == "decoder":
+            logits = model(torch.tensor([[*seen["context"], *row[:-1]]]))[0][0, len(seen["context"]) - 1:]
+        else:
+            src = torch.tensor([seen["context"]])
+            logits = model(src, torch.tensor([[tok.vocab["BOS_None"], *row[:-1]]]),
+                           src_key_mask=torch.ones_like(src, dtype=torch.bool))[0][0]
+    want = torch.log_softmax(logits.float(), -1)[torch.arange(len(row)), torch.tensor(row)].mean()
+    assert scores[0] == pytest.approx(float(want), abs=1e-5)
+    # One candidate is the fill `candidates=1` writes (same seed): candidate 0.
+    one = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=5)
+    assert one.fill_ids == (rows[0][0][:-1] if rows[0][1] else rows[0][0])
+
+
+def test_candidates_out_of_range_are_refused(infill_run, tmp_path):
+    from guitarformer.app import InfillRequest, infill
+
+    with pytest.raises(GuitarformerError, match="between 1 and 16"):
+        infill(InfillRequest(song=SONG, bars=(2, 3), run=infill_run, candidates=17))
+    res = CliRunner().invoke(main, ["infill", str(SONG), "--bars", "2-3", "--run", str(infill_run), "--candidates",
+                                    "0", "--out", str(tmp_path / "x.mid")])
+    assert res.exit_code == 2 and "--candidates" in res.output
+    res = CliRunner().invoke(main, ["infill", str(SONG), "--bars", "2-3", "--run", str(infill_run), "--candidates",
+                                    "3", "--out", str(tmp_path / "x.mid")])
+    assert res.exit_code == 0, res.output

@@ -10,7 +10,7 @@ import symusic
 
 from guitarformer.app.files import read_user_parts, pick_track, write_score
 from guitarformer.app.loaded import LoadedRun, load_run_once
-from guitarformer.app.requests import InfillRequest, check_outputs
+from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, check_outputs
 from guitarformer.app.splice import splice
 from guitarformer.data.controls import PREFIX
 from guitarformer.data.tokenization import decode_guitar
@@ -36,10 +36,12 @@ class InfillResult:
 
 
 def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, device="cpu", seed: int = 0,
-              params: SamplingParams | None = None, max_new_tokens: int | None = None) -> InfillResult:
+              params: SamplingParams | None = None, max_new_tokens: int | None = None, candidates: int = 1
+              ) -> InfillResult:
     """Bars `first`..`last` (1-based, as `tab` numbers them) of `gs` written again by a run trained with infilling,
     given the bars around them; every other note is kept as it is. `params`: the sampling filters (default: the
-    run's); `max_new_tokens`: the fill's token budget (default: twice what the bars take in the song)."""
+    run's); `max_new_tokens`: the fill's token budget (default: twice what the bars take in the song);
+    `candidates`: fills sampled at once, the likeliest kept (generation/infill.py `sample_fill`)."""
     params = params or SamplingParams.from_config(cfg.sample)
     fill = check_infill_run(tokenizer, cfg)
     song = song_bars(tokenizer, gs, fill)
@@ -48,7 +50,8 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
         raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bars",
                                 f"pass bars between 1 and {n}, the first before the last")
     layout = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
-    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, layout, params, gs.tuning, gs.capo, device, seed)
+    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, layout, params, gs.tuning, gs.capo, device, seed,
+                             candidates)
     return _splice_fill(song, first, last, new, tokenizer, ended)
 
 
@@ -86,6 +89,9 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
     given), fill the bars, write every output asked for and summarise."""
     check_outputs(req.outputs, ("midi", "tab", "gp"))
     first, last = req.bars
+    if not 1 <= req.candidates <= MAX_CANDIDATES:
+        raise GuitarformerError(f"candidates {req.candidates}: between 1 and {MAX_CANDIDATES} fills are sampled at "
+                                "once", f"pass a number from 1 to {MAX_CANDIDATES}")
     if not 1 <= first <= last:
         raise GuitarformerError(f"bars {first}-{last}: bars count from 1 and the first comes before the last",
                                 "pass bars like (5, 8)")
@@ -95,7 +101,7 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
     params = SamplingParams.from_config(loaded.cfg.sample, temperature=req.temperature, top_k=req.top_k,
                                         top_p=req.top_p)
     result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, first, last, loaded.device, req.seed, params,
-                       req.max_new_tokens)
+                       req.max_new_tokens, req.candidates)
     result.warnings = warnings
     result.files = {kind: write_score(result.score, path) for kind, path in req.outputs.items()}
     note = "" if result.ended else " (the token budget ran out before the fill's end: raise --max-new-tokens)"

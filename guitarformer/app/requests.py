@@ -100,6 +100,9 @@ class SampleRequest:
                 "palm_mute": self.palm_mute, "techniques": self.techniques, "style": self.style}
 
 
+MAX_CANDIDATES = 16  # fills `infill` samples at once, at most
+
+
 @dataclass
 class InfillRequest:
     """`infill`: bars `bars` (first, last; 1-based, inclusive, as `tab` numbers them) of `song` written again."""
@@ -118,6 +121,7 @@ class InfillRequest:
     top_k: int | None = None
     top_p: float | None = None
     max_new_tokens: int | None = None  # None: twice what the bars take in the song
+    candidates: int = 1  # fills sampled at once, the one the model finds likeliest kept (generation/infill.py)
 
 
 @dataclass

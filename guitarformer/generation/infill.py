@@ -171,10 +171,13 @@ def plan(cfg, head: list[int], bars: list[list[int]], first: int, last: int, max
 
 
 def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: FillPlan, params: SamplingParams,
-                tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0) -> tuple[list[int], bool]:
+                tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0, candidates: int = 1
+                ) -> tuple[list[int], bool]:
     """(the fill's tokens, whether the model closed it): `len(span)` bars in the meters of `span`'s bars, between
     `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says.
-    `params`: the sampling filters (its token budget and bar limit are the plan's)."""
+    `params`: the sampling filters (its token budget and bar limit are the plan's). `candidates` > 1 samples that
+    many fills at once (candidate r from `riff_seed(seed, r)`: the first is the one fill of `candidates=1`) and keeps
+    the one the model finds likeliest, by mean log-probability per token (`fill_scores`)."""
     before, span, after, budget = layout
     k = len(span)
     kind = kind_of(cfg.model.kind)
@@ -183,7 +186,8 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     state = [fill.bos, *head, *(i for b in before for i in b)]
     constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=device), state, meters, fill,
                                 end_id)
-    stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, 0))],
+    n = max(1, int(candidates))
+    stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, r)) for r in range(n)],
              "constraint": constraint, "eos_id": end_id, "bar_ids": list(fill.bars)}
     params = SamplingParams(budget, params.temperature, params.top_k, params.top_p, max_bars=k)
     if kind.streams:  # a decoder reads the gap's surroundings and the fill as one stream
@@ -191,12 +195,38 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
         context = ids[:t0]
     else:  # an encoder-decoder's source holds the placeholders; its target is the fill
         context, _ = seq2seq_layout(fill, head, before, span, after)
-    prompt = kind.prompt(context, [], fill.bos, device=device)
+    prompt = kind.prompt(context, [], fill.bos, num=n, device=device)
     out = generate(model, prompt, params, **stops)
     t0 = prompt.ids.shape[1]
-    row = out[0, t0:].tolist()
-    ended = end_id in row
-    return (row[:row.index(end_id)] if ended else row), ended
+    rows = []
+    for row in out[:, t0:].tolist():
+        ended = end_id in row
+        rows.append((row[:row.index(end_id) + 1] if ended else row, ended))
+    best = 0 if n == 1 else int(torch.tensor(fill_scores(model, kind, context, fill.bos, rows, device)).argmax())
+    row, ended = rows[best]
+    return (row[:-1] if ended else row), ended
+
+
+@torch.no_grad()
+def fill_scores(model, kind, context: list[int], bos: int, rows: list[tuple[list[int], bool]], device
+                ) -> list[float]:
+    """Each candidate fill's mean log-probability per token (its end token included where it has one) under the
+    model alone, without the sampler's filters: after `context` (a decoder's stream, an encoder-decoder's source)."""
+    scores = []
+    for row, _ in rows:
+        if not row:
+            scores.append(-math.inf)
+            continue
+        if kind.streams:
+            x = torch.tensor([[*context, *row[:-1]]], device=device)
+            logits = model(x)[0][0, len(context) - 1:]
+        else:
+            s = torch.tensor([context], device=device)
+            tgt = torch.tensor([[bos, *row[:-1]]], device=device)
+            logits = model(s, tgt, src_key_mask=torch.ones_like(s, dtype=torch.bool))[0][0]
+        lp = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(row, device=device)[:, None])
+        scores.append(float(lp.mean()))
+    return scores
 
 
 def _context(bars: list[list[int]], a: int, b: int, room: int) -> tuple[list[list[int]], list[list[int]]]:
