@@ -498,9 +498,9 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
 @click.option("--top-p", type=_Finite(0, 1, min_open=True), default=None, help="Default: the run's sample.top_p.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
               help="Token budget of the fill (default: twice what the bars take in the song).")
-@click.option("--candidates", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--candidates", type=click.IntRange(1), default=None,
               help="Fills sampled at once; the one the model finds likeliest (mean log-probability per token) is "
-              "kept.")
+              "kept (default 8; 1: the first fill drawn).")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)
@@ -518,7 +518,8 @@ def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, tempe
     result = run_infill(InfillRequest(song=song, bars=bar_range, outputs=outputs, track=track, tracks=tracks,
                                       run=run_dir, checkpoint=checkpoint, device=device, seed=seed,
                                       temperature=temperature, top_k=top_k, top_p=top_p,
-                                      max_new_tokens=max_new_tokens, candidates=candidates, threads=threads))
+                                      max_new_tokens=max_new_tokens, threads=threads,
+                                      **({} if candidates is None else {"candidates": candidates})))
     for line in result.warnings:
         click.echo(line, err=True)
     for line in result.lines:

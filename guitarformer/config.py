@@ -118,6 +118,9 @@ class SampleConfig:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 0.95
+    # `sample --form` when none is asked: "auto" (a training tune's form) or "none" (the model's own); None: by the
+    # model (none where it copies, model.copy). The release sets it by measurement (scripts/release_model.py).
+    form: str | None = None
 
 
 @dataclass
@@ -326,6 +329,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
         (s.temperature >= 0 and s.top_k >= 0 and 0.0 < s.top_p <= 1.0,
          "sample.temperature and sample.top_k must be >= 0 (0: the likeliest token / no top-k) and sample.top_p "
          "in (0, 1]"),
+        (s.form in (None, "auto", "none"), "sample.form must be auto or none (or unset: chosen by the model)"),
     ]
     for ok, msg in checks:
         if not ok:

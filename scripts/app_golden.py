@@ -63,6 +63,12 @@ def unguarded() -> list[str]:
     return (["--no-guard"] if "guard" in names else []) + (["--guidance", "0"] if "guidance" in names else [])
 
 
+def one_fill() -> list[str]:
+    """--candidates 1 where it exists: `infill` keeps the likeliest of several fills on purpose, so the recorded
+    fills are compared as the first fill drawn, which candidates=1 writes."""
+    return ["--candidates", "1"] if any(p.name == "candidates" for p in main.commands["infill"].params) else []
+
+
 def tiny_run(folder: Path, data: DataConfig, kind: str = "decoder", seed: int = 0) -> Path:
     """An untrained 1-layer run of `kind` for `data`'s tokenizer, with seeded weights."""
     tok = build_tokenizer(data)
@@ -128,10 +134,10 @@ def cases(runs: dict[str, Path], prompt: Path) -> list[tuple[str, list[str], lis
                           "--program", "30", "--out", "{out}/a.txt"], ["a.txt"]),
         ("tab-tuning", ["tab", str(FIX / "tabs" / "riff.txt"), "--tuning", "drop-d", "--bars", "1-2"], []),
         ("tab-midi-all", ["tab", str(FIX / "io" / "band.mid"), "--tracks", "all"], []),
-        ("infill", ["infill", str(SONG), "--bars", "2-3", "--run", tab, "--seed", "1",
+        ("infill", ["infill", str(SONG), "--bars", "2-3", "--run", tab, "--seed", "1", *one_fill(),
                     "--out", "{out}/f.mid", "--tab", "{out}/f.txt", "--gp", "{out}/f.gp5"],
          ["f.mid", "f.txt", "f.gp5"]),
-        ("infill-encdec", ["infill", str(SONG), "--bars", "2-2", "--run", encdec, "--seed", "2",
+        ("infill-encdec", ["infill", str(SONG), "--bars", "2-2", "--run", encdec, "--seed", "2", *one_fill(),
                            "--out", "{out}/g.txt"], ["g.txt"]),
     ]
 

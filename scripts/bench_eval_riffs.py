@@ -32,16 +32,17 @@ SETTINGS = "default,top_p=0.9,top_p=0.8,temperature=0.9"
 MEANS = ("notes_per_second", "pitch_range", "used_pitch_classes")
 
 
-def parse_setting(text: str) -> dict[str, float]:
-    """"default" -> {}; "top_p=0.9" -> {"top_p": 0.9}; "top_p=0.9+temperature=0.9" for both."""
+def parse_setting(text: str) -> dict[str, float | str]:
+    """"default" -> {}; "top_p=0.9" -> {"top_p": 0.9}; "top_p=0.9+temperature=0.9" for both; "form=none" the
+    model's own form (`sample --form`)."""
     if text == "default":
         return {}
-    out = {}
+    out: dict[str, float | str] = {}
     for part in text.split("+"):
         name, _, value = part.partition("=")
-        if name not in ("top_p", "temperature", "top_k"):
-            raise SystemExit(f"--settings: {name!r} is not a sampler setting (top_p, temperature, top_k)")
-        out[name] = int(value) if name == "top_k" else float(value)
+        if name not in ("top_p", "temperature", "top_k", "form"):
+            raise SystemExit(f"--settings: {name!r} is not a sampler setting (top_p, temperature, top_k, form)")
+        out[name] = int(value) if name == "top_k" else value if name == "form" else float(value)
     return out
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from guitarformer.app.requests import InfillRequest
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
 from guitarformer.data.tab_tokens import decode_tab
@@ -118,8 +119,8 @@ def notes(tok, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a["pitch"].astype(float), a["duration"] / tpq, (a["time"] % bar) / tpq
 
 
-def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None, candidates: int = 1
-              ) -> dict:
+def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None,
+              candidates: int = InfillRequest.candidates) -> dict:
     model, tok, cfg = load_run(run, None, str(device))
     fill = check_infill_run(tok, cfg)
     dataset = Path(cfg.data.dataset)
@@ -163,7 +164,7 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
     return {"run": run.name, "kind": cfg.model.kind, "infill": cfg.data.infill, "split": split_name, "spans": done,
             "tokens": tokens, "nll_both": both / max(1, tokens), "nll_left": only / max(1, tokens),
             "nll_same": same / max(1, tokens), "oa": mean,
-            "oa_left": mean_left, "seconds": time.time() - t0, "device": str(device)}
+            "oa_left": mean_left, "candidates": candidates, "seconds": time.time() - t0, "device": str(device)}
 
 
 def write_doc(rows: list[dict], out: Path, command: str) -> None:
@@ -179,19 +180,21 @@ def write_doc(rows: list[dict], out: Path, command: str) -> None:
         "before the gap that the infilling layout holds (what the bars after the gap add, all else equal); ratio:",
         "both sides / left only, issue 26's target <= 0.95. OA: overlapping area of pitch, duration",
         "and onset-in-bar distributions, filled bars vs the real ones, per span, averaged; in brackets the same for",
-        "the bars right before the span (copying the left side).",
+        "the bars right before the span (copying the left side). Fills are sampled as `guitarformer infill` samples",
+        "them: the run's sampling settings, `fills drawn` candidates side by side, the likeliest kept.",
         "",
         f"    {command}",
         "",
         "| run | kind | infill | split | spans | tokens | NLL both sides | NLL left only | same left | ratio "
-        "| OA pitch | OA duration | OA onset | device | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fills drawn | OA pitch | OA duration | OA onset | device | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         oa = " | ".join(f"{r['oa'][n]:.3f} ({r['oa_left'][n]:.3f})" for n in ("pitch", "duration", "onset"))
         lines.append(f"| {r['run']} | {r['kind']} | {r['infill']:g} | {r['split']} | {r['spans']} | {r['tokens']} "
                      f"| {r['nll_both']:.3f} | {r['nll_left']:.3f} | {r['nll_same']:.3f} "
-                     f"| {r['nll_both'] / max(r['nll_left'], 1e-9):.3f} | {oa} | {r['device']} | {r['seconds']:.0f} |")
+                     f"| {r['nll_both'] / max(r['nll_left'], 1e-9):.3f} | {r.get('candidates', 1)} | {oa} "
+                     f"| {r['device']} | {r['seconds']:.0f} |")
     lines += ["", NOTES_MARK]
     out.write_text("\n".join(lines) + (notes_text if notes_text else "\n"))
 
@@ -204,8 +207,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--temperature", type=float, default=None, help="the fills' sampling temperature (default: "
                     "each run's sample.temperature, as `guitarformer infill` uses it)")
-    ap.add_argument("--candidates", type=int, default=1, help="fills sampled per span, the likeliest kept "
-                    "(generation/infill.py sample_fill)")
+    ap.add_argument("--candidates", type=int, default=InfillRequest.candidates, help="fills sampled per span, the "
+                    "likeliest kept (default: `guitarformer infill`'s)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "INFILL.md")
     a = ap.parse_args(argv)
     device = resolve_device(a.device)

@@ -171,6 +171,16 @@ def form_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
     return out
 
 
+def default_form_by_measure(form: dict, tunes_share: float) -> str | None:
+    """The shipped model's default `--form`: "none" (the model's own) or "auto" (a tune's form), whichever gives
+    riffs a repeat share nearer the test tunes' (as a ratio: 0.7x and 1.43x are as far); None where a share is
+    missing (then `sample` decides by the model: generation/form.py's rule in app/sample.py)."""
+    alone, formed = form.get("samples_repeat_share"), form.get("form_samples_repeat_share")
+    if not all(isinstance(x, float) and x > 0 for x in (alone, formed, tunes_share)):
+        return None
+    return "none" if abs(np.log(alone / tunes_share)) <= abs(np.log(formed / tunes_share)) else "auto"
+
+
 def corpus_facts(dataset: Path, limit: int) -> dict:
     """What the prepared corpus is: its styles (tune types) and K: keys, how often the key estimate of
     data/controls.py agrees with the K: key on the val tunes (the ceiling of key adherence measured by that
@@ -206,7 +216,9 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
         summary = train(cfg, run_dir=run, progress=not args.quiet, force=True)
         seconds = time.time() - t0
     nll = float(summary["best_val_loss"])
-    per_note = summary.get("val_nats_per_note")  # on the plain stream, as training measures it
+    per_note = summary.get("val_nats_per_note")  # the last evaluation's, on the plain stream
+    if per_note is not None and summary.get("val_loss"):  # the best checkpoint's: the val split's notes per token
+        per_note = float(per_note) * nll / float(summary["val_loss"])
     scores = Scores(kind, cfg.name, str(run), int(summary["step"]), round(seconds, 1), str(device), nll,
                     float(per_note) if per_note is not None else val_nll_per_note(dataset, nll))
     scores.controls = control_scores(run, args, work / f"CONTROLS-{kind}.md")
@@ -255,7 +267,8 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x == x else "n/a"
 
 
-def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args) -> str:
+def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args, form: str | None = None
+               ) -> str:
     """MODEL_CARD.md from the measured numbers."""
     lines = [
         "# guitarformer's shipped model", "",
@@ -294,7 +307,11 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
               f"with a K: key (modes {json.dumps(corpus['modes'])}). The key estimate the adherence table uses agrees "
               f"with K: on {_pct(corpus['key_estimate_agrees_val'])} of {corpus['val_keyed']} val tunes (key's ceiling). "
               f"The test tunes repeat {_pct(corpus['test_tunes_repeat_share'])} of their first 16 bars "
-              f"({corpus['test_tunes']} tunes).", "",
+              f"({corpus['test_tunes']} tunes)."
+              + (f" `sample`'s default form for this model: `{form}` ("
+                 + ("the model's own" if form == "none" else "each riff a training tune's form")
+                 + ", the one whose repeat share is nearer the test tunes' as a ratio; config.yaml sample.form)."
+                 if form else ""), "",
               "Control adherence (share of riffs or bars that have the asked value, measured from the notes; "
               f"{args.num_samples} riffs of at most {args.bars} bars per value; scripts/bench_controls.py):", "",
               "| model | control | asked (guarded: the default) | asked, --no-guard | unconditioned |",
@@ -348,8 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     kinds = ["decoder", "encoder_decoder"] if args.encdec else ["decoder"]
     scores = [train_and_measure(kind, dataset, args, work, device) for kind in kinds]
     corpus = corpus_facts(dataset, args.limit)
-    card = model_card(scores[0], scores[1:], meta, corpus, args)
-    exported = export_run(Path(scores[0].run), card, args.out)
+    form = default_form_by_measure(scores[0].form, corpus["test_tunes_repeat_share"])
+    card = model_card(scores[0], scores[1:], meta, corpus, args, form)
+    exported = export_run(Path(scores[0].run), card, args.out, form)
     # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
     seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
     exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)

@@ -65,7 +65,8 @@ def test_every_change_is_validated():
     from guitarformer.config import set_values
 
     for bad in ("train.eval_interval=0", "train.log_interval=0", "sample.top_p=0", "sample.max_new_tokens=0",
-                "train.warmup_steps=-1", "model.src_block_size=0", "data.transpose=-2", "train.beta2=1"):
+                "train.warmup_steps=-1", "model.src_block_size=0", "data.transpose=-2", "train.beta2=1",
+                "sample.form=sometimes"):
         with pytest.raises(GuitarformerError, match="invalid config"):
             apply_overrides(Config(), [bad])
     with pytest.raises(GuitarformerError, match="data.controls needs"):

@@ -103,6 +103,17 @@ def test_a_run_already_trained_by_the_recipe_is_released_without_training_again(
         _release_script().main([*both[:-1], str(run)])
 
 
+def test_the_default_form_is_the_one_whose_riffs_repeat_nearest_the_tunes():
+    """Ratios to the tunes' share, not differences: 30% and 52% against 43% (0.70x, 1.20x) is `auto`; 37% and 56%
+    (0.86x, 1.30x) is `none`; a share missing leaves the choice to `sample`'s rule (None)."""
+    choose = _release_script().default_form_by_measure
+    assert choose({"samples_repeat_share": 0.302, "form_samples_repeat_share": 0.521}, 0.434) == "auto"
+    assert choose({"samples_repeat_share": 0.373, "form_samples_repeat_share": 0.565}, 0.434) == "none"
+    assert choose({"samples_repeat_share": 0.30, "form_samples_repeat_share": 0.58}, 0.424) == "auto"  # 0.71x, 1.37x
+    assert choose({"samples_repeat_share": 0.373}, 0.434) is None
+    assert choose({"samples_repeat_share": 0.0, "form_samples_repeat_share": 0.5}, 0.434) is None
+
+
 def test_weights_are_halved_only_where_full_precision_does_not_fit():
     w = {"a": torch.zeros(1000), "n": torch.zeros(3, dtype=torch.long)}
     assert shipping_dtype(w, 4000) == torch.float32

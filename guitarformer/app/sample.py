@@ -86,18 +86,20 @@ def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None
 
 
 def default_form(loaded: LoadedRun) -> str:
-    """`--form` when none is asked: the model's own ("none") for a model that copies (model.copy), "auto" else."""
-    return "none" if loaded.cfg.model.copy else "auto"
+    """`--form` when none is asked: the run's `sample.form` where it has one (the release sets the shipped model's
+    by measurement), else the model's own ("none") for a model that copies (model.copy) and "auto" for one that
+    does not."""
+    return loaded.cfg.sample.form or ("none" if loaded.cfg.model.copy else "auto")
 
 
 def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, str | None]:
     """(one plan per riff, None for none; a note for the summary): `auto` draws riff k's form from the run's
     tunes (of the asked style where it has some) with a generator seeded by the riff's seed; letters are one plan for
     every riff. A continued file (`prompt`) keeps the model's own form under `auto`: a tune's form is its opening.
-    `form` None (the default) is `default_form`: none where the model copies (model.copy): such a model repeats bars
-    as the tunes do by itself (the shipped one 37% of a riff's first 16 bars, the tunes 43%), and a tune's form on
-    top of that makes riffs repeat more than tunes; else auto where the run has its tunes' forms and none, unsaid,
-    where it has not."""
+    `form` None (the default) is `default_form`: the run's sample.form, else none where the model copies
+    (model.copy): such a model repeats bars by itself (the quickstart's 33-37% of a riff's first 16 bars, the tunes
+    43%), and a tune's form on top of that made its riffs repeat more than tunes (56%); else auto where the run has
+    its tunes' forms and none, unsaid, where it has not."""
     form = check_form(req.form if req.form is not None else default_form(loaded), req.bars)
     if form == "none" or (form == "auto" and req.prompt is not None):
         return None, None
