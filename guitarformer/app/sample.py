@@ -25,7 +25,8 @@ from guitarformer.runtime import set_threads, step_work
 
 MAX_SEED = 2**63 - 1
 MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its own
-GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/EVAL.md, style: 63% -> 69.6%)
+GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/EVAL.md, style: 63% -> 69.6% on
+# the quickstart's run, seed 1)
 BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its last bar, so room costs nothing)
 
 
