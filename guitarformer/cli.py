@@ -499,8 +499,9 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
 @click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
               help="Token budget of the fill (default: twice what the bars take in the song).")
 @click.option("--candidates", type=click.IntRange(1), default=None,
-              help="Fills sampled at once; the one the model finds likeliest (mean log-probability per token) is "
-              "kept (default 8; 1: the first fill drawn).")
+              help="Fills sampled at once; the one that best fits the bars around the gap (their pitches, "
+              "durations and onsets), the model's likelihood breaking near-ties, is kept (default 8; 1: the first "
+              "fill drawn).")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True)

@@ -33,10 +33,9 @@ import torch
 from guitarformer.app.requests import InfillRequest
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
-from guitarformer.data.tab_tokens import decode_tab
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import overlap_area
-from guitarformer.generation.infill import check_infill_run, plan, sample_fill
+from guitarformer.generation.infill import bar_notes, check_infill_run, plan, sample_fill
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.loss import token_stats
 from guitarformer.music.guitar import STANDARD_TUNING
@@ -105,20 +104,6 @@ def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[in
     return run(src), run(left[-cfg.model.src_block_size:]), run(same_left)
 
 
-def notes(tok, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pitch, duration in quarters, onset in its bar in quarters) of bar tokens."""
-    score, _, _ = decode_tab(tok, ids)
-    tpq = score.ticks_per_quarter
-    if not score.tracks or not len(score.tracks[0].notes):
-        return np.zeros(0), np.zeros(0), np.zeros(0)
-    a = score.tracks[0].notes.numpy()
-    bar = 4 * tpq
-    if len(score.time_signatures):
-        ts = score.time_signatures[0]
-        bar = ts.numerator * 4 * tpq // ts.denominator
-    return a["pitch"].astype(float), a["duration"] / tpq, (a["time"] % bar) / tpq
-
-
 def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None,
               candidates: int = InfillRequest.candidates) -> dict:
     model, tok, cfg = load_run(run, None, str(device))
@@ -152,9 +137,9 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
         new, _ = sample_fill(model, tok, cfg, fill, head, layout,
                              SamplingParams.from_config(cfg.sample, temperature=temperature),
                              STANDARD_TUNING, 0, device, seed + k, candidates)
-        real = notes(tok, [t for b in span for t in b])
-        made = notes(tok, new)
-        left = notes(tok, [t for b in bars[max(0, first - 1 - len(span)):first - 1] for t in b])
+        real = bar_notes(tok, [t for b in span for t in b])
+        made = bar_notes(tok, new)
+        left = bar_notes(tok, [t for b in bars[max(0, first - 1 - len(span)):first - 1] for t in b])
         for j, name in enumerate(oa):
             oa[name].append(overlap_area(made[j], real[j]))
             oa_left[name].append(overlap_area(left[j], real[j]))
@@ -181,7 +166,8 @@ def write_doc(rows: list[dict], out: Path, command: str) -> None:
         "both sides / left only, issue 26's target <= 0.95. OA: overlapping area of pitch, duration",
         "and onset-in-bar distributions, filled bars vs the real ones, per span, averaged; in brackets the same for",
         "the bars right before the span (copying the left side). Fills are sampled as `guitarformer infill` samples",
-        "them: the run's sampling settings, `fills drawn` candidates side by side, the likeliest kept.",
+        "them: the run's sampling settings, `fills drawn` candidates side by side, the one ranked first kept",
+        "(generation/infill.py `rank_fills`: its fit to the bars around the gap, and the model's likelihood).",
         "",
         f"    {command}",
         "",
@@ -207,8 +193,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--temperature", type=float, default=None, help="the fills' sampling temperature (default: "
                     "each run's sample.temperature, as `guitarformer infill` uses it)")
-    ap.add_argument("--candidates", type=int, default=InfillRequest.candidates, help="fills sampled per span, the "
-                    "likeliest kept (default: `guitarformer infill`'s)")
+    ap.add_argument("--candidates", type=int, default=InfillRequest.candidates, help="fills sampled per span, one "
+                    "kept as `guitarformer infill` keeps it (default: the command's)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "INFILL.md")
     a = ap.parse_args(argv)
     device = resolve_device(a.device)

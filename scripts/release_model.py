@@ -288,8 +288,9 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         f"{shipped.train_seconds / 60:.1f} min on {shipped.device}; seed {run_seed(args)}."
         + (" " + from_run_recipe(args.from_run) if args.from_run else ""), "",
         "## Scores", "",
-        "Filled bars are sampled as `guitarformer infill` samples them: the likeliest of "
-        f"{shipped.infill.get('candidates', 1)} fills drawn side by side (`--candidates`); OA copy-left: the bars "
+        "Filled bars are sampled as `guitarformer infill` samples them: of "
+        f"{shipped.infill.get('candidates', 1)} fills drawn side by side (`--candidates`), the one that best fits the "
+        "bars around the gap, the model's likelihood breaking near-ties; OA copy-left: the bars "
         "before the gap copied in its place (docs/INFILL.md).", "",
         "| model | val NLL / token | val NLL / note | infill NLL both sides | left only | ratio | "
         "OA fill pitch/duration/onset | OA copy-left | riffs repeating (16 bars) |",

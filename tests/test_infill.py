@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from pathlib import Path
 
 import miditok
@@ -254,28 +255,49 @@ def test_clear_errors(infill_run, tiny_run, tmp_path):
     assert len(song_bars(load_run(infill_run)[1], gs, FillIds.of(load_run(infill_run)[1])).bars) == 4
 
 
-def test_candidates_keep_the_fill_the_model_finds_likeliest(infill_run, monkeypatch):
-    """`candidates` samples fills side by side and keeps the one with the highest mean log-probability per token:
-    the scores are the model's own (checked against a teacher-forced pass), and the kept fill is the best row."""
+def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
+    """`candidates` samples fills side by side and keeps the one `rank_fills` puts first: the scores are the
+    model's own mean log-probabilities per token (checked against a teacher-forced pass), and the kept fill is the
+    row with the highest fit to the bars around the gap plus LIKELIHOOD_WEIGHT x its score, computed here by hand."""
     import guitarformer.generation.infill as gi
 
     model, tok, cfg = load_run(infill_run)
     gs = read_guitar(SONG)[0]
     seen: dict[str, list] = {}
-    real = gi.fill_scores
+    real_scores, real_rank = gi.fill_scores, gi.rank_fills
 
-    def spy(model_, kind, context, bos, rows, device):
-        scores = real(model_, kind, context, bos, rows, device)
+    def spy_scores(model_, kind, context, bos, rows, device):
+        scores = real_scores(model_, kind, context, bos, rows, device)
         seen.update(rows=rows, scores=scores, context=context)
         return scores
 
-    monkeypatch.setattr(gi, "fill_scores", spy)
+    def spy_rank(tokenizer, rows, scores, around):
+        seen.update(around=around)
+        return real_rank(tokenizer, rows, scores, around)
+
+    monkeypatch.setattr(gi, "fill_scores", spy_scores)
+    monkeypatch.setattr(gi, "rank_fills", spy_rank)
     filled = fill_bars(model, tok, cfg, gs, 2, 3, seed=5, candidates=4)
     rows, scores = seen["rows"], seen["scores"]
     assert len(rows) == 4 and len({tuple(r) for r, _ in rows}) > 1  # different fills were drawn
-    best = max(range(4), key=lambda r: scores[r])
-    row, ended = rows[best]
-    assert filled.fill_ids == (row[:-1] if ended else row)
+    assert len(seen["around"]) == 2  # bar 1 before the gap, bar 4 after it
+
+    def body(r):
+        row, ended = rows[r]
+        return row[:-1] if ended else row
+
+    near = gi.bar_notes(tok, [i for b in seen["around"] for i in b])
+    s = np.array(scores)
+    z = (s - s.mean()) / s.std() if s.std() > 0 else 0 * s
+    by_hand = []
+    for r in range(4):
+        made = gi.bar_notes(tok, body(r))
+        fits = []
+        for m, n in zip(made, near):  # the share of each value in both sets, the smaller one summed
+            if len(m) and len(n):
+                fits.append(sum(min(list(m).count(v) / len(m), list(n).count(v) / len(n)) for v in set(m)))
+        by_hand.append((sum(fits) / len(fits) if fits else 0.0) + gi.LIKELIHOOD_WEIGHT * z[r])
+    assert filled.fill_ids == body(int(np.argmax(by_hand)))
     # One candidate's score by hand: the mean log-probability of its tokens after the context.
     row = rows[0][0]
     with torch.no_grad():
@@ -289,7 +311,28 @@ def test_candidates_keep_the_fill_the_model_finds_likeliest(infill_run, monkeypa
     assert scores[0] == pytest.approx(float(want), abs=1e-5)
     # One candidate is the fill `candidates=1` writes (same seed): candidate 0.
     one = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=5)
-    assert one.fill_ids == (rows[0][0][:-1] if rows[0][1] else rows[0][0])
+    assert one.fill_ids == body(0)
+
+
+def test_rank_fills_prefers_the_fill_that_sounds_like_its_surroundings(tok):
+    """A fill that repeats the bars around the gap outranks a wild one the model scores higher; an empty fill (score
+    -inf) never wins; with no notes around to fit, the likelihood decides."""
+    from guitarformer.generation.infill import rank_fills, share_overlap
+
+    _, _, f, _, bars = _song(tok)
+    around = [bars[0], bars[3]]
+    alike = [*bars[0]]  # the bar before the gap, again
+    pitch = [i for t, i in tok.vocab.items() if t.startswith("Pitch_")]
+    high = max(pitch, key=lambda i: int(tok[i].split("_")[1]))
+    wild = [t for i in bars[1] for t in ([high] if tok[int(i)].startswith("Pitch_") else [i])]  # every note on top
+    rows = [(wild, False), (alike, False), ([], False)]
+    assert rank_fills(tok, rows, [-0.5, -0.6, -math.inf], around) == 1
+    assert rank_fills(tok, rows[:2], [-0.5, -0.5], around) == 1  # equally likely: the fit decides
+    assert rank_fills(tok, [([], False), (alike, False)], [-math.inf, -9.0], around) == 1
+    assert rank_fills(tok, rows[:2], [-0.2, -0.3], []) == 0
+    assert rank_fills(tok, rows[:2], [-0.3, -0.2], []) == 1
+    assert share_overlap([60, 60, 62, 64], [60, 62, 62, 67]) == pytest.approx(0.25 + 0.25)
+    assert share_overlap([0.5, 0.5], [0.5]) == 1.0 and math.isnan(share_overlap([], [1.0]))
 
 
 def test_candidates_out_of_range_are_refused(infill_run, tmp_path):

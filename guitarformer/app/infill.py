@@ -41,7 +41,7 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
     """Bars `first`..`last` (1-based, as `tab` numbers them) of `gs` written again by a run trained with infilling,
     given the bars around them; every other note is kept as it is. `params`: the sampling filters (default: the
     run's); `max_new_tokens`: the fill's token budget (default: twice what the bars take in the song);
-    `candidates`: fills sampled at once, the likeliest kept (generation/infill.py `sample_fill`)."""
+    `candidates`: fills sampled at once, one kept (generation/infill.py `rank_fills`)."""
     params = params or SamplingParams.from_config(cfg.sample)
     fill = check_infill_run(tokenizer, cfg)
     song = song_bars(tokenizer, gs, fill)

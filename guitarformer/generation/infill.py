@@ -13,13 +13,15 @@ quantised time, falls in the gap (`SongBars.onsets`), the notes the model saw th
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from guitarformer.data.infill import NO_INFILL_FIX, FillIds, decoder_layout, has_fill_tokens, seq2seq_layout, split_bars
-from guitarformer.data.tab_tokens import has_controls, insert_controls, is_tab_tokenizer
+from guitarformer.data.tab_tokens import decode_tab, has_controls, insert_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.constraint import GuitarConstraint
@@ -31,6 +33,7 @@ from guitarformer.models.kinds import kind_of
 from guitarformer.music.score import GuitarScore
 
 FILL_MARGIN = 2.0  # token budget: twice what the bars took in the song (or the song's mean bar), for a busier fill
+LIKELIHOOD_WEIGHT = 0.01  # a fill's z-scored likelihood among the candidates, beside its fit (docs/INFILL.md)
 
 
 @dataclass
@@ -177,7 +180,7 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says.
     `params`: the sampling filters (its token budget and bar limit are the plan's). `candidates` > 1 samples that
     many fills at once (candidate r from `riff_seed(seed, r)`: the first is the one fill of `candidates=1`) and keeps
-    the one the model finds likeliest, by mean log-probability per token (`fill_scores`)."""
+    the one that ranks first (`rank_fills`: its fit to `before` and `after`, and the model's likelihood)."""
     before, span, after, budget = layout
     k = len(span)
     kind = kind_of(cfg.model.kind)
@@ -202,9 +205,64 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     for row in out[:, t0:].tolist():
         ended = end_id in row
         rows.append((row[:row.index(end_id) + 1] if ended else row, ended))
-    best = 0 if n == 1 else int(torch.tensor(fill_scores(model, kind, context, fill.bos, rows, device)).argmax())
-    row, ended = rows[best]
+    if n > 1:
+        scores = fill_scores(model, kind, context, fill.bos, rows, device)
+        rows = [rows[rank_fills(tokenizer, rows, scores, [*before, *after])]]
+    row, ended = rows[0]
     return (row[:-1] if ended else row), ended
+
+
+def bar_notes(tokenizer, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pitch, duration in quarters, onset in its bar in quarters) of the notes of whole bars' tokens, in the meter
+    of the first time signature among them (4/4 without one)."""
+    score, _, _ = decode_tab(tokenizer, ids)
+    tpq = score.ticks_per_quarter
+    if not score.tracks or not len(score.tracks[0].notes):
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    a = score.tracks[0].notes.numpy()
+    bar = 4 * tpq
+    if len(score.time_signatures):
+        ts = score.time_signatures[0]
+        bar = ts.numerator * 4 * tpq // ts.denominator
+    return a["pitch"].astype(float), a["duration"] / tpq, (a["time"] % bar) / tpq
+
+
+def share_overlap(a, b) -> float:
+    """How much two sets of values share: the sum over values of the smaller of the two shares (1: the same values in
+    the same proportions, 0: none in common); NaN where either set is empty. Values equal to 1e-6 count as one."""
+    if not len(a) or not len(b):
+        return math.nan
+    ca, cb = Counter(np.round(a, 6).tolist()), Counter(np.round(b, 6).tolist())
+    return sum(min(n / len(a), cb[v] / len(b)) for v, n in ca.items())
+
+
+def fill_fit(made, near) -> float:
+    """How well a fill's notes fit the bars around its gap, both as `bar_notes`: the mean `share_overlap` of their
+    pitches, durations and onsets in the bar (0 where either side has no notes: no evidence)."""
+    fits = [x for x in (share_overlap(m, r) for m, r in zip(made, near)) if math.isfinite(x)]
+    return sum(fits) / len(fits) if fits else 0.0
+
+
+def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float], around: list[list[int]]) -> int:
+    """The index of the candidate fill to keep: the highest fit to the bars `around` the gap (`fill_fit`) plus
+    LIKELIHOOD_WEIGHT x its mean log-probability per token (`scores`, from `fill_scores`) in standard deviations from
+    the candidates' mean, so the likelihood breaks near-ties whatever its scale; a fill the model could not score
+    (empty) never wins over one it could."""
+    near = bar_notes(tokenizer, [i for b in around for i in b])
+    s = np.asarray(scores, dtype=float)
+    ok = np.isfinite(s)
+    if not ok.any():
+        return 0
+    z = np.zeros_like(s)
+    if ok.sum() > 1 and s[ok].std() > 0:
+        z[ok] = (s[ok] - s[ok].mean()) / s[ok].std()
+
+    def rank(r: int) -> float:
+        row, ended = rows[r]
+        if not ok[r]:
+            return -math.inf
+        return fill_fit(bar_notes(tokenizer, row[:-1] if ended else row), near) + LIKELIHOOD_WEIGHT * z[r]
+    return max(range(len(rows)), key=rank)
 
 
 @torch.no_grad()
