@@ -11,6 +11,9 @@ the same with a Velocity on every note (a dataset with dynamics), and the first 
 as the second). A note round-trips when it comes back from the tokens with its pitch, onset, duration (both as
 the tokenizer quantises the note), string, fret and techniques (as tokens hold them: a bend's peak and release).
 `--corpus` compares two prepared datasets of the same files (train+val+test tokens, notes = Pitch tokens).
+"Notes on their lowest-fret string": notes whose String is the one that plays their pitch at the lowest fret in the
+part's tuning and capo (`lowest_fret_string`, the string a bare Score's notes get): what a layout that writes a
+String only where the fingering departs from it would leave out.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_tab_doc
 
 from guitarformer.config import DataConfig  # noqa: E402
-from guitarformer.data.tab_tokens import canonical, technique_tokens  # noqa: E402
+from guitarformer.data.tab_tokens import canonical, lowest_fret_string, technique_tokens  # noqa: E402
 from guitarformer.data.tokenization import build_tokenizer, encode, load_tokenizer  # noqa: E402
 from guitarformer.errors import SkipFile  # noqa: E402
 from guitarformer.fretting import fret  # noqa: E402
-from guitarformer.music.guitar import fret_of  # noqa: E402
+from guitarformer.music.guitar import STANDARD_TUNING, fret_of  # noqa: E402
 from guitarformer.music.score import PLAIN, GuitarScore  # noqa: E402
 from guitarformer.readers import detect_format, read_guitar  # noqa: E402
 from bench_tab_doc import write_section  # noqa: E402
@@ -135,6 +138,8 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
                 c["loud"] += len(loud.encode(gs)[0].ids)
                 c["same"] += sum((want & got).values())
                 c["dropped"] += dropped
+                c["lowest"] += sum(s == lowest_fret_string(gs.tuning, gs.capo, n.pitch)
+                                   for (s, _), n in zip(gs.frets, gs.track.notes))
                 for x in gs.techniques or []:
                     for token in technique_tokens(x):
                         techs[token.split("_", 1)[1] if token.startswith("Tech_") else "Bend"] += 1
@@ -143,14 +148,14 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
             rows.append((kind, c, len(velocities), time.perf_counter() - t0))
     lines = ["| source | parts | notes | velocities | REMI tokens/note | TabREMI tokens/note | TabREMI / REMI | "
              "with Velocity (dynamics; the first layout) / REMI | round trip | notes the source leaves unplayable "
-             "or frets off their pitch | round trip of the rest |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "or frets off their pitch | round trip of the rest | notes on their lowest-fret string |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for kind, c, nv, _ in rows:
         n = c["notes"]
         lines.append(f"| {kind} | {c['parts']} | {n:,} | {nv} | {c['remi'] / n:.3f} | {c['tab'] / n:.3f} | "
                      f"**{c['tab'] / c['remi']:.3f}x** | {c['loud'] / c['remi']:.3f}x | "
                      f"{c['same'] / n:.2%} ({n - c['same']:,} notes differ, {c['dropped']} merged by quantisation) | "
-                     f"{c['odd']} | {c['same_rest'] / (n - c['odd']):.3%} |")
+                     f"{c['odd']} | {c['same_rest'] / (n - c['odd']):.3%} | {c['lowest'] / n:.1%} |")
     total = Counter()
     for _, c, _, _ in rows:
         total.update(c)
@@ -158,7 +163,8 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
         lines.append(f"| all | {total['parts']} | {total['notes']:,} | | {total['remi'] / total['notes']:.3f} | "
                      f"{total['tab'] / total['notes']:.3f} | **{total['tab'] / total['remi']:.3f}x** | "
                      f"{total['loud'] / total['remi']:.3f}x | **{total['same'] / total['notes']:.3%}** | "
-                     f"{total['odd']} | **{total['same_rest'] / (total['notes'] - total['odd']):.3%}** |")
+                     f"{total['odd']} | **{total['same_rest'] / (total['notes'] - total['odd']):.3%}** | "
+                     f"{total['lowest'] / total['notes']:.1%} |")
     if failures:
         lines += ["", "Files the readers failed on (not counted): " + ", ".join(f"{k} {v}" for k, v in failures.items())]
     tech_lines = ["| technique | per 100 notes |", "|---|---:|"]
@@ -169,7 +175,7 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
 
 def bench_corpus(remi_dir: Path, tab_dir: Path) -> str:
     lines = ["| dataset | tokenizer | files | tokens | notes | tokens/note |", "|---|---|---:|---:|---:|---:|"]
-    per_note = []
+    per_note, lowest = [], ""
     for d in (remi_dir, tab_dir):
         meta = json.loads((d / "meta.json").read_text())
         tok = load_tokenizer(d / "tokenizer.json")
@@ -181,10 +187,30 @@ def bench_corpus(remi_dir: Path, tab_dir: Path) -> str:
                 tokens += int(arr.shape[0])
                 notes += int(np.isin(np.asarray(arr), pitch).sum())
         per_note.append(tokens / notes)
+        if d == tab_dir:
+            lowest = _lowest_share(d, tok, meta)
         lines.append(f"| {d.name} | {type(tok).__name__} | {meta.get('status', {}).get('ok', '')} | "
                      f"{tokens:,} | {notes:,} | {tokens / notes:.3f} |")
     lines.append(f"| | TabREMI / REMI | | | | **{per_note[1] / per_note[0]:.3f}x** |")
-    return "\n".join(lines)
+    return "\n".join(lines) + f"\n\nNotes on their lowest-fret string in {tab_dir.name} (standard tuning): {lowest}"
+
+
+def _lowest_share(d: Path, tok, meta: dict) -> str:
+    """The share of a tab dataset's notes (Pitch .. String) on the string that plays them at the lowest fret."""
+    pitch = {i: int(t.split("_")[1]) for t, i in tok.vocab.items() if t.startswith("Pitch_")}
+    string = {i: int(t.split("_")[1]) for t, i in tok.vocab.items() if t.startswith("String_")}
+    low = total = 0
+    for split in ("train", "val", "test"):
+        if meta["tokens"].get(split):
+            last = None
+            for i in np.memmap(d / f"{split}.bin", dtype=np.dtype(meta["dtype"]), mode="r").tolist():
+                if i in pitch:
+                    last = pitch[i]
+                elif i in string and last is not None:
+                    total += 1
+                    low += string[i] == lowest_fret_string(STANDARD_TUNING, 0, last)
+                    last = None
+    return f"{low / max(total, 1):.1%} of {total:,}"
 
 
 def main() -> None:

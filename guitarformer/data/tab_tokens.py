@@ -179,7 +179,7 @@ class TabREMI(miditok.REMI):
         of the tuning plays), the string that plays it at the lowest fret."""
         options = self._side.get((time, pitch)) if self._side is not None else None
         if not options:
-            return _lowest_fret_string(*self._guitar, pitch), PLAIN
+            return lowest_fret_string(*self._guitar, pitch), PLAIN
         k = next((k for k, o in enumerate(options) if o[0] == duration), 0)
         _, string, tech = options.pop(k) if len(options) > 1 else options[k]
         return string, tech
@@ -263,7 +263,7 @@ def _side_table(tok: TabREMI, gs: GuitarScore) -> _SideTable:
     return keys
 
 
-def _lowest_fret_string(tuning: tuple[int, ...], capo: int, pitch: int) -> int:
+def lowest_fret_string(tuning: tuple[int, ...], capo: int, pitch: int) -> int:
     """The string that plays `pitch` at the lowest fret in this tuning (the lowest string when none can)."""
     n = len(tuning)
     frets = [(f, s) for s in range(1, n + 1) if (f := fret_of(pitch, s, tuning, capo)) >= 0]
