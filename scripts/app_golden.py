@@ -64,7 +64,7 @@ def unguarded() -> list[str]:
 
 
 def one_fill() -> list[str]:
-    """--candidates 1 where it exists: `infill` keeps the likeliest of several fills on purpose, so the recorded
+    """--candidates 1 where it exists: `infill` keeps one of several fills on purpose, so the recorded
     fills are compared as the first fill drawn, which candidates=1 writes."""
     return ["--candidates", "1"] if any(p.name == "candidates" for p in main.commands["infill"].params) else []
 
