@@ -66,6 +66,14 @@ def spans(split: TokenSplit, fill: FillIds, num: int, seed: int):
     return out
 
 
+def span_split(dataset: Path) -> tuple[TokenSplit, str]:
+    """The split the spans come from, and its name: val, or train where the dataset has no val pieces."""
+    split = TokenSplit(dataset, "val")
+    if split.num_sequences == 0 or len(split) < 2:
+        return TokenSplit(dataset, "train"), "train (no val pieces)"
+    return split, "val"
+
+
 def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
     """Summed NLL of `targets` under logits (len(targets), V): the NLL every measurement uses (models/loss.py)."""
     return token_stats(logits[None], torch.tensor([targets], device=logits.device))[0]
@@ -108,11 +116,7 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
               candidates: int = InfillRequest.candidates) -> dict:
     model, tok, cfg = load_run(run, None, str(device))
     fill = check_infill_run(tok, cfg)
-    dataset = Path(cfg.data.dataset)
-    split = TokenSplit(dataset, "val")
-    split_name = "val"
-    if split.num_sequences == 0 or len(split) < 2:
-        split, split_name = TokenSplit(dataset, "train"), "train (no val pieces)"
+    split, split_name = span_split(Path(cfg.data.dataset))
     t0 = time.time()
     both = only = same = 0.0
     tokens = 0

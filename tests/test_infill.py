@@ -346,3 +346,26 @@ def test_candidates_out_of_range_are_refused(infill_run, tmp_path):
     res = CliRunner().invoke(main, ["infill", str(SONG), "--bars", "2-3", "--run", str(infill_run), "--candidates",
                                     "3", "--out", str(tmp_path / "x.mid")])
     assert res.exit_code == 0, res.output
+
+
+def test_the_rank_bench_keeps_the_fills_infill_keeps(infill_run, tmp_path):
+    """scripts/bench_fill_rank.py: its `infill` row is what bench_infill.py measures of the command's fills on the
+    same spans (same candidates, same choice), and it writes its table into the doc's marked section."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import bench_fill_rank
+    import bench_infill
+
+    cols = bench_fill_rank.bench(infill_run, seed=3, num=3, candidates=8, device="cpu")
+    ours = next(v for k, v in cols.items() if "`infill`'s" in k)
+    theirs = bench_infill.bench_run(infill_run, 3, 3, "cpu", candidates=8)
+    assert list(ours) == pytest.approx([theirs["oa"][f] for f in ("pitch", "duration", "onset")], nan_ok=True)
+    assert list(cols["copying the bars before"]) == pytest.approx(
+        [theirs["oa_left"][f] for f in ("pitch", "duration", "onset")], nan_ok=True)
+    doc = tmp_path / "INFILL.md"
+    doc.write_text("before\n<!-- table:fill-rank -->\nold\n<!-- /table:fill-rank -->\nafter\n")
+    bench_fill_rank.main([str(infill_run), "--num", "2", "--seeds", "0", "--doc", str(doc)])
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("before") and text.rstrip().endswith("after")
+    assert all(name in text for name in bench_fill_rank.RULES)

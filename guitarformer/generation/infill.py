@@ -179,8 +179,23 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     """(the fill's tokens, whether the model closed it): `len(span)` bars in the meters of `span`'s bars, between
     `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says.
     `params`: the sampling filters (its token budget and bar limit are the plan's). `candidates` > 1 samples that
-    many fills at once (candidate r from `riff_seed(seed, r)`: the first is the one fill of `candidates=1`) and keeps
-    the one that ranks first (`rank_fills`: its fit to `before` and `after`, and the model's likelihood)."""
+    many fills at once (`draw_fills`) and keeps the one that ranks first (`rank_fills`: its fit to `before` and
+    `after`, and the model's likelihood)."""
+    rows, context = draw_fills(model, tokenizer, cfg, fill, head, layout, params, tuning, capo, device, seed,
+                               candidates)
+    if len(rows) > 1:
+        scores = fill_scores(model, kind_of(cfg.model.kind), context, fill.bos, rows, device)
+        rows = [rows[rank_fills(tokenizer, rows, scores, [*layout.before, *layout.after])]]
+    row, ended = rows[0]
+    return (row[:-1] if ended else row), ended
+
+
+def draw_fills(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: FillPlan, params: SamplingParams,
+               tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0, candidates: int = 1
+               ) -> tuple[list[tuple[list[int], bool]], list[int]]:
+    """(one (tokens, closed) row per candidate, its end token kept where it has one; the context the model read):
+    `candidates` fills sampled side by side, candidate r from `riff_seed(seed, r)` (the first is the one fill of
+    `candidates=1`), as `sample_fill` describes."""
     before, span, after, budget = layout
     k = len(span)
     kind = kind_of(cfg.model.kind)
@@ -205,11 +220,7 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     for row in out[:, t0:].tolist():
         ended = end_id in row
         rows.append((row[:row.index(end_id) + 1] if ended else row, ended))
-    if n > 1:
-        scores = fill_scores(model, kind, context, fill.bos, rows, device)
-        rows = [rows[rank_fills(tokenizer, rows, scores, [*before, *after])]]
-    row, ended = rows[0]
-    return (row[:-1] if ended else row), ended
+    return rows, context
 
 
 def bar_notes(tokenizer, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -236,32 +247,36 @@ def share_overlap(a, b) -> float:
     return sum(min(n / len(a), cb[v] / len(b)) for v, n in ca.items())
 
 
-def fill_fit(made, near) -> float:
-    """How well a fill's notes fit the bars around its gap, both as `bar_notes`: the mean `share_overlap` of their
-    pitches, durations and onsets in the bar (0 where either side has no notes: no evidence)."""
-    fits = [x for x in (share_overlap(m, r) for m, r in zip(made, near)) if math.isfinite(x)]
+def fill_fit(made, near, measure=share_overlap) -> float:
+    """How well a fill's notes fit the bars around its gap, both as `bar_notes`: the mean `measure` of their
+    pitches, durations and onsets in the bar (0 where no feature can be compared: no evidence)."""
+    fits = [x for x in (measure(m, r) for m, r in zip(made, near)) if math.isfinite(x)]
     return sum(fits) / len(fits) if fits else 0.0
 
 
-def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float], around: list[list[int]]) -> int:
-    """The index of the candidate fill to keep: the highest fit to the bars `around` the gap (`fill_fit`) plus
-    LIKELIHOOD_WEIGHT x its mean log-probability per token (`scores`, from `fill_scores`) in standard deviations from
-    the candidates' mean, so the likelihood breaks near-ties whatever its scale; a fill the model could not score
-    (empty) never wins over one it could."""
+def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float], around: list[list[int]],
+               measure=share_overlap, weight: float = LIKELIHOOD_WEIGHT, standardize: bool = True) -> int:
+    """The index of the candidate fill to keep: the highest fit to the bars `around` the gap (`fill_fit` by
+    `measure`) plus `weight` x its mean log-probability per token (`scores`, from `fill_scores`), by default in
+    standard deviations from the candidates' mean, so the likelihood breaks near-ties whatever its scale; a fill the
+    model could not score (empty) never wins over one it could. The other measures and weights are for comparing
+    rules (scripts/bench_fill_rank.py)."""
     near = bar_notes(tokenizer, [i for b in around for i in b])
     s = np.asarray(scores, dtype=float)
     ok = np.isfinite(s)
     if not ok.any():
         return 0
-    z = np.zeros_like(s)
-    if ok.sum() > 1 and s[ok].std() > 0:
-        z[ok] = (s[ok] - s[ok].mean()) / s[ok].std()
+    z = np.where(ok, s, 0.0)
+    if standardize:
+        z = np.zeros_like(s)
+        if ok.sum() > 1 and s[ok].std() > 0:
+            z[ok] = (s[ok] - s[ok].mean()) / s[ok].std()
 
     def rank(r: int) -> float:
         row, ended = rows[r]
         if not ok[r]:
             return -math.inf
-        return fill_fit(bar_notes(tokenizer, row[:-1] if ended else row), near) + LIKELIHOOD_WEIGHT * z[r]
+        return fill_fit(bar_notes(tokenizer, row[:-1] if ended else row), near, measure) + weight * z[r]
     return max(range(len(rows)), key=rank)
 
 
