@@ -240,7 +240,8 @@ def bar_notes(tokenizer, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def share_overlap(a, b) -> float:
     """How much two sets of values share: the sum over values of the smaller of the two shares (1: the same values in
-    the same proportions, 0: none in common); NaN where either set is empty. Values equal to 1e-6 count as one."""
+    the same proportions, 0: none in common); NaN where either set is empty. Values that agree to 6 decimals count
+    as one."""
     if not len(a) or not len(b):
         return math.nan
     ca, cb = Counter(np.round(a, 6).tolist()), Counter(np.round(b, 6).tolist())
