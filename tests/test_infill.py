@@ -296,8 +296,8 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
         for m, n in zip(made, near):  # the share of each value in both sets, the smaller one summed
             if len(m) and len(n):
                 fits.append(sum(min(list(m).count(v) / len(m), list(n).count(v) / len(n)) for v in set(m)))
-        by_hand.append((sum(fits) / len(fits) if fits else 0.0) + gi.LIKELIHOOD_WEIGHT * z[r])
-    assert filled.fill_ids == body(int(np.argmax(by_hand)))
+        by_hand.append((rows[r][1], (sum(fits) / len(fits) if fits else 0.0) + gi.LIKELIHOOD_WEIGHT * z[r]))
+    assert filled.fill_ids == body(max(range(4), key=lambda r: by_hand[r]))  # closed fills first, then the fit
     # One candidate's score by hand: the mean log-probability of its tokens after the context.
     row = rows[0][0]
     with torch.no_grad():
@@ -315,8 +315,9 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
 
 
 def test_rank_fills_prefers_the_fill_that_sounds_like_its_surroundings(tok):
-    """A fill that repeats the bars around the gap outranks a wild one the model scores higher; an empty fill (score
-    -inf) never wins; with no notes around to fit, the likelihood decides."""
+    """A fill that repeats the bars around the gap outranks a wild one the model scores higher, unless only the wild
+    one was closed before the token budget ran out; an empty fill (score -inf) never wins; with no notes around to
+    fit, the likelihood decides."""
     from guitarformer.generation.infill import rank_fills, share_overlap
 
     _, _, f, _, bars = _song(tok)
@@ -327,6 +328,7 @@ def test_rank_fills_prefers_the_fill_that_sounds_like_its_surroundings(tok):
     wild = [t for i in bars[1] for t in ([high] if tok[int(i)].startswith("Pitch_") else [i])]  # every note on top
     rows = [(wild, False), (alike, False), ([], False)]
     assert rank_fills(tok, rows, [-0.5, -0.6, -math.inf], around) == 1
+    assert rank_fills(tok, [(wild, True), (alike, False)], [-0.5, -0.6], around) == 0  # closed beats cut short
     assert rank_fills(tok, rows[:2], [-0.5, -0.5], around) == 1  # equally likely: the fit decides
     assert rank_fills(tok, [([], False), (alike, False)], [-math.inf, -9.0], around) == 1
     assert rank_fills(tok, rows[:2], [-0.2, -0.3], []) == 0

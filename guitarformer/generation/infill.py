@@ -259,8 +259,8 @@ def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float
                measure=share_overlap, weight: float = LIKELIHOOD_WEIGHT, standardize: bool = True) -> int:
     """The index of the candidate fill to keep: the highest fit to the bars `around` the gap (`fill_fit` by
     `measure`) plus `weight` x its mean log-probability per token (`scores`, from `fill_scores`), by default in
-    standard deviations from the candidates' mean, so the likelihood breaks near-ties whatever its scale; a fill the
-    model could not score (empty) never wins over one it could. The other measures and weights are for comparing
+    standard deviations from the candidates' mean, so the likelihood breaks near-ties whatever its scale. A fill the
+    model closed wins over one cut short by the token budget, and a fill it could not score (empty) never wins. The other measures and weights are for comparing
     rules (scripts/bench_fill_rank.py)."""
     near = bar_notes(tokenizer, [i for b in around for i in b])
     s = np.asarray(scores, dtype=float)
@@ -273,11 +273,11 @@ def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float
         if ok.sum() > 1 and s[ok].std() > 0:
             z[ok] = (s[ok] - s[ok].mean()) / s[ok].std()
 
-    def rank(r: int) -> float:
+    def rank(r: int) -> tuple[bool, float]:
         row, ended = rows[r]
         if not ok[r]:
-            return -math.inf
-        return fill_fit(bar_notes(tokenizer, row[:-1] if ended else row), near, measure) + weight * z[r]
+            return False, -math.inf
+        return ended, fill_fit(bar_notes(tokenizer, row[:-1] if ended else row), near, measure) + weight * z[r]
     return max(range(len(rows)), key=rank)
 
 
