@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_infill import span_split, spans  # noqa: E402
+from bench_infill import bars_before, fill_spans, span_split  # noqa: E402
 from bench_tab_doc import write_section  # noqa: E402
 
-from guitarformer.errors import GuitarformerError  # noqa: E402
 from guitarformer.evaluation.features import overlap_area  # noqa: E402
-from guitarformer.generation.infill import bar_notes, check_infill_run, draw_fills, fill_scores, plan, rank_fills  # noqa: E402,E501
+from guitarformer.generation.infill import bar_notes, check_infill_run, draw_fills, fill_scores, rank_fills  # noqa: E402
 from guitarformer.generation.sampling import SamplingParams  # noqa: E402
 from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING  # noqa: E402
@@ -67,14 +66,7 @@ def bench(run: Path, seed: int, num: int, candidates: int, device) -> dict[str, 
     params = SamplingParams.from_config(cfg.sample)
     kept: dict[str, list] = {name: [] for name in RULES}
     left = []
-    for k, (_, head, bars, first, last) in enumerate(spans(split, fill, num, seed)):
-        try:
-            layout = plan(cfg, head, bars, first, last)
-        except GuitarformerError:  # a span too long for the context, as bench_infill skips it
-            continue
-        at = 2 + len(head) + sum(len(b) for b in layout.before + layout.after) + len(layout.span)
-        if kind.streams and at + sum(len(b) for b in layout.span) > cfg.model.block_size + 1:
-            continue
+    for k, head, bars, first, layout in fill_spans(cfg, split, fill, num, seed):
         rows, context = draw_fills(model, tok, cfg, fill, head, layout, params, STANDARD_TUNING, 0, device,
                                    seed + k, candidates)
         scores = fill_scores(model, kind, context, fill.bos, rows, device)
@@ -83,8 +75,7 @@ def bench(run: Path, seed: int, num: int, candidates: int, device) -> dict[str, 
         for name, rule in RULES.items():
             row, ended = rows[rule(tok, rows, scores, around)]
             kept[name].append(oa(bar_notes(tok, row[:-1] if ended else row), real))
-        left.append(oa(bar_notes(tok, [t for b in bars[max(0, first - 1 - len(layout.span)):first - 1] for t in b]),
-                       real))
+        left.append(oa(bar_notes(tok, bars_before(bars, first, len(layout.span))), real))
     out = {"copying the bars before": np.nanmean(np.array(left), 0)}
     out.update({name: np.nanmean(np.array(v), 0) for name, v in kept.items()})
     return out

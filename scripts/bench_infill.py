@@ -74,6 +74,25 @@ def span_split(dataset: Path) -> tuple[TokenSplit, str]:
     return split, "val"
 
 
+def fill_spans(cfg, split: TokenSplit, fill: FillIds, num: int, seed: int):
+    """(k, head, bars, first, layout) for the `spans` whose fill fits the run's context (`plan`; a decoder's
+    whole layout within its block), k the span's index among all `num` (its fills' seed is seed + k)."""
+    for k, (_, head, bars, first, last) in enumerate(spans(split, fill, num, seed)):
+        try:
+            layout = plan(cfg, head, bars, first, last)
+        except GuitarformerError:  # a span too long for the context
+            continue
+        at = 2 + len(head) + sum(len(b) for b in layout.before + layout.after) + len(layout.span)  # the fill's start
+        if cfg.model.kind == "decoder" and at + sum(len(b) for b in layout.span) > cfg.model.block_size + 1:
+            continue
+        yield k, head, bars, first, layout
+
+
+def bars_before(bars: list[list[int]], first: int, k: int) -> list[int]:
+    """The tokens of the `k` bars right before bar `first` (1-based): what copying the left side puts in a gap."""
+    return [t for b in bars[max(0, first - 1 - k):first - 1] for t in b]
+
+
 def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
     """Summed NLL of `targets` under logits (len(targets), V): the NLL every measurement uses (models/loss.py)."""
     return token_stats(logits[None], torch.tensor([targets], device=logits.device))[0]
@@ -123,15 +142,8 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
     oa = {"pitch": [], "duration": [], "onset": []}
     oa_left = {"pitch": [], "duration": [], "onset": []}
     done = 0
-    for k, (i, head, bars, first, last) in enumerate(spans(split, fill, num, seed)):
-        try:
-            layout = plan(cfg, head, bars, first, last)
-            before, span, after, budget = layout
-        except GuitarformerError:  # a span too long for the context
-            continue
-        at = 2 + len(head) + sum(len(b) for b in before + after) + len(span)  # decoder: the fill's first position
-        if cfg.model.kind == "decoder" and at + sum(len(b) for b in span) > cfg.model.block_size + 1:
-            continue
+    for k, head, bars, first, layout in fill_spans(cfg, split, fill, num, seed):
+        before, span, after, _ = layout
         piece = [fill.bos, *head, *(t for b in bars[:first - 1] for t in b)]
         b_nll, o_nll, s_nll = nll_pair(model, cfg, fill, head, before, span, after, piece, device)
         same += s_nll
@@ -143,7 +155,7 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
                              STANDARD_TUNING, 0, device, seed + k, candidates)
         real = bar_notes(tok, [t for b in span for t in b])
         made = bar_notes(tok, new)
-        left = bar_notes(tok, [t for b in bars[max(0, first - 1 - len(span)):first - 1] for t in b])
+        left = bar_notes(tok, bars_before(bars, first, len(span)))
         for j, name in enumerate(oa):
             oa[name].append(overlap_area(made[j], real[j]))
             oa_left[name].append(overlap_area(left[j], real[j]))

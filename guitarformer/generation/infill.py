@@ -260,18 +260,15 @@ def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float
     """The index of the candidate fill to keep: the highest fit to the bars `around` the gap (`fill_fit` by
     `measure`) plus `weight` x its mean log-probability per token (`scores`, from `fill_scores`), by default in
     standard deviations from the candidates' mean, so the likelihood breaks near-ties whatever its scale. A fill the
-    model closed wins over one cut short by the token budget, and a fill it could not score (empty) never wins. The other measures and weights are for comparing
-    rules (scripts/bench_fill_rank.py)."""
+    model closed wins over one cut short by the token budget, and a fill it could not score (empty) never wins.
+    The other measures and weights are for comparing rules (scripts/bench_fill_rank.py)."""
     near = bar_notes(tokenizer, [i for b in around for i in b])
     s = np.asarray(scores, dtype=float)
     ok = np.isfinite(s)
-    if not ok.any():
-        return 0
     z = np.where(ok, s, 0.0)
     if standardize:
-        z = np.zeros_like(s)
-        if ok.sum() > 1 and s[ok].std() > 0:
-            z[ok] = (s[ok] - s[ok].mean()) / s[ok].std()
+        spread = s[ok].std() if ok.sum() > 1 else 0.0
+        z = np.where(ok, (s - s[ok].mean()) / spread, 0.0) if spread > 0 else np.zeros_like(s)
 
     def rank(r: int) -> tuple[bool, float]:
         row, ended = rows[r]
