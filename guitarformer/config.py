@@ -42,6 +42,9 @@ class DataConfig:
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
     # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
+    # TabREMI's note layout (data/tab_tokens.py): 3 = a String token only where a note leaves its lowest-fret
+    # string (0.79x REMI's tokens per note on the corpus); 2 = a String on every note (as many tokens as REMI).
+    tab_layout: int = 3
 
 
 def preset_data() -> DataConfig:
@@ -321,6 +324,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
         (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
+        (cfg.data.tab_layout in (2, 3), "data.tab_layout must be 3 (a String only off the lowest-fret string) or 2"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),
         (min(d.bpe_vocab_size, d.transpose, d.corpus_limit) >= 0,

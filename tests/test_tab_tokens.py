@@ -15,7 +15,7 @@ import pytest
 import symusic
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tab_tokens import TabREMI, canonical, technique_of, technique_tokens
+from guitarformer.data.tab_tokens import TabREMI, canonical, lowest_fret_string, technique_of, technique_tokens
 from guitarformer.data.tokenization import build_tokenizer, decode, decode_guitar, encode, load_tokenizer
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import fret
@@ -124,12 +124,57 @@ def test_save_load_and_grammar(tok, tmp_path):
     assert isinstance(again, TabREMI) and again.vocab == tok.vocab
     assert not any(t.startswith("Velocity_") for t in again.vocab)  # one velocity: no Velocity tokens
     saved = json.loads((tmp_path / "tokenizer.json").read_text())["config"]["additional_params"]
-    assert saved["tab_velocities"].startswith("none") and saved["tab_layout"] == 2
+    assert saved["tab_velocities"].startswith("none") and saved["tab_layout"] == 3
     g = again.tokens_types_graph
-    assert g["Duration"] - {"EOS", "PAD", "MASK"} == {"String"}  # miditok lets special tokens follow anything
+    # Layout 3: a note on its lowest-fret string ends at its Duration (or its techniques).
+    assert {"String", "Bend", "Tech", "Pitch", "Position", "Bar"} <= g["Duration"]
     assert "Tech" in g["String"] and "Pitch" in g["Tech"] and "Bend" not in g["Tech"]
-    bad = [tok["Bar_None"], tok["Position_0"], tok["Pitch_60"], tok["Duration_1.0.8"], tok["Pitch_64"]]
-    assert tok.tokens_errors(miditok.TokSequence(ids=bad)) > 0  # a note without its String
+    two = [tok[t] for t in ("Bar_None", "TimeSig_4/4", "Position_0", "Pitch_60", "Duration_1.0.8", "Pitch_64",
+                            "Duration_1.0.8", "String_1")]
+    assert tok.tokens_errors(miditok.TokSequence(ids=two)) == 0
+    assert tok.tokens_errors(miditok.TokSequence(ids=two[:4] + two[5:])) > 0  # a Pitch without its Duration
+
+
+def test_a_string_only_off_the_lowest_fret_string(tok):
+    """Layout 3 writes a String only for a note its lowest-fret string does not play; decoding gives the others
+    that string, in the tuning and capo decoding is told."""
+    score = symusic.Score(480)
+    score.tempos.append(symusic.Tempo(0, 100))
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    tr = symusic.Track(program=25)
+    for k, p in enumerate((45, 50, 55)):  # A2, D3, G3
+        tr.notes.append(symusic.Note(k * 480, 480, p, 90))
+    score.tracks.append(tr)
+    # A2 on the A string (its lowest fret: open), D3 on the A string at fret 5 (not its lowest: D open),
+    # G3 on the G string open.
+    gs = GuitarScore(score=score, tuning=STANDARD_TUNING, capo=0, frets=[(5, 0), (5, 5), (3, 0)])
+    back, ids = round_trip(tok, gs)
+    toks = [tok[i] for i in ids]
+    assert [t for t in toks if t.startswith("String_")] == ["String_5"]
+    assert toks[toks.index("Pitch_50") + 2] == "String_5"
+    assert back.frets == [(5, 0), (5, 5), (3, 0)]
+    # With a capo on fret 2 the A string cannot sound A2: the same tokens put it on the low E, fret 3 above the capo.
+    assert tok.decode(ids, tuning=gs.tuning, capo=2).frets[0] == (6, 3)
+
+
+def test_layout_2_is_still_read_and_writes_every_string(tmp_path):
+    """A run of layout 2 (the shipped model's) keeps working: its tokenizer writes a String per note and
+    tokens_errors counts a note without one."""
+    two = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2))
+    two.save(tmp_path / "tokenizer.json")
+    again = load_tokenizer(tmp_path / "tokenizer.json")
+    assert again.config.additional_params["tab_layout"] == 2 and again.vocab == two.vocab
+    gs = fretted(read_guitar(FIX / "tabs" / "riff.txt")[0])
+    _, ids = round_trip(again, gs)
+    assert sum(again[i].startswith("String_") for i in ids) == n_notes(again, ids)
+    assert multiset(again.decode(ids, tuning=gs.tuning, capo=gs.capo)) == multiset(gs)
+    assert again.tokens_types_graph["Duration"] - {"EOS", "PAD", "MASK"} == {"String"}
+    bad = [again[t] for t in ("Bar_None", "TimeSig_4/4", "Position_0", "Pitch_60", "Duration_1.0.8", "Pitch_64",
+                              "Duration_1.0.8", "String_1")]
+    assert again.tokens_errors(miditok.TokSequence(ids=bad)) > 0  # a note without its String
+    assert again.tokens_errors(miditok.TokSequence(ids=bad[:5] + [again["String_2"]] + bad[5:])) == 0
+    three = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    assert len(round_trip(three, gs)[1]) < len(ids)  # the riff's notes mostly sit on their lowest-fret strings
 
 
 def test_velocity_only_with_dynamics():
@@ -138,8 +183,10 @@ def test_velocity_only_with_dynamics():
     back, ids = round_trip(loud, gs)
     toks = [loud[i] for i in ids]
     k = toks.index(next(t for t in toks if t.startswith("Pitch_")))
-    assert toks[k + 1].startswith("Velocity_") and toks[k + 2].startswith("Duration_") and toks[k + 3] == \
-        f"String_{back.frets[0][0]}"
+    string = back.frets[0][0]
+    written = string != lowest_fret_string(gs.tuning, gs.capo, back.track.notes[0].pitch)
+    assert toks[k + 1].startswith("Velocity_") and toks[k + 2].startswith("Duration_")
+    assert (toks[k + 3] == f"String_{string}") == written
     assert multiset(back) == multiset(gs)
     assert loud.config.additional_params["tab_velocities"].startswith("kept")
 
@@ -287,9 +334,10 @@ def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
         "drop_d_capo.gp5": "source", "band.mid": "fret()", "riff.txt": "source", "drop_d.txt": "source"}
     tok = load_tokenizer(out / "tokenizer.json")
     assert isinstance(tok, TabREMI) and meta["tokenizer"] == "TabREMI"
-    strings = sum(1 for split in ("train", "val", "test") if meta["tokens"].get(split)
-                  for i in TokenSplit(out, split).sequence(0).tolist() if tok[int(i)].startswith("String_"))
-    assert strings > 0
+    names = [tok[int(i)] for split in ("train", "val", "test") if meta["tokens"].get(split)
+             for k in range(TokenSplit(out, split).num_sequences) for i in TokenSplit(out, split).sequence(k)]
+    strings, notes = sum(t.startswith("String_") for t in names), sum(t.startswith("Pitch_") for t in names)
+    assert 0 < strings < notes  # the human fingerings leave the lowest-fret string now and then
 
 
 def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):

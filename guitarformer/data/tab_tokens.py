@@ -68,7 +68,9 @@ __all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "decode_tab", 
 MAX_STRINGS = 8
 CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...]} turns controls on
 ADDED_STYLES = "added_styles"  # its list of styles appended after the whole vocabulary (control_params)
-LAYOUT_PARAM, LAYOUT = "tab_layout", 2  # 1 (no parameter): Pitch Velocity Duration String, Velocity always
+LAYOUT_PARAM, LAYOUT = "tab_layout", 3  # 1 (no parameter): Pitch Velocity Duration String, Velocity always;
+# 2: a String on every note; 3: a String only where the note leaves its lowest-fret string (module docstring)
+LAYOUTS_READ = (2, 3)
 VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
 # The highest fret decoding keeps (three octaves): human tabs write frets past the 24 the sampler plays (up to 29
 # in the shared Guitar Pro files); a higher one means the tokens were written for another tuning.
@@ -78,10 +80,13 @@ _NOT_NOTES = ("BOS", "EOS", "PAD", "MASK", *TAB_TYPES)  # what REMI decoding is 
 _SideTable = dict[tuple[int, int], list[tuple[int, int, Technique]]]  # (time, pitch) -> [(duration, string, tech)]
 
 
-def tab_params(velocities: bool) -> dict[str, Any]:
+def tab_params(velocities: bool, layout: int = LAYOUT) -> dict[str, Any]:
     """The TokenizerConfig arguments of the tab layout: with `velocities` (the data has dynamics) a Velocity per
-    note, else none (and tokenizer.json says why)."""
-    return {"use_velocities": velocities, LAYOUT_PARAM: LAYOUT,
+    note, else none (and tokenizer.json says why); `layout` 3 (a String only where a note leaves its lowest-fret
+    string) or 2 (a String on every note)."""
+    if layout not in LAYOUTS_READ:
+        raise GuitarformerError(f"tab layout {layout} does not exist", "use data.tab_layout 3 (or 2)")
+    return {"use_velocities": velocities, LAYOUT_PARAM: layout,
             VELOCITY_PARAM: "kept: the data has dynamics" if velocities else "none: the data has one velocity"}
 
 
@@ -117,7 +122,8 @@ class TabREMI(miditok.REMI):
     def _create_token_types_graph(self) -> dict[str, set[str]]:
         graph = super()._create_token_types_graph()
         after_note = set(graph["Duration"])  # what may follow a whole note in REMI
-        graph["Duration"] = {"String"}
+        # Layout 3: a note on its lowest-fret string has no String, so a Duration also ends a note.
+        graph["Duration"] = (after_note | {"String", "Bend", "Tech"}) if implied_strings(self) else {"String"}
         graph["String"] = after_note | {"Bend", "Tech"}
         graph["Bend"] = after_note | {"Tech"}
         graph["Tech"] = after_note | {"Tech"}
@@ -162,13 +168,15 @@ class TabREMI(miditok.REMI):
                                               attribute_controls_indexes)
         out: list[Event] = []
         pitch: Event | None = None
+        implied = implied_strings(self)
         for ev in events:
             out.append(ev)
             if ev.type_ == "Pitch":
                 pitch = ev
             elif ev.type_ == "Duration" and pitch is not None:
                 string, tech = self._string_of(pitch.time, int(pitch.value), int(pitch.desc) - pitch.time)
-                out.append(Event("String", string, ev.time, ev.program))
+                if not (implied and string == lowest_fret_string(*self._guitar, int(pitch.value))):
+                    out.append(Event("String", string, ev.time, ev.program))
                 out += [Event(*t.split("_", 1), ev.time, ev.program) for t in technique_tokens(tech)]
                 pitch = None
         return out
@@ -204,6 +212,7 @@ class TabREMI(miditok.REMI):
         self._preprocess_tokseq_before_decoding(seq)
         score, strings, techs = self._decode_tokens([str(t) for t in seq.tokens], programs)
         notes = score.tracks[0].notes
+        strings = resolve_strings(self, [n.pitch for n in notes], strings, tuning, capo)
         frets: list[tuple[int, int]] | None = []
         for note, s in zip(notes, strings):
             f = fret_of(note.pitch, s, tuning, capo)
@@ -308,16 +317,38 @@ def note_offset(tok: miditok.MusicTokenizer) -> int:
     return 3 if tok.config.use_velocities else 2
 
 
-def decode_tab(tok: TabREMI, ids: Sequence[int]) -> tuple[symusic.Score, list[int], list[Technique]]:
-    """(score, string per note (0: none written), technique per note) from base tab token ids, notes in token
-    order (REMI's): for callers that need the strings as written, playable in some tuning or not."""
-    return tok._decode_tokens([tok[int(i)] for i in ids])
+def decode_tab(tok: TabREMI, ids: Sequence[int], guitar: tuple[tuple[int, ...], int] | None = None
+               ) -> tuple[symusic.Score, list[int], list[Technique]]:
+    """(score, string per note, technique per note) from base tab token ids, notes in token order (REMI's): for
+    callers that need the strings as written, playable in some tuning or not. A note without a String token has
+    0, or with `guitar` (tuning, capo) the string that layout implies (`resolve_strings`)."""
+    score, strings, techs = tok._decode_tokens([tok[int(i)] for i in ids])
+    if guitar is not None:
+        notes = score.tracks[0].notes if score.tracks else []
+        strings = resolve_strings(tok, [n.pitch for n in notes], strings, *guitar)
+    return score, strings, techs
+
+
+def implied_strings(tok: miditok.MusicTokenizer) -> bool:
+    """Layout 3 or later: a note on its lowest-fret string has no String token (module docstring)."""
+    params = getattr(tok.config, "additional_params", None) or {}
+    return isinstance(tok, TabREMI) and int(params.get(LAYOUT_PARAM, LAYOUT)) >= 3
+
+
+def resolve_strings(tok: miditok.MusicTokenizer, pitches: Sequence[int], strings: Sequence[int],
+                    tuning: tuple[int, ...], capo: int = 0) -> list[int]:
+    """Each note's string: the one its String token wrote, else (0) the string its layout implies: the lowest-fret
+    string of its pitch in this tuning and capo for layout 3, none (0) for layout 2, which writes every string."""
+    if not implied_strings(tok):
+        return list(strings)
+    return [s or lowest_fret_string(tuning, capo, p) for p, s in zip(pitches, strings)] + list(strings[len(pitches):])
 
 
 def check_layout(params: Mapping[str, Any], tokenization: str, where: str) -> None:
-    """Refuse a TabREMI tokenizer.json of the first layout (`params`: its config), with the fix."""
+    """Refuse a TabREMI tokenizer.json of a layout this version does not read (the first: `params`: its config),
+    with the fix. Layouts 2 and 3 are both read (a run of either samples, fingers and fills as it was trained)."""
     extra = params.get("additional_params") or {}
-    if tokenization == "TabREMI" and extra.get(LAYOUT_PARAM) != LAYOUT:
+    if tokenization == "TabREMI" and extra.get(LAYOUT_PARAM) not in LAYOUTS_READ:
         raise GuitarformerError(f"{where} holds tab tokens of an older layout (a Velocity on every note)",
                                 "run `guitarformer prepare` again (and train on the new dataset)")
 
@@ -364,7 +395,7 @@ def bar_notes(tok: TabREMI, ids: list[int], tuning: tuple[int, ...], capo: int =
     (-1 where the string cannot play the note). Notes before the first Bar (none in REMI) join the first bar."""
     toks = [tok[int(i)] for i in ids]
     content = [int(i) for i, t in zip(ids, toks) if t.split("_")[0] not in ("BOS", "EOS", "PAD", "MASK")]
-    score, strings, techs = decode_tab(tok, content)
+    score, strings, techs = decode_tab(tok, content, (tuning, capo))
     tpq = score.ticks_per_quarter
     notes = list(score.tracks[0].notes) if score.tracks else []
     sig = (4, 4) if not score.time_signatures else (score.time_signatures[0].numerator,

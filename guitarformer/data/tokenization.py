@@ -26,6 +26,7 @@ from guitarformer.data.tab_tokens import (
     control_styles,
     is_tab_tokenizer,
     tab_params,
+    LAYOUT,
 )
 from guitarformer.music.guitar import TOKEN_PITCH_RANGE
 from guitarformer.music.score import GuitarScore
@@ -61,7 +62,8 @@ def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()
     if getattr(cfg, "controls", False):
         params.update(control_params(styles))
     if cfg.tokenizer == "TabREMI":  # Velocity only with dynamics; the bar-infilling tokens, appended last
-        params.update(tab_params(dynamics or bool(getattr(cfg, "tab_velocities", False))))
+        params.update(tab_params(dynamics or bool(getattr(cfg, "tab_velocities", False)),
+                                 int(getattr(cfg, "tab_layout", LAYOUT))))
         params.update(infill_params())
     return params
 
