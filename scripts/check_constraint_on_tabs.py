@@ -3,8 +3,14 @@ ASCII tabs, each note's string as written) are encoded with the tab tokenizer an
 GuitarConstraint.start/mask/update; every token the mask forbids is counted, per kind of token, with the
 reasons for String and Tech_Hammer refusals. A rule that refuses much of human writing is too strict.
 
+Tab layout 3 (the default; `--layout 2` for the old one) writes a String only where a note leaves its lowest-fret
+string: a note whose Duration is followed by anything else is on that string, and is counted as "String (implied)"
+(refused where the constraint would not let the note end there). Where it is refused the token after the Duration is
+not judged by its own kind (the mask rules out every token that ends the note), only counted apart. "all strings"
+adds both kinds up: every note's string, comparable between the layouts.
+
     python scripts/check_constraint_on_tabs.py                      # ../shared/data/guitar, 150 files a kind
-    python scripts/check_constraint_on_tabs.py --limit 40 --batch 32
+    python scripts/check_constraint_on_tabs.py --limit 40 --batch 32 --layout 2
     python scripts/check_constraint_on_tabs.py --time 1,32      # only timings: the constraint's step (mask +
                                                                 # update) and constrained sampling, tab tokens
 
@@ -55,6 +61,18 @@ def token_kind(name: str) -> str:
     return "Tech_Hammer" if name == "Tech_Hammer" else name.split("_")[0]
 
 
+def string_refusal(st, k: int, p: int, b: int, now: torch.Tensor, stats: dict, kind: str, tpq: int) -> None:
+    """Why row b's note (pitch p) may not take string index k at `now`: the string cannot play it, a note still sounds
+    on it (how long, in quarters), or its fret does not fit the hand with the notes sounding."""
+    if k >= st.n_strings or not bool(st.fits[p, k]):
+        stats["why"][f"{kind}: cannot play the pitch"] += 1
+    elif not bool(st.free_strings(now)[b, k]):
+        stats["why"][f"{kind}: a note still sounds on it"] += 1
+        stats["overlap"][int(st.string_end[b, k] - now[b]) / tpq] += 1
+    else:
+        stats["why"][f"{kind}: beyond the hand's span"] += 1
+
+
 def replay(tok, seqs: list[list[int]], tuning: tuple[int, ...], capo: int, stats: dict) -> None:
     """Teacher-force `seqs` (one row each) through a constraint and count what its masks forbid."""
     eos = tok["EOS_None"]
@@ -62,17 +80,39 @@ def replay(tok, seqs: list[list[int]], tuning: tuple[int, ...], capo: int, stats
     ids = torch.tensor([s + [eos] * (T - len(s)) for s in seqs])  # (B, T)
     c = GuitarConstraint(tok, tuning, capo)
     c.start(ids[:, :1])
-    st = c.strings
+    st, g = c.strings, c.grammar
     before = torch.zeros(ids.shape[0], 3, dtype=torch.long)  # per row: end, pitch of the string's earlier note, now
     for t in range(1, T):
         last, nxt = ids[:, t - 1], ids[:, t]
         allowed = c.mask(last).gather(1, nxt.unsqueeze(1))[:, 0]
         now = c.time.now
+        # The string each row's note takes with this token: the one a String names, or (layout 3, a Duration then
+        # something else) the lowest-fret one; -1: none.
+        k = torch.where(g.is_string[nxt], g.string_val[nxt] - 1, -1)
+        implied = torch.zeros_like(g.is_string[nxt])
+        if g.implied:
+            implied = g.is_dur[last] & ~g.is_string[nxt]
+            low = st.lowest[st.pending]
+            k = torch.where(implied, low, k)
+            _, lowest_ok = st.string_choice(now)
+        if bool((k >= 0).any()):  # what the string held before this note (for the Hammer reasons)
+            kk = k.clamp(0, st.n_strings - 1).unsqueeze(1)
+            b_end, b_pitch = st.string_end.gather(1, kk)[:, 0], st.string_pitch.gather(1, kk)[:, 0]
+            upd = torch.stack([b_end, b_pitch, now], 1)
+            before = torch.where((k >= 0).unsqueeze(1), upd, before)
         for b in range(ids.shape[0]):
             if t >= len(seqs[b]):
                 continue
             name = tok[int(nxt[b])]
             kind = token_kind(name)
+            if bool(implied[b]):
+                stats["tokens"]["String (implied)"] += 1
+                if not bool(lowest_ok[b]):
+                    stats["refused"]["String (implied)"] += 1
+                    string_refusal(st, int(k[b]), int(st.pending[b]), b, now, stats, "String (implied)",
+                                   tok.time_division)
+                    stats["unjudged"] += 1  # the note-ending token: ruled out with its note, not for itself
+                    continue
             stats["tokens"][kind] += 1
             if kind == "Tech_Hammer":  # what the human note had before it on its string, for the tolerance table
                 end, pitch, at = before[b].tolist()
@@ -92,14 +132,11 @@ def replay(tok, seqs: list[list[int]], tuning: tuple[int, ...], capo: int, stats
                 else:
                     stats["why"]["Pitch: other (Hall's condition)"] += 1
             elif kind == "String":
-                k = int(name.split("_")[1]) - 1
-                p = int(st.pending[b])
-                if k >= st.n_strings or not bool(st.fits[p, k]):
-                    stats["why"]["String: cannot play the pitch"] += 1
+                s = int(name.split("_")[1])
+                if g.implied and s - 1 == int(st.lowest[st.pending[b]]):
+                    stats["why"]["String: names the lowest-fret string (layout 3 leaves it out)"] += 1
                 else:
-                    over = int(st.string_end[b, k] - now[b])
-                    stats["why"]["String: a note still sounds on it"] += 1
-                    stats["overlap"][over / tok.time_division] += 1
+                    string_refusal(st, s - 1, int(st.pending[b]), b, now, stats, "String", tok.time_division)
             elif kind == "Tech_Hammer":
                 end, pitch, at = before[b].tolist()
                 if pitch == NO_PITCH:
@@ -109,12 +146,6 @@ def replay(tok, seqs: list[list[int]], tuning: tuple[int, ...], capo: int, stats
                 else:
                     stats["why"]["Hammer: earlier note ended too long ago"] += 1
                     stats["gap"][(at - end) / tok.time_division] += 1
-        is_string = c.grammar.is_string[nxt]
-        if bool(is_string.any()):  # what the chosen string held before this note (for the Hammer reasons)
-            k = (c.grammar.string_val[nxt] - 1).clamp(0, st.n_strings - 1).unsqueeze(1)
-            b_end, b_pitch = st.string_end.gather(1, k)[:, 0], st.string_pitch.gather(1, k)[:, 0]
-            upd = torch.stack([b_end, b_pitch, c.time.now], 1)
-            before = torch.where(is_string.unsqueeze(1), upd, before)
         c.update(nxt)
 
 
@@ -160,9 +191,11 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=150, help="files per source kind (Guitar Pro, ASCII tab)")
     ap.add_argument("--batch", type=int, default=64, help="parts replayed together")
     ap.add_argument("--time", default="", help="batch sizes (e.g. 1,32): time the constraint's steps instead")
+    ap.add_argument("--layout", type=int, default=3, choices=(2, 3),
+                    help="tab layout: 3 (a String only off the lowest-fret string) or 2 (a String on every note)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=args.layout))
     if args.time:
         seq = max((encode(tok, gs) for gs in human_parts(args.data, KINDS["Guitar Pro"], 10)), key=len)[:2000]
         for B in (int(b) for b in args.time.split(",")):
@@ -177,19 +210,25 @@ def main() -> None:
             if len(gs.tuning) <= 8:
                 groups[(tuple(gs.tuning), gs.capo)].append(encode(tok, gs))
         stats = {"tokens": Counter(), "refused": Counter(), "why": Counter(), "overlap": Counter(), "gap": Counter(),
-                 "overlap_pitch": Counter(), "hammers": []}
+                 "overlap_pitch": Counter(), "hammers": [], "unjudged": 0}
         for (tuning, capo), seqs in groups.items():
             seqs.sort(key=len)  # similar lengths share a batch
             for i in range(0, len(seqs), args.batch):
                 replay(tok, seqs[i:i + args.batch], tuning, capo, stats)
         n_parts = sum(len(s) for s in groups.values())
-        print(f"\n## {kind}: {n_parts} parts, {sum(stats['tokens'].values())} tokens "
+        print(f"\n## {kind}, tab layout {args.layout}: {n_parts} parts, {sum(stats['tokens'].values())} tokens "
               f"({time.perf_counter() - t0:.0f} s)\n")
         print("| token kind | tokens | refused | allowed |")
         print("|---|---:|---:|---:|")
-        for k, n in stats["tokens"].most_common():
+        rows = stats["tokens"].most_common()
+        both = ("String", "String (implied)")
+        rows.append(("all strings", sum(stats["tokens"][k] for k in both)))
+        stats["refused"]["all strings"] = sum(stats["refused"][k] for k in both)
+        for k, n in rows:
             r = stats["refused"][k]
-            print(f"| {k} | {n} | {r} | {100 * (1 - r / n):.2f}% |")
+            print(f"| {k} | {n} | {r} | {100 * (1 - r / max(n, 1)):.2f}% |")
+        if stats["unjudged"]:
+            print(f"- tokens after a refused implied string, not judged by their own kind: {stats['unjudged']}")
         for why, n in stats["why"].most_common():
             print(f"- {why}: {n}")
         if stats["overlap"]:

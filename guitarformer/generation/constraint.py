@@ -1,6 +1,8 @@
 """GuitarConstraint: which tokens may come next, from the tokenizer's grammar (grammar.py) and the guitar's
 state (timing.py: time in the bar and the bar limit; strings.py: notes still ringing on each string, the
-tuning's range), so every sample decodes and plays."""
+tuning's range), so every sample decodes and plays. With tab tokens of layout 3 (a String only where a note leaves
+its lowest-fret string) a note's string is also the one its tokens leave unsaid: the mask lets a note go without a
+String only where that string may take it, and never names it (the class docstring)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from guitarformer.generation.grammar import ALL_KINDS, DURATION, Grammar
+from guitarformer.generation.grammar import ALL_KINDS, DURATION, STRING, Grammar
 from guitarformer.generation.guards import Guards, GuardSpec
 from guitarformer.generation.repeats import Repeats
 from guitarformer.generation.strings import StringState
@@ -32,7 +34,15 @@ class GuitarConstraint:
     - tab tokens (TabREMI) name each note's string: a String token only for a string that can play the
       pitch and on which nothing still sounds (one note per string at a time), a pitch only where such a
       string is free, Tech_Hammer only from an earlier note on that string (strings.py).
-    - notes are whole: EOS never right after a Pitch or Velocity (nor, with tab tokens, a Duration); this one
+    - tab layout 3 writes a String only where a note leaves its lowest-fret string (data/tab_tokens.py), so
+      after a Duration the mask never allows String_<lowest> (the lowest-fret string of the pending pitch in
+      this tuning and capo: one spelling per fingering), and it allows the tokens that end the note without a
+      String (Bend, Tech, and whatever may follow a whole note: Pitch, Position, Bar, EOS, ...) iff the
+      lowest-fret string may play the note by the same rules as a String (can play it, free, within the hand's
+      span, in the asked region). A note ended so is recorded on that string, as if its String had come. Where
+      neither is allowed (only other rules can leave a pitch no string: the guards' region falls back by itself),
+      the row's mask is empty and the last rule below lets it end (EOS), as any dead end does.
+    - notes are whole: EOS never right after a Pitch or Velocity (nor, with tab layout 2, a Duration); this one
       is part of the grammar's table (grammar.py).
     - MIDILike: NoteOff only for a sounding pitch; EOS only once every note is off; when the token
       budget runs low, no new NoteOn that could not be closed in time.
@@ -149,6 +159,8 @@ class GuitarConstraint:
         if self.repeats is not None:
             self.repeats.update(chosen)
         kinds = self.grammar.kinds(chosen) if self._host else ALL_KINDS
+        if self.strings.awaiting:  # layout 3: whatever follows a Duration settles its note's string
+            kinds |= STRING
         if not kinds:
             return  # no row's token moves time, opens or closes a note (Velocity, Tempo, ...)
         self.time.update(new, kinds)
@@ -169,9 +181,11 @@ class GuitarConstraint:
             return lasts is None or any(table[t] for t in lasts)
 
         now, limit = time.now, time.limit()
+        # Layout 3: the rows right after a Duration, whose note goes on its lowest-fret string unless a String follows.
+        due = g.is_dur[last] if g.implied and may(g.may_string) else None
         if may(g.may_pitch):  # a string for it, and room for a note before the limit
             at_end = now + time.shortest() > limit  # (B,)
-            m[:, g.pitch_cols] &= ~(strings.blocked(now)[:, g.pitch_cols_val] | at_end.unsqueeze(1))
+            m[:, g.pitch_cols] &= ~(strings.blocked(now, due)[:, g.pitch_cols_val] | at_end.unsqueeze(1))
         if g.kind == "MIDILike":
             m[:, g.off_cols] &= strings.open_notes()[:, g.off_cols_val]
             n_open = strings.n_open()  # (B,)
@@ -196,9 +210,12 @@ class GuitarConstraint:
             m &= ~finished | g.finishing  # finish notes, then end
         if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
             if may(g.may_string):
-                m[:, g.string_cols] &= strings.strings_allowed(now)
+                ok, lowest_ok = strings.string_choice(now)
+                m[:, g.string_cols] &= ok
+                if due is not None:  # layout 3: no String ends the note on its lowest-fret string, if that one may
+                    m[:, g.note_end_cols] &= (lowest_ok | ~due).unsqueeze(1)
             if may(g.may_hammer):
-                m[:, g.hammer] &= strings.hammer_ok
+                m[:, g.hammer] &= strings.hammer_allowed(due)
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
         m[:, g.eos] &= time.started
@@ -213,7 +230,8 @@ class GuitarConstraint:
         if self.banned is not None:
             m[:, self.banned] = False
         if self.guards is not None:
-            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None))
+            implied = strings.lowest[strings.pending].masked_fill(~due, -1) if due is not None else None
+            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied)
         if self.forced is not None:  # requested bar controls: nothing else may follow a Bar until they are written
             f = self.forced[self.bar().clamp(0, self.forced.shape[0] - 1), last]  # (B,) this bar's chain
             only = torch.zeros_like(m).scatter_(1, f.clamp(min=0).unsqueeze(1), True)

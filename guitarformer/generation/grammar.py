@@ -13,6 +13,7 @@ import symusic
 import torch
 
 from guitarformer.data.controls import BAR_CONTROLS, control_type
+from guitarformer.data.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
 NO_PITCH = 128  # a dummy pitch column: empty string slots, tokens that are not notes
@@ -45,7 +46,10 @@ class Grammar:
     that kind (`is_bar_ctrl`: the bar control tokens, which come between a Bar and its TimeSig/Position, so a
     bar is open after either); `pitch_val`/`pos_val`/`string_val` (V,) the value of Pitch/NoteOn/NoteOff, Position and String
     tokens. Tab tokens: `string_cols` the String ids in string order (`tab`: there are some), `hammer` the id
-    of Tech_Hammer (-1: none). `mid_note` (V,): a note begun but not whole after this token. The
+    of Tech_Hammer (-1: none); `implied` (tab layout 3): a note on its lowest-fret string has no String token, so
+    its Duration may be followed by the tokens in `note_end` (V,) (`note_end_cols`): what may follow a Duration other
+    than a String (Bend, Tech, and whatever may follow a whole note), each of which ends the note on that string.
+    `mid_note` (V,): a note begun but not whole after this token. The
     `may_<kind>` lists (host side) say, per last token, whether a token of that kind may come next at all,
     and `kind_bits` which kinds (BAR ... NOTE_OFF) each token is: a constraint on CPU skips the work for
     kinds that cannot come or tokens that change nothing.
@@ -88,8 +92,10 @@ class Grammar:
         is_string = mark("String")
         string_val = torch.tensor([int(v) if t == "String" else 0 for t, v in zip(self.types, self.values)])
         self.tab = bool(is_string.any())
-        # A note is whole after its Duration, or for tab tokens after its String.
-        mid_note = is_pitch | is_vel | (is_dur if self.tab else torch.zeros_like(is_dur))
+        self.implied = self.tab and implied_strings(tokenizer)
+        # A note is whole after its Duration, or for tab tokens of layout 2 after its String (layout 3 writes no
+        # String for a note on its lowest-fret string: its Duration may be the note's last token).
+        mid_note = is_pitch | is_vel | (is_dur if self.tab and not self.implied else torch.zeros_like(is_dur))
         M[mid_note, self.eos] = False  # a piece ends after whole notes only: EOS there would drop the note
 
         def cols(m: torch.Tensor) -> torch.Tensor:
@@ -103,6 +109,8 @@ class Grammar:
         self.may_pitch, self.may_pos, self.may_dur = may_follow(is_pitch), may_follow(is_pos), may_follow(is_dur)
         self.may_timesig, self.may_shift = may_follow(is_timesig), may_follow(is_shift)
         self.may_string = may_follow(is_string)
+        # Layout 3: what ends a note after its Duration without naming a string (none with layout 2).
+        note_end = (M[is_dur].any(0) & ~is_string) if self.implied else torch.zeros(V, dtype=torch.bool)
         self.hammer = toks.index("Tech_Hammer") if "Tech_Hammer" in toks else -1
         self.may_hammer = M[:, self.hammer].tolist() if self.hammer >= 0 else [False] * V
         bits = torch.zeros(V, dtype=torch.long)
@@ -119,6 +127,8 @@ class Grammar:
         self.is_timesig, self.is_eos = is_timesig.to(dev), is_eos.to(dev)
         self.pitch_val, self.pos_val = pitch_val.to(dev), pos_val.to(dev)
         self.is_string, self.string_val, self.mid_note = is_string.to(dev), string_val.to(dev), mid_note.to(dev)
+        self.note_end = note_end.to(dev)
+        self.note_end_cols = cols(self.note_end)
         self.string_cols = torch.tensor(sorted(cols(is_string).tolist(), key=lambda i: string_val[i]),
                                         dtype=torch.long, device=dev)
         self.pitch_cols, self.off_cols, self.dur_cols = cols(self.is_pitch), cols(self.is_off), cols(self.is_dur)

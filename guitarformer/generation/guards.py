@@ -20,7 +20,8 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
   note per onset (a chord would hold every string).
   Where the strings still ringing leave no way to meet a rule, the row goes on without it (never a dead end).
 - hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
-  where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so.
+  where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so;
+  with tab layout 3, a note ends without a String (on its lowest-fret string) only where that string's fret does.
 - style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
 
 Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
@@ -187,9 +188,12 @@ class Guards:
         """(B,) the entry of a per-bar list for each row's bar (the last entry past its end)."""
         return bar.clamp(0, len(table) - 1)
 
-    def restrict(self, m: torch.Tensor, time, bar: torch.Tensor, pending: torch.Tensor | None) -> torch.Tensor:
+    def restrict(self, m: torch.Tensor, time, bar: torch.Tensor, pending: torch.Tensor | None,
+                 implied: torch.Tensor | None = None) -> torch.Tensor:
         """The mask `m` (B, V) with the guards' rules for each row's new bar `bar` (B,); `time`: the constraint's
-        TimeState; `pending` (B,): the pitch awaiting its String (tab tokens)."""
+        TimeState; `pending` (B,): the pitch awaiting its String (tab tokens); `implied` (B,), tab layout 3: the
+        string index (k: String_{k+1}) the pending note is on if no String follows, in the rows right after its
+        Duration (-1 elsewhere)."""
         g = self.g
         before = m.clone()
         if self.density_cls is not None:
@@ -223,8 +227,12 @@ class Guards:
         if self.regions is not None and pending is not None:
             held = m.clone()
             r = self._at(self.spec.regions, bar)  # (B,)
-            m[:, g.string_cols] &= self.regions[r, pending.clamp(max=128)]
+            fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)
+            m[:, g.string_cols] &= fits
             m[:, g.pitch_cols] &= self.region_pitch[r]
+            if implied is not None:  # a note without a String is on its lowest-fret string: its fret in the region
+                there = fits.gather(1, implied.clamp(min=0).unsqueeze(1))[:, 0]
+                m[:, g.note_end_cols] &= (there | (implied < 0)).unsqueeze(1)
             dead = ~m.any(1)  # no string free in the region: this token may leave it (the density rule still holds)
             m[dead] = held[dead]
         return m

@@ -10,6 +10,9 @@ and the guitar, grammar and guard state move with them. Where the state rules a 
 bar before still rings on the string it needs, the bar limit cuts a note short), the row drops the copy and the
 model writes on from there: a near repeat, never a dead end. So that a note held over the bar line does not rule
 the repeat out, the model's own bar before a repeat ends its notes by its bar line (where some duration allows it).
+With tab layout 3 a note on its lowest-fret string has no String token: copied as it is (its Duration, then what
+followed it), it lands on the same string, since the riff keeps one tuning and capo; the constraint lets the token
+after that Duration through only where that string is free, so the copy stops there otherwise, like any other.
 """
 
 from __future__ import annotations

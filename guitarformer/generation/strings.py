@@ -6,25 +6,37 @@ open[s] + capo <= p <= open[s] + max_fret, and with the open strings sorted thos
 [a(p), b(p)]. Hall's condition over the n(n+1)/2 contiguous windows [i, j] of strings (no window holds
 more notes than it has strings) is then exact.
 
-Tab tokens name the string of every note, so there the strings also have identities: per string, the end
-tick and pitch of the last note played on it. A String token may name only a string that can play the
+Tab tokens name (layout 3: name or imply) the string of every note, so there the strings also have
+identities: per string, the end tick and pitch of the last note played on it. A String token may name only a string that can play the
 pending pitch and on which no note still sounds (one note per string at a time), and a pitch may start
 only where such a string is free. A hammer-on or pull-off (Tech_Hammer) needs a note on the same string
 just before it, ended at most one beat (a quarter) earlier. And every chord fits one hand: a fretted note may
 take a string only where it and the fretted notes still sounding lie within HAND_SPAN frets of each other (open
 strings aside), so no sampled chord asks for frets like 0-1-14-2-18.
 
+Tab layout 3 (data/tab_tokens.py) names a note's string only where it leaves the note's lowest-fret string
+(`lowest_fret_string` in this tuning and capo, `lowest` here): a Duration followed by anything but a String put
+the note there. So the rules above hold for that string too, with one spelling per fingering: the String token of
+the lowest-fret string is never allowed, and a note may end without a String only where that string may take it
+(`string_choice` splits `strings_allowed` so). The state records such a note on its string when the token
+after its Duration comes (`update`: as if its String had been fed, at the note's onset); until then, the pitches
+that may follow the Duration at once (a chord) are judged as if it were recorded (`blocked(now, due)`), and so is
+Tech_Hammer (`hammer_allowed`).
+
 The tolerances come from human tabs replayed through the constraint (scripts/check_constraint_on_tabs.py):
 a new note may take a string whose earlier note would still ring for up to one position of the finest grid
 (the tokenizer rounds onsets and durations apart, triplets above all), never one struck at the same tick; and
 a hammer may repeat the earlier note's pitch (a slur between equal frets, or an ornament that quantisation
-merged away). So 99.9% of human String tokens and 99.6% of human hammers pass (Guitar Pro and ASCII tabs).
+merged away). So 99.5% (Guitar Pro) and 99.8% (ASCII tabs) of human notes' strings pass (the rest: a fret beyond
+the hand's span, a note still ringing on the string, a fret past the neck), and 99.3% / 99.7% of human hammers (150
+files of each kind); layout 3 refuses exactly the notes layout 2 does, whether their string is written or implied.
 """
 
 from __future__ import annotations
 
 import torch
 
+from guitarformer.data.tab_tokens import lowest_fret_string
 from guitarformer.generation.grammar import (
     DURATION,
     NO_PITCH,
@@ -46,9 +58,11 @@ class StringState:
     Tab tokens (`grammar.tab`) add the strings by name, numbered as in tab (index k: String_{k+1}):
     `string_end` (B, n) the tick the last note on each string ends (0: none yet), `string_pitch` (B, n) its
     pitch (NO_PITCH: the string was never played), `pending_end` (B,) where the note waiting for its String
-    ends (`pending_free`: from when its string takes another), `hammer_ok` (B,) whether the note whose String
-    came last may carry Tech_Hammer. `quarter`: ticks per quarter note of the tokenizer's time line (the
-    hammer-on window).
+    ends (`pending_free`: from when its string takes another; `pending_at`: its onset), `hammer_ok` (B,) whether
+    the note whose string was recorded last may carry Tech_Hammer. `quarter`: ticks per quarter note of the
+    tokenizer's time line (the hammer-on window). Layout 3 (`implied`): `lowest` (129,) each pitch's lowest-fret
+    string (index k: String_{k+1}), `unnamed` (B,) the rows whose last token was a Duration (their note's string
+    is known with the next token), `awaiting` (host) whether any row may be one.
 
     `grace` (ticks, tab tokens only): a note that started before now and would ring for at most this long
     counts as ended (the next note on its string cuts it); see the module docstring for why. So each note also
@@ -91,6 +105,13 @@ class StringState:
                 frets[:NO_PITCH, k] = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH)])
             self.frets = frets.masked_fill(~fits, -1).to(dev)
             self.fits = fits.to(dev)  # (129, nS)
+        # Layout 3: the string a note without a String token is on (the tokenizer's own rule, whatever the frets or
+        # region allow: where that string may not take the note, the note must name another one).
+        self.implied = grammar.implied
+        self.awaiting = False
+        if self.implied:
+            self.lowest = torch.tensor([lowest_fret_string(tuple(tuning), capo, p) - 1 for p in range(NO_PITCH + 1)],
+                                       dtype=torch.long).clamp(0, n - 1).to(dev)
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""
@@ -101,6 +122,9 @@ class StringState:
             self.slot_free = self.slot_end.clone()
             self.pending_end = torch.zeros(B, dtype=torch.long, device=device)
             self.pending_free = torch.zeros(B, dtype=torch.long, device=device)
+            self.pending_at = torch.zeros(B, dtype=torch.long, device=device)
+            self.unnamed = torch.zeros(B, dtype=torch.bool, device=device)
+            self.awaiting = False
             self.string_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=device)
             self.string_free = self.string_end.clone()
             self.string_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
@@ -111,6 +135,8 @@ class StringState:
         `kinds` has DURATION). A note takes a slot at its Duration (end = now + duration) or, for MIDILike, at its
         NoteOn (end unknown until its NoteOff)."""
         g = self.grammar
+        if self.tab and (kinds & STRING or self.awaiting):  # first, while `pending` is still the named note's
+            self._take_string(new)
         p = g.pitch_val[new] if kinds & (PITCH | NOTE_OFF) else None
         if kinds & PITCH:
             self.pending = torch.where(g.is_pitch[new], p, self.pending)
@@ -126,6 +152,7 @@ class StringState:
                                         .unsqueeze(1))
                 self.pending_end = torch.where(opens, end, self.pending_end)
                 self.pending_free = torch.where(opens, free, self.pending_free)
+                self.pending_at = torch.where(opens, now, self.pending_at)
             self.slot_end.scatter_(1, slot, torch.where(opens, end, self.slot_end.gather(1, slot).squeeze(1))
                                    .unsqueeze(1))
             self.slot_pitch.scatter_(1, slot, torch.where(opens, self.pending, self.slot_pitch.gather(1, slot)
@@ -133,19 +160,38 @@ class StringState:
         if kinds & NOTE_OFF:  # the open slot holding that pitch ends now
             off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & g.is_off[new].unsqueeze(1)
             self.slot_end = torch.where(off, now.unsqueeze(1), self.slot_end)
-        if self.tab and kinds & STRING:  # the pending note takes the string its String token names
-            named = g.string_val[new]  # (B,) the string a String token names (0: another token)
-            k = (named - 1).clamp(0, self.n_strings - 1).unsqueeze(1)  # (B, 1)
-            takes = (named > 0) & (named <= self.named) & (self.pending != NO_PITCH)
-            before_end, before_pitch = self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0]
-            # Hammer-on / pull-off: from an earlier note on this string that ended a beat ago at most. Any pitch:
-            # tabs write a slur between equal frets too, and quantisation merges the ornament notes between them.
-            ok = (before_pitch != NO_PITCH) & (now - before_end <= self.quarter)
-            self.hammer_ok = torch.where(named > 0, ok, self.hammer_ok)
-            self.string_end.scatter_(1, k, torch.where(takes, self.pending_end, before_end).unsqueeze(1))
-            self.string_free.scatter_(1, k, torch.where(takes, self.pending_free, self.string_free.gather(1, k)[:, 0])
-                                      .unsqueeze(1))
-            self.string_pitch.scatter_(1, k, torch.where(takes, self.pending, before_pitch).unsqueeze(1))
+        if self.implied:  # a Duration: its note's string comes with the next token (a String, or none: the lowest)
+            due = bool(kinds & DURATION)
+            self.unnamed = g.is_dur[new] if due else torch.zeros_like(self.unnamed)
+            self.awaiting = due
+
+    def _take_string(self, new: torch.Tensor) -> None:
+        """The pending note takes the string its String token names, or (layout 3, the token after its Duration is
+        not a String) its lowest-fret string: its end, its pitch, and whether it may carry Tech_Hammer."""
+        g = self.grammar
+        named = g.string_val[new]  # (B,) the string a String token names (0: another token)
+        k = named - 1
+        takes = (named > 0) & (named <= self.named)
+        records = named > 0
+        if self.implied:
+            implied = self.unnamed & ~g.is_string[new]
+            k = torch.where(implied, self.lowest[self.pending], k)
+            takes, records = takes | implied, records | implied
+        k = k.clamp(0, self.n_strings - 1).unsqueeze(1)  # (B, 1)
+        takes &= self.pending != NO_PITCH
+        before_end, before_pitch = self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0]
+        self.hammer_ok = torch.where(records, self._hammer_from(before_end, before_pitch), self.hammer_ok)
+        self.string_end.scatter_(1, k, torch.where(takes, self.pending_end, before_end).unsqueeze(1))
+        self.string_free.scatter_(1, k, torch.where(takes, self.pending_free, self.string_free.gather(1, k)[:, 0])
+                                  .unsqueeze(1))
+        self.string_pitch.scatter_(1, k, torch.where(takes, self.pending, before_pitch).unsqueeze(1))
+
+    def _hammer_from(self, before_end: torch.Tensor, before_pitch: torch.Tensor) -> torch.Tensor:
+        """(B,) may the pending note carry Tech_Hammer, given the earlier note on its string (its end and pitch, (B,)):
+        a hammer-on / pull-off comes from an earlier note on this string that ended a beat ago at most, counted from
+        the note's onset. Any pitch: tabs write a slur between equal frets too, and quantisation merges the ornament
+        notes between them."""
+        return (before_pitch != NO_PITCH) & (self.pending_at - before_end <= self.quarter)
 
     # ------------------------------------------------------------ what the strings allow next
 
@@ -157,38 +203,75 @@ class StringState:
         """(B, n) bool: the slots whose note still sounds at tick `now` (B,) (beyond the grace)."""
         return self._slot_free() > now.unsqueeze(1)
 
-    def blocked(self, now: torch.Tensor) -> torch.Tensor:
+    def blocked(self, now: torch.Tensor, due: torch.Tensor | None = None) -> torch.Tensor:
         """(B, 129) bool: pitches that cannot start at `now`: no string left for them (Hall), outside the
-        tuning, or already sounding (never re-strike a sounding pitch)."""
+        tuning, or already sounding (never re-strike a sounding pitch). `due` (B,) bool, layout 3: rows whose last
+        token was a Duration, whose note a Pitch now would leave on its lowest-fret string (judged so)."""
         slot_pitch = self.slot_pitch.masked_fill(~self.sounding(now), NO_PITCH)  # (B, n)
         # Windows already holding as many notes as strings take no new note whose strings lie inside.
         count = self.W[slot_pitch].sum(1)  # (B, windows)
         blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
         blocked |= self.unplayable
         if self.tab:  # a string of its own, free now, on which the note fits the hand with the notes sounding
-            blocked |= ~self._playable(now).any(-1)
+            blocked |= ~self._playable(now, strings=self._implied_view(due)).any(-1)
         return blocked.scatter_(1, slot_pitch, True)
+
+    def _implied_view(self, due: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(string_free, string_pitch) (B, n) with, in the `due` rows (None: none), the pending note on its
+        lowest-fret string, as `update` records it once the next token is not a String."""
+        if due is None:
+            return self.string_free, self.string_pitch
+        k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
+        free = self.string_free.scatter(1, k, torch.where(due, self.pending_free, self.string_free.gather(1, k)[:, 0])
+                                        .unsqueeze(1))
+        pitch = self.string_pitch.scatter(1, k, torch.where(due, self.pending, self.string_pitch.gather(1, k)[:, 0])
+                                          .unsqueeze(1))
+        return free, pitch
 
     def free_strings(self, now: torch.Tensor) -> torch.Tensor:
         """(B, n) bool, tab tokens: the strings on which no note sounds at tick `now` (B,)."""
         return self.string_free <= now.unsqueeze(1)
 
     def strings_allowed(self, now: torch.Tensor) -> torch.Tensor:
-        """(B, nS) bool, tab tokens: which String tokens may name the pending note's string at `now` (B,): one
-        that can play its pitch and is free."""
+        """(B, nS) bool, tab tokens: the strings the pending note may take at `now` (B,): one that can play its
+        pitch and is free, within the hand's span. Layout 2: which String tokens may come after its Duration;
+        layout 3: `string_choice` splits it into those and the lowest-fret string's."""
         ok = self.fits[self.pending]  # (B, nS)
         ok[:, : self.named] = self._playable(now, self.pending)[:, 0]
         return ok
 
-    def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None) -> torch.Tensor:
+    def string_choice(self, now: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """After the pending note's Duration at `now` (B,): (B, nS) the String tokens that may come, and (B,) whether
+        the note may end without one (layout 3: on its lowest-fret string, if `strings_allowed` allows that
+        string; its String token never comes, one spelling per fingering); None with layout 2 (a String always)."""
+        ok = self.strings_allowed(now)
+        if not self.implied:
+            return ok, None
+        k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
+        lowest_ok = ok.gather(1, k)[:, 0]
+        return ok.scatter_(1, k, False), lowest_ok
+
+    def hammer_allowed(self, due: torch.Tensor | None = None) -> torch.Tensor:
+        """(B,) may Tech_Hammer come next: from an earlier note on the string of the note it follows (`hammer_ok`);
+        `due` (B,) bool, layout 3: rows right after a Duration, where the note is on its lowest-fret string."""
+        if due is None:
+            return self.hammer_ok
+        k = self.lowest[self.pending].unsqueeze(1)
+        here = self._hammer_from(self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0])
+        return torch.where(due, here, self.hammer_ok)
+
+    def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None,
+                  strings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, P, named) bool: pitch p on string k at `now` (P: every pitch, or the row's `pitch` (B,) alone): k can
         play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
-        strings (an open string always does)."""
+        strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
+        state's own (`_implied_view`)."""
         B, named = len(now), self.named
-        free = self.free_strings(now)[:, :named]  # (B, named)
+        string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
+        free = (string_free <= now.unsqueeze(1))[:, :named]  # (B, named)
         cols = torch.arange(named, device=now.device)
-        held = self.frets[self.string_pitch[:, :named], cols]  # (B, named) the fret each string's last note took
-        held = held.masked_fill(free | (self.string_pitch[:, :named] == NO_PITCH), -1)
+        held = self.frets[string_pitch[:, :named], cols]  # (B, named) the fret each string's last note took
+        held = held.masked_fill(free | (string_pitch[:, :named] == NO_PITCH), -1)
         fretted = held > 0
         lo = held.masked_fill(~fretted, 10_000).min(1).values.view(B, 1, 1)  # (B, 1, 1)
         hi = held.masked_fill(~fretted, -1).max(1).values.view(B, 1, 1)
