@@ -10,8 +10,9 @@ extension, so a song's .gp3/.gp4/.gp5 copies land together): half 0 is for train
 scored here. Parts are de-duplicated by their notes and fingering, then every Nth is kept (`--every`).
 Sources: classtab's ASCII tabs, Guitar Pro 3-5 files (the two sources of docs/FRETTING.md) and Guitar Pro 6-8
 files. Agreement is counted in token space on the same notes for the model and fret()
-(guitarformer/evaluation/fingering.py: the model re-chooses every String token of the part encoded with the
-human fingering; dead notes and natural harmonics are left out).
+(guitarformer/evaluation/fingering.py: the model re-chooses every note's string of the part encoded with the
+human fingering, in the run's tab layout: 2, a String on every note, or 3, a String only off the lowest-fret
+string; dead notes and natural harmonics are left out).
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def main() -> None:
 
     import torch
 
+    from guitarformer.data.tab_tokens import implied_strings
     from guitarformer.generation.fingering import check_fingering_run
     from guitarformer.runs import load_run
     from guitarformer.runtime import resolve_device
@@ -159,6 +161,7 @@ def main() -> None:
     dev = resolve_device(args.device)
     model, tok, cfg = load_run(args.run, args.checkpoint, str(dev))
     check_fingering_run(model, tok)
+    args.layout = 3 if implied_strings(tok) else 2  # the run's own (tokenizer.json), for the page
     n_params = sum(p.numel() for p in model.parameters())
     methods = [(f"model, beam {k}", k, None) for k in args.beam]
     methods += [(f"fret() + model x{w:g}" + (f", {args.rounds} rounds" if args.rounds > 1 else ""), None, w)
@@ -209,6 +212,7 @@ def write_doc(path: Path, rows, pooled: dict[int, Agreement], cmd: str, args, cf
         return "-" if v is None else f"{v:.1%}"
 
     threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
+    layout = args.layout
     table = "\n".join(
         f"| {name} | {label} | {a.parts} | {a.notes:,} | {pct(a, 'model_accuracy')} | {pct(a, 'fret_accuracy')} | "
         f"{a.notes / max(tm, 1e-9):,.0f} |" for name, label, a, _, _, tm in rows)
@@ -219,7 +223,8 @@ def write_doc(path: Path, rows, pooled: dict[int, Agreement], cmd: str, args, cf
     notes = old[old.index(NOTES):] if NOTES in old else f"{NOTES}\n"  # hand-written notes below the marker stay
     path.write_text(f"""# The model fingers other music (issues #17, #25)
 
-A decoder trained on tab tokens (TabREMI: each note's `String_<n>` after its Duration) chooses the string, and so
+A decoder trained on tab tokens (TabREMI: a note's `String_<n>` after its Duration; in tab layout 3 only where the
+note leaves its lowest-fret string) chooses the string, and so
 the fret, of every note of a file it did not write: `guitarformer tab FILE --run RUN` shows its tab, `guitarformer
 eval --run RUN --fingering DIR` scores it against the human fingering of every tab and Guitar Pro file under DIR,
 and this page scores it on the held-out half of the real-guitar files, against `fret()` on the same notes.
@@ -227,7 +232,7 @@ and this page scores it on the held-out half of the real-guitar files, against `
     {cmd}
 
 Run: `{args.run or args.checkpoint}`: {cfg.model.n_layer} layers, width {cfg.model.n_embd}, \
-context {cfg.model.block_size}
+context {cfg.model.block_size}, tab layout {layout}
 ({n_params / 1e6:.1f}M parameters); windows of {args.context or cfg.model.block_size} tokens, \
 batches of {args.batch_size} rows; on {dev.type}
 ({threads}); every {args.every}. de-duplicated part of the held-out half.
@@ -238,10 +243,12 @@ batches of {args.batch_size} rows; on {dev.type}
 
 Accuracy = share of notes whose (string, fret) equals the human tab's, for the model and for fret() on the same
 notes. How it is counted (guitarformer/generation/fingering.py): each part is encoded with its human fingering;
-the model reads those tokens with teacher forcing except String tokens, which it chooses itself among the
-strings the guitar allows (a string that sounds the pitch in the part's tuning and capo, free at that onset, and
-leaving the onset's later notes strings of their own) and then reads back; fret()'s fingering goes through the
-same encoder. Beam 1 takes the likeliest allowed String given the tokens before it; beam K keeps, per window,
+the model reads those tokens with teacher forcing except the strings, which it chooses itself at each note among
+the strings the guitar allows (a string that sounds the pitch in the part's tuning and capo, free at that onset,
+and leaving the onset's later notes strings of their own) and then reads back: a String token, or in layout 3,
+for the lowest-fret string, none (its probability is the model's mass on ending the note there); fret()'s
+fingering goes through the same encoder. Beam 1 takes the likeliest allowed string given the tokens before it;
+beam K keeps, per window,
 the K likeliest sequences so far (every token's log-probability counts, the teacher-forced ones too, so a string
 that makes the next notes unlikely loses), one of them always the greedy one, and keeps the best at the
 window's end. With the pitch the same, the same string means the same fret. Dead notes and natural harmonics are
@@ -250,7 +257,7 @@ whose human string cannot sound their pitch.
 
 `fret() + model xW` (guitarformer/generation/fret_model.py, issue #25): fret()'s own Viterbi over the whole part,
 with W x -log p(string) from the model added to each note's cost. The log-probabilities come from one
-teacher-forced pass over the part as fret() fingers it (renormalised over the String tokens), so the model's
+teacher-forced pass over the part as fret() fingers it (renormalised over the strings), so the model's
 ear for the idiom and fret()'s hand (shifts, stretches, positions, the notes ahead) decide together. W was chosen
 on the validation files of the training half (`--tune DATASET`: the manifest's val split of the dataset the run
 was trained on), never on the held-out half scored here.

@@ -1,11 +1,13 @@
 """How often a tab-token model fingers music as people did: agreement with human fingerings, per part, per folder.
 
 `compare_part` and `score_parts` measure agreement in token space: the part encoded with the human frets (ids_h),
-the model re-choosing every String of ids_h (generation/fingering.py's `refinger`), fret()'s frets through the
-same encoder; accuracy = share of notes whose String equals the human one (with the pitch the same, so is the
-fret). Dead notes and natural harmonics are left out (their string and fret are no fretted pitch), and so are
-notes whose human string cannot sound their pitch. `evaluate_folder` does it for every file of a folder that
-carries a human fingering (`guitarformer eval --run RUN --fingering DIR`); unreadable files are listed, never fatal.
+the model re-choosing every note's string of ids_h (generation/fingering.py's `refinger`), fret()'s frets through
+the same encoder; accuracy = share of notes whose string equals the human one (with the pitch the same, so is the
+fret). A note's string is its String token, or in tab layout 3, where a note on its lowest-fret string writes
+none, that string in the part's tuning and capo (`note_strings`). Dead notes and natural harmonics are left out
+(their string and fret are no fretted pitch), and so are notes whose human string cannot sound their pitch.
+`evaluate_folder` does it for every file of a folder that carries a human fingering (`guitarformer eval --run RUN
+--fingering DIR`); unreadable files are listed, never fatal.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
+from guitarformer.data.tab_tokens import lowest_fret_string
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.fretting import finger_score
 from guitarformer.generation.fingering import BEAM, Guitar, TabVocab, check_fingering_run, refinger
 from guitarformer.generation.fret_model import MODEL_WEIGHT, finger_combined
-from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, fret_of
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import detect_format, read_guitar
@@ -51,18 +53,25 @@ def has_human_fingering(gs: GuitarScore) -> bool:
             and gs.source_format not in ("midi", "generated"))
 
 
-def note_strings(tokenizer, ids: Sequence[int]) -> list[tuple[int, int, bool]]:
+def note_strings(tokenizer, ids: Sequence[int], guitar: Guitar | None = None) -> list[tuple[int, int, bool]]:
     """(string, pitch, fretted) of each note in token order; fretted is False for dead notes and natural
-    harmonics."""
+    harmonics. A note without a String token (tab layout 3: on its lowest-fret string) has that string in
+    `guitar` (tuning, capo), or 0 without one."""
     v = TabVocab(tokenizer) if not isinstance(tokenizer, TabVocab) else tokenizer
     out = []
-    for j, i in enumerate(ids):
-        if i in v.string_of and j >= v.offset:
-            k, plain = j + 1, True
-            while k < len(ids) and ids[k] in v.tail:
-                plain &= ids[k] not in v.not_fretted
-                k += 1
-            out.append((v.string_of[i], v.pitch_of.get(ids[j - v.offset], NO_PITCH), plain))
+    for j, end in enumerate(v.note_ends(ids)):
+        if not end:
+            continue
+        pitch, k, string = v.note_pitch(ids, j), j + 1, 0
+        if k < len(ids) and ids[k] in v.string_of:
+            string, k = v.string_of[ids[k]], k + 1
+        elif v.implied and guitar is not None:
+            string = lowest_fret_string(tuple(guitar[0]), int(guitar[1]), pitch)
+        plain = True
+        while k < len(ids) and ids[k] in v.tail:
+            plain &= ids[k] not in v.not_fretted
+            k += 1
+        out.append((string, pitch, plain))
     return out
 
 
@@ -73,7 +82,7 @@ def part_ids(tokenizer, gs: GuitarScore, name: str = "", source: str = "") -> Pa
     human = encode(tokenizer, gs)
     fretted = encode(tokenizer, finger_score(gs))
     counted = []
-    for s, p, plain in note_strings(tokenizer, human):
+    for s, p, plain in note_strings(tokenizer, human, (gs.tuning, gs.capo)):
         counted.append(plain and 0 <= fret_of(p, s, gs.tuning, gs.capo) <= MAX_FRET)
     if not any(counted):
         return None
@@ -100,9 +109,9 @@ class Agreement:
 
 
 def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreement:
-    """Agreement of the model's ids (`part.human` with its Strings re-chosen) and fret()'s with the human."""
+    """Agreement of the model's ids (`part.human` with its strings re-chosen) and fret()'s with the human."""
     v = TabVocab(tokenizer)
-    h, m, f = (note_strings(v, x) for x in (part.human, model_ids, part.fretted))
+    h, m, f = (note_strings(v, x, part.guitar) for x in (part.human, model_ids, part.fretted))
     if not len(h) == len(m) == len(f) == len(part.counted):
         raise ValueError(f"{part.name}: the three encodings hold different notes ({len(h)}, {len(m)}, {len(f)})")
     a = Agreement(parts=1, notes=part.notes)
