@@ -4,8 +4,9 @@ every technique that occurs at least once per 100 notes in training).
 
     python scripts/bench_techniques.py RUN_DIR [--data DATASET] [--num-samples 64] [--max-new-tokens 512]
 
-Counting is in token space: a note is a String token, a technique is a Bend_* or Tech_* token after it (so a
-bend and its release count as two: `bend` and `Release`). Riffs are sampled as `guitarformer sample` samples them
+Counting is in token space: a note is a Pitch token (one per note in every tab layout; layout 3 writes a String
+only where a note leaves its lowest-fret string), a technique is a Bend_* or Tech_* token after it (so a bend and
+its release count as two: `bend` and `Release`). Riffs are sampled as `guitarformer sample` samples them
 (grammar and guitar constraint on, the run's temperature and top-p, one seed per riff).
 """
 
@@ -31,7 +32,7 @@ from guitarformer.runtime import resolve_device  # noqa: E402
 def technique_counts(tok, ids) -> tuple[int, Counter]:
     """(notes, technique -> count) of a token id sequence."""
     names = [tok[int(i)] for i in ids]
-    notes = sum(n.startswith("String_") for n in names)
+    notes = sum(n.startswith("Pitch_") for n in names)
     techs = Counter("bend" if n.startswith("Bend_") else n.split("_", 1)[1] for n in names
                     if n.startswith(("Bend_", "Tech_")))
     return notes, techs

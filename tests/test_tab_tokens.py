@@ -388,12 +388,16 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     assert r.exit_code in (0, 2) and "Traceback" not in r.output, r.output
 
 
-def test_constraint_allows_only_strings_that_can_play_the_note(tok):
-    """After a note's Duration the next token is a String that can play its pitch in the tuning (and capo)."""
+@pytest.mark.parametrize("layout", [3, 2])
+def test_constraint_allows_only_strings_that_can_play_the_note(layout):
+    """After a note's Duration the next token names a string that can play its pitch in the tuning (and capo): layout
+    2 a String first; layout 3 a String only for a string other than the lowest-fret one, which the note takes by
+    going on without a String (a Bend here, or the next Pitch), allowed where that string can play it."""
     import torch
 
     from guitarformer.generation.constraint import GuitarConstraint
 
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=layout))
     head = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
     note = [tok["Duration_1.0.8"]]
     cases = [(STANDARD_TUNING, 0, 40, {6}), (STANDARD_TUNING, 0, 64, {1, 2, 3, 4, 5, 6}), (STANDARD_TUNING, 0, 65, {1, 2, 3, 4, 5}),
@@ -404,9 +408,15 @@ def test_constraint_allows_only_strings_that_can_play_the_note(tok):
         c.start(ids)
         allowed = c.mask(ids[:, -1])[0]
         got = {s for s in range(1, 9) if allowed[tok[f"String_{s}"]]}
-        if want:
+        if not want:
+            continue
+        if layout == 2:
             assert got == want, (tuning, capo, pitch, got)
-            assert not allowed[tok["Pitch_60"]]  # the grammar: a String first
+            assert not allowed[tok["Pitch_60"]] and not allowed[tok["Bend_1"]]  # the grammar: a String first
+        else:
+            low = lowest_fret_string(tuning, capo, pitch)
+            assert low in want and got == want - {low}, (tuning, capo, pitch, got)
+            assert allowed[tok["Bend_1"]] and allowed[tok["Pitch_60"]]  # on its lowest-fret string
 
 
 def test_constrained_tab_sampling_writes_only_playable_strings(tok):
@@ -435,26 +445,38 @@ def test_constrained_tab_sampling_writes_only_playable_strings(tok):
 
 def test_transposition_moves_the_hand_not_the_string(tok):
     """Augmenting tab tokens shifts pitches with their strings kept, so no fret may leave the neck: a line at
-    at fret 3 on the A string and fret 22 on the B string can move down 3 and up 2 semitones, never further
-    (the pitch range alone would allow -5..+5)."""
+    fret 3 on the A string and fret 22 on the B string can move down 3 and up 2 semitones, never further
+    (the pitch range alone would allow -5..+5). Layout 3 writes the moved line as `encode` does: the A-string note,
+    on its pitch's lowest-fret string up to a shift of +1, gets a String_5 from +2 on (D3 is the open D string);
+    layout 2 keeps a String on both notes."""
     import numpy as np
     import torch
 
     from guitarformer.data.dataset import PitchShifter
+    from guitarformer.data.tab_tokens import decode_tab
 
-    score = symusic.Score(480)
-    track = symusic.Track(program=25)
-    for time, pitch in ((0, 48), (480, 81)):
-        track.notes.append(symusic.Note(time, 480, pitch, 90))
-    score.tracks.append(track)
-    ids = encode(tok, GuitarScore(score, frets=[(5, 3), (2, 22)]))
-    shifter = PitchShifter(tok, 5)
-    window = np.array(ids)
-    seen = set()
-    for seed in range(60):
-        out = shifter(window, torch.Generator().manual_seed(seed))
-        pitches = [int(tok[int(i)].split("_")[1]) for i in out if tok[int(i)].startswith("Pitch_")]
-        seen.add(pitches[0] - 48)
-        assert pitches[1] - 81 == pitches[0] - 48  # one shift for the whole window
-        assert [tok[int(i)] for i in out if tok[int(i)].startswith("String_")] == ["String_5", "String_2"]
-    assert seen == set(range(-3, 3))
+    def line(shift: int) -> GuitarScore:
+        score = symusic.Score(480)
+        track = symusic.Track(program=25)
+        for time, pitch in ((0, 48), (480, 81)):
+            track.notes.append(symusic.Note(time, 480, pitch + shift, 90))
+        score.tracks.append(track)
+        return GuitarScore(score, frets=[(5, 3 + shift), (2, 22 + shift)])
+
+    two = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2))
+    for t in (tok, two):
+        ids = encode(t, line(0))
+        shifter = PitchShifter(t, 5)
+        seen = set()
+        for seed in range(60):
+            out = shifter(np.array(ids), torch.Generator().manual_seed(seed)).tolist()
+            pitches = [int(t[i].split("_")[1]) for i in out if t[i].startswith("Pitch_")]
+            s = pitches[0] - 48
+            seen.add(s)
+            assert pitches[1] - 81 == s  # one shift for the whole window
+            assert out == encode(t, line(s))
+            _, strings, _ = decode_tab(t, out[1:-1], (STANDARD_TUNING, 0))
+            assert strings == [5, 2]
+            written = [t[i] for i in out if t[i].startswith("String_")]
+            assert written == (["String_5", "String_2"] if t is two or s >= 2 else ["String_2"])
+        assert seen == set(range(-3, 3))

@@ -10,6 +10,13 @@ every control dropped), the tokens a run without controls scores, so their NLL p
 With `infill` > 0 that share of training windows (pairs) becomes a bar-infilling example (data/infill.py): a span of
 1-4 bars inside one piece, with bars on both sides, laid out for the model kind. Validation never infills, so val
 numbers stay comparable with runs trained without it (scripts/bench_infill.py measures the fill).
+
+With a shifter (`data.transpose` > 0), each training window or pair is moved by a random shift (data/transpose.py).
+On tab layout 3 a shift changes a window's length (Strings come and go with the pitches), so a decoder window is
+read with the shifter's slack and cut to T + 1 (padded, the padding not scored, where the split ends first), a
+pair's source loses its oldest tokens where it grew, and an infilling example moves its bars before its layout.
+The shifter also gets the tokens just before a window and each piece's opening controls, so the moved tokens are
+the ones the tokenizer writes for the moved notes even where the window begins inside a note or dropped its tuning.
 """
 
 from __future__ import annotations
@@ -105,6 +112,14 @@ class ControlDropout:
             self._heads[seq] = (a + j, w[k:j])
         return self._heads[seq]
 
+    def heads(self, start: int, stop: int) -> list[np.ndarray]:
+        """The opening controls, none dropped, of the piece that holds stream index `start`, then of each piece
+        that begins in [start, stop): where the shifter (data/transpose.py) reads each piece's tuning and capo
+        when a window dropped them."""
+        o = self.split.offsets
+        begin = range(int(np.searchsorted(o, start)), min(int(np.searchsorted(o, stop)), len(o) - 1))
+        return [self.head(start)[1]] + [self.head(int(o[q]))[1] for q in begin]
+
     def take(self, start: int, length: int, drop: np.ndarray, stop: int | None = None, front: bool = True
              ) -> tuple[np.ndarray, int, int]:
         """Up to `length` tokens from stream index `start` (to `stop`) without the dropped types, the piece's kept
@@ -130,7 +145,9 @@ class DecoderWindows:
     """Random (x, y) windows of length T from the concatenated token stream of a split.
 
     With a tokenizer that has controls, each window drops control types with probability `control_dropout`
-    (ControlDropout; 0 drops none)."""
+    (ControlDropout; 0 drops none). A shifter that changes a window's length (tab layout 3, data/transpose.py) gets
+    the window read `slack` tokens longer and keeps T + 1 of its moved tokens; where the split ends too soon for
+    that, the row is padded and its padded targets skipped."""
 
     def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None,
                  control_dropout: float = 0.5, infill: float = 0.0):
@@ -145,27 +162,34 @@ class DecoderWindows:
         n = len(self.split)
         T = min(self.T, n - 1)
         starts = torch.randint(0, n - T, (batch_size,), generator=gen).tolist()
+        slack = self.shifter.slack(T + 1) if self.shifter is not None else 0
         rows, skips = [], []
         for i in starts:
             if self.infill and float(torch.rand(1, generator=gen)) < self.infill:
                 ex = self._infill_window(i, T + 1, gen)
                 if ex is not None:  # else a plain window (a stretch too short for a span with bars around it)
                     w, skip = ex
-                    rows.append(self.shifter(w, gen) if self.shifter is not None else w)
+                    if self.shifter is not None and not self.shifter.resizes:  # else moved before its layout
+                        w = self.shifter(w, gen)
+                    rows.append(w)
                     skips.append((len(rows) - 1, torch.from_numpy(skip)))
                     continue
-            w = None
+            w, front = None, 0
             if self.controls is not None:
                 drop = self.controls.draw(gen)
-                w, _, _ = self.controls.take(i, T + 1, drop)
+                w, nxt, front = self.controls.take(i, T + 1 + slack, drop)
                 while len(w) < T + 1 and i > 0:  # too near the end once controls are dropped: start earlier
                     i = max(0, i - (T + 1 - len(w)))
-                    w, _, _ = self.controls.take(i, T + 1, drop)
-                w = w if len(w) == T + 1 else None  # a split shorter than a window without its controls
+                    w, nxt, front = self.controls.take(i, T + 1 + slack, drop)
+                w = w if len(w) >= T + 1 else None  # a split shorter than a window without its controls
             if w is None:
-                w = np.asarray(self.split.tokens[i: i + T + 1], dtype=np.int64)
+                w, front = np.asarray(self.split.tokens[i: i + T + 1 + slack], dtype=np.int64), 0
+                nxt = i + len(w)
             if self.shifter is not None:
-                w = self.shifter(w, gen)
+                w = _shift(self.shifter, self.split, self.controls, w, i, front, nxt, gen, T + 1)[0]
+                if len(w) < T + 1:  # fewer tokens once moved, and the split ends: pad, the padding not scored
+                    skips.append((len(rows), torch.from_numpy(np.arange(T) >= len(w) - 1)))
+                    w = np.concatenate([w, np.zeros(T + 1 - len(w), dtype=np.int64)])
             rows.append(w)
         a = torch.from_numpy(np.stack(rows))
         x, y = a[:, :-1].contiguous(), a[:, 1:].contiguous()  # (B, T)
@@ -181,9 +205,13 @@ class DecoderWindows:
         start = max(a, min(i, b - need))
         c = np.asarray(self.split.tokens[start: min(b, start + need)], dtype=np.int64)
         ends_piece = start + need >= b  # the stretch's last bar is whole only where the piece ends there
+        front = 0
         if self.controls is not None:
-            c, nxt, _ = self.controls.take(start, need, self.controls.draw(gen), stop=b)
+            c, nxt, front = self.controls.take(start, need, self.controls.draw(gen), stop=b)
             ends_piece = nxt >= b
+        if self.shifter is not None and self.shifter.resizes:
+            # Tab layout 3: the notes move before the layout, which fits the bars in whatever length they now take.
+            c = _shift(self.shifter, self.split, self.controls, c, start, front, b, gen)[0]
         return decoder_example(self.fill, c, length, gen, whole_end=ends_piece)
 
     def _control_windows(self, max_windows: int):
@@ -269,14 +297,21 @@ class Seq2SeqPairs:
             pair = self._infill_pair(cut, start, gen)  # None: too near the piece's end for a bar after the span
         if pair is not None:
             src, tgt = pair
-        elif self.controls is None:
-            src = np.asarray(self.split.tokens[max(start, cut - self.S): cut], dtype=np.int64)
-            tgt = np.asarray(self.split.tokens[cut: min(end, cut + self.T)], dtype=np.int64)
+            if self.shifter is not None and not self.shifter.resizes:  # else moved before their layout
+                both = self.shifter(np.concatenate([src, tgt]), gen)
+                src, tgt = both[: len(src)], both[len(src):]
         else:
-            src, tgt = self._pair_with_controls(k, cut, start, end, gen)
-        if self.shifter is not None and gen is not None:  # the same shift for source and target
-            both = self.shifter(np.concatenate([src, tgt]), gen)
-            src, tgt = both[: len(src)], both[len(src):]
+            if self.controls is None:
+                front, src_from = 0, max(start, cut - self.S)
+                src = np.asarray(self.split.tokens[src_from: cut], dtype=np.int64)
+                tgt = np.asarray(self.split.tokens[cut: min(end, cut + self.T)], dtype=np.int64)
+            else:
+                src, tgt, front, src_from = self._pair_with_controls(k, cut, start, end, gen)
+            if self.shifter is not None and gen is not None:  # the same shift for source and target
+                src, tgt = self._shift_pair(src, tgt, front, src_from, end, gen)
+                if len(src) > self.S:  # lengthened by the Strings the shift added: its oldest tokens go
+                    src = np.concatenate([src[:front], src[len(src) - self.S + front:]])
+                tgt = tgt[: self.T]
         s = np.full(self.S, self.pad, dtype=np.int64)
         s[: len(src)] = src
         mask = np.zeros(self.S, dtype=bool)
@@ -289,20 +324,32 @@ class Seq2SeqPairs:
         return s, mask, tin, y
 
     def _pair_with_controls(self, k: int, cut: int, start: int, end: int, gen: torch.Generator | None
-                            ) -> tuple[np.ndarray, np.ndarray]:
+                            ) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Source and target of one pair without the control types it drops (validation: drops seeded by k);
-        a source that begins past its piece's opening controls gets the kept ones in front."""
+        a source that begins past its piece's opening controls gets the kept ones in front. Returns (source,
+        target, how many controls the source has in front, the stream index its own tokens start at)."""
         c = self.controls
         drop = c.draw(gen if gen is not None else torch.Generator().manual_seed(k))
         raw = np.asarray(self.split.tokens[max(start, cut - 2 * self.S): cut], dtype=np.int64)
         at = np.nonzero(~drop[c.kind[raw]])[0]  # kept positions in raw
         end_head, head = c.head(start)
         head = head[~drop[c.kind[head]]][: self.S // 2]
-        src = raw[at[-self.S:]]
+        used, front = at[-self.S:], 0
         if at.size and cut - len(raw) + at[-(self.S - len(head)):][0] >= end_head and head.size:
-            src = np.concatenate([head, raw[at[-(self.S - len(head)):]]])
+            used, front = at[-(self.S - len(head)):], len(head)
+        src = np.concatenate([head[:front], raw[used]])
         tgt, _, _ = c.take(cut, self.T, drop, stop=end, front=False)
-        return src, tgt
+        return src, tgt, front, cut - len(raw) + int(used[0]) if used.size else cut
+
+    def _shift_pair(self, src: np.ndarray, tgt: np.ndarray, front: int, src_from: int, stop: int,
+                    gen: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Source and target moved by one shift: the source's `front` controls put in front of tokens read from
+        stream index `src_from`, the target read after them up to `stop` at most. The lengths may change (tab
+        layout 3); a String the shift adds goes with its note."""
+        out, at = _shift(self.shifter, self.split, self.controls, np.concatenate([src, tgt]), src_from, front,
+                         stop, gen)
+        k = int(np.searchsorted(at, len(src)))
+        return out[:k], out[k:]
 
     def _infill_pair(self, cut: int, start: int, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray] | None:
         """Source with FillBar placeholders for 1-4 bars from `cut`, target those bars + EOS (data/infill.py)."""
@@ -317,6 +364,12 @@ class Seq2SeqPairs:
             before, rest = before[~drop[c.kind[before]]], rest[~drop[c.kind[rest]]]
             end_head, head = c.head(start)
             head = head[~drop[c.kind[head]]] if cut - 2 * self.S >= end_head else None
+        if self.shifter is not None and self.shifter.resizes:
+            # Tab layout 3: the notes move before the layout, which fits the bars in whatever length they now take.
+            h = head if head is not None else np.zeros(0, dtype=np.int64)
+            moved, rest = self._shift_pair(np.concatenate([h, before]), rest, len(h), max(a, cut - 2 * self.S),
+                                           min(b, rest_end), gen)
+            head, before = (moved[: len(h)] if head is not None else None), moved[len(h):]
         pair = seq2seq_example(self.fill, before, rest, self.S, gen, head, whole_end=rest_end >= b)
         return None if pair is None else (pair[0], pair[1][: self.T])
 
@@ -335,6 +388,20 @@ class Seq2SeqPairs:
             ks = ks[: max_batches * batch_size]
         for b in range(0, len(ks), batch_size):
             yield self._stack([self._pair(k, None) for k in ks[b: b + batch_size]])
+
+
+def _shift(shifter: PitchShifter, split: TokenSplit, controls: ControlDropout | None, w: np.ndarray, start: int,
+           front: int, stop: int, gen: torch.Generator, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(moved tokens, the index in `w` each comes from) of a window `w` whose tokens from `front` on were read from
+    stream index `start` up to `stop` (before them: controls put in front), moved by `shifter` with what it needs
+    to write the moved notes as the tokenizer would (data/transpose.py): the tokens before `start` of a note the
+    window begins inside, and each piece's opening controls where the window dropped them; at most `length`
+    tokens. An added String whose note's Duration lies before the window comes from the window's first token."""
+    lead = shifter.lead(split.tokens, start)
+    heads = controls.heads(start, stop) if controls is not None else None
+    out, at = shifter.move(np.concatenate([w[:front], lead, w[front:]]), gen, length,
+                           slice(front, front + len(lead)), heads)
+    return out, np.where(at >= front + len(lead), at - len(lead), np.minimum(at, front))
 
 
 def note_ids(tokenizer) -> np.ndarray | None:
