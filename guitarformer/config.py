@@ -39,6 +39,9 @@ class DataConfig:
     # training window with probability control_dropout, so any subset (none included) can be asked for.
     controls: bool = False
     control_dropout: float = 0.5
+    # The share of training windows that drop every control, on top of control_dropout's per-type draws: the plain
+    # stream (what `sample` without options asks for) is otherwise nearly never seen (0.5 ** 9 of windows).
+    control_plain: float = 0.0
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
     # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
@@ -324,6 +327,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
         (cfg.data.bpe_vocab_size == 0 or cfg.data.transpose == 0,
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
+        (0.0 <= cfg.data.control_plain <= 1.0, "data.control_plain must be in [0, 1]"),
         (cfg.data.tab_layout in (2, 3), "data.tab_layout must be 3 (a String only off the lowest-fret string) or 2"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),

@@ -387,6 +387,23 @@ def test_dropout_windows_stay_valid(tok, ctrl_seqs, tmp_path):
     assert not any(control_index(tok[i]) >= 0 for i in x.flatten().tolist())
 
 
+def test_a_plain_share_of_windows_drops_every_control(tok, ctrl_seqs, tmp_path):
+    """data.control_plain: that share of windows has no control at all (the plain stream `sample` without options
+    asks for), the others draw per type as before; with no plain share the draws are the old ones exactly."""
+    split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs), "train")
+    old = DecoderWindows(split, 64, control_dropout=0.5)
+    zero = DecoderWindows(split, 64, control_dropout=0.5, control_plain=0.0)
+    a, b = old.batch(8, torch.Generator().manual_seed(5)), zero.batch(8, torch.Generator().manual_seed(5))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    half = DecoderWindows(split, 64, control_dropout=0.0, control_plain=0.5)  # kept all, or dropped all
+    x, y = half.batch(64, torch.Generator().manual_seed(6))
+    bare = sum(not any(control_index(tok[i]) >= 0 for i in row) for row in torch.cat([x[:, :1], y], 1).tolist())
+    assert 16 <= bare <= 48, bare
+    every = DecoderWindows(split, 64, control_dropout=0.0, control_plain=1.0)
+    x, _ = every.batch(16, torch.Generator().manual_seed(7))
+    assert not any(control_index(tok[i]) >= 0 for i in x.flatten().tolist())
+
+
 def test_validation_windows_are_deterministic_and_score_each_token_once(tok, ctrl_seqs, tmp_path):
     split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs), "train")
     windows = DecoderWindows(split, 48)

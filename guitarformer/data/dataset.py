@@ -77,10 +77,10 @@ class ControlDropout:
     """Control tokens of one split, dropped per window (module docstring): `draw` picks the types to drop,
     `take` reads a window of the stream without them, the piece's kept opening controls in front."""
 
-    def __init__(self, tokenizer, split: TokenSplit, p: float = 0.5):
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"control dropout must be within 0..1, got {p}")
-        self.split, self.p, self.bos = split, p, tokenizer["BOS_None"]
+    def __init__(self, tokenizer, split: TokenSplit, p: float = 0.5, plain: float = 0.0):
+        if not (0.0 <= p <= 1.0 and 0.0 <= plain <= 1.0):
+            raise ValueError(f"control dropout and the plain share must be within 0..1, got {p} and {plain}")
+        self.split, self.p, self.plain, self.bos = split, p, plain, tokenizer["BOS_None"]
         kinds = control_kinds(tokenizer.vocab, len(tokenizer))
         self.n = len(CONTROLS)
         self.kind = np.where(kinds < 0, self.n, kinds)  # CONTROLS index, n for a token that is no control
@@ -88,17 +88,23 @@ class ControlDropout:
         self._heads: dict[int, tuple[int, np.ndarray]] = {}
 
     @classmethod
-    def of_split(cls, split: TokenSplit, p: float = 0.5) -> ControlDropout | None:
+    def of_split(cls, split: TokenSplit, p: float = 0.5, plain: float = 0.0) -> ControlDropout | None:
         """The dropout for a split whose dataset tokenizer has controls (p = 0 drops none, but still puts the
-        piece's controls in front); None for a tokenizer without controls."""
+        piece's controls in front; `plain`: the share of windows that drop them all); None for a tokenizer without
+        controls."""
         tok = dataset_tokenizer(split)
         if tok is None or (tok.config.additional_params or {}).get(CONTROLS_PARAM) is None:
             return None
-        return cls(tok, split, p)
+        return cls(tok, split, p, plain)
 
     def draw(self, gen: torch.Generator) -> np.ndarray:
-        """(n + 1,) bool: which control types this window drops (the last entry, for other tokens, is False)."""
-        return np.append((torch.rand(self.n, generator=gen) < self.p).numpy(), False)
+        """(n + 1,) bool: which control types this window drops (the last entry, for other tokens, is False): each
+        with probability p, or all of them in a `plain` share of windows (no extra draw where that share is 0, so
+        a run without it draws as before)."""
+        drop = (torch.rand(self.n, generator=gen) < self.p).numpy()
+        if self.plain > 0 and float(torch.rand(1, generator=gen)) < self.plain:
+            drop[:] = True
+        return np.append(drop, False)
 
     def head(self, start: int) -> tuple[int, np.ndarray]:
         """(stream index just past them, ids) of the opening controls of the piece that holds stream index `start`."""
@@ -150,11 +156,11 @@ class DecoderWindows:
     that, the row is padded and its padded targets skipped."""
 
     def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None,
-                 control_dropout: float = 0.5, infill: float = 0.0):
+                 control_dropout: float = 0.5, infill: float = 0.0, control_plain: float = 0.0):
         self.split, self.T, self.shifter = split, block_size, shifter
         if len(split) < 2:
             raise ValueError(f"the {split.split} split holds {len(split)} tokens: too few to train on")
-        self.controls = ControlDropout.of_split(split, control_dropout)
+        self.controls = ControlDropout.of_split(split, control_dropout, control_plain)
         self.infill = infill
         self.fill = _fill_ids(split) if infill > 0 else None
 
@@ -260,10 +266,11 @@ class Seq2SeqPairs:
     """(source, target) pairs split at bar lines: source = up to S tokens ending at a bar, target = the bars after."""
 
     def __init__(self, split: TokenSplit, src_len: int, tgt_len: int, bar_ids: list[int], bos_id: int, pad_id: int,
-                 shifter: PitchShifter | None = None, control_dropout: float = 0.5, infill: float = 0.0):
+                 shifter: PitchShifter | None = None, control_dropout: float = 0.5, infill: float = 0.0,
+                 control_plain: float = 0.0):
         self.split, self.S, self.T = split, src_len, tgt_len
         self.bos, self.pad, self.shifter = bos_id, pad_id, shifter
-        self.controls = ControlDropout.of_split(split, control_dropout)  # as DecoderWindows
+        self.controls = ControlDropout.of_split(split, control_dropout, control_plain)  # as DecoderWindows
         self.infill = infill
         self.fill = _fill_ids(split) if infill > 0 else None
         bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(bar_ids, dtype=np.int64))
