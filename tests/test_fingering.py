@@ -29,14 +29,13 @@ from guitarformer.fretting import fret
 from guitarformer.data.tab_tokens import MAX_STRINGS, lowest_fret_string
 from guitarformer.generation.fingering import (
     TabVocab,
-    _cuts,
     _refinger,
-    _windows,
     finger,
     log_likelihood,
     refinger,
     token_note_of,
 )
+from guitarformer.generation.fingering_rows import _cuts, _windows
 from guitarformer.generation.fret_model import finger_combined, string_logprobs
 from guitarformer.models import build_model
 from guitarformer.music.guitar import STANDARD_TUNING
@@ -369,7 +368,7 @@ def test_greedy_takes_the_bait_and_beam_search_does_not(model, tok, parts, monke
 
 
 def test_the_constraint_rows_beam_search_reorders_are_all_its_per_row_state(tok, parts):
-    from guitarformer.generation.fingering import _Rows
+    from guitarformer.generation.fingering_rows import _Rows
 
     seqs, _ = _seqs(tok, parts)
     n = min(map(len, seqs))

@@ -72,37 +72,42 @@ tokenizer's range, or a duplicate the tokenizer dropped), or whose string anothe
 onsets quantised together), keeps fret()'s fingering where that string is free, else the lowest free fret;
 `Fingered.fallback` counts them.
 
-How often its choice agrees with human tabs: evaluation/fingering.py.
+How often its choice agrees with human tabs: evaluation/fingering.py. Here: the public API and layout 2's beam
+search; layout 3's is fingering_implied.py, and the token tables, windows and row machinery both share
+fingering_rows.py.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import symusic
 import torch
 
-from guitarformer.data.tab_tokens import (
-    MAX_STRINGS,
-    decode_tab,
-    implied_strings,
-    is_tab_tokenizer,
-    lowest_fret_string,
-    note_offset,
-)
+from guitarformer.data.tab_tokens import MAX_STRINGS, decode_tab, is_tab_tokenizer
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
-from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.runtime import step_work, threads, threads_for
+from guitarformer.generation.fingering_implied import _refinger_batch3
+from guitarformer.generation.fingering_rows import (
+    Guitar,
+    TabVocab,
+    _Rows,
+    _allowed,
+    _block,
+    _cuts,
+    _reorder,
+    _start_groups,
+    _string_windows,
+    _strip_strings,
+    _windows,
+)
 from guitarformer.generation.grammar import NO_PITCH
-from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of, pitch_of
+from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
-Guitar = tuple[tuple[int, ...], int]  # (tuning lowest string first, capo)
-NOT_FRETTED = ("Tech_Dead", "Tech_HarmNatural")  # a note with one of these has no fretted pitch to compare
 BEAM = 8  # rows kept per window by default: the best of 1, 4, 8 on held-out classtab (docs/FINGERING_MODEL.md)
 
 _TRAIN_TAB = ("train a run on tab tokens: `guitarformer prepare DIR --tokenizer TabREMI` then `guitarformer train "
@@ -123,135 +128,6 @@ def check_fingering_run(model, tokenizer) -> None:
 
 
 # ---------------------------------------------------------------- the model chooses the strings
-
-
-class TabVocab:
-    """Token tables the refingering loop reads: String ids, what starts an onset, what ends a note's tail, where a
-    note's Duration is; `implied`: tab layout 3 (a note on its lowest-fret string writes no String)."""
-
-    def __init__(self, tokenizer) -> None:
-        toks = [str(tokenizer[i]) for i in range(len(tokenizer))]
-        kinds = [t.split("_")[0] for t in toks]
-        self.string_ids = [tokenizer[f"String_{s}"] for s in range(1, MAX_STRINGS + 1)]
-        self.string_of = {i: s for s, i in enumerate(self.string_ids, 1)}
-        self.pitch_of = {i: int(t.split("_")[1]) for i, t in enumerate(toks) if kinds[i] == "Pitch"}
-        self.bar = {i for i, k in enumerate(kinds) if k == "Bar"}
-        self.onset = {i for i, k in enumerate(kinds) if k in ("Bar", "Position")}
-        self.position = {i for i, k in enumerate(kinds) if k == "Position"}
-        self.tail = {i for i, k in enumerate(kinds) if k in ("Bend", "Tech")}
-        self.not_fretted = {tokenizer[t] for t in NOT_FRETTED}
-        self.pad = tokenizer.pad_token_id
-        self.offset = note_offset(tokenizer)  # a String comes this many tokens after its note's Pitch
-        self.implied = implied_strings(tokenizer)
-        self.duration = {i for i, k in enumerate(kinds) if k == "Duration"}
-        self.velocity = {i for i, k in enumerate(kinds) if k == "Velocity"}
-        self.velocities = bool(tokenizer.config.use_velocities)
-        # Layout 3: p(lowest-fret string) is the mass of `not_string` (every token but a String) after a note's
-        # Duration, and the constraint frees that string by allowing one of `ends_note` (what the grammar lets
-        # follow a Duration, a String aside: the note's tail or the next note or onset; not EOS, which a constraint
-        # at a dead end allows whatever the strings).
-        self.not_string = [i for i, k in enumerate(kinds) if k != "String"]
-        follow = {t.split("_")[0] for t in getattr(tokenizer, "tokens_types_graph", {}).get("Duration", ())}
-        self.ends_note = [i for i, k in enumerate(kinds) if k in follow - {"String", "EOS"}]
-
-    def note_ends(self, ids: Sequence[int]) -> list[bool]:
-        """Per token of `ids`: it is the Duration of a whole note (``Pitch [Velocity] Duration``, as
-        `tab_tokens.closes_note` reads one): where layout 3's string is chosen."""
-        back = self.offset - 1  # the Pitch is this many tokens before its Duration
-        return [i in self.duration and j >= back and ids[j - back] in self.pitch_of
-                and (not self.velocities or ids[j - 1] in self.velocity) for j, i in enumerate(ids)]
-
-    def note_pitch(self, ids: Sequence[int], j: int) -> int:
-        """The pitch of the note whose Duration is ids[j]."""
-        return self.pitch_of[ids[j - self.offset + 1]]
-
-
-def _windows(ids: Sequence[int], block: int, v: TabVocab,
-             notes: Sequence[bool] | None = None) -> list[tuple[int, int]]:
-    """[start, end) pieces of at most `block` tokens covering ids, each cut before a Bar in its second half,
-    else before a Position there (an onset's notes stay together), else before a Pitch, else at the block;
-    never right before a String (its Duration, whose logits choose it, stays in the same window).
-
-    `notes` (layout 3: ids without String tokens, True at each note's Duration): each note counts two tokens
-    against the block, itself and room for the String the model may write after it, so a window as a row reads
-    it (its Strings in) still fits the block; and no cut falls inside a note (before its Velocity or Duration),
-    so a note's Pitch is in the window that chooses its string."""
-    out, start, n = [], 0, len(ids)
-    while start < n:
-        if notes is None:
-            end = min(start + block, n)
-        else:
-            end, room = start, block
-            while end < n and room >= 1 + notes[end]:
-                room -= 1 + notes[end]
-                end += 1
-            end = max(end, start + 1)
-        if end < n:
-            half = start + max(1, (end - start) // 2)
-            cut = end
-            for kind in (v.bar, v.position, v.pitch_of):  # the first kind found in the second half
-                cut = next((j for j in range(end, half, -1) if ids[j] in kind), None)
-                if cut is not None:
-                    break
-            cut = end if cut is None else cut
-            while ids[cut] in v.string_of and cut > start + 1:
-                cut -= 1
-            while notes is not None and (ids[cut] in v.duration or ids[cut] in v.velocity) and cut > start + 1:
-                cut -= 1
-            end = cut
-        out.append((start, end))
-        start = end
-    return out
-
-
-def _strip_strings(v: TabVocab, ids: Sequence[int]) -> list[int]:
-    """Layout 3's teacher-forced tokens: the ids without their String tokens (placeholders: every note's string
-    is chosen)."""
-    return [int(i) for i in ids if i not in v.string_of]
-
-
-def _cuts(ids: Sequence[int], block: int, v: TabVocab) -> list[tuple[int, int]]:
-    """The windows `refinger` reads ids in, as [start, end) of ids themselves: `_windows` in layout 2; in layout 3
-    `_windows` of the ids without Strings (`notes` counted), each window taking the Strings after its last note."""
-    if not v.implied:
-        return _windows(ids, block, v)
-    keep = [j for j, i in enumerate(ids) if i not in v.string_of]
-    teach = [int(ids[j]) for j in keep]
-    at = keep + [len(ids)]
-    return [(at[a] if a else 0, at[b]) for a, b in _windows(teach, block, v, v.note_ends(teach))]
-
-
-class _Rows:
-    """One (tuning, capo) group of rows of a batch: its constraint and which strings can play each pitch."""
-
-    def __init__(self, tokenizer, guitar: Guitar, device: torch.device) -> None:
-        tuning, capo = guitar
-        self.constraint = GuitarConstraint(tokenizer, tuning, capo, device=device)
-        fits = torch.zeros(NO_PITCH + 1, MAX_STRINGS, dtype=torch.bool)
-        n = len(tuning)
-        for k in range(min(n, MAX_STRINGS)):  # String_{k+1} is tab string k+1
-            fits[pitch_of(k + 1, 0, tuning, capo): min(NO_PITCH, pitch_of(k + 1, MAX_FRET, tuning)) + 1, k] = True
-        self.fits = fits.to(device)
-        self.any_string = torch.zeros(MAX_STRINGS, dtype=torch.bool, device=device)
-        self.any_string[:min(n, MAX_STRINGS)] = True
-        # Host side, for the chord check: bit k set where String_{k+1} can play the pitch.
-        self.fit_bits = [sum(1 << k for k, f in enumerate(row) if f) for row in fits.tolist()]
-        self.all_bits = (1 << min(n, MAX_STRINGS)) - 1
-        self.row_state = _row_state(self.constraint)
-        # Layout 3: the string index (0: String_1) each pitch writes no String for, as decoding reads it back.
-        self.lowest = [lowest_fret_string(tuple(tuning), capo, p) - 1 for p in range(NO_PITCH + 1)]
-
-
-def _row_state(constraint: GuitarConstraint) -> list[tuple[object, str]]:
-    """(object, attribute) of every per-row tensor of the constraint's state, found by starting it with one row
-    and with two: the tensors whose first dimension follows the rows. Beam search reorders these."""
-    def tensors(B: int) -> dict[tuple[int, str], tuple[object, int]]:
-        constraint.start(torch.zeros(B, 0, dtype=torch.long, device=constraint.device))
-        return {(id(o), k): (o, t.shape[0]) for o in vars(constraint).values() if hasattr(o, "__dict__")
-                for k, t in vars(o).items() if isinstance(t, torch.Tensor) and t.dim() > 0}
-
-    one, two = tensors(1), tensors(2)
-    return [(o, k) for (i, k), (o, b) in one.items() if b == 1 and two.get((i, k), (None, 0))[1] == 2]
 
 
 def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequence[Guitar],
@@ -316,31 +192,6 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     return out, scores
 
 
-def _block(model, context: int | None) -> int:
-    """The most tokens a window holds: `context`, at most the model's block_size."""
-    return min(context or model.config.block_size, model.config.block_size)
-
-
-def _string_windows(model, tokenizer, sequences: Sequence[Sequence[int]], device, context: int | None
-                    ) -> tuple[torch.device, TabVocab, list[tuple[int, int, int]]]:
-    """(the device, the vocabulary's tables, the windows (sequence, start, end) that choose a string, longest
-    first: little padding in a batch): how `refinger` and fret_model's `string_logprobs` cut what they read
-    (`_cuts`). A window chooses a string where it holds a String after its first token (layout 2), a note's
-    Duration (layout 3). `device` None: the model's; `context`: windows of at most this many tokens (and the
-    block_size)."""
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    v = TabVocab(tokenizer)
-    block = _block(model, context)
-    rows = [(k, a, b) for k, s in enumerate(sequences) for a, b in _cuts(s, block, v)]
-    if v.implied:
-        ends = [v.note_ends(s) for s in sequences]
-        rows = [r for r in rows if any(ends[r[0]][r[1]:r[2]])]
-    else:
-        rows = [r for r in rows if any(sequences[r[0]][j] in v.string_of for j in range(r[1] + 1, r[2]))]
-    rows.sort(key=lambda r: r[1] - r[2])
-    return device, v, rows
-
-
 @dataclass
 class _Plan:
     """The teacher-forced batch of one `_refinger_batch` call: row w * K + j is beam j of window w.
@@ -382,58 +233,6 @@ def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], K: int
                 scored[rs, j] = False
                 onset.append((j, p))
     return _Plan(x, pitch, scored, need, later)
-
-
-def _start_groups(win_groups: list[_Rows], K: int, x: torch.Tensor, device: torch.device
-                  ) -> tuple[dict[int, tuple[_Rows, torch.Tensor]], torch.Tensor]:
-    """Each (tuning, capo) group with its rows, its constraint started on them; and each row's index among its
-    group's rows (which beam search's reordering needs)."""
-    member: dict[int, tuple[_Rows, list[int]]] = {}
-    for r in range(x.shape[0]):
-        g = win_groups[r // K]
-        member.setdefault(id(g), (g, []))[1].append(r)
-    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}
-    local = torch.zeros(x.shape[0], dtype=torch.long)
-    for key, (g, rs) in member.items():
-        groups[key] = (g, torch.tensor(rs, device=device))
-        local[rs] = torch.arange(len(rs))
-        g.constraint.start(x[groups[key][1], :0])
-    return groups, local.to(device)
-
-
-def _allowed(rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor, pitch: torch.Tensor,
-             taken: torch.Tensor, later: dict, groups: dict[int, tuple[_Rows, torch.Tensor]],
-             win_groups: list[_Rows], string_ids: torch.Tensor, v: TabVocab,
-             low: torch.Tensor | None = None) -> torch.Tensor:
-    """(len(rs), MAX_STRINGS) bool: the strings each row of `rs` may take for its note (pitch `pitch`, per row of
-    rs; `keys[i]`: its (window, position) in `later`): the constraint's, free at the onset, leaving room for the
-    onset's later notes; else the fallbacks, in order. `low` (layout 3): each row's lowest-fret string index,
-    allowed where the constraint lets the note end without a String (module docstring)."""
-    B, device = tok.shape[0], tok.device
-    allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-    fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-    anys = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
-    pitch_all = torch.full((B,), NO_PITCH, dtype=torch.long, device=device)
-    pitch_all[rs] = pitch
-    if low is not None:
-        low_all = torch.zeros(B, dtype=torch.long, device=device)
-        low_all[rs] = low
-        ends_note = torch.tensor(v.ends_note, device=device)
-    for key in {id(win_groups[w]) for w, _ in keys}:
-        g, grs = groups[key]
-        m = g.constraint.mask(tok[grs])
-        ok = m[:, string_ids]
-        if low is not None:  # the lowest-fret string: String_<lowest> (an older constraint) or the note ending
-            ok[torch.arange(len(grs), device=device), low_all[grs]] |= m[:, ends_note].any(1)
-        allowed[grs] = ok
-        fits[grs] = g.fits[pitch_all[grs]]
-        anys[grs] = g.any_string
-    free = ~taken[rs]
-    chord = _leaves_room(keys, later, free, win_groups)  # the rest of the onset still fits
-    ok = allowed[rs] & free & chord
-    for wider in (fits[rs] & free & chord, allowed[rs] & free, fits[rs] & free, fits[rs], anys[rs]):
-        ok = torch.where(ok.any(1, keepdim=True), ok, wider)
-    return ok
 
 
 def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
@@ -511,261 +310,6 @@ def _beam_step(ws: list[int], K: int, B: int, score: torch.Tensor, logp: torch.T
     src = torch.arange(B, device=device)
     src[torch.tensor([w * K + j for w in ws for j in range(K)], device=device)] = parent
     return src, pick.view(-1) % MAX_STRINGS, new_score.view(-1)
-
-
-def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
-    """Row r of every per-row state becomes what row src[r] was: the KV cache and each group's constraint."""
-    moved = (src != torch.arange(len(src), device=src.device)).nonzero().squeeze(1)
-    if not len(moved):
-        return
-    dst, frm, n = moved, src[moved], cache.length
-    for kv in (cache.k, cache.v):
-        for buf in kv:
-            if buf is not None:
-                buf[dst, :, :n] = buf[frm, :, :n]
-    if cache.last is not None:  # a decoder with model.prev_token: each row's last token moves with it
-        cache.last[dst] = cache.last[frm]
-    if cache.match is not None:  # model.copy: each row's tokens and n-gram hashes
-        cache.match.reorder(dst, frm)
-    for g, rs in groups:
-        lsrc = local[src[rs]]  # a row's source is in its own window, so in its group
-        if bool((lsrc != torch.arange(len(rs), device=rs.device)).any()):
-            for obj, name in g.row_state:
-                setattr(obj, name, getattr(obj, name)[lsrc])
-
-
-@dataclass
-class _Plan3:
-    """Layout 3's teacher-forced windows of one `_refinger_batch3` call, one row per window, (W, longest + 1):
-    `teach` the window's ids without Strings (PAD from its end on), `length` (W,) how many, `note` where a note's
-    Duration is, `pitch` and `low` that note's pitch and lowest-fret string index, `later[(w, i)]` the fit masks
-    of the onset's notes after the one whose Duration is at i, `steps` the most tokens a row may read (its window
-    with a String after every note)."""
-
-    teach: torch.Tensor
-    length: torch.Tensor
-    note: torch.Tensor
-    pitch: torch.Tensor
-    low: torch.Tensor
-    later: dict[tuple[int, int], tuple[int, ...]]
-    steps: int
-
-
-def _plan3(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows]) -> _Plan3:
-    W, L = len(windows), max(len(r) for r in windows)
-    teach = torch.full((W, L + 1), v.pad, dtype=torch.long)
-    note = torch.zeros(W, L + 1, dtype=torch.bool)
-    pitch = torch.full((W, L + 1), NO_PITCH, dtype=torch.long)
-    low = torch.zeros(W, L + 1, dtype=torch.long)
-    later: dict[tuple[int, int], tuple[int, ...]] = {}
-    steps = 0
-    for w, row in enumerate(windows):
-        g = win_groups[w]
-        teach[w, :len(row)] = torch.tensor(row)
-        ends = v.note_ends(row)
-        steps = max(steps, len(row) + sum(ends))
-        onset: list[tuple[int, int]] = []  # (Duration position, pitch) of the notes since the last Bar/Position
-        for j in range(len(row) + 1):
-            if j == len(row) or row[j] in v.onset:
-                for k, (jj, _) in enumerate(onset):
-                    if k + 1 < len(onset):
-                        later[(w, jj)] = tuple(g.fit_bits[p] for _, p in onset[k + 1:])
-                onset = []
-            elif ends[j]:
-                p = v.note_pitch(row, j)
-                note[w, j], pitch[w, j], low[w, j] = True, p, g.lowest[p]
-                onset.append((j, p))
-    return _Plan3(teach, torch.tensor([len(r) for r in windows]), note, pitch, low, later, steps)
-
-
-def _refinger_batch3(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
-                     beam: int = 1) -> list[tuple[list[int], float]]:
-    """Layout 3's `_refinger_batch`: teacher-force the windows (ids without String tokens), `beam` rows per window,
-    each row with its own pointer into its window's tokens, choosing every note's string at its Duration (module
-    docstring); returns, per window, the tokens its best row read (the window with its chosen Strings) and that
-    row's score (its log-likelihood; 0.0 with beam 1)."""
-    K, W = beam, len(windows)
-    plan = _plan3(v, windows, win_groups)
-    teach, length, note, pitch, low = (t.to(device) for t in (plan.teach, plan.length, plan.note, plan.pitch,
-                                                              plan.low))
-    S, B, pad_at = plan.steps, W * K, teach.shape[1] - 1
-    win = torch.arange(B, device=device) // K  # each row's window
-    n_teach = length[win]
-    string_ids = torch.tensor(v.string_ids, device=device)
-    not_string = torch.tensor(v.not_string, device=device)
-    onset_ids = torch.tensor(sorted(v.onset), device=device)
-    groups, local = _start_groups(win_groups, K, torch.zeros(B, 0, dtype=torch.long, device=device), device)
-    taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings taken at the current onset
-    nxt = teach[win, 0]  # the token each row reads at this step
-    ptr = torch.ones(B, dtype=torch.long, device=device)  # teacher tokens decided: the next is teach[ptr]
-    fed = torch.zeros(B, dtype=torch.long, device=device)  # teacher index of the token read now (-1: String, PAD)
-    out = torch.full((B, S), v.pad, dtype=torch.long, device=device)  # what each row has read
-    # Beam search (K > 1): each row's log-likelihood (one row per window starts, as in `_refinger_batch`), the
-    # slots it has decided, and per window the reference cost of its slots, cumulative (module docstring).
-    score = torch.zeros(W, K, dtype=torch.float64, device=device)
-    score[:, 1:] = float("-inf")
-    score = score.view(B)
-    slots = torch.ones(B, dtype=torch.long, device=device)  # the window's first token is decided, unscored
-    ref = torch.zeros(W, S + 3, dtype=torch.float64, device=device)  # ref[w, k]: the costs of slots 0 .. k-1
-    front = torch.ones(W, dtype=torch.long, device=device)  # slots whose reference cost is known
-    cache = model.new_cache(B, S, device=device)
-    for t in range(S):
-        tok = nxt
-        out[:, t] = tok
-        logits = model(tok.unsqueeze(1), cache=cache)[0][:, -1]  # (B, V)
-        for g, grs in groups.values():
-            g.constraint.update(tok[grs])
-        taken &= ~torch.isin(tok, onset_ids).unsqueeze(1)
-        if t + 1 >= S:
-            break
-        at_end = ptr >= n_teach  # every teacher token decided
-        x = teach[win, ptr.clamp(max=pad_at)]  # the next teacher token (PAD at the window's end)
-        at = fed.clamp(min=0)
-        choosing = (fed >= 0) & note[win, at]  # the row just read a note's Duration: its string is chosen now
-        rs = choosing.nonzero().squeeze(1)
-        rows = rs.tolist()
-        if not rows and bool(at_end.all()):
-            break  # every row has read its whole window
-        low_all = torch.zeros(B, dtype=torch.long, device=device)
-        first = torch.zeros(B, dtype=torch.long, device=device)  # each row's greedy option (0: read on)
-        if rows:
-            lows = low[win[rs], at[rs]]
-            low_all[rs] = lows
-            ok = _allowed(rs, [(r // K, j) for r, j in zip(rows, fed[rs].tolist())], tok, pitch[win[rs], at[rs]],
-                          taken, plan.later, groups, win_groups, string_ids, v, lows)
-            ar = torch.arange(len(rows), device=device)
-            lg = logits[rs]
-            options = lg.index_select(1, string_ids)  # the lowest string's: the note ends (no String)
-            options[ar, lows] = lg.index_select(1, not_string).logsumexp(1)
-            first[rs] = options.masked_fill(~ok, float("-inf")).argmax(1)
-        src, pick = None, first
-        if K > 1:
-            C = MAX_STRINGS if rows else 1  # a choosing row's options; a row that reads on has one (column 0)
-            logp = logits.double().log_softmax(-1)  # float64 as in `_refinger_batch`
-            x_cost = torch.where(at_end, 0.0, logp.gather(1, x.unsqueeze(1)).squeeze(1))
-            raw = torch.full((B, C), float("-inf"), dtype=torch.float64, device=device)  # the log-likelihood after
-            raw[:, 0] = torch.where(choosing, float("-inf"), score + x_cost)
-            span = torch.zeros(B, C, dtype=torch.long, device=device)  # the slots each candidate decides (0 .. 2)
-            span[:, 0] = (~at_end).long()
-            c1 = torch.zeros(B, C, dtype=torch.float64, device=device)  # their costs
-            c1[:, 0] = x_cost
-            c2 = torch.zeros(B, C, dtype=torch.float64, device=device)
-            if rows:
-                lp = logp[rs]
-                o = lp.index_select(1, string_ids)
-                mass = lp.index_select(1, not_string).logsumexp(1)  # log p(no String): the lowest string
-                o[ar, lows] = mass
-                ends = at_end[rs]
-                cand = score[rs].unsqueeze(1) + o
-                cand[ar, lows] = score[rs] + torch.where(ends, mass, x_cost[rs])  # with the token read after it
-                raw[rs] = cand.masked_fill(~ok, float("-inf"))
-                sp = torch.ones(len(rows), C, dtype=torch.long, device=device)
-                sp[ar, lows] += (~ends).long()
-                span[rs] = sp
-                c1[rs] = o
-                cc = torch.zeros(len(rows), C, dtype=torch.float64, device=device)
-                cc[ar, lows] = torch.where(ends, 0.0, x_cost[rs] - mass)
-                c2[rs] = cc
-            reached = (slots.unsqueeze(1) + span).clamp(max=S + 2)
-            front = _extend_reference(ref, front, raw, slots, reached, c1, c2)
-            if rows:
-                ws = sorted({r // K for r in rows})
-                in_ws = torch.tensor([w * K + j for w in ws for j in range(K)], device=device)
-                rank = raw[in_ws] - ref[win[in_ws].unsqueeze(1), reached[in_ws]]
-                src, pick = _beam_select(ws, K, B, rank, first[in_ws])
-                score, slots = raw[src, pick], reached[src, pick]
-                _reorder(src, cache, groups.values(), local)
-                ptr, at_end, x, choosing, low_all = ptr[src], at_end[src], x[src], choosing[src], low_all[src]
-                taken, out = taken[src], out[src]
-            else:
-                score, slots = raw[:, 0], reached[:, 0]
-        writes = choosing & (pick != low_all)  # a String for a string off the lowest fret
-        nxt = torch.where(writes, string_ids[pick], x)
-        reads = ~writes & ~at_end
-        fed = torch.where(reads, ptr, -1)
-        ptr = ptr + reads.long()
-        cr = choosing.nonzero().squeeze(1)
-        taken[cr, pick[cr]] = True
-    best = score.view(W, K).argmax(1).tolist() if K > 1 else [0] * W  # the first of equals: the greedy row
-    final = score.view(W, K).cpu().tolist()
-    chosen = out.cpu().tolist()
-    return [([i for i in chosen[w * K + best[w]] if i != v.pad], final[w][best[w]]) for w in range(W)]
-
-
-def _extend_reference(ref: torch.Tensor, front: torch.Tensor, raw: torch.Tensor, slots: torch.Tensor,
-                      reached: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor) -> torch.Tensor:
-    """Layout 3's beam ranking: the reference costs of the slots this step's candidates reach first. Per window
-    (rows (B,) in windows of K; candidates (B, C): `raw` score, -inf for none; `reached` the slots decided after
-    it, `slots` (B,) before it, `c1` and `c2` the costs of its first and second new slot) the likeliest candidate
-    of those that reach furthest leaves the costs of its slots past `front` (the slots already known) in `ref`
-    (W, slots + 1, cumulative). Returns the new front."""
-    W = ref.shape[0]
-    raw_w, reach_w = raw.reshape(W, -1), reached.reshape(W, -1)
-    live = raw_w > float("-inf")
-    far = reach_w.masked_fill(~live, -1).max(1).values  # (W,)
-    best = raw_w.masked_fill(reach_w != far.unsqueeze(1), float("-inf")).argmax(1, keepdim=True)  # (W, 1)
-    start = slots.unsqueeze(1).expand_as(reached).reshape(W, -1).gather(1, best).squeeze(1)
-    top = ref.shape[1] - 2
-    for k_off, cost in ((0, c1), (1, c2)):
-        k = start + k_off
-        write = (far >= 0) & (k >= front) & (k < far)
-        k = k.clamp(max=top).unsqueeze(1)
-        now = ref.gather(1, k + 1)
-        ref.scatter_(1, k + 1, torch.where(write.unsqueeze(1), ref.gather(1, k) + cost.reshape(W, -1).gather(1, best),
-                                           now))
-    return torch.maximum(front, far)
-
-
-def _beam_select(ws: list[int], K: int, B: int, rank: torch.Tensor, first: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Layout 3's `_beam_step` over the rows of windows `ws` (K each; `rank` (rows, options): each candidate's rank,
-    -inf for none; `first` each row's greedy option): row 0 of each window takes its own greedy option, rows
-    1..K-1 the best other candidates. Returns the source row of every row of the batch (B,) and the option each
-    takes (0, reading on, for the rows of other windows)."""
-    C = rank.shape[1]
-    cand = rank.view(len(ws), K * C)  # beam j's option s at j * C + s
-    head = first.view(len(ws), K)[:, :1]  # row 0's own choice
-    rest = cand.scatter(1, head, float("-inf")).sort(dim=1, descending=True, stable=True)
-    pick = torch.cat([head, rest.indices[:, :K - 1]], 1)  # (len(ws), K)
-    device = rank.device
-    rows = torch.tensor([w * K + j for w in ws for j in range(K)], device=device)
-    src = torch.arange(B, device=device)
-    src[rows] = torch.tensor([w * K for w in ws], device=device).repeat_interleave(K) + pick.view(-1) // C
-    option = torch.zeros(B, dtype=torch.long, device=device)
-    option[rows] = pick.view(-1) % C
-    return src, option
-
-
-def _leaves_room(keys: list[tuple[int, int]], later: dict, free: torch.Tensor,
-                 win_groups: list[_Rows]) -> torch.Tensor:
-    """(len(keys), MAX_STRINGS) bool, one row per (window, position) of `keys` (`free`: the row's free strings):
-    choosing that string for the row's note at that position still leaves distinct free strings for the notes
-    after it at the same onset (all True for a note that is last at its onset). Without this a greedy choice can
-    take the one string a later, lower note needs."""
-    out = torch.ones(len(keys), MAX_STRINGS, dtype=torch.bool)
-    todo = [(i, key[0], later[key]) for i, key in enumerate(keys) if key in later]
-    if todo:
-        free_host = free.cpu().tolist()
-        for i, w, masks in todo:
-            bits = sum(1 << k for k, f in enumerate(free_host[i]) if f) & win_groups[w].all_bits
-            for k in range(MAX_STRINGS):
-                if bits >> k & 1:
-                    out[i, k] = _matchable(masks, bits & ~(1 << k))
-    return out.to(free.device)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _matchable(masks: tuple[int, ...], free: int) -> bool:
-    """Can each note (a bit mask of the strings that can play it) get its own string among `free` (bits)?"""
-    if not masks:
-        return True
-    options = masks[0] & free
-    while options:
-        bit = options & -options
-        if _matchable(masks[1:], free & ~bit):
-            return True
-        options &= ~bit
-    return False
 
 
 def log_likelihood(model, tokenizer, sequences: Sequence[Sequence[int]], device: torch.device | str | None = None,

@@ -28,13 +28,8 @@ from guitarformer.data.tab_tokens import MAX_STRINGS, lowest_fret_string
 from guitarformer.data.tokenization import encode
 from guitarformer.fretting import fret
 from guitarformer.generation.engine import _in_eval_mode
-from guitarformer.generation.fingering import (
-    Guitar,
-    TabVocab,
-    _string_windows,
-    check_fingering_run,
-    token_note_of,
-)
+from guitarformer.generation.fingering import Guitar, TabVocab, check_fingering_run, token_note_of
+from guitarformer.generation.fingering_rows import _string_windows
 from guitarformer.music.score import GuitarScore
 
 MODEL_WEIGHT = 1.0  # fret() cost units per nat of the model's -log p(string)

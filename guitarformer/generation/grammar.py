@@ -39,6 +39,29 @@ def _first_type(tokenizer) -> str:
     return str(seq.tokens[0]).split("_")[0]
 
 
+def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
+    """(V, V) bool, may column follow row, from miditok's `tokens_types_graph` (`types`: each token's type): no
+    token that is never on a guitar (or a layout placeholder) follows any, and after BOS only the type the tokenizer
+    starts a piece with."""
+    V = len(types)
+    type_ids: dict[str, list[int]] = {}
+    for i, t in enumerate(types):
+        type_ids.setdefault(t, []).append(i)
+
+    graph = getattr(tokenizer, "tokens_types_graph", {})
+    M = torch.zeros(V, V, dtype=torch.bool)
+    for t, nxt in graph.items():
+        cols = sorted({j for nt in nxt for j in type_ids.get(nt.split("_")[0], [])})
+        if cols and t in type_ids:
+            M[torch.tensor(type_ids[t]).unsqueeze(1), torch.tensor(cols).unsqueeze(0)] = True
+    for t in _NOT_ON_A_GUITAR + _LAYOUT:
+        M[:, type_ids.get(t, [])] = False
+    # After BOS a piece starts the way the tokenizer itself starts one.
+    M[bos] = False
+    M[bos, type_ids.get(_first_type(tokenizer), [])] = True
+    return M
+
+
 class Grammar:
     """Per-token tables of one tokenizer (V = vocabulary size), on `device`.
 
@@ -63,21 +86,7 @@ class Grammar:
         toks = [str(tokenizer[i]) for i in range(V)]
         self.types = [t.split("_")[0] for t in toks]
         self.values = [t.split("_", 1)[1] if "_" in t else "" for t in toks]
-        type_ids: dict[str, list[int]] = {}
-        for i, t in enumerate(self.types):
-            type_ids.setdefault(t, []).append(i)
-
-        graph = getattr(tokenizer, "tokens_types_graph", {})
-        M = torch.zeros(V, V, dtype=torch.bool)
-        for t, nxt in graph.items():
-            cols = sorted({j for nt in nxt for j in type_ids.get(nt.split("_")[0], [])})
-            if cols and t in type_ids:
-                M[torch.tensor(type_ids[t]).unsqueeze(1), torch.tensor(cols).unsqueeze(0)] = True
-        for t in _NOT_ON_A_GUITAR + _LAYOUT:
-            M[:, type_ids.get(t, [])] = False
-        # After BOS a piece starts the way the tokenizer itself starts one.
-        M[self.bos] = False
-        M[self.bos, type_ids.get(_first_type(tokenizer), [])] = True
+        M = _successors(tokenizer, self.types, self.bos)
 
         def mark(*names: str) -> torch.Tensor:
             return torch.tensor([t in names for t in self.types])
