@@ -170,15 +170,29 @@ def test_fine_tune_resumes_exactly(like_dataset, tmp_path):
 
 
 def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs, tmp_path):
-    """The same files prepared with the default settings number the styles otherwise: one line, and the fix."""
+    """The same files prepared with the default settings are tab layout 3 where the shipped model is layout 2, and
+    prepared in its layout they number the styles otherwise: one line each, and the fix."""
     cfg = load_config(None)
     cfg.data.controls = True
     cfg.data.infill = 0.3
     prepare([tabs], tmp_path / "own", cfg.data, workers=1, progress=False)
     with pytest.raises(GuitarformerError) as e:
         train(_cfg(tmp_path / "own"), run_dir=tmp_path / "run", progress=False)
+    assert "tab_layout 3, the init run's 2" in e.value.problem and "--like pretrained" in e.value.fix
+    cfg.data.tab_layout = 2
+    prepare([tabs], tmp_path / "own2", cfg.data, workers=1, progress=False)
+    with pytest.raises(GuitarformerError) as e:
+        train(_cfg(tmp_path / "own2"), run_dir=tmp_path / "run", progress=False)
     assert "styles" in e.value.problem and "--like pretrained" in e.value.fix
     assert not (tmp_path / "run" / "ckpt").exists()  # refused before the run directory is made
+
+
+def test_a_fine_tune_inherits_the_init_runs_tab_layout():
+    """The shipped model's config predates data.tab_layout (the default now says 3); its tokens are layout 2, and a
+    fine-tune prepares and trains layout 2."""
+    init = load_init("pretrained")
+    assert init.cfg.data.tab_layout == 3  # the config alone would say the default
+    assert init_config(load_config(None), init).data.tab_layout == 2
 
 
 def test_other_tokenizer_is_refused(cache_root, tabs, tmp_path):

@@ -335,10 +335,16 @@ def decode_tab(tok: TabREMI, ids: Sequence[int], guitar: tuple[tuple[int, ...], 
     return score, strings, techs
 
 
+def tab_layout_of(tok: miditok.MusicTokenizer, default: int = LAYOUT) -> int:
+    """The tab layout a tokenizer writes (its tokenizer.json's ``tab_layout``); `default` for other tokenizers."""
+    if not isinstance(tok, TabREMI):
+        return default
+    return int((getattr(tok.config, "additional_params", None) or {}).get(LAYOUT_PARAM, LAYOUT))
+
+
 def implied_strings(tok: miditok.MusicTokenizer) -> bool:
     """Layout 3 or later: a note on its lowest-fret string has no String token (module docstring)."""
-    params = getattr(tok.config, "additional_params", None) or {}
-    return isinstance(tok, TabREMI) and int(params.get(LAYOUT_PARAM, LAYOUT)) >= 3
+    return isinstance(tok, TabREMI) and tab_layout_of(tok) >= 3
 
 
 def resolve_strings(tok: miditok.MusicTokenizer, pitches: Sequence[int], strings: Sequence[int],

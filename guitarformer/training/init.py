@@ -28,6 +28,7 @@ import miditok
 import torch
 
 from guitarformer.config import Config, from_dict, load_config, validate
+from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer, tokens_differ
 from guitarformer.errors import GuitarformerError
 from guitarformer.runs import PRETRAINED, named_checkpoint
@@ -95,6 +96,9 @@ def init_config(cfg: Config, init: InitRun) -> Config:
     out.model.vocab_size = 0  # the dataset's (the init run's vocabulary and the tokens the dataset adds)
     for k in TOKEN_KEYS:
         setattr(out.data, k, getattr(init.cfg.data, k))
+    # The tab layout comes from the init run's tokenizer.json: a run saved before the option existed (the shipped
+    # model) has none in its config, and the config's default would say 3 where its tokens are layout 2.
+    out.data.tab_layout = tab_layout_of(init.tokenizer, out.data.tab_layout)
     for k in MIX_KEYS:
         if getattr(cfg.data, k) == getattr(default.data, k):
             setattr(out.data, k, getattr(init.cfg.data, k))
