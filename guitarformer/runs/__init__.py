@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from guitarformer.config import from_dict
+from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
@@ -97,6 +98,8 @@ def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None
     if not tok_path.is_file():
         raise GuitarformerError(f"no tokenizer.json beside {ck}", "keep checkpoints inside their run directory (ckpt/..)")
     tokenizer = load_tokenizer(tok_path)
+    # A run saved before data.tab_layout existed (the shipped model) has none in its config: its tokenizer says.
+    cfg.data.tab_layout = tab_layout_of(tokenizer, cfg.data.tab_layout)
     model = build_model(cfg.model)
     try:
         model.load_state_dict(state["model"])
