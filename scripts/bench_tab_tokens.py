@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_tab_doc
 
 from guitarformer.config import DataConfig  # noqa: E402
-from guitarformer.data.controls import control_type  # noqa: E402
+from guitarformer.data.controls import PREFIX as CTRL_PREFIX, control_type  # noqa: E402
 from guitarformer.data.tab_tokens import (  # noqa: E402
     LAYOUT_PARAM,
     canonical,
@@ -192,7 +192,8 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
 
 
 def bench_corpus(remi_dir: Path, tab_dir: Path) -> str:
-    """Tokens per note of a REMI and a TabREMI dataset of the same files, the tab dataset's in both layouts: its
+    """Tokens per note (control tokens not counted) of a REMI and a TabREMI dataset of the same files, the tab
+    dataset's in both layouts: its
     own, measured, and the other one from its notes' strings (`_strings`): layout 2 writes a String for every note
     layout 3 leaves without one; layout 3 drops the String of every note on its lowest-fret string."""
     lines = ["| dataset | tokenizer | files | tokens | notes | tokens/note | layout 3 tokens/note | "
@@ -202,11 +203,13 @@ def bench_corpus(remi_dir: Path, tab_dir: Path) -> str:
         meta = json.loads((d / "meta.json").read_text())
         tok = load_tokenizer(d / "tokenizer.json")
         pitch = sorted(i for t, i in tok.vocab.items() if t.startswith("Pitch_"))
+        # Control tokens describe the piece, not its notes, and a REMI dataset has none: not counted.
+        ctrl = sorted(i for t, i in tok.vocab.items() if t.startswith(CTRL_PREFIX))
         tokens = notes = 0
         for split in _splits(meta):
-            arr = np.memmap(d / f"{split}.bin", dtype=np.dtype(meta["dtype"]), mode="r")
-            tokens += int(arr.shape[0])
-            notes += int(np.isin(np.asarray(arr), pitch).sum())
+            arr = np.asarray(np.memmap(d / f"{split}.bin", dtype=np.dtype(meta["dtype"]), mode="r"))
+            tokens += int(arr.shape[0]) - int(np.isin(arr, ctrl).sum())
+            notes += int(np.isin(arr, pitch).sum())
         name = type(tok).__name__
         if d == remi_dir:
             per_note["remi"] = tokens / notes
