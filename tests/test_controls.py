@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
@@ -60,6 +59,7 @@ from guitarformer.fretting import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers import read_guitar
+from tiny_runs import token_dataset
 
 FIX = Path(__file__).parent / "fixtures"
 TPQ = 480
@@ -302,15 +302,8 @@ def test_real_files_round_trip(tok, shared_guitar):
 
 
 def _dataset(tmp_path: Path, tok, seqs: list[list[int]]) -> Path:
-    """A dataset folder as prepare writes one (tokenizer.json, meta.json, train.bin, train.idx.npy)."""
-    d = tmp_path / "ds"
-    d.mkdir()
-    tok.save(d / "tokenizer.json")
-    flat = np.asarray([i for s in seqs for i in s], dtype=np.uint16)
-    (d / "train.bin").write_bytes(flat.tobytes())
-    np.save(d / "train.idx.npy", np.cumsum([0] + [len(s) for s in seqs]))
-    (d / "meta.json").write_text(json.dumps({"dtype": "uint16", "tokens": {"train": int(flat.size)}}))
-    return d
+    """A dataset folder (tiny_runs.token_dataset) holding `seqs`."""
+    return token_dataset(tmp_path / "ds", tok, seqs)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ string), cut to the length training needs; layout 2 keeps every token in place."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import miditok
@@ -33,6 +32,7 @@ from guitarformer.fretting import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import read_guitar
+from tiny_runs import token_dataset
 
 FIX = Path(__file__).parent / "fixtures"
 PIECES = ("tabs/riff.txt", "tabs/drop_d.txt", "tabs/seven_string.txt", "io/drop_d_capo.gp5")
@@ -242,14 +242,7 @@ def test_layout_2_windows_keep_every_token_in_place():
 
 
 def _dataset(tmp_path: Path, tok, seqs: list[list[int]]) -> TokenSplit:
-    d = tmp_path / "ds"
-    d.mkdir()
-    tok.save(d / "tokenizer.json")
-    flat = np.asarray([i for s in seqs for i in s], dtype=np.uint16)
-    (d / "train.bin").write_bytes(flat.tobytes())
-    np.save(d / "train.idx.npy", np.cumsum([0] + [len(s) for s in seqs]))
-    (d / "meta.json").write_text(json.dumps({"dtype": "uint16", "tokens": {"train": int(flat.size)}}))
-    return TokenSplit(d, "train")
+    return TokenSplit(token_dataset(tmp_path / "ds", tok, seqs), "train")
 
 
 def test_decoder_windows_are_moved_windows_of_the_stream(tmp_path, tok):
