@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from guitarformer.data.controls import POS_VALUES, control_type
+from guitarformer.data.controls import POS_VALUES, control_type, position_value
 from guitarformer.data.tab_tokens import MAX_STRINGS, implied_strings, is_tab_tokenizer, note_offset
 from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING, TUNINGS
 
@@ -93,7 +93,6 @@ class PitchShifter:
         self.pos_id = {_value(t, "Pos"): i for t, i in tokenizer.vocab.items() if _value(t, "Pos") is not None}
         self.is_pos = np.zeros(V + 1, dtype=bool)
         self.is_pos[list(self.pos_id.values())] = True
-        self.pos_bin = np.array([self.pos_id.get(v, -1) for v in POS_VALUES], dtype=np.int64)  # bin -> CtrlPos id
         self.bar = tokenizer.vocab.get("Bar_None", -1)
         self.bos = tokenizer.vocab.get("BOS_None", -1)
         # Key controls ("CtrlKey_E:minor") move with the pitches.
@@ -279,9 +278,9 @@ class PitchShifter:
         start = np.cumsum(count) - count
         middle = (f[np.minimum(start + (count - 1) // 2, len(f) - 1)] + f[np.minimum(start + count // 2, len(f) - 1)]
                   if len(f) else np.zeros(len(bars), dtype=np.int64))
-        value = np.where(count > 0, np.minimum(len(POS_VALUES) - 1, (middle // 2) // 5), 0)  # floor(median) // 5
         write = played[pos_bar] > 0
-        out[pos[write]] = self.pos_bin[value[pos_bar[write]]]
+        for at, b in zip(pos[write].tolist(), pos_bar[write].tolist()):  # a few bars: data/controls.py's own bins
+            out[at] = self.pos_id[position_value(middle[b] / 2) if count[b] else POS_VALUES[0]]
 
 
 def _last(at: np.ndarray, P: np.ndarray) -> np.ndarray:
