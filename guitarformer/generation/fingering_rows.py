@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
-from guitarformer.data.tab_tokens import MAX_STRINGS, implied_strings, lowest_fret_string, note_offset
+from guitarformer.data.tab_tokens import MAX_STRINGS, closes_note, implied_strings, lowest_fret_string, note_offset
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, pitch_of
@@ -33,6 +33,7 @@ class TabVocab:
 
     def __init__(self, tokenizer) -> None:
         toks = [str(tokenizer[i]) for i in range(len(tokenizer))]
+        self.names = toks
         kinds = [t.split("_")[0] for t in toks]
         self.string_ids = [tokenizer[f"String_{s}"] for s in range(1, MAX_STRINGS + 1)]
         self.string_of = {i: s for s, i in enumerate(self.string_ids, 1)}
@@ -57,11 +58,10 @@ class TabVocab:
         self.ends_note = [i for i, k in enumerate(kinds) if k in follow - {"String", "EOS"}]
 
     def note_ends(self, ids: Sequence[int]) -> list[bool]:
-        """Per token of `ids`: it is the Duration of a whole note (``Pitch [Velocity] Duration``, as
-        `tab_tokens.closes_note` reads one): where layout 3's string is chosen."""
-        back = self.offset - 1  # the Pitch is this many tokens before its Duration
-        return [i in self.duration and j >= back and ids[j - back] in self.pitch_of
-                and (not self.velocities or ids[j - 1] in self.velocity) for j, i in enumerate(ids)]
+        """Per token of `ids`: it is the Duration of a whole note (`tab_tokens.closes_note`): where layout 3's
+        string is chosen."""
+        toks = [self.names[i] for i in ids]
+        return [closes_note(toks, j, self.velocities) for j in range(len(toks))]
 
     def note_pitch(self, ids: Sequence[int], j: int) -> int:
         """The pitch of the note whose Duration is ids[j]."""
