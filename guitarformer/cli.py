@@ -248,7 +248,8 @@ def _list_tunings(ctx, param, value):
 @main.command(context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="MIDI file to write (riff.mid); with "
               "--num-samples N: riff_000.mid ... Missing folders are created.")
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="Run directory (default: newest under ./runs).")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
+              help="Run directory, or `pretrained` (default: newest under ./runs, else the shipped model).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
 @click.option("--num-samples", type=click.IntRange(1, 1024), default=1, show_default=True)
 @click.option("--max-new-tokens", type=click.IntRange(1, 65536), default=None,
@@ -348,7 +349,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
 
 
 @main.command("eval", context_settings=CONTEXT)
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="Default: newest run.")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
+              help="Run directory, or `pretrained` (default: newest run, else the shipped model).")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help="Dataset (default: the run's).")
 @click.option("--split", type=click.Choice(["val", "test"]), default="test", show_default=True)
 @click.option("--reference", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
@@ -486,7 +488,7 @@ def tab(file, out, track, tracks, bar_range, tuning, width, position, program, r
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="The song with the new bars: .mid (MIDI), .txt (ASCII tab) or .gp5 (Guitar Pro 5).")
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
-              help="Run directory, trained with data.infill > 0 (default: newest under ./runs).")
+              help="Run directory trained with data.infill > 0, or `pretrained` (default: newest under ./runs).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
 @click.option("--track", default=None, help="The part to fill, where the file has several: its number (1 = the "
               "first listed) or its name (default: the first).")
@@ -536,7 +538,7 @@ if __name__ == "__main__":
 
 @main.command(context_settings=CONTEXT)
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
-              help="Run directory (default: the newest under ./runs).")
+              help="Run directory, or `pretrained` (default: the newest under ./runs, else the shipped model).")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None, help="A checkpoint file instead of a run.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True,

@@ -25,7 +25,7 @@ from guitarformer.data.tab_tokens import strip_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.pretrained import has_pretrained, pretrained_dir
-from guitarformer.runs import load_run
+from guitarformer.runs import checkpoint_of, load_run, named_checkpoint
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.init import init_config, init_weights, load_init
 from guitarformer.training.data import Data
@@ -231,6 +231,19 @@ def test_prepare_like_takes_no_other_token_settings(tabs, tmp_path):
 def test_unknown_init_is_refused(tmp_path):
     with pytest.raises(GuitarformerError, match="neither a run directory nor a checkpoint"):
         load_init(tmp_path / "nowhere")
+
+
+def test_run_named_pretrained_is_the_shipped_model_unless_a_folder_says_otherwise(tmp_path, monkeypatch):
+    """`sample --run pretrained` names the shipped model, as `--init` and `--like` do; a run folder of that name in
+    the working directory is the user's and wins."""
+    monkeypatch.chdir(tmp_path)
+    assert checkpoint_of("pretrained") == named_checkpoint("pretrained")
+    assert checkpoint_of("pretrained").parent.parent == pretrained_dir()
+    r = CliRunner().invoke(main, ["sample", "--run", "pretrained", "--bars", "2", "--out", "riff.mid"])
+    assert r.exit_code == 0 and "using the shipped model: see" in r.output and Path("riff.mid").is_file()
+    (tmp_path / "pretrained" / "ckpt").mkdir(parents=True)
+    (tmp_path / "pretrained" / "ckpt" / "last.pt").write_bytes(b"")
+    assert checkpoint_of("pretrained") == Path("pretrained") / "ckpt" / "last.pt"
 
 
 # ---------------------------------------------------------------- real files

@@ -48,6 +48,7 @@ class LoadedRun:
     device: torch.device
     seen: Seen | None = None  # what its training data held, per control (data/seen.py)
     forms: FormCounts | None = None  # the forms of its training tunes (generation/form.py; None: not at hand)
+    named: bool = False  # the user named the run or checkpoint (False: the default one was taken)
 
     @property
     def kind(self) -> str:
@@ -57,8 +58,8 @@ class LoadedRun:
         """One line naming the run: folder, checkpoint, step and validation loss."""
         facts = [self.checkpoint.name] + ([] if self.step is None else [f"step {self.step}"]) + \
             ([] if self.val_loss is None else [f"val loss {self.val_loss:.3f}"])
-        if self.run_dir.resolve() == pretrained_dir():  # no run named and none of the user's: say which model
-            return f"{shipped_note()} ({', '.join(facts)})"
+        if self.run_dir.resolve() == pretrained_dir():  # say which model, and why where none was named
+            return f"{shipped_note(named=self.named)} ({', '.join(facts)})"
         if self.cfg.train.init:
             facts.append(f"fine-tuned from {self.cfg.train.init}")
         return f"run {self.run_dir} ({', '.join(facts)})"
@@ -86,7 +87,7 @@ def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None =
     step, val_loss = _checkpoint_facts(path)
     run_dir = path.parent.parent
     return LoadedRun(model, tokenizer, cfg, run_dir, path, step, val_loss, dev, seen_of_run(run_dir, cfg, tokenizer),
-                     forms_of_run(run_dir))
+                     forms_of_run(run_dir), named=run is not None or checkpoint is not None)
 
 
 def _dataset_of(cfg: Config) -> Path:

@@ -30,6 +30,8 @@ def has_pretrained(folder: Path | None = None) -> bool:
     return all((folder / f).is_file() for f in FILES)
 
 
-def shipped_note(base: str | Path = "runs") -> str:
-    """The one line a command prints when it falls back to the shipped model."""
+def shipped_note(base: str | Path = "runs", named: bool = False) -> str:
+    """The one line a command prints when it falls back to the shipped model, or (`named`) was asked for it."""
+    if named:
+        return f"using the shipped model: see {pretrained_dir() / 'MODEL_CARD.md'}"
     return SHIPPED_NOTE.format(base=Path(base), card=pretrained_dir() / "MODEL_CARD.md")

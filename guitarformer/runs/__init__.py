@@ -15,6 +15,9 @@ from guitarformer.pretrained import has_pretrained, pretrained_dir
 from guitarformer.runs.checkpoint import load_checkpoint
 
 
+PRETRAINED = "pretrained"  # how `--run`, `train --init` and `prepare --like` name the shipped model
+
+
 def new_run_dir(base: str | Path = "runs") -> Path:
     """A new, empty folder base/<timestamp> (base/<timestamp>-N when that is taken), created here so that two runs
     started in the same second never share one."""
@@ -54,10 +57,13 @@ def default_run(base: str | Path = "runs") -> Path:
 
 def checkpoint_of(run: str | Path | None = None, checkpoint: str | Path | None = None) -> Path:
     """The checkpoint file a run stands for: `checkpoint` itself, else the run's best (else last) checkpoint; the
-    run is `default_run()` when neither is given."""
+    run is `default_run()` when neither is given, and the shipped model when it is named "pretrained" and no such
+    folder is here."""
     if checkpoint is not None:
         return Path(checkpoint)
     run_dir = Path(run) if run else default_run()
+    if str(run) == PRETRAINED and not run_dir.exists():  # `--run pretrained`, as `--init` and `--like` name it
+        return named_checkpoint(PRETRAINED)
     ck = run_dir / "ckpt" / "best.pt"
     if not ck.is_file():
         ck = run_dir / "ckpt" / "last.pt"
@@ -65,9 +71,6 @@ def checkpoint_of(run: str | Path | None = None, checkpoint: str | Path | None =
         raise GuitarformerError(f"run {run_dir} has no checkpoint (ckpt/best.pt or ckpt/last.pt)",
                                 "train it first, or pass --checkpoint FILE")
     return ck
-
-
-PRETRAINED = "pretrained"  # how `train --init` and `prepare --like` name the shipped model
 
 
 def named_checkpoint(name: str | Path) -> Path:
