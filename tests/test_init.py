@@ -19,9 +19,10 @@ from click.testing import CliRunner
 
 from guitarformer.app.loaded import load_run_once, run_info
 from guitarformer.cli import main
-from guitarformer.config import Config, ModelConfig, load_config
+from guitarformer.config import Config, DataConfig, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
-from guitarformer.data.tab_tokens import strip_controls
+from guitarformer.data.tab_tokens import strip_controls, tab_layout_of
+from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.pretrained import has_pretrained, pretrained_dir
@@ -170,16 +171,19 @@ def test_fine_tune_resumes_exactly(like_dataset, tmp_path):
 
 
 def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs, tmp_path):
-    """The same files prepared with the default settings are tab layout 3 where the shipped model is layout 2, and
-    prepared in its layout they number the styles otherwise: one line each, and the fix."""
+    """The same files prepared in the other tab layout than the shipped model's, and prepared in its layout but
+    without --like (they number the styles otherwise): one line each, and the fix."""
+    shipped = tab_layout_of(load_init("pretrained").tokenizer)
+    other = 2 if shipped == 3 else 3
     cfg = load_config(None)
     cfg.data.controls = True
     cfg.data.infill = 0.3
+    cfg.data.tab_layout = other
     prepare([tabs], tmp_path / "own", cfg.data, workers=1, progress=False)
     with pytest.raises(GuitarformerError) as e:
         train(_cfg(tmp_path / "own"), run_dir=tmp_path / "run", progress=False)
-    assert "tab_layout 3, the init run's 2" in e.value.problem and "--like pretrained" in e.value.fix
-    cfg.data.tab_layout = 2
+    assert f"tab_layout {other}, the init run's {shipped}" in e.value.problem and "--like pretrained" in e.value.fix
+    cfg.data.tab_layout = shipped
     prepare([tabs], tmp_path / "own2", cfg.data, workers=1, progress=False)
     with pytest.raises(GuitarformerError) as e:
         train(_cfg(tmp_path / "own2"), run_dir=tmp_path / "run", progress=False)
@@ -187,12 +191,19 @@ def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs,
     assert not (tmp_path / "run" / "ckpt").exists()  # refused before the run directory is made
 
 
-def test_a_fine_tune_inherits_the_init_runs_tab_layout():
-    """The shipped model's config predates data.tab_layout (the default now says 3); its tokens are layout 2, and a
-    fine-tune prepares and trains layout 2."""
-    init = load_init("pretrained")
+def test_a_fine_tune_inherits_the_init_runs_tab_layout(tmp_path):
+    """A run saved before data.tab_layout existed has none in its config (which then says the default, 3): its
+    tokenizer says which layout its tokens are, and a fine-tune prepares and trains that one."""
+    state = load_checkpoint(named_checkpoint("pretrained"))
+    state["config"]["data"].pop("tab_layout", None)
+    run = tmp_path / "old"
+    save_checkpoint(run / "ckpt" / "best.pt", state)
+    build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2, controls=True)).save(run / "tokenizer.json")
+    init = load_init(run)
     assert init.cfg.data.tab_layout == 3  # the config alone would say the default
     assert init_config(load_config(None), init).data.tab_layout == 2
+    shipped = load_init("pretrained")
+    assert init_config(load_config(None), shipped).data.tab_layout == tab_layout_of(shipped.tokenizer)
 
 
 def test_other_tokenizer_is_refused(cache_root, tabs, tmp_path):
