@@ -229,6 +229,21 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
     return cfg
 
 
+# Settings added after runs were saved without them, and the value that says what such a run did (a missing key
+# would otherwise take today's preset: a run resumed from before the plain share would start training with one).
+ADDED_SINCE = {("data", "control_plain"): 0.0}
+
+
+def saved_config(d: dict[str, Any]) -> Config:
+    """A run's saved config (its checkpoint's or config.yaml): as `from_dict`, but a setting the run predates is
+    what the run did, not the preset's (ADDED_SINCE; the tab layout comes from the run's tokenizer instead)."""
+    cfg = from_dict(d)
+    for (section, key), then in ADDED_SINCE.items():
+        if key not in ((d or {}).get(section) or {}):
+            setattr(getattr(cfg, section), key, then)
+    return cfg
+
+
 def resolve_config_path(name_or_path: str) -> Path:
     """A path to a YAML file, or a config name looked up in ./configs and the project's configs/."""
     p = Path(name_or_path)

@@ -44,8 +44,9 @@ from pathlib import Path
 import numpy as np
 import symusic
 import torch
+import yaml
 
-from guitarformer.config import Config, load_config
+from guitarformer.config import Config, load_config, saved_config
 from guitarformer.data.controls import PlayedNote, estimate_key
 from guitarformer.data.corpus import (
     COLLECTIONS,
@@ -59,6 +60,7 @@ from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.seen import read_seen, write_seen
 from guitarformer.generation.form import forms_of_dataset, read_forms, write_forms
+from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app.loaded import count_dataset
@@ -263,6 +265,16 @@ def from_run_recipe(run: Path) -> str:
            "command above."
 
 
+def tokens_sentence(run: Path) -> str:
+    """How the shipped run writes a note and how often its training windows left every control out."""
+    cfg = saved_config(yaml.safe_load((run / "config.yaml").read_text()))
+    layout = tab_layout_of(load_tokenizer(run / "tokenizer.json"), cfg.data.tab_layout)
+    how = ("a String only where a note leaves its lowest-fret string" if layout == 3 else "a String on every note")
+    plain = f"; {_pct(cfg.data.control_plain)} of its training windows without any control" \
+        if cfg.data.control_plain else ""
+    return f"tab layout {layout}: {how}{plain}"
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x == x else "n/a"
 
@@ -272,8 +284,9 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
     """MODEL_CARD.md from the measured numbers."""
     lines = [
         "# guitarformer's shipped model", "",
-        f"A {shipped.kind} ({shipped.config} recipe) over tab tokens with controls and bar infilling; "
-        "`guitarformer sample` and `guitarformer infill` use it when no run is named and none has been trained.", "",
+        f"A {shipped.kind} ({shipped.config} recipe) over tab tokens ({tokens_sentence(Path(shipped.run))}) with "
+        "controls and bar infilling; `guitarformer sample` and `guitarformer infill` use it when no run is named and "
+        "none has been trained.", "",
         "## Data", "",
         f"The built-in corpus only: the fiddle-tune collections {', '.join(COLLECTIONS)} that ship inside music21 "
         f"({CORPUS_VERSION}; public domain), read as ABC, an octave below written pitch, fretted by `fret()`. "

@@ -1,6 +1,6 @@
 import pytest
 
-from guitarformer.config import Config, apply_overrides, from_dict, load_config
+from guitarformer.config import Config, apply_overrides, from_dict, load_config, saved_config
 from guitarformer.errors import GuitarformerError
 
 
@@ -97,3 +97,14 @@ def test_set_values_keeps_typed_strings_as_written():
     cfg = set_values(Config(), {"data.dataset": "null", "train.max_steps": 7})
     assert cfg.data.dataset == "null" and cfg.train.max_steps == 7  # a folder named "null" stays a folder
     assert apply_overrides(Config(), ["data.dataset=null"]).data.dataset is None  # as text it means None
+
+
+def test_a_saved_run_keeps_what_it_did_for_settings_it_predates():
+    """A run saved before data.control_plain existed trained without a plain share: loading (or resuming) it must not
+    give it today's preset's 0.25, while a user's config file without the key does get the preset."""
+    old = Config().to_dict()
+    del old["data"]["control_plain"]
+    assert from_dict(old).data.control_plain == 0.25  # a config file: the preset fills what it does not say
+    assert saved_config(old).data.control_plain == 0.0  # a run's saved config: what the run did
+    old["data"]["control_plain"] = 0.4
+    assert saved_config(old).data.control_plain == 0.4

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from guitarformer.config import from_dict
+from guitarformer.config import saved_config
 from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
@@ -96,7 +96,7 @@ def load_run(run: str | Path | None = None, checkpoint: str | Path | None = None
     ck = checkpoint_of(run, checkpoint)
     run_dir = ck.parent.parent
     state = load_checkpoint(ck)
-    cfg = from_dict(state["config"])
+    cfg = saved_config(state["config"])
     tok_path = run_dir / "tokenizer.json"
     if not tok_path.is_file():
         raise GuitarformerError(f"no tokenizer.json beside {ck}", "keep checkpoints inside their run directory (ckpt/..)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from guitarformer.config import from_dict, save_config
+from guitarformer.config import save_config, saved_config
 from guitarformer.data.seen import SEEN_FILE
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.form import FORMS_FILE
@@ -64,7 +64,7 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
     weights = state["model"]
     dtype = shipping_dtype(weights, MAX_BYTES - OTHER_FILES_BYTES)
     weights = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
-    cfg = from_dict(state["config"])
+    cfg = saved_config(state["config"])
     cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
     if form is not None:
         cfg.sample.form = form

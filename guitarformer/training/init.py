@@ -27,7 +27,7 @@ from typing import Any
 import miditok
 import torch
 
-from guitarformer.config import Config, from_dict, load_config, validate
+from guitarformer.config import Config, load_config, saved_config, validate
 from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer, tokens_differ
 from guitarformer.errors import GuitarformerError
@@ -73,7 +73,7 @@ def load_init(name: str | Path) -> InitRun:
                                 "name a checkpoint inside its run directory (RUN/ckpt/best.pt) or the run directory")
     step = state.get("step")
     label = PRETRAINED if str(name) == PRETRAINED else str(Path(name).expanduser().resolve())
-    return InitRun(label, ck, from_dict(state["config"]), load_tokenizer(tok_path), state["model"],
+    return InitRun(label, ck, saved_config(state["config"]), load_tokenizer(tok_path), state["model"],
                    int(step) if isinstance(step, int) else None)
 
 

@@ -23,7 +23,7 @@ import torch.distributed
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from guitarformer.config import Config, apply_overrides, from_dict, save_config, set_values
+from guitarformer.config import Config, apply_overrides, save_config, saved_config, set_values
 from guitarformer.data.seen import SEEN_FILE
 from guitarformer.data.dataset import Seq2SeqPairs
 from guitarformer.data.tokenization import load_tokenizer
@@ -283,7 +283,7 @@ def resumed_config(cfg: Config, resume: str | Path | None, overrides: list[str] 
     if resume is None:
         return cfg, None
     ckpt = load_resume_checkpoint(Path(resume))
-    return apply_overrides(from_dict(ckpt["config"]), overrides or []), ckpt
+    return apply_overrides(saved_config(ckpt["config"]), overrides or []), ckpt
 
 
 def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None, progress: bool, force: bool,
