@@ -241,6 +241,24 @@ def test_layout_2_windows_keep_every_token_in_place():
         assert np.array_equal(out[~sh.is_pos[table]], table[~sh.is_pos[table]])  # only CtrlPos is written again
 
 
+@pytest.mark.parametrize("layout", [2, 3])
+def test_a_tuning_the_controls_call_other_is_not_moved(layout):
+    """A piece in a tuning none of TUNINGS names is written `CtrlTuning_other`: its open strings are not in the
+    tokens, so its frets (and in layout 3 its lowest-fret strings) cannot be moved truly, and it stays where it is;
+    the same notes in a named tuning do move."""
+    tok = tab_tokenizer(layout)
+    sh = PitchShifter(tok, 7)
+    gs = long_piece()
+    odd = GuitarScore(score=gs.score, tuning=(38, 43, 50, 55, 57, 64), capo=0, frets=None)  # D G D G A E
+    odd.frets = fret(odd.track.notes, odd.tuning, odd.capo, program=odd.track.program)
+    ids = tokens(tok, odd)
+    assert tok.vocab["CtrlTuning_other"] in ids
+    assert all(sh(np.array(ids), torch.Generator().manual_seed(seed)).tolist() == ids for seed in range(20))
+    named = tokens(tok, gs)
+    assert {shift_of(tok, named, sh(np.array(named), torch.Generator().manual_seed(seed))) for seed in range(20)} \
+        != {0}
+
+
 def _dataset(tmp_path: Path, tok, seqs: list[list[int]]) -> TokenSplit:
     return TokenSplit(token_dataset(tmp_path / "ds", tok, seqs), "train")
 

@@ -13,7 +13,10 @@ A note's tuning and capo are those of the last CtrlTuning and CtrlCapo before it
 BOS); where the window has none (dropped by data/dataset.py's control dropout), those of its piece's opening
 controls as the caller read them from the data (`heads`: one per piece the window holds); else standard tuning
 without capo (a dataset without controls, whose tokens say nothing of the guitar). Without `heads`, a window's
-controls hold past a BOS, as for an encoder-decoder pair whose target opens with one.
+controls hold past a BOS, as for an encoder-decoder pair whose target opens with one. A note whose tuning the
+controls call "other" (none of music.guitar.TUNINGS) stays where it is: its strings' open pitches are not in the
+tokens, so neither its frets nor, in layout 3, its lowest-fret string could be moved truly; a window holding one
+draws shift 0.
 
 Tab layout 3 (data/tab_tokens.py) writes a note's String only where the note leaves its lowest-fret string, the
 string that plays its pitch at the lowest fret in that tuning and capo. A moved note keeps its string, but whether
@@ -80,15 +83,17 @@ class PitchShifter:
         self.resizes = implied_strings(tokenizer)  # layout 3: a shift adds and removes String tokens
         # Guitar controls: the tuning (an index into self.tunings, 0 = standard) and capo each token sets (-1: none).
         self.tunings: list[tuple[int, ...]] = [STANDARD_TUNING]
+        self.named: list[bool] = [True]  # False for "other": the tokens do not say which tuning
         self.tuning_at = np.full(V + 1, -1, dtype=np.int64)
         self.capo_at = np.full(V + 1, -1, dtype=np.int64)
         for t, i in tokenizer.vocab.items():
             if (name := _value(t, "Tuning")) is not None:
                 self.tuning_at[i] = len(self.tunings)
-                self.tunings.append(TUNINGS.get(name, STANDARD_TUNING))  # "other": read as standard
+                self.tunings.append(TUNINGS.get(name, STANDARD_TUNING))  # "other": pinned (module docstring)
+                self.named.append(name in TUNINGS)
             elif (capo := _value(t, "Capo")) is not None:
                 self.capo_at[i] = int(capo)
-        self._guitars: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, int]] = {}  # (tuning, capo) -> tables
+        self._guitars: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, int, bool]] = {}  # (tuning, capo) ->
         self._stacked: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {}  # the tables of a window's guitars
         self.pos_id = {_value(t, "Pos"): i for t, i in tokenizer.vocab.items() if _value(t, "Pos") is not None}
         self.is_pos = np.zeros(V + 1, dtype=bool)
@@ -153,9 +158,10 @@ class PitchShifter:
         m = self.max_shift
         shifts = np.arange(-m, m + 1)
         pitch = self.pitch_of[w[P]]
-        g, string, known, has, slot, fret, fretted, low = self._notes(w, P, pitch, heads)
+        g, string, known, has, slot, fret, fretted, low, pinned = self._notes(w, P, pitch, heads)
         # Each Pitch allows the shifts in [lo, hi] (0 always among them): no further off the neck than it is.
         lo, hi = np.minimum(0, GUITAR_LOW - pitch), np.maximum(0, GUITAR_HIGH - pitch)
+        lo, hi = np.where(pinned, 0, lo), np.where(pinned, 0, hi)  # an "other" tuning: not moved
         lo = np.where(fretted, np.maximum(lo, np.minimum(0, -fret)), lo)
         hi = np.where(fretted, np.minimum(hi, np.maximum(MAX_FRET - fret, 0)), hi)
         delta = np.zeros((len(shifts), len(P)), dtype=np.int64)  # String tokens each note gains (+1) or loses (-1)
@@ -185,17 +191,18 @@ class PitchShifter:
         return out, src
 
     def _notes(self, w: np.ndarray, P: np.ndarray, pitch: np.ndarray, heads: Sequence[np.ndarray] | None):
-        """Per Pitch token at P: (g, string, known, has, slot, fret, fretted, low). g: the note's guitar, an index
+        """Per Pitch token at P: (g, string, known, has, slot, fret, fretted, low, pinned). g: the note's guitar, an index
         into low: (guitars, PITCHES) lowest-fret strings; string: the note's string where `known` (layout 3: its
         Duration is in the window with the String slot after it, so the slot says it; layout 2: its String is in
         the window); has: 1 where a String is written; slot: where the String is or would go; fret: on that string
-        under the note's guitar, `fretted` where that string exists."""
+        under the note's guitar, `fretted` where that string exists; pinned: its tuning is "other"."""
         n = len(w)
-        g, fret0, low, strings = self._guitar_of(w, P, heads)
+        g, fret0, low, strings, named = self._guitar_of(w, P, heads)
+        pinned = ~named[g]
         zeros = np.zeros(len(P), dtype=np.int64)
         if not self.offset:
             none = np.zeros(len(P), dtype=bool)
-            return g, zeros, none, zeros, P, zeros, none, low
+            return g, zeros, none, zeros, P, zeros, none, low, pinned
         padded = np.append(w, np.full(self.offset + 1, len(self.pitch_of) - 1))  # V: past the window's end
         slot = P + self.offset
         whole = self.is_duration[padded[slot - 1]] & (slot < n)  # Pitch [Velocity] Duration, then the slot
@@ -210,12 +217,12 @@ class PitchShifter:
             known, string = has > 0, written
         fretted = known & (string >= 1) & (string <= strings[g])
         fret = pitch - fret0[g, np.clip(string, 0, MAX_STRINGS)]
-        return g, string, known, has, slot, fret, fretted, low
+        return g, string, known, has, slot, fret, fretted, low, pinned
 
     def _guitar_of(self, w: np.ndarray, P: np.ndarray, heads: Sequence[np.ndarray] | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(guitar index per Pitch, fret-0 pitch per (guitar, string), lowest-fret string per (guitar, pitch),
-        strings per guitar): each note's tuning and capo (module docstring), from tables built once per guitar."""
+        strings per guitar, whether each guitar's tuning is named): each note's tuning and capo (module docstring), from tables built once per guitar."""
         tuning, capo = self.tuning_at[w], self.capo_at[w]
         last_t, last_c = _last(np.nonzero(tuning >= 0)[0], P), _last(np.nonzero(capo >= 0)[0], P)
         if not heads:  # no piece is known: the window's own controls hold on past a BOS
@@ -240,8 +247,8 @@ class PitchShifter:
         t, c = self.tuning_at[ids], self.capo_at[ids]
         return int(t[t >= 0][-1]) if (t >= 0).any() else 0, int(c[c >= 0][-1]) if (c >= 0).any() else 0
 
-    def _guitar(self, t: int, capo: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """(fret-0 pitch per string 1.., lowest-fret string per pitch, strings) of tuning t with this capo:
+    def _guitar(self, t: int, capo: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
+        """(fret-0 pitch per string 1.., lowest-fret string per pitch, strings, named) of tuning t with this capo:
         `lowest_fret_string` for every pitch at once (the lowest string where none plays it)."""
         if (t, capo) not in self._guitars:
             tuning = self.tunings[t]
@@ -253,7 +260,7 @@ class PitchShifter:
             frets = np.where(frets >= 0, frets, 10 ** 6)
             low = np.argmin(frets, axis=1) + 1  # ties: the first string, as min((fret, string)) picks
             low[(frets == 10 ** 6).all(axis=1)] = min(k, MAX_STRINGS)
-            self._guitars[t, capo] = (fret0, low, k)
+            self._guitars[t, capo] = (fret0, low, k, self.named[t])
         return self._guitars[t, capo]
 
     def _positions(self, out: np.ndarray, j: np.ndarray, frets: np.ndarray) -> None:
