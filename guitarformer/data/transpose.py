@@ -191,8 +191,8 @@ class PitchShifter:
         return out, src
 
     def _notes(self, w: np.ndarray, P: np.ndarray, pitch: np.ndarray, heads: Sequence[np.ndarray] | None):
-        """Per Pitch token at P: (g, string, known, has, slot, fret, fretted, low, pinned). g: the note's guitar, an index
-        into low: (guitars, PITCHES) lowest-fret strings; string: the note's string where `known` (layout 3: its
+        """Per Pitch token at P: (g, string, known, has, slot, fret, fretted, low, pinned). g: the note's guitar, an
+        index into low: (guitars, PITCHES) lowest-fret strings; string: the note's string where `known` (layout 3: its
         Duration is in the window with the String slot after it, so the slot says it; layout 2: its String is in
         the window); has: 1 where a String is written; slot: where the String is or would go; fret: on that string
         under the note's guitar, `fretted` where that string exists; pinned: its tuning is "other"."""
@@ -220,9 +220,10 @@ class PitchShifter:
         return g, string, known, has, slot, fret, fretted, low, pinned
 
     def _guitar_of(self, w: np.ndarray, P: np.ndarray, heads: Sequence[np.ndarray] | None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(guitar index per Pitch, fret-0 pitch per (guitar, string), lowest-fret string per (guitar, pitch),
-        strings per guitar, whether each guitar's tuning is named): each note's tuning and capo (module docstring), from tables built once per guitar."""
+        strings per guitar, whether each guitar's tuning is named): each note's tuning and capo (module docstring),
+        from tables built once per guitar."""
         tuning, capo = self.tuning_at[w], self.capo_at[w]
         last_t, last_c = _last(np.nonzero(tuning >= 0)[0], P), _last(np.nonzero(capo >= 0)[0], P)
         if not heads:  # no piece is known: the window's own controls hold on past a BOS
