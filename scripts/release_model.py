@@ -44,9 +44,8 @@ from pathlib import Path
 import numpy as np
 import symusic
 import torch
-import yaml
 
-from guitarformer.config import Config, load_config, saved_config
+from guitarformer.config import Config, load_config
 from guitarformer.data.controls import PlayedNote, estimate_key
 from guitarformer.data.corpus import (
     COLLECTIONS,
@@ -60,7 +59,6 @@ from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.seen import read_seen, write_seen
 from guitarformer.generation.form import forms_of_dataset, read_forms, write_forms
-from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app.loaded import count_dataset
@@ -267,8 +265,8 @@ def from_run_recipe(run: Path) -> str:
 
 def tokens_sentence(run: Path) -> str:
     """How the shipped run writes a note and how often its training windows left every control out."""
-    cfg = saved_config(yaml.safe_load((run / "config.yaml").read_text()))
-    layout = tab_layout_of(load_tokenizer(run / "tokenizer.json"), cfg.data.tab_layout)
+    cfg = load_run(run)[2]  # its saved config, the tab layout as its tokenizer says
+    layout = cfg.data.tab_layout
     how = ("a String only where a note leaves its lowest-fret string" if layout == 3 else "a String on every note")
     plain = f"; {_pct(cfg.data.control_plain)} of its training windows without any control" \
         if cfg.data.control_plain else ""
