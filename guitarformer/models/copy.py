@@ -30,6 +30,7 @@ from torch import Tensor, nn
 ORDERS = (1, 2, 4, 8, 16, 32)  # the match lengths looked for; the longest found sets the gate's bias
 _M, _P = 2_147_483_647, 1_000_003  # n-grams compared by a polynomial hash mod a prime (int64 products stay exact)
 _POW = {n: pow(_P, n, _M) for n in ORDERS}
+_LOWER = list(range(len(ORDERS) - 1))  # the orders whose n-grams grow into the next one
 
 
 def _grow(h: Tensor, before: Tensor, n: int) -> Tensor:
@@ -85,6 +86,10 @@ class MatchState:
     def __init__(self, batch_size: int, max_len: int, device) -> None:
         self.tokens = torch.zeros(batch_size, max_len, dtype=torch.long, device=device)
         self.hash = torch.full((len(ORDERS), batch_size, max_len), -1, dtype=torch.long, device=device)
+        # Positions + 1 in the narrowest integer that holds them: the per-step scan below reads K * B * S of them.
+        small = torch.int16 if max_len < 2**15 else torch.int32
+        self._pos1 = torch.arange(1, max_len + 1, dtype=small, device=device)
+        self._orders = torch.arange(1, len(ORDERS) + 1, device=device)[:, None]  # (K, 1)
 
     @torch.no_grad()
     def extend(self, idx: Tensor, start: int) -> tuple[Tensor, Tensor]:
@@ -98,23 +103,34 @@ class MatchState:
             return _pick([_latest_equal(h) for h in hashes], idx, T)
         Ls, cs = [], []
         for i in range(T):
-            p = start + i
-            self.tokens[:, p] = idx[:, i]
-            h = idx[:, i].long()
-            pos = torch.arange(p, device=idx.device)
-            none = torch.full_like(pos, -1)
-            latest = []
-            for j in range(len(ORDERS)):
-                if j:
-                    n = ORDERS[j - 1]
-                    h = _grow(h, self.hash[j - 1, :, p - n] if p >= n else torch.full_like(h, -1), n)
-                self.hash[j, :, p] = h
-                same = (self.hash[j, :, :p] == h[:, None]) & (h[:, None] >= 0)
-                latest.append(torch.where(same, pos, none).max(1).values[:, None])
-            L, c = _pick(latest, self.tokens, p + 1)
+            L, c = self._step(idx[:, i], start + i)
             Ls.append(L)
             cs.append(c)
         return torch.cat(Ls, 1), torch.cat(cs, 1)
+
+    def _step(self, x: Tensor, p: int) -> tuple[Tensor, Tensor]:
+        """Write the tokens x (B,) at position p; (L, c), each (B, 1). Every order at once, in about twenty ops: at
+        one token per decoding step each op's fixed cost is most of what the step costs (an op per order took 190 µs
+        a step at batch 1, this 100 µs; at batch 128 the scan's memory matters: 1.0 ms before, 0.4 ms)."""
+        K, B = self.hash.shape[:2]
+        self.tokens[:, p] = x
+        back = [p - n for n in ORDERS[:-1]]  # where the n-gram before each order's own starts
+        before = self.hash[_LOWER, :, [max(b, 0) for b in back]]  # (K-1, B): orders 1..K-1's "before" hashes
+        before[[b < 0 for b in back]] = -1  # (off the window's start)
+        h = x.long()
+        hashes = [h]
+        for j, n in enumerate(ORDERS[:-1]):  # the chain of _grow, order by order
+            h = _grow(h, before[j], n)
+            hashes.append(h)
+        H = torch.stack(hashes)  # (K, B)
+        self.hash[:, :, p] = H
+        same = self.hash.view(K * B, -1)[:, :p] == H.view(-1, 1)  # (K * B, p): earlier positions with the hash
+        latest = (same.to(self._pos1.dtype) * self._pos1[:p]).amax(-1).view(K, B).long() - 1  # -1: none
+        latest = torch.where(H >= 0, latest, -1)  # (K, B): each order's latest match
+        L = ((latest >= 0) * self._orders).amax(0)  # (B,): the longest order with a match, as its index + 1; 0 none
+        src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]  # (B,)
+        c = self.tokens[:, :p + 1].gather(1, (src + 1).clamp(0, p)[:, None])[:, 0]
+        return L[:, None], torch.where(L > 0, c, 0)[:, None]
 
     def reorder(self, dst: Tensor, frm: Tensor) -> None:
         self.tokens[dst] = self.tokens[frm]
