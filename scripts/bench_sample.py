@@ -1,10 +1,13 @@
 """Generated tokens/s: our KV-cached `generate` vs Hugging Face GPT-2 `generate` vs a recompute-everything loop.
 
-Same dims on every side (decoder-small: 6 layers, C=192, 6 heads, REMI vocabulary), a 512-token prompt
-so the cache matters, sampling at temperature 1 with no top-k/top-p and no constraints for fairness;
-ours is also timed with the guitar constraint on. Prints a Markdown table (docs/BENCH_SAMPLE.md).
+Same dims on every side (`--dims`; `--pretrained`: the shipped model itself against HF GPT-2 of its dims), a
+512-token prompt so the cache matters, sampling at temperature 1 with no top-k/top-p and no constraints for
+fairness; ours is also timed with the guitar constraint on, and with the constraint and classifier-free guidance
+(an unconditioned twin read beside each row, as `sample --key/--style` runs). Prints a Markdown table
+(docs/BENCH_SAMPLE.md).
 
     python scripts/bench_sample.py [--threads 1] [--new 256] [--prompt 512] [--repeat 3]
+    python scripts/bench_sample.py --pretrained --batches 1                   # what `guitarformer sample` runs
     python scripts/bench_sample.py --device cuda --dims base --batches 1,32   # GPU, decoder-base dims
 
 To compare two versions of the package, run it with PYTHONPATH set to each checkout in turn, alternating
@@ -17,6 +20,7 @@ import argparse
 import os
 import platform
 import time
+from dataclasses import replace
 
 import symusic
 import torch
@@ -91,8 +95,11 @@ def main() -> None:
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--dims", default="small", choices=["small", "base"],
-                    help="small: decoder-small (6 layers, C=192); base: decoder-base (12 layers, C=768)")
+    ap.add_argument("--dims", default="small", choices=["small", "base", "default"],
+                    help="small: 6 layers, C=192 (the earlier rounds' shipped model); base: decoder-base (12 layers, "
+                         "C=768); default: the default preset's model (4 layers, C=128, prev_token, copy)")
+    ap.add_argument("--pretrained", action="store_true",
+                    help="ours is the shipped model itself (its dims, weights and tokenizer; HF GPT-2 of its dims)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -105,12 +112,25 @@ def main() -> None:
     from guitarformer.generation.engine import generate
     from guitarformer.generation.sampling import SamplingParams
 
-    tok = build_tokenizer(DataConfig())
-    V, ctx = len(tok), 1024
-    L, C, H = (6, 192, 6) if args.dims == "small" else (12, 768, 12)
     dev = torch.device(args.device)
     torch.manual_seed(0)
-    ours = build_model(ModelConfig(vocab_size=V, block_size=ctx, n_layer=L, n_head=H, n_embd=C, dropout=0.0)).eval().to(dev)
+    if args.pretrained:
+        from guitarformer.runs import load_run
+
+        ours, tok, _ = load_run("pretrained", device=args.device)
+        args.dims = "shipped"
+    else:
+        tok = build_tokenizer(DataConfig())
+        if args.dims == "default":
+            from guitarformer.config import load_config
+
+            mc = replace(load_config(None).model, vocab_size=len(tok))
+        else:
+            L, C, H = (6, 192, 6) if args.dims == "small" else (12, 768, 12)
+            mc = ModelConfig(vocab_size=len(tok), block_size=1024, n_layer=L, n_head=H, n_embd=C, dropout=0.0)
+        ours = build_model(mc).eval().to(dev)
+    cfg = ours.config
+    V, ctx, L, C, H = cfg.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_embd, cfg.n_head
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=ctx, n_embd=C, n_layer=L, n_head=H, resid_pdrop=0.0,
                                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2)).eval().to(dev)
     prompt = remi_prompt(tok, args.prompt)
@@ -121,10 +141,13 @@ def main() -> None:
         gen_re = torch.Generator(device=dev).manual_seed(0)
         n, nr = args.new, args.recompute_new
         attn = torch.ones_like(idx)
+        twin = idx[:, [0, *range(4, idx.shape[1])]]  # the prompt less three tokens, as an unconditioned twin
         fns = {
             "ours": lambda: generate(ours, idx, SamplingParams(n), generator=gen),
             "cons": lambda: generate(ours, idx, SamplingParams(n), generator=gen,
                                      constraint=GuitarConstraint(tok, device=dev)),
+            "guided": lambda: generate(ours, idx, SamplingParams(n, guidance=1.0), generator=gen, guide=twin,
+                                       constraint=GuitarConstraint(tok, device=dev)),
             "hf": lambda: hf.generate(idx, attention_mask=attn, max_new_tokens=n, min_new_tokens=n, do_sample=True,
                                       top_k=0, top_p=1.0, temperature=1.0, use_cache=True, pad_token_id=0),
         }
@@ -139,16 +162,19 @@ def main() -> None:
 
     where = torch.cuda.get_device_name() if dev.type == "cuda" else cpu_name()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\n{where}, {args.dims} dims ({L} layers, C={C}, {H} heads, {ours.config.pos} positions, vocabulary {V}), "
+    extras = ", ".join(k for k in ("prev_token", "copy") if getattr(cfg, k))
+    print(f"\n{where}, {args.dims} dims ({L} layers, C={C}, {H} heads, {cfg.pos} positions, vocabulary {V}"
+          f"{', ' + extras if extras else ''}), "
           f"torch {torch.__version__}, {args.threads} thread(s), load average {load:.1f} at the end; "
           f"prompt {args.prompt} tokens, {args.new} new (recompute: {args.recompute_new} new), best of {args.repeat}\n")
     print("| batch | ours (cache) | ours + constraint | HF GPT-2 generate | recompute loop | ours/HF | "
-          "ours + constraint/HF | ours/recompute | constraint cost (ours / ours + constraint) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "ours + constraint/HF | ours/recompute | constraint cost (ours / ours + constraint) | "
+          "ours + constraint + guidance | guidance cost |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['B']} | {r['ours']:.0f} | {r['cons']:.0f} | {r['hf']:.0f} | {r['re']:.0f} | "
               f"{r['ours'] / r['hf']:.2f}x | {r['cons'] / r['hf']:.2f}x | {r['ours'] / r['re']:.1f}x | "
-              f"{r['ours'] / r['cons']:.2f}x |")
+              f"{r['ours'] / r['cons']:.2f}x | {r['guided']:.0f} | {r['cons'] / r['guided']:.2f}x |")
     if any("eager" in r for r in rows):
         print("\nOn CUDA, ours runs its one-token steps as a captured CUDA graph; without it (eager steps, constraint on):")
         print("\n| batch | ours + constraint, eager steps | captured / eager |\n|---:|---:|---:|")

@@ -255,6 +255,39 @@ def test_guidance_leans_from_the_unconditioned_twin(kind):
     assert torch.equal(runs[0][:, cond.ids.shape[1]], (c + 50.0 * (c - u)).argmax(-1))
 
 
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy"])
+@pytest.mark.parametrize("static", [False, True])
+def test_a_prompt_and_its_twin_in_one_batch_read_as_each_alone(kind, pos, static):
+    """Prompt.with_twin: the shorter twin padded in front reads, row for row, what it reads alone (its own
+    positions, no padding key seen, the token before it, its matches), through the prompt and one-token steps."""
+    if static and kind == "decoder-copy":
+        pytest.skip("model.copy decodes with a dynamic cache")
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    torch.manual_seed(1)
+    model = tiny(tok, kind, block_size=64)
+    if pos == "learned":
+        model = build_model(replace(model.config, pos="learned")).eval()
+    body = torch.randint(5, len(tok), (2, 12))
+    body[:, 6:] = body[:, :6]  # a repeat, so model.copy has matches to find
+    cond_ids = torch.cat([torch.tensor([[1, 7, 9, 11]] * 2), body], 1)  # BOS and three stand-in controls
+    twin_ids = torch.cat([cond_ids[:, :1], body], 1)
+    cond, twin = Prompt(cond_ids, keep_front=4), Prompt(twin_ids, keep_front=1)
+    both = cond.with_twin(twin)
+    assert both.ids.shape == (4, 16) and both.pads.tolist() == [0, 0, 3, 3] and both.keep_front == 4
+    steps = torch.randint(5, len(tok), (2, 6))
+    with torch.inference_mode():
+        alone = [model(torch.cat([p.ids, steps], 1))[0] for p in (cond, twin)]  # no cache: the whole sequence
+        cache = model.new_cache(4, 64, static=static, pads=both.pads)
+        got = [model(both.ids, cache=cache)[0][:, -1]]
+        for t in range(steps.shape[1]):
+            got.append(model(steps[:, t:t + 1].repeat(2, 1), cache=cache)[0][:, -1])
+    for t, g in enumerate(got):
+        torch.testing.assert_close(g[:2], alone[0][:, cond_ids.shape[1] - 1 + t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(g[2:], alone[1][:, twin_ids.shape[1] - 1 + t], atol=1e-5, rtol=1e-5)
+    assert torch.isfinite(got[0]).all()  # padding queries see themselves: no NaN in the cache
+
+
 @pytest.mark.parametrize("kind", ["encoder_decoder", "encoder_decoder-copy"])
 def test_guidance_twin_of_an_encoder_decoder_reads_its_source_without_the_controls(kind):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))

@@ -38,7 +38,7 @@ def _on(prompt: Prompt | torch.Tensor | Sequence, device) -> Prompt:
         prompt = Prompt(torch.as_tensor(prompt, dtype=torch.long))
     ids = prompt.ids if prompt.ids.dim() == 2 else prompt.ids.unsqueeze(0)
     move = lambda t: None if t is None else t.to(device)  # noqa: E731
-    return Prompt(move(ids), move(prompt.src), move(prompt.src_key_mask), prompt.keep_front)
+    return Prompt(move(ids), move(prompt.src), move(prompt.src_key_mask), prompt.keep_front, move(prompt.pads))
 
 
 def _in_eval_mode(fn):
@@ -96,7 +96,7 @@ class _Reader:
     tokens in; `advance` reads them, sliding the window past the context as `generate` describes."""
 
     def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool, static: bool = False):
-        self.model, self.use_cache, self.static = model, use_cache, static
+        self.model, self.use_cache, self.static, self.pads = model, use_cache, static, prompt.pads
         self.step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
         idx = prompt.ids
         B, T0 = idx.shape
@@ -109,13 +109,16 @@ class _Reader:
         self.held = min(T0, self.ctx)  # tokens in the model's window (the cache's length): both paths slide alike
         self.cache = self.captured = self._logits = None
         if use_cache:
-            self.cache = model.new_cache(B, self.ctx, device=idx.device, static=static)
+            self.cache = model.new_cache(B, self.ctx, device=idx.device, static=static, pads=self.pads)
             self._logits = self._run(self.window(idx, T0, self.ctx))  # eager: also allocates a static cache's buffers
             if static and idx.device.type == "cuda":
                 self.captured = CapturedStep(self.step_fn, self.cache, B, idx.device)
 
     def _run(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> last position's logits (B, V)
-        return self.step_fn(tokens, self.cache)[:, -1]
+        cache = self.cache
+        if not self.use_cache and self.pads is not None:  # recomputing padded rows: a fresh cache carries the pads
+            cache = self.model.new_cache(tokens.shape[0], self.ctx, device=tokens.device, pads=self.pads)
+        return self.step_fn(tokens, cache)[:, -1]
 
     def logits(self) -> torch.Tensor:
         return self._logits if self.use_cache else self._run(self.window(self.out, self.n, self.held))
@@ -135,7 +138,7 @@ class _Reader:
             if self.static:
                 self.cache.reset(keep_memory=True)  # same buffers: a captured step keeps replaying against them
             else:
-                self.cache = self.model.new_cache(self.out.shape[0], self.ctx, device=self.out.device)
+                self.cache = self.model.new_cache(self.out.shape[0], self.ctx, device=self.out.device, pads=self.pads)
             self._logits = self._run(self.window(self.out, self.n, self.ctx // 2))
         elif self.captured is not None:  # the same forward, replayed from its CUDA graph
             self._logits = self.captured(last, self.cache)[:, -1]
@@ -169,7 +172,8 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     past the limit (REMI) become EOS either way. `generator`: one for the batch or one per row (see
     `sample_next`). `guide`: the prompt's unconditioned twin (the same rows without what they are asked); with
     `params.guidance` > 0 each step's logits are c + guidance * (c - u) (classifier-free guidance: u read by the
-    twin, fed the same tokens). The model runs in eval mode and is left in the mode it came in.
+    twin, fed the same tokens, in the same forward: `Prompt.with_twin`). The model runs in eval mode and is left in
+    the mode it came in.
     """
     max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
     device = next(model.parameters()).device
@@ -178,21 +182,23 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         # An encoder-decoder's target continues its source in time: the state (time signature, bar count,
         # notes still ringing on their strings) starts from the source (padding tokens change nothing).
         constraint.start(prompt.history(), max_bars)
-    stops = _Stops(prompt.ids.shape[0], device, eos_id, bar_ids, max_bars)
+    B = prompt.ids.shape[0]
+    stops = _Stops(B, device, eos_id, bar_ids, max_bars)
     sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
     use_cache = params.use_cache
+    guided = guide is not None and bool(params.guidance)
+    if guided:  # rows [B:] are the unconditioned twin of classifier-free guidance, read in the same forward
+        prompt = prompt.with_twin(_on(guide, device))
     rows = _Reader(model, prompt, max_new_tokens, use_cache, use_cache and _static_cache(model, params, device))
-    twin = _Reader(model, _on(guide, device), max_new_tokens, use_cache) if guide is not None and params.guidance \
-        else None  # the unconditioned twin of classifier-free guidance
     for step in range(max_new_tokens):
         logits = rows.logits()
-        if twin is not None:
-            logits = logits + params.guidance * (logits - twin.logits())
-        allowed = constraint.mask(rows.out[:, rows.n - 1], max_new_tokens - step) if constraint is not None else None
+        if guided:
+            logits = logits[:B] + params.guidance * (logits[:B] - logits[B:])
+        allowed = constraint.mask(rows.out[:B, rows.n - 1], max_new_tokens - step) if constraint is not None else None
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
         nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
-        rows.write(nxt)
+        rows.write(torch.cat([nxt, nxt]) if guided else nxt)
         if constraint is not None:
             constraint.update(nxt)
         if eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()):
@@ -200,7 +206,7 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         if step + 1 == max_new_tokens:
             break
         rows.advance()
-        if twin is not None:
-            twin.write(nxt)
-            twin.advance()
-    return rows.out[:, :rows.n]
+    out = rows.out[:B, :rows.n]
+    if guided and prompt.pads is not None and int(prompt.pads[0]):  # the asked rows were the shorter: unpad them
+        out = out[:, int(prompt.pads[0]):]
+    return out

@@ -63,7 +63,7 @@ class Decoder(LanguageModel):
         """
         T = idx.shape[1]
         matched = match(idx, cache) if self.copy is not None else None
-        start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
+        start = cache.positions(T) if cache is not None else 0  # an int, or (T,) / (B, T) positions (see KVCache)
         x = self.embed(idx, start)  # (B, T, C); raises past block_size
         if self.prev is not None:
             x = x + F.embedding(self._previous(idx, cache), self.prev.weight)

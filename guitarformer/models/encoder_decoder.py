@@ -86,7 +86,7 @@ class EncoderDecoder(LanguageModel):
             if src is None:
                 raise ValueError("model.copy: decode needs the source tokens (src=) to copy from")
             matched = match(tgt, cache, src)
-        start = cache.positions(T) if cache is not None else 0  # an int, or (T,) positions for a static cache
+        start = cache.positions(T) if cache is not None else 0  # an int, or (T,) / (B, T) positions (see KVCache)
         x = self.tgt_embed(tgt, start)  # (B, T, C)
         rope = self.rotary(start, T) if self.rotary is not None else None
         for i, block in enumerate(self.decoder):

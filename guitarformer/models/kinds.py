@@ -20,12 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
 from guitarformer.errors import GuitarformerError
-from guitarformer.models.decoder import Decoder
+from guitarformer.models.decoder import PAD_ID, Decoder
 from guitarformer.models.encoder_decoder import EncoderDecoder
 from guitarformer.models.layers import KVCache, as_model_config
 
@@ -55,12 +56,35 @@ class Inputs:
 class Prompt:
     """What the sampler continues: `ids` (B, T0); an encoder-decoder's encoder also reads `src` (B, S).
 
-    `keep_front`: prompt tokens a sliding context keeps in front (BOS and the piece's controls)."""
+    `keep_front`: prompt tokens a sliding context keeps in front (BOS and the piece's controls). `pads` (B,): padding
+    tokens in front of each row's ids (a prompt batched with its twin, `with_twin`; models.layers.KVCache)."""
 
     ids: Tensor
     src: Tensor | None = None
     src_key_mask: Tensor | None = None
     keep_front: int = 0
+    pads: Tensor | None = None
+
+    def with_twin(self, twin: Prompt) -> Prompt:
+        """This prompt's B rows and then `twin`'s B rows as one batch (2B rows), each as the model would read it
+        alone: the shorter ids padded in front (a decoder; each row keeps its own positions and never attends to the
+        padding, and the padding is part of the kept front), or the shorter source padded behind, masked (an
+        encoder-decoder, whose two prompts share their target ids). For classifier-free guidance, where `twin` is
+        the same rows without what they are asked: one forward a step instead of two."""
+        if self.src is not None or twin.src is not None:
+            if self.src is None or twin.src is None or not torch.equal(self.ids, twin.ids):
+                raise ValueError("an encoder-decoder's twin prompt differs in its source only")
+            S = max(self.src.shape[1], twin.src.shape[1])
+            src = torch.cat([F.pad(p.src, (0, S - p.src.shape[1]), value=PAD_ID) for p in (self, twin)])
+            mask = torch.cat([F.pad(p.src_key_mask, (0, S - p.src.shape[1]), value=False) for p in (self, twin)])
+            return Prompt(torch.cat([self.ids, twin.ids]), src, mask, self.keep_front)
+        T = max(self.ids.shape[1], twin.ids.shape[1])
+        pads = [T - p.ids.shape[1] for p in (self, twin)]
+        ids = torch.cat([F.pad(p.ids, (k, 0), value=PAD_ID) for p, k in zip((self, twin), pads)])  # (2B, T)
+        B = self.ids.shape[0]
+        per_row = torch.tensor([pads[0]] * B + [pads[1]] * twin.ids.shape[0], device=ids.device)
+        front = max(p.keep_front + k for p, k in zip((self, twin), pads))
+        return Prompt(ids, keep_front=front, pads=per_row)
 
     def generate_kwargs(self) -> dict:
         """The keyword arguments of generation.engine.generate that carry this prompt beside its ids."""

@@ -96,8 +96,9 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", torch.cat((-sin, sin), 1), persistent=False)  # (max_len, hs)
 
     def forward(self, start: int | Tensor, length: int) -> RopeTables:
-        if isinstance(start, Tensor):  # the positions themselves, (T,) (a static cache)
-            return self.cos[start], self.sin[start]
+        if isinstance(start, Tensor):  # the positions themselves: (T,) (a static cache), or (B, T) (rows padded)
+            at = start if start.dim() == 1 else start.unsqueeze(1)  # (T,) or (B, 1, T): broadcast over heads
+            return self.cos[at], self.sin[at]
         return self.cos[start : start + length], self.sin[start : start + length]
 
 
@@ -128,7 +129,7 @@ class TokenEmbedding(nn.Module):
         self.dropout = dropout
 
     def forward(self, idx: Tensor, start: int | Tensor = 0) -> Tensor:
-        """idx (B, T) at positions start.. (an int), or at the positions given, (T,) (a static cache)."""
+        """idx (B, T) at positions start.. (an int), or at the positions given: (T,) (a static cache) or (B, T)."""
         T = idx.shape[1]
         at: slice | Tensor = start if isinstance(start, Tensor) else slice(start, start + T)
         if isinstance(at, slice) and at.stop > self.max_len:
@@ -157,6 +158,12 @@ class KVCache:
     and attention reads the whole buffer under `mask`, (T, max_len): the positions written so far. `length` still
     counts on the host for the caller (a replayed graph runs no Python: the caller advances it, see `advance`).
     The buffers are allocated on first write, so a static cache is filled by an eager step before capture.
+
+    `pads` (B,): rows whose window opens with that many padding tokens (classifier-free guidance reads a prompt and its
+    shorter unconditioned twin in one batch, the twin padded in front). A padded row's tokens take the positions they
+    would have alone (slot - pads: rope and learned positions see what an unpadded row sees), and no query ever
+    attends to a padding key. Padding stays in front when a window slides (it is part of the kept front), so the
+    mask is the same for the cache's whole life.
     """
 
     def __init__(
@@ -169,6 +176,7 @@ class KVCache:
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         static: bool = False,
+        pads: Tensor | None = None,
     ) -> None:
         self.n_layer, self.batch_size, self.n_head, self.head_size = n_layer, batch_size, n_head, head_size
         self.max_len = max_len
@@ -184,6 +192,10 @@ class KVCache:
         self.mask: Tensor | None = None  # static: (T, max_len) keys each new query may see
         self.last: Tensor | None = None  # (B, 1) the last token written (a decoder with model.prev_token reads it)
         self.match = None  # a model with model.copy: its MatchState (models/copy.py), made on a window's first call
+        self.pads = self.real = None
+        if pads is not None:
+            self.pads = pads.to(self.device).view(-1, 1)  # (B, 1)
+            self.real = torch.arange(max_len, device=self.device) >= self.pads  # (B, max_len): keys that are tokens
 
     def _alloc(self, like: Tensor) -> Tensor:
         shape = (self.batch_size, self.n_head, self.max_len, self.head_size)
@@ -191,13 +203,30 @@ class KVCache:
 
     def positions(self, T: int) -> int | Tensor:
         """Where this step's T tokens sit: the first position (an int), or for a static cache their positions
-        (T,) on the device, with the attention mask for them made here once for every layer."""
+        (T,) on the device, with the attention mask for them made here once for every layer; with `pads`, each
+        row's own positions (B, T)."""
         if not self.static:
-            return self.length
-        assert self.pos is not None
-        self.idx = self.pos + torch.arange(T, device=self.pos.device)  # (T,)
-        self.mask = torch.arange(self.max_len, device=self.pos.device) <= self.idx[:, None]  # (T, max_len)
-        return self.idx
+            slots: int | Tensor = self.length
+        else:
+            assert self.pos is not None
+            self.idx = self.pos + torch.arange(T, device=self.pos.device)  # (T,)
+            self.mask = torch.arange(self.max_len, device=self.pos.device) <= self.idx[:, None]  # (T, max_len)
+            slots = self.idx
+        if self.pads is None:
+            return slots
+        at = slots + torch.arange(T, device=self.pads.device) if isinstance(slots, int) else slots  # (T,)
+        return (at - self.pads).clamp(min=0)  # (B, T): a padding token's own position is never read
+
+    def padding_mask(self, T: int, L: int) -> Tensor | None:
+        """(B, 1, T, L) the keys this step's T queries may see for being tokens, not padding (None without pads): a
+        padding query sees itself too, since a query that sees no key at all would give NaN."""
+        if self.real is None:
+            return None
+        keys = self.real[:, None, None, :L]  # (B, 1, 1, L)
+        if T == 1:
+            return keys  # a new token: never padding
+        own = self.idx if self.static else torch.arange(L - T, L, device=keys.device)  # (T,) the queries' slots
+        return keys | (torch.arange(L, device=keys.device) == own[:, None])  # (B, 1, T, L)
 
     def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Write the new (B, nh, T, hs) k/v at [length, length+T); return all keys/values so far, (B, nh, L, hs)
@@ -299,6 +328,9 @@ class SelfAttention(nn.Module):
         L = k.shape[2]
 
         mask = key_padding_to_attn_mask(key_mask)  # (B, 1, 1, L) or None
+        pads = cache.padding_mask(T, L) if cache is not None else None  # rows padded in front (guidance's twin)
+        if pads is not None:
+            mask = pads if mask is None else mask & pads  # (B, 1, T, L)
         is_causal = False
         if cache is not None and cache.static:  # fixed shapes: the whole buffer, the written positions only
             mask = cache.mask if mask is None else mask & cache.mask  # (T, max_len) or (B, 1, T, max_len)
@@ -488,10 +520,11 @@ class LanguageModel(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         static: bool = False,
+        pads: Tensor | None = None,
     ) -> KVCache:
         """An empty KV cache for up to max_len (default block_size) decoder positions; an encoder-decoder
         also keeps its memory's cross-attention K/V there once the first cached step has computed them.
-        `static`: fixed shapes for a captured decoding step (see KVCache)."""
+        `static`: fixed shapes for a captured decoding step; `pads`: rows padded in front (see KVCache)."""
         cfg = self.config
         return KVCache(
             cfg.n_layer,
@@ -502,6 +535,7 @@ class LanguageModel(nn.Module):
             device=device if device is not None else self.lm_head.weight.device,
             dtype=dtype,
             static=static,
+            pads=pads,
         )
 
     def configure_optimizer(
