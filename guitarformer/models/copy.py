@@ -123,7 +123,8 @@ class MatchState:
         first = max(0, p + 1 - ORDERS[-1])
         window = self.tokens[:, first:p + 1]  # (B, W) the last W <= 32 tokens
         # Each order's hash of the n tokens ending at p, as _grow chains it: the sum over i < n of token[p - i] x
-        # P^(n-1-i), mod M (int64 exact for any token id below 2^26: a power is below 2^31, 32 terms), in one product and one sum.
+        # P^(n-1-i), mod M (int64 exact for any token id below 2^26: a power is below 2^31, 32 terms), in one product
+        # and one sum.
         H = (window[:, None, :] * self._weights[:, ORDERS[-1] - window.shape[1]:]).sum(-1).remainder_(_M).t()  # (K, B)
         if p + 1 < ORDERS[-1]:
             H[[n > p + 1 for n in ORDERS]] = -1  # the n-gram would start before the window
