@@ -18,6 +18,7 @@ from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, decode_guitar, encode, special_ids
 from guitarformer.models import build_model
 from guitarformer.models.kinds import Prompt, kind_of
+from guitarformer.models.layers import KVCache
 from guitarformer import runtime
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
@@ -282,6 +283,14 @@ def test_a_prompt_and_its_twin_in_one_batch_read_as_each_alone(kind, pos, static
         got = [model(both.ids, cache=cache)[0][:, -1]]
         for t in range(steps.shape[1]):
             got.append(model(steps[:, t:t + 1].repeat(2, 1), cache=cache)[0][:, -1])
+        if not static:  # the sampler's way: each prompt read alone into a cache of its own, the two stacked
+            parts = [model.new_cache(2, 64), model.new_cache(2, 64)]
+            first = torch.cat([model(p.ids, cache=c)[0][:, -1] for p, c in zip((cond, twin), parts)])
+            stacked = KVCache.stack(parts, both.pads)
+            got_stacked = [first] + [model(steps[:, t:t + 1].repeat(2, 1), cache=stacked)[0][:, -1]
+                                     for t in range(steps.shape[1])]
+            for a, b in zip(got, got_stacked):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     for t, g in enumerate(got):
         torch.testing.assert_close(g[:2], alone[0][:, cond_ids.shape[1] - 1 + t], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(g[2:], alone[1][:, twin_ids.shape[1] - 1 + t], atol=1e-5, rtol=1e-5)

@@ -137,6 +137,20 @@ class MatchState:
         c = self.tokens[:, :p + 1].gather(1, (src + 1).clamp(0, p)[:, None])[:, 0]
         return L[:, None], torch.where(L > 0, c, 0)[:, None]
 
+    @classmethod
+    def stack(cls, parts: list[MatchState], shifts: list[int], length: int) -> MatchState:
+        """The rows of `parts` in order, each part's shifted right by its shift (KVCache.stack): a shifted row's
+        first slots hold token 0 (PAD) and no hash, so nothing ever matches there."""
+        B = sum(p.tokens.shape[0] for p in parts)
+        out = cls(B, parts[0].tokens.shape[1], parts[0].tokens.device)
+        a = 0
+        for p, k in zip(parts, shifts):
+            b = a + p.tokens.shape[0]
+            out.tokens[a:b, k:length] = p.tokens[:, :length - k]
+            out.hash[:, a:b, k:length] = p.hash[:, :, :length - k]
+            a = b
+        return out
+
     def reorder(self, dst: Tensor, frm: Tensor) -> None:
         self.tokens[dst] = self.tokens[frm]
         self.hash[:, dst] = self.hash[:, frm]

@@ -197,6 +197,33 @@ class KVCache:
             self.pads = pads.to(self.device).view(-1, 1)  # (B, 1)
             self.real = torch.arange(max_len, device=self.device) >= self.pads  # (B, max_len): keys that are tokens
 
+    @classmethod
+    def stack(cls, parts: list[KVCache], pads: Tensor) -> KVCache:
+        """One dynamic cache of the rows of `parts`, in order, each part filled alone and unpadded, its rows then
+        padded in front by their `pads` (the same within a part) to end at one position: what a padded batch's prompt
+        would leave, without the (B, T, T) mask that prompt needs (a pad's slots hold zeros; no query reads them)."""
+        first, B = parts[0], sum(p.batch_size for p in parts)
+        out = cls(first.n_layer, B, first.n_head, first.head_size, first.max_len, first.device, first.dtype, pads=pads)
+        shifts, starts = pads.tolist(), [0]
+        for p in parts:
+            starts.append(starts[-1] + p.batch_size)
+        out.length = shifts[0] + first.length
+        if any(shifts[a] + p.length != out.length for p, a in zip(parts, starts)):
+            raise ValueError("the parts of a stacked cache must end at the same position once padded")
+        for layer in range(first.n_layer):
+            for name in ("k", "v"):
+                buf = getattr(first, name)[layer].new_empty(B, first.n_head, first.max_len, first.head_size)
+                for p, a, b in zip(parts, starts, starts[1:]):
+                    buf[a:b, :, :shifts[a]] = 0
+                    buf[a:b, :, shifts[a]:out.length] = getattr(p, name)[layer][:, :, :p.length]
+                getattr(out, name)[layer] = buf
+        if first.last is not None:  # model.prev_token
+            out.last = torch.cat([p.last for p in parts])
+        if first.match is not None:  # model.copy
+            out.match = type(first.match).stack([p.match for p in parts], [shifts[a] for a in starts[:-1]],
+                                                 out.length)
+        return out
+
     def _alloc(self, like: Tensor) -> Tensor:
         shape = (self.batch_size, self.n_head, self.max_len, self.head_size)
         return torch.zeros(shape, device=self.device or like.device, dtype=self.dtype or like.dtype)
