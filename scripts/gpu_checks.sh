@@ -85,6 +85,9 @@ elif [ "$STAGE" = speed ]; then
   step "sampling: decoder-base dims, batch 1 and 32, constraint on, vs HF generate"
   timeout 200 python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16 \
     > "$LOG/speed_sample.md" 2>&1; tail -12 "$LOG/speed_sample.md"
+  step "sampling: the shipped model itself (what guitarformer sample runs), batch 1 and 32"
+  timeout 120 python3 scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --repeat 3 --recompute-new 16 \
+    > "$LOG/speed_shipped.md" 2>&1; tail -6 "$LOG/speed_shipped.md"
   python3 - "$LOG" <<'PY'
 import datetime, pathlib, re, subprocess, sys
 log = pathlib.Path(sys.argv[1])
@@ -92,6 +95,8 @@ gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
 tests = (log / "speed_tests.txt").read_text().strip().splitlines()[-1:]
 sample = (log / "speed_sample.md").read_text()
 sample = sample[sample.index("\n\n") + 2:] if "\n\n" in sample else sample  # the table, without the progress dicts
+shipped = (log / "speed_shipped.md").read_text() if (log / "speed_shipped.md").exists() else ""
+shipped = shipped[shipped.index("\n\n") + 2:] if "\n\n" in shipped else "(bench_sample --pretrained failed)"
 train = (log / "speed_train.md").read_text() if (log / "speed_train.md").exists() else "(bench_model failed: see its log)"
 section = "\n".join([
     "<!-- speed:begin (written by `bash scripts/gpu_checks.sh speed`) -->",
@@ -99,7 +104,8 @@ section = "\n".join([
     f"GPU tests (`pytest -k 'captured or cuda or kv_cache'`): {' '.join(tests)}", "",
     "### Training: ours vs HF GPT-2, decoder-base dims", "", train.strip(), "",
     "### Sampling: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16`", "",
-    sample.strip(), "", "<!-- speed:end -->"])
+    sample.strip(), "", "### Sampling, the shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32`",
+    "", shipped.strip(), "", "<!-- speed:end -->"])
 doc = pathlib.Path("docs/BENCH_GPU.md")
 text = doc.read_text()
 if "<!-- speed:begin" in text:

@@ -338,6 +338,22 @@ def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     assert torch.equal(runs[0], runs[1])
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev"])
+def test_captured_step_on_cuda_samples_guided_riffs_as_the_eager_step(kind):
+    """Guidance's twin in the batch under a CUDA graph: its padding mask and per-row positions replay from the
+    device, greedy tokens as the eager dynamic cache gives them (window slide included)."""
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    sp = special_ids(tok)
+    model = tiny(tok, kind, block_size=48).cuda()
+    body = [tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
+    cond = Prompt(torch.tensor([[sp["bos"], tok["Pitch_60"], *body]] * 2), keep_front=2)
+    twin = Prompt(torch.tensor([[sp["bos"], *body]] * 2), keep_front=1)
+    runs = [generate(model, cond, SamplingParams(80, temperature=0, guidance=3.0, capture=capture), eos_id=None,
+                     guide=twin) for capture in (False, True)]
+    assert torch.equal(runs[0], runs[1])
+
+
 def test_same_seed_same_riffs_and_encoder_decoder_encodes_the_prompt(monkeypatch):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     cfg = Config()
