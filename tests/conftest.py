@@ -72,8 +72,10 @@ def one_torch_thread():
     torch.set_num_threads(n)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def cache_root(tmp_path_factory) -> Path:
+    """An empty cache for the whole session, for every test (autouse): a test that reads a run's built-in dataset
+    must not find the one a user (or CI's machine) prepared, which would make its result depend on the machine."""
     root = tmp_path_factory.mktemp("gf-cache")
     os.environ["GUITARFORMER_CACHE"] = str(root)  # never touch the user's cache from tests
     return root
