@@ -249,6 +249,8 @@ def test_guidance_leans_from_the_unconditioned_twin(kind):
     runs = [generate(model, cond, replace(greedy, guidance=50.0, use_cache=c), eos_id=None, guide=twin)
             for c in (True, False)]
     assert torch.equal(runs[0], runs[1])  # cache and recomputation agree, window slides included (80 > 48)
+    static = generate(model, cond, replace(greedy, guidance=50.0, capture=True), eos_id=None, guide=twin)
+    assert torch.equal(static, runs[0])  # the static cache (a CUDA graph's, eager here): its padded prompt and slides
     assert not torch.equal(runs[0], plain)
     with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u)
         c = model(cond.ids)[0][:, -1].float()
