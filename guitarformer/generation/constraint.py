@@ -77,7 +77,7 @@ class GuitarConstraint:
         self.whole_riff = True  # with max_bars: every bar asked is written, the last with a note (a fill says False)
         if not self.enabled:
             return
-        self.grammar = Grammar(tokenizer, self.device)
+        self.grammar = Grammar.of(tokenizer, self.device)
         # The id that must follow each id (-1: none): the first requested bar control after a Bar, each one's
         # successor after it.
         self.forced: torch.Tensor | None = None  # (bars in the schedule, V)

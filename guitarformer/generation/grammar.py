@@ -8,6 +8,8 @@ for free. Each token's kind (Pitch, Duration, Bar, ...) and value are read once,
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import miditok
 import symusic
 import torch
@@ -77,6 +79,23 @@ class Grammar:
     and `kind_bits` which kinds (BAR ... NOTE_OFF) each token is: a constraint on CPU skips the work for
     kinds that cannot come or tokens that change nothing.
     """
+
+    _built: OrderedDict[tuple[int, int, str], tuple[object, Grammar]] = OrderedDict()  # `of`'s last few
+
+    @classmethod
+    def of(cls, tokenizer, device: torch.device | str = "cpu") -> Grammar:
+        """The tokenizer's grammar on `device`, built once for the last few tokenizers asked (a grammar is read-only:
+        nothing writes its tables once built). Building one takes ~5 ms, which every constrained `generate` call paid
+        (a riff's whole constrained sampling is ~200 ms). The entry holds its tokenizer, so an id in the key is never
+        another tokenizer's; one grown since (`prepare --like` adds styles) has another length and gets its own."""
+        key = (id(tokenizer), len(tokenizer), str(torch.device(device)))
+        hit = cls._built.get(key)
+        if hit is None or hit[0] is not tokenizer:
+            hit = cls._built[key] = (tokenizer, cls(tokenizer, device))
+        cls._built.move_to_end(key)
+        while len(cls._built) > 4:
+            cls._built.popitem(last=False)
+        return hit[1]
 
     def __init__(self, tokenizer, device: torch.device | str = "cpu") -> None:
         V = len(tokenizer)
