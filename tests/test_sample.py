@@ -570,3 +570,15 @@ def test_the_bars_asked_are_the_bars_written(tokenizer):
         bars = [i for i, t in enumerate(r.ids) if t == bar]
         assert len(bars) == 4, [tok[t] for t in r.ids]
         assert any(tok[t].startswith("Pitch_") for t in r.ids[bars[-1]:])  # the last bar holds a note
+
+
+def test_a_grammar_is_built_once_per_tokenizer():
+    """Grammar.of: a constraint reuses its tokenizer's read-only tables; another tokenizer (even an equal one) and
+    another device get their own, and what is reused is what a fresh build gives."""
+    from guitarformer.generation.grammar import Grammar
+
+    tok, other = build_tokenizer(DataConfig(tokenizer="REMI")), build_tokenizer(DataConfig(tokenizer="REMI"))
+    g = GuitarConstraint(tok).grammar
+    assert Grammar.of(tok) is g and GuitarConstraint(tok).grammar is g
+    assert Grammar.of(other) is not g
+    assert torch.equal(Grammar(tok).allowed, g.allowed) and Grammar(tok).types == g.types

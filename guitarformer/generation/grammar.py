@@ -8,6 +8,7 @@ for free. Each token's kind (Pitch, Duration, Bar, ...) and value are read once,
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import miditok
@@ -18,6 +19,7 @@ from guitarformer.data.controls import BAR_CONTROLS, control_type
 from guitarformer.data.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
+_BUILT_LOCK = threading.Lock()  # Grammar.of's cache
 NO_PITCH = 128  # a dummy pitch column: empty string slots, tokens that are not notes
 
 # Kinds of token, as bits: the constraint updates only the parts of its state that the kinds present can change.
@@ -89,13 +91,14 @@ class Grammar:
         (a riff's whole constrained sampling is ~200 ms). The entry holds its tokenizer, so an id in the key is never
         another tokenizer's; one grown since (`prepare --like` adds styles) has another length and gets its own."""
         key = (id(tokenizer), len(tokenizer), str(torch.device(device)))
-        hit = cls._built.get(key)
-        if hit is None or hit[0] is not tokenizer:
-            hit = cls._built[key] = (tokenizer, cls(tokenizer, device))
-        cls._built.move_to_end(key)
-        while len(cls._built) > 4:
-            cls._built.popitem(last=False)
-        return hit[1]
+        with _BUILT_LOCK:  # the studio serves requests from a thread pool
+            hit = cls._built.get(key)
+            if hit is None or hit[0] is not tokenizer:
+                hit = cls._built[key] = (tokenizer, cls(tokenizer, device))
+            cls._built.move_to_end(key)
+            while len(cls._built) > 4:
+                cls._built.popitem(last=False)
+            return hit[1]
 
     def __init__(self, tokenizer, device: torch.device | str = "cpu") -> None:
         V = len(tokenizer)
