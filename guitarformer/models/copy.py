@@ -32,7 +32,6 @@ from torch import Tensor, nn
 ORDERS = (1, 2, 4, 8, 16, 32)
 _M, _P = 2_147_483_647, 1_000_003  # n-grams compared by a polynomial hash mod a prime (int64 products stay exact)
 _POW = {n: pow(_P, n, _M) for n in ORDERS}
-_LOWER = list(range(len(ORDERS) - 1))  # the orders whose n-grams grow into the next one
 
 
 def _grow(h: Tensor, before: Tensor, n: int) -> Tensor:
@@ -134,7 +133,7 @@ class MatchState:
         latest = torch.where(H >= 0, latest, -1)  # (K, B): each order's latest match
         L = ((latest >= 0) * self._orders).amax(0)  # (B,): the longest order with a match, as its index + 1; 0 none
         src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]  # (B,)
-        c = self.tokens[:, :p + 1].gather(1, (src + 1).clamp(0, p)[:, None])[:, 0]
+        c = self.tokens.gather(1, (src + 1).clamp(0, p)[:, None])[:, 0]  # the token after the match
         return L[:, None], torch.where(L > 0, c, 0)[:, None]
 
     @classmethod
