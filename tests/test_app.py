@@ -237,3 +237,17 @@ def test_studio_form_takes_the_guard_and_bar_schedules():
     assert sample_form({"hand_position": "7"}, info).options == {"hand_position": 7}
     with pytest.raises(GuitarformerError, match="guard must be true or false"):
         sample_form({"guard": "no"}, info)
+
+
+def test_the_app_layer_leaves_music21_unimported(tmp_path):
+    """music21 takes a fifth of a second to import: the app layer (sample, tab, infill from a MIDI or Guitar Pro file,
+    the run's loading) must not wait for it; a MusicXML/ABC file, or building the built-in corpus, imports it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, guitarformer.app, guitarformer.cli, guitarformer.data.corpus, guitarformer.readers\n"
+            "print('music21' in sys.modules)\n"
+            "guitarformer.readers.from_music21\n"
+            "print('music21' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr

@@ -18,7 +18,6 @@ from inspect import signature
 from pathlib import Path
 
 import symusic
-from music21 import converter, corpus, key, stream, tempo
 from tqdm import tqdm
 
 from guitarformer.data.prepare import prepare, reader_hash
@@ -39,7 +38,6 @@ from guitarformer.data.tune_labels import (
     section_types,
     tune_type,
 )
-from guitarformer.readers import from_music21
 
 COLLECTIONS = ("ryansMammoth", "oneills1850")
 # Books that print their tunes grouped by type, in X: order: a tune there without R: is typed by its section.
@@ -74,6 +72,8 @@ def default_dataset_dir() -> Path:
 def source_files() -> list[Path]:
     """The ABC files of the built-in collections, in a stable order."""
 
+    from music21 import corpus  # music21 (a fifth of a second to import) only where the corpus is built
+
     files: list[Path] = []
     for name in COLLECTIONS:
         files.extend(sorted(Path(p) for p in corpus.getComposer(name)))
@@ -82,6 +82,8 @@ def source_files() -> list[Path]:
 
 def _tempo_of(score) -> float:
     """The first metronome mark in 30-300 BPM (the tunes carry at most one), else 120."""
+    from music21 import tempo
+
     for mm in score.recurse().getElementsByClass(tempo.MetronomeMark):
         try:
             bpm = mm.getQuarterBPM()
@@ -131,6 +133,8 @@ def tune_to_score(m21score) -> tuple[symusic.Score | None, str | None]:
     The tune is read by the same `from_music21` users' MusicXML/ABC files go through; the corpus then adds its
     own policy: an octave below the written pitch (see `_fit_to_guitar`), one tempo, the signatures the
     tokenizer expresses, and no dynamics."""
+    from guitarformer.readers.notation import from_music21
+
     try:
         gs = from_music21(m21score, name="Guitar", source_format="abc")[0]
     except SkipFile:
@@ -154,6 +158,7 @@ def _convert_file(args: tuple[str, str]) -> list[dict]:
     """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune (with its
     K: label, Key control value and type)."""
     src, out_dir = args
+    from music21 import converter, stream
 
     records: list[dict] = []
     try:

@@ -15,8 +15,6 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from music21 import key, pitch
-
 from guitarformer.music.guitar import PITCH_NAMES
 
 # Spelling in R: or the title -> type. Longest spellings are tried first ("slip jig" before "jig").
@@ -102,6 +100,8 @@ def section_types(numbered: list[tuple[int | None, str | None]]) -> list[str | N
 def key_label(m21score) -> str | None:
     """The tune's K: as "tonic:mode" ("A:dorian", "F#:minor"; sharps, as PITCH_NAMES), from the first key music21
     read; None for a tune without one (K:none, or a signature without a tonic)."""
+    from music21 import key, pitch  # here: music21 takes a fifth of a second to import, and only the corpus needs it
+
     for k in m21score.recurse().getElementsByClass(key.Key):
         return f"{PITCH_NAMES[pitch.Pitch(k.tonic.name).pitchClass]}:{k.mode}"
     return None

@@ -28,7 +28,6 @@ from guitarformer.readers.gpif import read_gpif
 from guitarformer.readers.guitarpro import read_gp
 from guitarformer.readers.limits import ReadLimits, too_large
 from guitarformer.readers.midi import read_midi
-from guitarformer.readers.notation import from_music21, read_notation
 
 
 def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: bool = False) -> list[GuitarScore]:
@@ -62,12 +61,25 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
     if fmt == "ascii_tab":
         parts = read_ascii_tab(path)
     else:
-        reader = {"midi": read_midi, "gp": read_gp, "gp6+": read_gpif, "musicxml": read_notation,
-                  "abc": read_notation}[fmt]
+        reader = {"midi": read_midi, "gp": read_gp, "gp6+": read_gpif}.get(fmt) or _notation().read_notation
         parts = reader(path, tracks=tracks, include_bass=include_bass)
     for gs in parts:
         check_timing(gs, path.name)
     return parts
+
+
+def _notation():
+    """readers.notation, imported on first use: it imports music21, a fifth of a second that a command reading no
+    MusicXML or ABC (sampling from the shipped model, a Guitar Pro file) should not wait for."""
+    from guitarformer.readers import notation
+
+    return notation
+
+
+def __getattr__(name: str):
+    if name == "from_music21":
+        return _notation().from_music21
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FORMATS", "detect_format", "from_music21", "read_guitar"]
