@@ -42,6 +42,10 @@ class DataConfig:
     # The share of training windows that drop every control, on top of control_dropout's per-type draws: the plain
     # stream (what `sample` without options asks for) is otherwise nearly never seen (0.5 ** 9 of windows).
     control_plain: float = 0.0
+    # Whether the loss scores the control tokens themselves. The sampler writes every control asked for, so the
+    # model needs to read them, not guess them: false trains on the music after them only, and the model learns
+    # that no control follows a Bar where none is written.
+    control_targets: bool = True
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
     # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
@@ -231,7 +235,7 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
 
 # Settings added after runs were saved without them, and the value that says what such a run did (a missing key
 # would otherwise take today's preset: a run resumed from before the plain share would start training with one).
-ADDED_SINCE = {("data", "control_plain"): 0.0}
+ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True}
 
 
 def saved_config(d: dict[str, Any]) -> Config:

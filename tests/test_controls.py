@@ -397,6 +397,29 @@ def test_a_plain_share_of_windows_drops_every_control(tok, ctrl_seqs, tmp_path):
     assert not any(control_index(tok[i]) >= 0 for i in x.flatten().tolist())
 
 
+def test_unscored_controls_are_read_but_never_targets(tok, ctrl_seqs, tmp_path):
+    """data.control_targets false: the windows and pairs are the same draws, the controls still in the inputs, but
+    no control token is a target (the sampler writes them), and every other target is scored as before; the
+    validation windows alike."""
+    split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs), "train")
+    is_ctrl = torch.tensor([control_index(tok[i]) >= 0 for i in range(len(tok))])
+    scored = DecoderWindows(split, 64, control_dropout=0.3, infill=0.3)
+    unscored = DecoderWindows(split, 64, control_dropout=0.3, infill=0.3, control_targets=False)
+    (x, y), (x2, y2) = (w.batch(32, torch.Generator().manual_seed(3)) for w in (scored, unscored))
+    assert torch.equal(x, x2) and is_ctrl[x].any()
+    ctrl_targets = (y >= 0) & is_ctrl[y.clamp(min=0)]
+    assert ctrl_targets.any() and not ((y2 >= 0) & is_ctrl[y2.clamp(min=0)]).any()
+    assert torch.equal(y2, y.masked_fill(ctrl_targets, IGNORE_INDEX))
+    val = [y for _, y in DecoderWindows(split, 48, control_targets=False).eval_batches(4)]
+    assert not any(((y >= 0) & is_ctrl[y.clamp(min=0)]).any() for y in val)
+    pairs = [Seq2SeqPairs(split, 32, 32, [tok["Bar_None"]], tok["BOS_None"], tok.pad_token_id, control_targets=t)
+             for t in (True, False)]
+    a, b = (p.batch(32, torch.Generator().manual_seed(4)) for p in pairs)
+    assert all(torch.equal(u, v) for u, v in zip(a[:3], b[:3]))
+    pair_ctrl = (a[3] >= 0) & is_ctrl[a[3].clamp(min=0)]
+    assert pair_ctrl.any() and torch.equal(b[3], a[3].masked_fill(pair_ctrl, IGNORE_INDEX))
+
+
 def test_validation_windows_are_deterministic_and_score_each_token_once(tok, ctrl_seqs, tmp_path):
     split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs), "train")
     windows = DecoderWindows(split, 48)

@@ -77,7 +77,7 @@ class ControlDropout:
     """Control tokens of one split, dropped per window (module docstring): `draw` picks the types to drop,
     `take` reads a window of the stream without them, the piece's kept opening controls in front."""
 
-    def __init__(self, tokenizer, split: TokenSplit, p: float = 0.5, plain: float = 0.0):
+    def __init__(self, tokenizer, split: TokenSplit, p: float = 0.5, plain: float = 0.0, scored: bool = True):
         if not (0.0 <= p <= 1.0 and 0.0 <= plain <= 1.0):
             raise ValueError(f"control dropout and the plain share must be within 0..1, got {p} and {plain}")
         self.split, self.p, self.plain, self.bos = split, p, plain, tokenizer["BOS_None"]
@@ -85,17 +85,29 @@ class ControlDropout:
         self.n = len(CONTROLS)
         self.kind = np.where(kinds < 0, self.n, kinds)  # CONTROLS index, n for a token that is no control
         self.is_piece = np.isin(kinds, [CONTROLS.index(c) for c in PIECE_CONTROLS])
+        # Whether the loss scores the control tokens themselves (data.control_targets). The sampler writes every
+        # control a riff is asked for (generation/conditioning.py), so the model only has to read them; unscored,
+        # it spends nothing on guessing them and learns that none follows a Bar in the plain stream.
+        self.scored = scored
+        self._unscored = torch.from_numpy(kinds >= 0)
         self._heads: dict[int, tuple[int, np.ndarray]] = {}
 
     @classmethod
-    def of_split(cls, split: TokenSplit, p: float = 0.5, plain: float = 0.0) -> ControlDropout | None:
+    def of_split(cls, split: TokenSplit, p: float = 0.5, plain: float = 0.0, scored: bool = True
+                 ) -> ControlDropout | None:
         """The dropout for a split whose dataset tokenizer has controls (p = 0 drops none, but still puts the
-        piece's controls in front; `plain`: the share of windows that drop them all); None for a tokenizer without
-        controls."""
+        piece's controls in front; `plain`: the share of windows that drop them all; `scored`: whether control
+        tokens are targets of the loss); None for a tokenizer without controls."""
         tok = dataset_tokenizer(split)
         if tok is None or (tok.config.additional_params or {}).get(CONTROLS_PARAM) is None:
             return None
-        return cls(tok, split, p, plain)
+        return cls(tok, split, p, plain, scored)
+
+    def unscore(self, y: torch.Tensor) -> torch.Tensor:
+        """`y` (targets, any shape) with every control token made IGNORE_INDEX unless controls are scored."""
+        if self.scored:
+            return y
+        return y.masked_fill((y >= 0) & self._unscored[y.clamp(0, len(self._unscored) - 1)], IGNORE_INDEX)
 
     def draw(self, gen: torch.Generator) -> np.ndarray:
         """(n + 1,) bool: which control types this window drops (the last entry, for other tokens, is False): each
@@ -156,11 +168,12 @@ class DecoderWindows:
     that, the row is padded and its padded targets skipped."""
 
     def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None,
-                 control_dropout: float = 0.5, infill: float = 0.0, control_plain: float = 0.0):
+                 control_dropout: float = 0.5, infill: float = 0.0, control_plain: float = 0.0,
+                 control_targets: bool = True):
         self.split, self.T, self.shifter = split, block_size, shifter
         if len(split) < 2:
             raise ValueError(f"the {split.split} split holds {len(split)} tokens: too few to train on")
-        self.controls = ControlDropout.of_split(split, control_dropout, control_plain)
+        self.controls = ControlDropout.of_split(split, control_dropout, control_plain, control_targets)
         self.infill = infill
         self.fill = _fill_ids(split) if infill > 0 else None
 
@@ -201,7 +214,10 @@ class DecoderWindows:
         x, y = a[:, :-1].contiguous(), a[:, 1:].contiguous()  # (B, T)
         for r, skip in skips:
             y[r, skip] = IGNORE_INDEX
-        return x, y
+        return x, self._unscore(y)
+
+    def _unscore(self, y: torch.Tensor) -> torch.Tensor:
+        return y if self.controls is None else self.controls.unscore(y)
 
     def _infill_window(self, i: int, length: int, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray] | None:
         """An infilling window (data/infill.py) from the piece that holds stream index i, moved back where the piece
@@ -244,7 +260,7 @@ class DecoderWindows:
                 if not rows:
                     return
                 xs, ys = zip(*rows)
-                yield torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
+                yield torch.from_numpy(np.stack(xs)), self._unscore(torch.from_numpy(np.stack(ys)))
         n, T = len(self.split), self.T
         starts = list(range(0, max(n - 1, 1), T))
         if max_batches:
@@ -267,10 +283,11 @@ class Seq2SeqPairs:
 
     def __init__(self, split: TokenSplit, src_len: int, tgt_len: int, bar_ids: list[int], bos_id: int, pad_id: int,
                  shifter: PitchShifter | None = None, control_dropout: float = 0.5, infill: float = 0.0,
-                 control_plain: float = 0.0):
+                 control_plain: float = 0.0, control_targets: bool = True):
         self.split, self.S, self.T = split, src_len, tgt_len
         self.bos, self.pad, self.shifter = bos_id, pad_id, shifter
-        self.controls = ControlDropout.of_split(split, control_dropout, control_plain)  # as DecoderWindows
+        self.controls = ControlDropout.of_split(split, control_dropout, control_plain,
+                                                control_targets)  # as DecoderWindows
         self.infill = infill
         self.fill = _fill_ids(split) if infill > 0 else None
         bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(bar_ids, dtype=np.int64))
@@ -381,8 +398,10 @@ class Seq2SeqPairs:
         return None if pair is None else (pair[0], pair[1][: self.T])
 
     def _stack(self, items) -> tuple[torch.Tensor, ...]:
-        cols = list(zip(*items))
-        return tuple(torch.from_numpy(np.stack(c)) for c in cols)  # src (B,S), src_mask (B,S), tgt (B,T), y (B,T)
+        cols = [torch.from_numpy(np.stack(c)) for c in zip(*items)]  # src (B,S), src_mask (B,S), tgt (B,T), y (B,T)
+        if self.controls is not None:
+            cols[-1] = self.controls.unscore(cols[-1])
+        return tuple(cols)
 
     def batch(self, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
         ks = torch.randint(0, len(self.cut_points) + len(self.first_bars), (batch_size,), generator=gen).tolist()

@@ -22,7 +22,8 @@ def _windows(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | 
     """A decoder's source: windows of the token stream."""
     return DecoderWindows(split, cfg.model.block_size, shifter, infill=infill,
                           control_dropout=cfg.data.control_dropout if control_dropout is None else control_dropout,
-                          control_plain=cfg.data.control_plain if control_dropout is None else 0.0)
+                          control_plain=cfg.data.control_plain if control_dropout is None else 0.0,
+                          control_targets=cfg.data.control_targets)
 
 
 def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0,
@@ -32,7 +33,8 @@ def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | No
     return Seq2SeqPairs(split, m.src_block_size, m.block_size, bar_ids(tokenizer), tokenizer["BOS_None"],
                         tokenizer.pad_token_id, shifter=shifter, infill=infill,
                         control_dropout=cfg.data.control_dropout if control_dropout is None else control_dropout,
-                        control_plain=cfg.data.control_plain if control_dropout is None else 0.0)
+                        control_plain=cfg.data.control_plain if control_dropout is None else 0.0,
+                        control_targets=cfg.data.control_targets)
 
 
 # The data source each model kind trains on (data/dataset.py; models/kinds.py reads its batches).
