@@ -264,13 +264,16 @@ def from_run_recipe(run: Path) -> str:
 
 
 def tokens_sentence(run: Path) -> str:
-    """How the shipped run writes a note and how often its training windows left every control out."""
+    """How the shipped run writes a note, how often its training windows left every control out, and whether its
+    loss scored the control tokens."""
     cfg = load_run(run)[2]  # its saved config, the tab layout as its tokenizer says
     layout = cfg.data.tab_layout
     how = ("a String only where a note leaves its lowest-fret string" if layout == 3 else "a String on every note")
     plain = f"; {_pct(cfg.data.control_plain)} of its training windows without any control" \
         if cfg.data.control_plain else ""
-    return f"tab layout {layout}: {how}{plain}"
+    read = "; its control tokens read, not scored by the loss" if cfg.data.controls and not cfg.data.control_targets \
+        else ""
+    return f"tab layout {layout}: {how}{plain}{read}"
 
 
 def _pct(x: float) -> str:
