@@ -4,7 +4,9 @@ For runs trained with infilling (data.infill > 0), on random spans of 1-4 bars w
 pieces of the run's val split (train when it has none):
 
   NLL both sides   nats per token of the true bars in the infilling layout (the bars around them as
-                   `guitarformer infill` lays them out: generation/infill.plan);
+                   `guitarformer infill` lays them out: generation/infill.plan); the bars' music tokens only: their
+                   control tokens are inputs, never scored (the sampler writes what is asked, and a run trained
+                   with data.control_targets false never learned to guess them);
   NLL left only    the same tokens as a plain continuation of the piece, with as much left context as the model
                    holds (decoder: the last block_size tokens before the bars; encoder-decoder: the last
                    src_block_size tokens before them as the source, as its continuation pairs are built);
@@ -30,7 +32,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from guitarformer import IGNORE_INDEX
 from guitarformer.app.requests import InfillRequest
+from guitarformer.data.controls import control_kinds
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
 from guitarformer.errors import GuitarformerError
@@ -93,31 +97,38 @@ def bars_before(bars: list[list[int]], first: int, k: int) -> list[int]:
     return [t for b in bars[max(0, first - 1 - k):first - 1] for t in b]
 
 
-def token_nll(logits: torch.Tensor, targets: list[int]) -> float:
-    """Summed NLL of `targets` under logits (len(targets), V): the NLL every measurement uses (models/loss.py)."""
-    return token_stats(logits[None], torch.tensor([targets], device=logits.device))[0]
+def token_nll(logits: torch.Tensor, targets: list[int], skip: frozenset[int] = frozenset()) -> float:
+    """Summed NLL of `targets` under logits (len(targets), V), the ids in `skip` (control tokens) left out: the NLL
+    every measurement uses (models/loss.py)."""
+    y = [IGNORE_INDEX if t in skip else t for t in targets]
+    return token_stats(logits[None], torch.tensor([y], device=logits.device))[0]
 
 
-def _continuation_nll(model, left: list[int], truth: list[int], T: int, device) -> float:
+def control_ids(tok) -> frozenset[int]:
+    """The ids of the tokenizer's control tokens (none without controls)."""
+    return frozenset(int(i) for i in np.nonzero(control_kinds(tok.vocab, len(tok)) >= 0)[0])
+
+
+def _continuation_nll(model, left: list[int], truth: list[int], T: int, device, skip: frozenset[int]) -> float:
     plain = (left + truth)[-(T + 1):]
     x = torch.tensor([plain[:-1]], device=device)
-    return token_nll(model(x)[0][0, len(plain) - 1 - len(truth):], truth)
+    return token_nll(model(x)[0][0, len(plain) - 1 - len(truth):], truth, skip)
 
 
 @torch.no_grad()
-def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[int], device
-             ) -> tuple[float, float, float]:
-    """(summed NLL of the span's tokens given both sides, given the left side only, given the layout's bars before
-    only)."""
+def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[int], device,
+             skip: frozenset[int] = frozenset()) -> tuple[float, float, float]:
+    """(summed NLL of the span's tokens but those in `skip` given both sides, given the left side only, given the
+    layout's bars before only)."""
     truth = [i for b in span for i in b]
     same_left = [fill.bos, *head, *(i for b in before for i in b)]
     if cfg.model.kind == "decoder":
         ids, at = decoder_layout(fill, head, before, span, after)
         x = torch.tensor([ids[:at + len(truth) - 1]], device=device)
-        both = token_nll(model(x)[0][0, at - 1:], truth)
+        both = token_nll(model(x)[0][0, at - 1:], truth, skip)
         T = cfg.model.block_size
-        return both, _continuation_nll(model, left, truth, T, device), _continuation_nll(model, same_left, truth, T,
-                                                                                        device)
+        return both, _continuation_nll(model, left, truth, T, device, skip), _continuation_nll(
+            model, same_left, truth, T, device, skip)
     T = cfg.model.block_size
     truth = truth[: T - 1]
     tgt = torch.tensor([[fill.bos, *truth[:-1]]], device=device)
@@ -125,7 +136,7 @@ def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[in
     def run(src: list[int]) -> float:
         s = torch.tensor([src], device=device)
         logits = model(s, tgt, src_key_mask=torch.ones_like(s, dtype=torch.bool))[0]
-        return token_nll(logits[0], truth)
+        return token_nll(logits[0], truth, skip)
 
     src, _ = seq2seq_layout(fill, head, before, span, after)
     return run(src), run(left[-cfg.model.src_block_size:]), run(same_left)
@@ -136,6 +147,7 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
     model, tok, cfg = load_run(run, None, str(device))
     fill = check_infill_run(tok, cfg)
     split, split_name = span_split(Path(cfg.data.dataset))
+    skip = control_ids(tok)
     t0 = time.time()
     both = only = same = 0.0
     tokens = 0
@@ -145,10 +157,10 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
     for k, head, bars, first, layout in fill_spans(cfg, split, fill, num, seed):
         before, span, after, _ = layout
         piece = [fill.bos, *head, *(t for b in bars[:first - 1] for t in b)]
-        b_nll, o_nll, s_nll = nll_pair(model, cfg, fill, head, before, span, after, piece, device)
+        b_nll, o_nll, s_nll = nll_pair(model, cfg, fill, head, before, span, after, piece, device, skip)
         same += s_nll
-        n_tok = min(sum(len(b) for b in span), cfg.model.block_size - 1) if cfg.model.kind != "decoder" else \
-            sum(len(b) for b in span)
+        scored = [t not in skip for b in span for t in b]
+        n_tok = sum(scored[: cfg.model.block_size - 1] if cfg.model.kind != "decoder" else scored)
         both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
         new, _ = sample_fill(model, tok, cfg, fill, head, layout,
                              SamplingParams.from_config(cfg.sample, temperature=temperature),

@@ -371,3 +371,19 @@ def test_the_rank_bench_keeps_the_fills_infill_keeps(infill_run, tmp_path):
     text = doc.read_text()
     assert "old" not in text and text.startswith("before") and text.rstrip().endswith("after")
     assert all(name in text for name in bench_fill_rank.RULES)
+
+
+def test_the_infill_bench_scores_music_tokens_not_controls():
+    """bench_infill.py's NLL leaves a span's control tokens out (the sampler writes them; a run trained with
+    data.control_targets false never guesses them): the sum over the other targets, none of the skipped ones."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import bench_infill
+
+    logits = torch.randn(5, 9, generator=torch.Generator().manual_seed(0))
+    targets = [1, 7, 2, 7, 3]
+    each = -torch.log_softmax(logits, -1)[torch.arange(5), torch.tensor(targets)]
+    assert bench_infill.token_nll(logits, targets) == pytest.approx(float(each.sum()), rel=1e-5)
+    assert bench_infill.token_nll(logits, targets, frozenset({7})) == pytest.approx(
+        float(each[[0, 2, 4]].sum()), rel=1e-5)
