@@ -101,10 +101,10 @@ def test_set_values_keeps_typed_strings_as_written():
 
 def test_a_saved_run_keeps_what_it_did_for_settings_it_predates():
     """A run saved before data.control_plain existed trained without a plain share: loading (or resuming) it must not
-    give it today's preset's 0.25, while a user's config file without the key does get the preset."""
+    give it today's preset's 0.5, while a user's config file without the key does get the preset."""
     old = Config().to_dict()
     del old["data"]["control_plain"]
-    assert from_dict(old).data.control_plain == 0.25  # a config file: the preset fills what it does not say
+    assert from_dict(old).data.control_plain == 0.5  # a config file: the preset fills what it does not say
     assert saved_config(old).data.control_plain == 0.0  # a run's saved config: what the run did
     old["data"]["control_plain"] = 0.4
     assert saved_config(old).data.control_plain == 0.4
