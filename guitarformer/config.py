@@ -43,8 +43,7 @@ class DataConfig:
     # stream (what `sample` without options asks for) is otherwise nearly never seen (0.5 ** 9 of windows).
     control_plain: float = 0.0
     # Whether the loss scores the control tokens themselves. The sampler writes every control asked for, so the
-    # model needs to read them, not guess them: false trains on the music after them only, and the model learns
-    # that no control follows a Bar where none is written.
+    # model needs to read them, not guess them: false puts the whole loss on the music (the controls stay inputs).
     control_targets: bool = True
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
     # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
@@ -58,10 +57,11 @@ def preset_data() -> DataConfig:
     """The default preset's data: a bare DataConfig describes plain tokens (what `prepare` and the tokenizer take);
     the preset trains with controls and infilling in the mix (the shipped model's share), so every `sample` option
     and `infill` work on the quickstart's run; half of its windows without any control, so the plain stream
-    (`sample` without options) is trained too; and the control tokens read but not scored (the sampler writes them). docs/TAB_TOKENS.md, "Control tokens read, not scored": at the quickstart's length,
-    1.003x REMI's nats per note over three seeds, against 1.010x (two seeds) with a quarter plain and the controls
-    scored; guarded adherence the same, and the model alone follows density and a style's meter better. With
-    another tokenizer they are off (`validate`)."""
+    (`sample` without options) is trained too; and the control tokens read but not scored (the sampler writes them).
+    docs/TAB_TOKENS.md, "Control tokens read, not scored": at the quickstart's length, 1.003x REMI's nats per note
+    over three seeds, against 1.010x (two seeds) with a quarter plain and the controls scored; guarded adherence
+    the same, and the model alone follows density and a style's meter better. With another tokenizer they are off
+    (`validate`)."""
     return DataConfig(controls=True, infill=0.3, control_plain=0.5, control_targets=False)
 
 

@@ -87,7 +87,7 @@ class ControlDropout:
         self.is_piece = np.isin(kinds, [CONTROLS.index(c) for c in PIECE_CONTROLS])
         # Whether the loss scores the control tokens themselves (data.control_targets). The sampler writes every
         # control a riff is asked for (generation/conditioning.py), so the model only has to read them; unscored,
-        # it spends nothing on guessing them and learns that none follows a Bar in the plain stream.
+        # the whole loss is on the music, and the model puts next to nothing on a control token anywhere.
         self.scored = scored
         self._unscored = torch.from_numpy(kinds >= 0)
         self._heads: dict[int, tuple[int, np.ndarray]] = {}
