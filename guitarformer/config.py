@@ -58,8 +58,8 @@ def preset_data() -> DataConfig:
     the preset trains with controls and infilling in the mix (the shipped model's share), so every `sample` option
     and `infill` work on the quickstart's run; half of its windows without any control, so the plain stream
     (`sample` without options) is trained too; and the control tokens read but not scored (the sampler writes them).
-    docs/TAB_TOKENS.md, "Control tokens read, not scored": at the quickstart's length, 1.003x REMI's nats per note
-    over three seeds, against 1.010x (two seeds) with a quarter plain and the controls scored; guarded adherence
+    docs/TAB_TOKENS.md, "Control tokens read, not scored": at the quickstart's length, 1.001x REMI's nats per note
+    over four seeds, against 1.010x (two seeds) with a quarter plain and the controls scored; guarded adherence
     the same, and the model alone follows density and a style's meter better. With another tokenizer they are off
     (`validate`)."""
     return DataConfig(controls=True, infill=0.3, control_plain=0.5, control_targets=False)
