@@ -157,9 +157,9 @@ def tune_to_score(m21score) -> tuple[symusic.Score | None, str | None]:
 def _convert_file(args: tuple[str, str]) -> list[dict]:
     """Parse one ABC file (one or many tunes) and write each tune as MIDI; returns one record per tune (with its
     K: label, Key control value and type)."""
-    src, out_dir = args
     from music21 import converter, stream
 
+    src, out_dir = args
     records: list[dict] = []
     try:
         parsed = converter.parse(src, format="abc")

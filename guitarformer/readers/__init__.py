@@ -61,7 +61,8 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
     if fmt == "ascii_tab":
         parts = read_ascii_tab(path)
     else:
-        reader = {"midi": read_midi, "gp": read_gp, "gp6+": read_gpif}.get(fmt) or _notation().read_notation
+        reader = _notation().read_notation if fmt in ("musicxml", "abc") else {
+            "midi": read_midi, "gp": read_gp, "gp6+": read_gpif}[fmt]
         parts = reader(path, tracks=tracks, include_bass=include_bass)
     for gs in parts:
         check_timing(gs, path.name)
