@@ -390,3 +390,58 @@ def test_cpu_shortcuts_keep_the_unnamed_strings(tok):
         assert {"String", "Pitch", "Position"} <= kinds and kinds & {"Tech", "Bend"}, kinds
     else:
         assert kinds == {"String"}
+
+
+@pytest.mark.parametrize("name", ["REMI", "TabREMI"])
+def test_grammar_cuts_select_their_columns(name):
+    """The constraint masks through `<kind>_at` (a slice where the ids are one run): each selects exactly
+    `<kind>_cols`, in their order, with and without controls."""
+    from guitarformer.generation.grammar import Grammar
+
+    for controls in (False, True):
+        g = Grammar(build_tokenizer(DataConfig(tokenizer=name, controls=controls)))
+        m = torch.randn(2, g.V)
+        for kind in ("pitch", "off", "dur", "pos", "shift", "ts", "bar", "time", "string", "note_end"):
+            cols = getattr(g, f"{kind}_cols")
+            assert torch.equal(m[:, getattr(g, f"{kind}_at")], m[:, cols]), (name, controls, kind)
+        assert torch.equal(torch.arange(129)[g.pitch_val_at], g.pitch_cols_val)
+
+
+@pytest.mark.parametrize("tuning, capo, region", [(STANDARD_TUNING, 0, None), ((38, 45, 50, 55, 59, 64), 2, None),
+                                                  ((35, 40, 45, 50, 55, 59, 64), 0, (5, 9)), ((28, 33, 38, 43), 0, None)])
+def test_the_hand_rule_is_what_it_says(tok3, tuning, capo, region):
+    """StringState._playable against its definition, note by note: pitch p may take string k at `now` iff k can
+    play it (in the asked region), nothing sounds on k, and, unless p is k's open string, its fret and the frets of
+    the fretted notes still sounding on other strings lie within HAND_SPAN; random states, every pitch."""
+    from guitarformer.generation.grammar import NO_PITCH, Grammar
+    from guitarformer.generation.strings import StringState
+    from guitarformer.music.guitar import fret_of
+
+    g = Grammar.of(tok3)
+    st = StringState(g, tuning, capo, MAX_FRET, region=region)
+    n, gen = len(tuning), torch.Generator().manual_seed(0)
+    B = 40
+    free_at = torch.randint(0, 12, (B, n), generator=gen)
+    pitch = torch.randint(tuning[0] - 2, tuning[-1] + 20, (B, n), generator=gen)
+    pitch[torch.rand(B, n, generator=gen) < 0.3] = NO_PITCH
+    now = torch.randint(0, 12, (B,), generator=gen)
+    got = st._playable(now, strings=(free_at, pitch))
+    pending = torch.randint(tuning[0], tuning[-1] + 24, (B,), generator=gen)
+    got_one = st._playable(now, pending, strings=(free_at, pitch))[:, 0]
+
+    def fret(p: int, k: int) -> int:  # -1: string k+1 cannot play p (or not in the region)
+        f = fret_of(p, k + 1, tuning, capo) if p != NO_PITCH else -1
+        ok = f >= 0 and f + capo <= MAX_FRET and (region is None or f == 0 or region[0] <= f <= region[1])
+        return f if ok else -1
+
+    for b in range(B):
+        held = [fret(int(pitch[b, k]), k) for k in range(n) if free_at[b, k] > now[b]]
+        fretted = [f for f in held if f > 0]
+        for p in range(NO_PITCH + 1):
+            for k in range(n):
+                f = fret(p, k)
+                want = f >= 0 and free_at[b, k] <= now[b] and (
+                    f == 0 or max(fretted + [f]) - min(fretted + [f]) <= HAND_SPAN)
+                assert bool(got[b, p, k]) == want, (b, p, k)
+                if p == int(pending[b]):
+                    assert bool(got_one[b, k]) == want, (b, p, k)

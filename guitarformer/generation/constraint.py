@@ -81,7 +81,11 @@ class GuitarConstraint:
         # The id that must follow each id (-1: none): the first requested bar control after a Bar, each one's
         # successor after it.
         self.forced: torch.Tensor | None = None  # (bars in the schedule, V)
-        self.bar_ctrl_cols = self.grammar.is_bar_ctrl.nonzero().squeeze(1) if bar_controls is not None else None
+        # Columns no step may take, as one (V,) mask `keep` (None: none): the bar controls where a list says which
+        # (the asked ones are forced instead), and `fixed`'s below.
+        never = torch.zeros(self.V, dtype=torch.bool)
+        if bar_controls is not None:
+            never |= self.grammar.is_bar_ctrl.cpu()
         self.opens = int(prompt_opens_bar)
         schedule = [list(map(int, c)) for c in bar_controls] if bar_controls and isinstance(
             bar_controls[0], (list, tuple)) else [list(map(int, bar_controls or []))]
@@ -95,12 +99,12 @@ class GuitarConstraint:
             self.forced = forced.to(self.device)
         # Asked time signature and tempo (`fixed`: TimeSig_/Tempo_ ids): every other value of their type is ruled
         # out, so each bar the model opens keeps the asked meter and no later tempo change undoes the asked one.
-        self.banned: torch.Tensor | None = None
         if fixed:
             kinds = {self.grammar.types[int(i)] for i in fixed}
             banned = torch.tensor([t in kinds for t in self.grammar.types])
             banned[[int(i) for i in fixed]] = False
-            self.banned = banned.nonzero().squeeze(1).to(self.device)
+            never |= banned
+        self.keep = (~never).to(self.device) if bool(never.any()) else None
         self.time = TimeState(tokenizer, self.grammar, self.device)
         position = self.time.default[2]  # ticks of one position of the finest (4/4) grid
         # `region` (tab tokens): an asked hand position, (lowest, highest) fret; notes go on frets in it or open
@@ -125,7 +129,7 @@ class GuitarConstraint:
         self.time.reset(B, dev)
         self.strings.reset(B, dev)
         if self.guards is not None:
-            self.guards.reset(B, dev)
+            self.guards.reset(B, dev, self.time)
         repeats, self.repeats = self.repeats, None  # the prompt's bars are read whole by `Repeats.start`
         for t in range(ids.shape[1]):
             self.update(ids[:, t])
@@ -165,7 +169,7 @@ class GuitarConstraint:
             return  # no row's token moves time, opens or closes a note (Velocity, Tempo, ...)
         self.time.update(new, kinds)
         if self.guards is not None:
-            self.guards.update(new)
+            self.guards.update(new, kinds, self.time)
         step = self.time.step_ticks(new) if kinds & DURATION else None
         self.strings.update(new, kinds, self.time.now, step)
 
@@ -185,50 +189,48 @@ class GuitarConstraint:
         due = g.is_dur[last] if g.implied and may(g.may_string) else None
         if may(g.may_pitch):  # a string for it, and room for a note before the limit
             at_end = now + time.shortest() > limit  # (B,)
-            m[:, g.pitch_cols] &= ~(strings.blocked(now, due)[:, g.pitch_cols_val] | at_end.unsqueeze(1))
+            m[:, g.pitch_at] &= ~(strings.blocked(now, due)[:, g.pitch_val_at] | at_end.unsqueeze(1))
         if g.kind == "MIDILike":
-            m[:, g.off_cols] &= strings.open_notes()[:, g.off_cols_val]
+            m[:, g.off_at] &= strings.open_notes()[:, g.off_val_at]
             n_open = strings.n_open()  # (B,)
             m[:, g.eos] &= n_open == 0
             if remaining is not None:  # close every note in time: NoteOn Velocity TimeShift + n+1 NoteOffs
-                m[:, g.pitch_cols] &= (n_open + 4 <= remaining).unsqueeze(1)
-                m[:, g.time_cols] &= (n_open + 1 <= remaining).unsqueeze(1)
+                m[:, g.pitch_at] &= (n_open + 4 <= remaining).unsqueeze(1)
+                m[:, g.time_at] &= (n_open + 1 <= remaining).unsqueeze(1)
         if may(g.may_timesig):
-            m[:, g.ts_cols] &= time.timesigs(last, strings.rings_until())
+            m[:, g.ts_at] &= time.timesigs(last, strings.rings_until())
         if may(g.may_pos):  # REMI Position: forward, inside the bar, a string free on arrival
             t, ok = time.positions(limit)
-            m[:, g.pos_cols] &= ok & strings.free_at(t)
+            m[:, g.pos_at] &= ok & strings.free_at(t)
         if may(g.may_shift):  # TimeShift: not past the bar limit (Structured: a note follows, so a free string)
             needs_note = g.kind == "Structured"
             t, ok = time.shifts(limit, needs_note)
-            m[:, g.shift_cols] &= (ok & strings.free_at(t)) if needs_note else ok
+            m[:, g.shift_at] &= (ok & strings.free_at(t)) if needs_note else ok
         if time.max_bars is not None:  # nothing rings past the last bar
             if may(g.may_dur):
-                m[:, g.dur_cols] &= time.durations(limit)
+                m[:, g.dur_at] &= time.durations(limit)
             mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
             finished = ((now >= limit) & ~mid_note).unsqueeze(1)
             m &= ~finished | g.finishing  # finish notes, then end
         if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
             if may(g.may_string):
                 ok, lowest_ok = strings.string_choice(now)
-                m[:, g.string_cols] &= ok
+                m[:, g.string_at] &= ok
                 if due is not None:  # layout 3: no String ends the note on its lowest-fret string, if that one may
-                    m[:, g.note_end_cols] &= (lowest_ok | ~due).unsqueeze(1)
+                    m[:, g.note_end_at] &= (lowest_ok | ~due).unsqueeze(1)
             if may(g.may_hammer):
                 m[:, g.hammer] &= strings.hammer_allowed(due)
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
         m[:, g.eos] &= time.started
         if g.kind == "REMI" and time.max_bars is not None:
-            m[:, g.bar_cols] &= time.may_open_bar().unsqueeze(1)
+            m[:, g.bar_at] &= time.may_open_bar().unsqueeze(1)
             # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
             # riff after one note; `--bars 8` means eight).
             if self.whole_riff:
                 m[:, g.eos] &= (time.bars - time.bars_at_start >= time.max_bars) & (time.pos >= 0)
-        if self.bar_ctrl_cols is not None and self.bar_ctrl_cols.numel():  # the asked ones only, forced below
-            m[:, self.bar_ctrl_cols] = False
-        if self.banned is not None:
-            m[:, self.banned] = False
+        if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
+            m &= self.keep
         if self.guards is not None:
             implied = strings.lowest[strings.pending].masked_fill(~due, -1) if due is not None else None
             m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied)
@@ -238,5 +240,5 @@ class GuitarConstraint:
             m = torch.where((f >= 0).unsqueeze(1), only, m)
         if self.repeats is not None:  # a bar the form repeats: the earlier bar's tokens, where they are allowed
             m = self.repeats.restrict(m, time)
-        m[~m.any(1), g.eos] = True  # a dead end can always finish
+        m[:, g.eos] |= ~m.any(1)  # a dead end can always finish
         return m

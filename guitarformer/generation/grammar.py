@@ -66,11 +66,18 @@ def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
     return M
 
 
+def _cut(cols: torch.Tensor) -> slice | torch.Tensor:
+    """`cols` (ids, ascending or not) as a slice where they are one ascending run, else as they are."""
+    c = cols.tolist()
+    return slice(c[0], c[0] + len(c)) if c and c == list(range(c[0], c[0] + len(c))) else cols
+
+
 class Grammar:
     """Per-token tables of one tokenizer (V = vocabulary size), on `device`.
 
     `allowed` (V, V): may column follow row. `is_<kind>` (V,) bool per token kind; `<kind>_cols` the ids of
-    that kind (`is_bar_ctrl`: the bar control tokens, which come between a Bar and its TimeSig/Position, so a
+    that kind (`<kind>_at`: the same columns as a slice where they are one run, for the constraint's masks;
+    `is_bar_ctrl`: the bar control tokens, which come between a Bar and its TimeSig/Position, so a
     bar is open after either); `pitch_val`/`pos_val`/`string_val` (V,) the value of Pitch/NoteOn/NoteOff, Position and String
     tokens. Tab tokens: `string_cols` the String ids in string order (`tab`: there are some), `hammer` the id
     of Tech_Hammer (-1: none); `implied` (tab layout 3): a note on its lowest-fret string has no String token, so
@@ -169,6 +176,14 @@ class Grammar:
         self.finishing = self.is_off | self.is_eos | self.is_vel | self.is_dur  # what may follow the last bar's end
         self.pitch_cols_val, self.off_cols_val = self.pitch_val[self.pitch_cols], self.pitch_val[self.off_cols]
         self.pos_cols_val = self.pos_val[self.pos_cols]
+        # The same columns for the constraint's per-token masks: a slice where they are one run of ids (MidiTok gives
+        # each type's values consecutive ids), so `m[:, cut] &= x` works on a view instead of an index and an
+        # index_put (at batch 1 the mask is a few dozen such small ops a token).
+        self.pitch_at, self.off_at, self.dur_at = _cut(self.pitch_cols), _cut(self.off_cols), _cut(self.dur_cols)
+        self.pos_at, self.shift_at, self.ts_at = _cut(self.pos_cols), _cut(self.shift_cols), _cut(self.ts_cols)
+        self.bar_at, self.time_at = _cut(self.bar_cols), _cut(self.time_cols)
+        self.string_at, self.note_end_at = _cut(self.string_cols), _cut(self.note_end_cols)
+        self.pitch_val_at, self.off_val_at = _cut(self.pitch_cols_val), _cut(self.off_cols_val)
 
     def kinds(self, tokens: list[int]) -> int:
         """The kinds (bits) among these tokens: 0 when none of them changes the guitar state."""

@@ -37,7 +37,8 @@ import torch
 
 from guitarformer.data.controls import DENSITY_THRESHOLDS, DENSITY_VALUES, MAJOR_PROFILE, MINOR_PROFILE
 from guitarformer.data.seen import Seen
-from guitarformer.generation.grammar import Grammar
+from guitarformer.generation.grammar import TIMESIG, Grammar
+from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import PITCH_NAMES, fret_of
 
 # The key guard: logits off a pitch outside the scale; onto the tonic on a bar's first note (not after the tonic);
@@ -168,18 +169,36 @@ class Guards:
             self.regions = fits.to(dev)
             self.region_pitch = fits.any(2)[:, g.pitch_cols_val.cpu().clamp(max=128)].to(dev)  # (R, nPitch)
 
-    def reset(self, B: int, device: torch.device) -> None:
+    def reset(self, B: int, device: torch.device, time: TimeState) -> None:
+        """Every row before its first bar; `time`: the constraint's TimeState, just reset (4/4)."""
         self.onsets = torch.zeros(B, dtype=torch.long, device=device)  # Positions in the current bar
         self.notes_here = torch.zeros(B, dtype=torch.long, device=device)  # notes struck at the current Position
         self.quarters = torch.full((B,), 4.0, device=device)  # until a TimeSig says otherwise
         self.last_pc = torch.full((B,), -1, dtype=torch.long, device=device)  # the last note's pitch class
+        self._meter(time)
 
-    def update(self, new: torch.Tensor) -> None:
+    def _meter(self, time: TimeState) -> None:
+        """What the density rule reads of each row's meter, made when a TimeSig changes it rather than every step:
+        `least_k`, `most_k` (B, 3) the onsets a bar has in each density class (`onset_range`), and `sixteenths_left`
+        (B, nP) how many sixteenths a bar has left after each Position."""
+        if self.density_cls is None:
+            return
+        ranges = [onset_range(value, self.quarters) for value in DENSITY_VALUES]
+        self.least_k = torch.stack([lo for lo, _ in ranges], 1)
+        self.most_k = torch.stack([hi for _, hi in ranges], 1)
+        sixteenth = (time.bar_ticks.float() / (self.quarters * 4)).clamp(min=1)  # (B,)
+        left = time.bar_ticks.unsqueeze(1) - self.g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
+        self.sixteenths_left = torch.floor(left.float() / sixteenth.unsqueeze(1))
+
+    def update(self, new: torch.Tensor, kinds: int, time: TimeState) -> None:
+        """Advance with the tokens just chosen (B,); `kinds`: the kind bits among them (grammar.py); `time`: the
+        constraint's TimeState, already advanced past them."""
         g = self.g
         self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
         self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0, self.notes_here + g.is_pitch[new].long())
-        ts = g.is_timesig[new]
-        self.quarters = torch.where(ts, self.ts_quarters[new], self.quarters)
+        if kinds & TIMESIG:  # the meter, and what the density rule reads of it, change only here
+            self.quarters = torch.where(g.is_timesig[new], self.ts_quarters[new], self.quarters)
+            self._meter(time)
         if self.bias is not None:
             self.last_pc = torch.where(g.is_pitch[new], self.pc_of[new], self.last_pc)
 
@@ -198,43 +217,39 @@ class Guards:
         before = m.clone()
         if self.density_cls is not None:
             cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
-            least = torch.zeros_like(self.onsets)
-            most = torch.full_like(self.onsets, NO_LIMIT)
-            for k, value in enumerate(DENSITY_VALUES):
-                lo, hi = onset_range(value, self.quarters)
-                least, most = torch.where(cls == k, lo, least), torch.where(cls == k, hi, most)
+            k, asked = cls.clamp(min=0).unsqueeze(1), cls >= 0
+            least = torch.where(asked, self.least_k.gather(1, k)[:, 0], 0)
+            most = torch.where(asked, self.most_k.gather(1, k)[:, 0], NO_LIMIT)
             need = least - self.onsets  # (B,) onsets still owed by this bar
             capped = self.onsets >= most
-            m[:, g.pos_cols] &= ~capped.unsqueeze(1)
+            m[:, g.pos_at] &= ~capped.unsqueeze(1)
             if time.max_bars is not None:  # a full bar goes on to the next one, not to the end, while bars are left
                 m[:, g.eos] &= ~(capped & (time.bars_left() > 1))
             owed = need > 0
-            m[:, g.bar_cols] &= ~owed.unsqueeze(1)
+            m[:, g.bar_at] &= ~owed.unsqueeze(1)
             m[:, g.eos] &= ~owed
             # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
-            sixteenth = (time.bar_ticks.float() / (self.quarters * 4)).clamp(min=1)  # (B,)
-            left = time.bar_ticks.unsqueeze(1) - g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
-            room = torch.floor(left.float() / sixteenth.unsqueeze(1)) >= need.unsqueeze(1)
-            m[:, g.pos_cols] &= room | ~owed.unsqueeze(1)
+            room = self.sixteenths_left >= need.unsqueeze(1)
+            m[:, g.pos_at] &= room | ~owed.unsqueeze(1)
             # A bar that owes onsets moves on after one note: stacking a chord there would spend every string.
-            m[:, g.pitch_cols] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
+            m[:, g.pitch_at] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
             # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
-            stuck = owed & before[:, g.bar_cols].any(1) & ~m[:, g.pos_cols].any(1)
-            m[:, g.bar_cols] |= before[:, g.bar_cols] & stuck.unsqueeze(1)
+            stuck = owed & before[:, g.bar_at].any(1) & ~m[:, g.pos_at].any(1)
+            m[:, g.bar_at] |= before[:, g.bar_at] & stuck.unsqueeze(1)
             m[:, g.eos] |= before[:, g.eos] & stuck
-        dead = ~m.any(1)  # the strings or the time left cannot meet a rule: the row goes on without it
-        m[dead] = before[dead]
+        # The strings or the time left cannot meet a rule: the row goes on without it.
+        m = torch.where(m.any(1, keepdim=True), m, before)
         if self.regions is not None and pending is not None:
             held = m.clone()
             r = self._at(self.spec.regions, bar)  # (B,)
             fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)
-            m[:, g.string_cols] &= fits
-            m[:, g.pitch_cols] &= self.region_pitch[r]
+            m[:, g.string_at] &= fits
+            m[:, g.pitch_at] &= self.region_pitch[r]
             if implied is not None:  # a note without a String is on its lowest-fret string: its fret in the region
                 there = fits.gather(1, implied.clamp(min=0).unsqueeze(1))[:, 0]
-                m[:, g.note_end_cols] &= (there | (implied < 0)).unsqueeze(1)
-            dead = ~m.any(1)  # no string free in the region: this token may leave it (the density rule still holds)
-            m[dead] = held[dead]
+                m[:, g.note_end_at] &= (there | (implied < 0)).unsqueeze(1)
+            # No string free in the region: this token may leave it (the density rule still holds).
+            m = torch.where(m.any(1, keepdim=True), m, held)
         return m
 
     def tonic_due(self) -> torch.Tensor:

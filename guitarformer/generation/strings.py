@@ -105,6 +105,10 @@ class StringState:
                 frets[:NO_PITCH, k] = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH)])
             self.frets = frets.masked_fill(~fits, -1).to(dev)
             self.fits = fits.to(dev)  # (129, nS)
+            # `_playable`'s constant side, made once: (129, named) frets, whether they are open strings or play at all
+            self.frets_named = self.frets[:, :self.named].contiguous()
+            self.open_named, self.plays_named = self.frets_named == 0, self.frets_named >= 0
+            self.cols = torch.arange(self.named, device=dev)
         # Layout 3: the string a note without a String token is on (the tokenizer's own rule, whatever the frets or
         # region allow: where that string may not take the note, the note must name another one).
         self.implied = grammar.implied
@@ -265,19 +269,24 @@ class StringState:
         """(B, P, named) bool: pitch p on string k at `now` (P: every pitch, or the row's `pitch` (B,) alone): k can
         play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
         strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
-        state's own (`_implied_view`)."""
+        state's own (`_implied_view`).
+
+        One call per mask at batch 1 is a chain of small ops, so it is kept short: a string never played holds
+        NO_PITCH, whose frets are -1 (`frets`), so it needs no mask of its own; with no fretted note sounding, `lo`
+        is the sentinel and the span test below passes every fret (max(hi, F) - F = 0 where hi <= 0 <= F)."""
         B, named = len(now), self.named
         string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
-        free = (string_free <= now.unsqueeze(1))[:, :named]  # (B, named)
-        cols = torch.arange(named, device=now.device)
-        held = self.frets[string_pitch[:, :named], cols]  # (B, named) the fret each string's last note took
-        held = held.masked_fill(free | (string_pitch[:, :named] == NO_PITCH), -1)
-        fretted = held > 0
-        lo = held.masked_fill(~fretted, 10_000).min(1).values.view(B, 1, 1)  # (B, 1, 1)
-        hi = held.masked_fill(~fretted, -1).max(1).values.view(B, 1, 1)
-        F = self.frets[:, :named].unsqueeze(0) if pitch is None else self.frets[pitch, :named].unsqueeze(1)
-        span_ok = (F == 0) | ((torch.maximum(hi, F) - torch.minimum(lo, F)) <= HAND_SPAN) | (hi < 0)
-        return (F >= 0) & free.unsqueeze(1) & span_ok
+        free = string_free[:, :named] <= now.unsqueeze(1)  # (B, named)
+        held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
+        hi = held.amax(1).view(B, 1, 1)  # <= 0: no fretted note sounds
+        lo = held.masked_fill(held <= 0, 10_000).amin(1).view(B, 1, 1)
+        if pitch is None:
+            F, open_, plays = self.frets_named.unsqueeze(0), self.open_named, self.plays_named
+        else:
+            F = self.frets_named[pitch].unsqueeze(1)  # (B, 1, named)
+            open_, plays = F == 0, F >= 0
+        span_ok = open_ | ((torch.maximum(hi, F) - torch.minimum(lo, F)) <= HAND_SPAN)
+        return plays & free.unsqueeze(1) & span_ok
 
     def free_at(self, t: torch.Tensor) -> torch.Tensor:
         """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits)."""
