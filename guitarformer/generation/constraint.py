@@ -97,6 +97,7 @@ class GuitarConstraint:
                 for a, b in zip(chain, chain[1:]):
                     forced[k, a] = b
             self.forced = forced.to(self.device)
+            self.forced_after = (forced >= 0).any(0).tolist()  # host side: may a last token force the next one
         # Asked time signature and tempo (`fixed`: TimeSig_/Tempo_ ids): every other value of their type is ruled
         # out, so each bar the model opens keeps the asked meter and no later tempo change undoes the asked one.
         if fixed:
@@ -149,7 +150,8 @@ class GuitarConstraint:
 
     def bar(self) -> torch.Tensor:
         """(B,) the new bar each row is in (0: the first after the prompt; -1: before it opens)."""
-        return self.time.bars - self.time.bars_at_start - 1 + self.opens
+        time = self.time
+        return time.kept("bar", lambda: time.bars - time.bars_at_start - 1 + self.opens)
 
     def steer(self, logits: torch.Tensor) -> torch.Tensor:
         """The next-token logits (B, V) with the guards' bias (unchanged without guards)."""
@@ -228,13 +230,14 @@ class GuitarConstraint:
             # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
             # riff after one note; `--bars 8` means eight).
             if self.whole_riff:
-                m[:, g.eos] &= (time.bars - time.bars_at_start >= time.max_bars) & (time.pos >= 0)
+                m[:, g.eos] &= ~time.bars_to_open() & (time.pos >= 0)
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
         if self.guards is not None:
             implied = strings.lowest[strings.pending].masked_fill(~due, -1) if due is not None else None
-            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied)
-        if self.forced is not None:  # requested bar controls: nothing else may follow a Bar until they are written
+            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied, lasts)
+        if self.forced is not None and may(self.forced_after):
+            # requested bar controls: nothing else may follow a Bar until they are written
             f = self.forced[self.bar().clamp(0, self.forced.shape[0] - 1), last]  # (B,) this bar's chain
             only = torch.zeros_like(m).scatter_(1, f.clamp(min=0).unsqueeze(1), True)
             m = torch.where((f >= 0).unsqueeze(1), only, m)

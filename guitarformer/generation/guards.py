@@ -37,7 +37,7 @@ import torch
 
 from guitarformer.data.controls import DENSITY_THRESHOLDS, DENSITY_VALUES, MAJOR_PROFILE, MINOR_PROFILE
 from guitarformer.data.seen import Seen
-from guitarformer.generation.grammar import TIMESIG, Grammar
+from guitarformer.generation.grammar import BAR, PITCH, POSITION, TIMESIG, Grammar
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import PITCH_NAMES, fret_of
 
@@ -156,6 +156,17 @@ class Guards:
         # Per bar, the asked density's index (-1: none): made once, read every step.
         self.density_cls = torch.tensor(self.density, dtype=torch.long, device=dev) \
             if any(v >= 0 for v in self.density) else None
+        # Host side: per last token, may a token the density rule (Pitch, Position, Bar, EOS) or the region rule
+        # (String, Pitch, a note's end without a String) acts on come next at all; where none may, the rule changes
+        # nothing and `restrict` skips it (on a CPU, as the constraint's own rules do).
+        follows = g.allowed.cpu()
+
+        def may_follow(*cols: torch.Tensor) -> list[bool]:
+            return follows[:, torch.cat([c.cpu().view(-1) for c in cols])].any(1).tolist()
+
+        eos = torch.tensor([g.eos])
+        self.may_count = may_follow(g.pitch_cols, g.pos_cols, g.bar_cols, eos)
+        self.may_place = may_follow(g.string_cols, g.pitch_cols, g.note_end_cols)
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
@@ -194,12 +205,14 @@ class Guards:
         """Advance with the tokens just chosen (B,); `kinds`: the kind bits among them (grammar.py); `time`: the
         constraint's TimeState, already advanced past them."""
         g = self.g
-        self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
-        self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0, self.notes_here + g.is_pitch[new].long())
+        if kinds & (BAR | POSITION):  # (on a GPU every kind is asked for: the same ops, no skipping)
+            self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
+        if kinds & (BAR | POSITION | PITCH):
+            self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0, self.notes_here + g.is_pitch[new].long())
         if kinds & TIMESIG:  # the meter, and what the density rule reads of it, change only here
             self.quarters = torch.where(g.is_timesig[new], self.ts_quarters[new], self.quarters)
             self._meter(time)
-        if self.bias is not None:
+        if self.bias is not None and kinds & PITCH:
             self.last_pc = torch.where(g.is_pitch[new], self.pc_of[new], self.last_pc)
 
     @staticmethod
@@ -208,14 +221,14 @@ class Guards:
         return bar.clamp(0, len(table) - 1)
 
     def restrict(self, m: torch.Tensor, time, bar: torch.Tensor, pending: torch.Tensor | None,
-                 implied: torch.Tensor | None = None) -> torch.Tensor:
+                 implied: torch.Tensor | None = None, lasts: list[int] | None = None) -> torch.Tensor:
         """The mask `m` (B, V) with the guards' rules for each row's new bar `bar` (B,); `time`: the constraint's
         TimeState; `pending` (B,): the pitch awaiting its String (tab tokens); `implied` (B,), tab layout 3: the
         string index (k: String_{k+1}) the pending note is on if no String follows, in the rows right after its
-        Duration (-1 elsewhere)."""
+        Duration (-1 elsewhere); `lasts`: the rows' last tokens on the host (None: every rule is applied)."""
         g = self.g
         before = m.clone()
-        if self.density_cls is not None:
+        if self.density_cls is not None and (lasts is None or any(self.may_count[t] for t in lasts)):
             cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
             k, asked = cls.clamp(min=0).unsqueeze(1), cls >= 0
             least = torch.where(asked, self.least_k.gather(1, k)[:, 0], 0)
@@ -239,7 +252,8 @@ class Guards:
             m[:, g.eos] |= before[:, g.eos] & stuck
         # The strings or the time left cannot meet a rule: the row goes on without it.
         m = torch.where(m.any(1, keepdim=True), m, before)
-        if self.regions is not None and pending is not None:
+        placed = lasts is None or any(self.may_place[t] for t in lasts)
+        if self.regions is not None and pending is not None and placed:
             held = m.clone()
             r = self._at(self.spec.regions, bar)  # (B,)
             fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)

@@ -40,7 +40,7 @@ class Repeats:
         ends[grammar.bar_cols.cpu()] = True
         ends[grammar.eos] = True
         self.ends = ends.to(device)
-        self.dur_cols = grammar.dur_cols
+        self.dur_cols = grammar.dur_at  # a slice where the Durations are one run of ids
 
     def start(self, ids: torch.Tensor, opens: bool) -> None:
         """From the prompt (B, T): with `opens`, its last Bar opens the first new bar (the tokens after it are that

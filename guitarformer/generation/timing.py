@@ -64,11 +64,12 @@ class TimeState:
         self.started = torch.zeros(B, dtype=torch.bool, device=device)
         self.had_ts = torch.zeros(B, dtype=torch.bool, device=device)
         self.max_bars: int | None = None
-        self._limit: torch.Tensor | None = None  # `limit()`, kept until a Bar or TimeSig moves it
+        self.per_bar: dict[str, torch.Tensor] = {}  # what moves only with a Bar or TimeSig (`kept`)
 
     def set_limit(self, max_bars: int | None) -> None:
         """From here on at most `max_bars` more bars (None: no limit)."""
-        self.max_bars, self._limit = max_bars, None
+        self.max_bars = max_bars
+        self.per_bar.clear()
         self.bars_at_start = self.bars.clone()
         # Time-based tokenizers: bars are counted from the prompt's (partial) last bar.
         self.limit_base = (self.now + self.bar_ticks - 1) // self.bar_ticks * self.bar_ticks
@@ -80,8 +81,8 @@ class TimeState:
     def update(self, new: torch.Tensor, kinds: int) -> None:
         """Advance with the tokens just chosen (B,); `kinds`: the kind bits present (others are skipped)."""
         g = self.grammar
-        if kinds & (BAR | TIMESIG):  # the last allowed bar's end moves with the bars and their length only
-            self._limit = None
+        if kinds & (BAR | TIMESIG):
+            self.per_bar.clear()
         if kinds & BAR:  # REMI: the first Bar opens bar 0 at tick 0
             is_bar = g.is_bar[new]
             self.bar_start = torch.where(is_bar & (self.bars > 0), self.bar_start + self.bar_ticks, self.bar_start)
@@ -105,17 +106,29 @@ class TimeState:
 
     # ------------------------------------------------------------ what time allows next
 
+    def kept(self, key: str, make) -> torch.Tensor:
+        """`make()`, made once until the next Bar or TimeSig (or `set_limit`), for a value that only those move (the
+        masks ask for some every token). Not to be written into."""
+        got = self.per_bar.get(key)
+        if got is None:
+            got = self.per_bar[key] = make()
+        return got
+
     def limit(self) -> torch.Tensor:
-        """(B,) the tick where the last allowed bar ends (NEVER without a bar limit); made again only after a Bar or
-        a TimeSig (every mask asks for it). Not to be written into."""
-        if self._limit is None:
-            if self.max_bars is None:
-                self._limit = torch.full_like(self.now, NEVER)
-            elif self.remi:  # bars left after the current one (Bar tokens generated so far)
-                self._limit = self.bar_start + self.bar_ticks * self.bars_left()
-            else:  # TimeSig only comes before the first note
-                self._limit = self.limit_base + self.max_bars * self.bar_ticks
-        return self._limit
+        """(B,) the tick where the last allowed bar ends (NEVER without a bar limit)."""
+        return self.kept("limit", self._limit)
+
+    def _limit(self) -> torch.Tensor:
+        if self.max_bars is None:
+            return torch.full_like(self.now, NEVER)
+        if self.remi:  # bars left after the current one (Bar tokens generated so far)
+            return self.bar_start + self.bar_ticks * self.bars_left()
+        return self.limit_base + self.max_bars * self.bar_ticks  # TimeSig only comes before the first note
+
+    def bars_to_open(self) -> torch.Tensor:
+        """(B,) REMI with a bar limit: whether the riff has bars left to open after the current one."""
+        assert self.max_bars is not None
+        return self.kept("to_open", lambda: self.bars - self.bars_at_start < self.max_bars)
 
     def bars_left(self) -> torch.Tensor:
         """(B,) REMI: bars that may still open, counting the current one (at least 1)."""
@@ -164,4 +177,4 @@ class TimeState:
         """(B,) REMI with a bar limit: a Bar may come once a note was played or while bars are left (a Bar past
         the limit becomes EOS, and a riff must not end empty)."""
         assert self.max_bars is not None
-        return self.started | (self.bars - self.bars_at_start < self.max_bars)
+        return self.started | self.bars_to_open()

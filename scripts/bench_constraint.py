@@ -1,0 +1,102 @@
+"""What the sampler's constraint costs in the riffs `guitarformer sample` writes (issue 28: at most 1.2x).
+
+    python scripts/bench_constraint.py                       # the shipped model, four asks, best of 3 each
+    python scripts/bench_constraint.py --run RUN --repeat 5
+
+Each ask is a `guitarformer sample` command line run in-process (one riff, batch 1, its own bars, guards, form and
+guidance, as a user gets them). The constraint's methods (`start`, `mask`, `update`, `steer`: generation/constraint.py)
+and the draw (`sample_next`) are timed inside `generate`; the rest of `generate` is the model's steps and the loop.
+"constraint cost" is generate's time over generate's time less the constraint's: what the constraint multiplies a riff's
+sampling time by. The numbers are per token drawn, best of `--repeat` calls by generate's time. To compare two trees,
+run this script from one with `PYTHONPATH` set to the other's root, alternating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import torch
+
+ASKS = {
+    "plain, 16 bars": ["--bars", "16", "--seed", "1"],
+    "key + style + density, 8 bars": ["--bars", "8", "--seed", "3", "--key", "D:major", "--style", "jig",
+                                      "--density", "high"],
+    "hand position per bar, 8 bars": ["--bars", "8", "--seed", "5", "--hand-position", "1-4:0,5-8:7"],
+    "meter + key, guidance 1.5, 8 bars": ["--bars", "8", "--seed", "4", "--key", "E:minor", "--time-signature", "3/4",
+                                          "--guidance", "1.5"],
+}
+
+
+def timers() -> dict[str, float]:
+    """Wrap the constraint's methods, the draw and generate with timers; returns the accumulator."""
+    from guitarformer.generation import engine
+    from guitarformer.generation.constraint import GuitarConstraint
+
+    acc: dict[str, float] = defaultdict(float)
+
+    def wrap(owner, name: str, key: str) -> None:
+        fn = getattr(owner, name)
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                acc[key] += time.perf_counter() - t
+                if key == "draw":
+                    acc["tokens"] += 1
+
+        setattr(owner, name, timed)
+
+    for name in ("start", "mask", "update", "steer"):
+        wrap(GuitarConstraint, name, "constraint")
+    wrap(engine, "sample_next", "draw")
+    from guitarformer.generation import riffs  # what `sample` calls generate through (imported there by name)
+
+    wrap(riffs, "generate", "generate")
+    return acc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", default="pretrained")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    from guitarformer.cli import main as cli
+
+    acc = timers()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, ask in ASKS.items():
+            best = None
+            for _ in range(args.repeat):
+                acc.clear()
+                cli(["sample", "--run", args.run, "--threads", str(args.threads), "--out", f"{tmp}/r.mid", *ask],
+                    standalone_mode=False)
+                got = dict(acc)
+                if best is None or got["generate"] < best["generate"]:
+                    best = got
+            n = best["tokens"]
+            gen, con, draw = best["generate"], best["constraint"], best["draw"]
+            rows.append((label, int(n), (gen - con - draw) / n * 1e6, con / n * 1e6, draw / n * 1e6, gen / (gen - con)))
+            print(rows[-1], file=sys.stderr, flush=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n`python scripts/bench_constraint.py --run {args.run} --repeat {args.repeat}`: torch {torch.__version__}, "
+          f"{args.threads} thread(s), load average {load:.1f} at the end; microseconds per token drawn, best of "
+          f"{args.repeat}\n")
+    print("| ask | tokens | model and loop | constraint | draw | constraint cost |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, n, model, con, draw, cost in rows:
+        print(f"| {label} | {n} | {model:.0f} | {con:.0f} | {draw:.0f} | {cost:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
