@@ -9,6 +9,10 @@
 #                                      # dims, bf16, compile, fused AdamW) with MFU; sampling at batch 1 and 32 with the
 #                                      # constraint vs HF generate (captured and eager steps); writes the section of
 #                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
+#   bash scripts/gpu_checks.sh release # a release candidate of the default preset (tab layout 3, controls read and not
+#                                      # scored, half the windows plain) at GPU length: $REL_STEPS steps (default 15000)
+#                                      # in a $REL_MIN-minute budget (default 5); the run comes back as run-release.tar
+#                                      # for scripts/release_model.py --from-run and the bench scripts on a CPU
 #   bash scripts/gpu_checks.sh ctl     # #18: a decoder with controls and infilling and an encoder-decoder with
 #                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
 #                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
@@ -24,7 +28,8 @@ step() { echo "=== $1 ($(date +%T))"; }
 pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
   python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
 torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
-  tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt; }
+  extra=$(cd "$1" && ls controls_seen.json forms_seen.json 2>/dev/null)  # what release_model.py and sample read
+  tar -cf "$OUT/run-$2.tar" -C "$1" config.yaml tokenizer.json summary.json metrics.jsonl ckpt/best.pt $extra; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOG/gpu.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda)" >> "$LOG/gpu.txt"; cat "$LOG/gpu.txt"
 
@@ -117,6 +122,12 @@ doc.write_text(text)
 print(section)
 PY
   cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
+elif [ "$STAGE" = release ]; then
+  step "release candidate: guitarformer train (the default preset), ${REL_STEPS:-15000} steps in ${REL_MIN:-5} min"
+  /usr/bin/time -f "%e s wall" -o "$LOG/release_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/release \
+    --max-steps ${REL_STEPS:-15000} --set train.time_budget_min=${REL_MIN:-5} --set train.eval_interval=1000 \
+    > "$LOG/release.log" 2>&1; tail -3 "$LOG/release.log"; cat "$LOG/release_time.txt"
+  pack /tmp/runs/release release
 elif [ "$STAGE" = ctl ]; then
   step "decoder with controls and infilling on $CTL"
   python3 -m guitarformer train --data "$CTL" --set data.infill=${INFILL:-0.3} --max-steps ${CTL_STEPS:-2500} \
