@@ -189,7 +189,8 @@ def main() -> None:
             rows.append((name, label, a, bad, t_read, t_model))
             d = a.as_dict()
             print(f"{name}, {label}: {a.parts} parts, {a.notes} notes: {d['model_accuracy'] or 0:.1%}  "
-                  f"fret() {d['fret_accuracy'] or 0:.1%}  ({a.notes / max(t_model, 1e-9):,.0f} notes/s; "
+                  f"fret() {d['fret_accuracy'] or 0:.1%}  either {d['either_accuracy'] or 0:.1%}  "
+                  f"({a.notes / max(t_model, 1e-9):,.0f} notes/s; "
                   f"reading, fret() and encoding {t_read:.0f}s; {bad} files or parts passed over)", flush=True)
     pooled = {}
     for _, label, a, *_ in rows:
@@ -197,7 +198,8 @@ def main() -> None:
     for label, p in pooled.items():
         d = p.as_dict()
         print(f"pooled, {label}: {p.notes} notes: {d['model_accuracy'] or 0:.1%}  fret() "
-              f"{d['fret_accuracy'] or 0:.1%}  ({(d['model_accuracy'] or 0) - (d['fret_accuracy'] or 0):+.1%})")
+              f"{d['fret_accuracy'] or 0:.1%}  ({(d['model_accuracy'] or 0) - (d['fret_accuracy'] or 0):+.1%}); "
+              f"either of the two {d['either_accuracy'] or 0:.1%}")
     if args.tune:
         return
     if args.no_doc:

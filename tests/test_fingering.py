@@ -217,6 +217,9 @@ def test_eval_fingering_reports_per_folder(tab_run, tmp_path):
     for d in [*res["sources"].values(), res["pooled"]]:
         assert d["notes"] > 0 and 0 <= d["model_right"] <= d["notes"] and 0 <= d["fret_right"] <= d["notes"]
         assert d["model_accuracy"] == pytest.approx(d["model_right"] / d["notes"])
+        # a note one of the two fingers right: at least each one's, at most both's together
+        either = d["either_accuracy"] * d["notes"]
+        assert max(d["model_right"], d["fret_right"]) <= round(either) <= d["model_right"] + d["fret_right"]
     assert res["pooled"]["notes"] == sum(d["notes"] for d in res["sources"].values())
     assert res["pooled"]["parts"] == sum(d["parts"] for d in res["sources"].values())
     skipped = {s["path"] for s in res["skipped"]}

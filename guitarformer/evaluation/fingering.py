@@ -91,21 +91,26 @@ def part_ids(tokenizer, gs: GuitarScore, name: str = "", source: str = "") -> Pa
 
 @dataclass
 class Agreement:
-    """Notes compared, and how many the model and fret() finger as the human did; parts counted."""
+    """Notes compared, and how many the model and fret() finger as the human did; parts counted. `either`: notes
+    one of the two fingers as the human did, what a perfect choice between them, note by note, would reach (the
+    headroom for combining them)."""
 
     parts: int = 0
     notes: int = 0
     model: int = 0
     fret: int = 0
+    either: int = 0
 
     def add(self, other: Agreement) -> None:
         self.parts, self.notes = self.parts + other.parts, self.notes + other.notes
         self.model, self.fret = self.model + other.model, self.fret + other.fret
+        self.either += other.either
 
     def as_dict(self) -> dict:
         return {"parts": self.parts, "notes": self.notes, "model_right": self.model, "fret_right": self.fret,
                 "model_accuracy": self.model / self.notes if self.notes else None,
-                "fret_accuracy": self.fret / self.notes if self.notes else None}
+                "fret_accuracy": self.fret / self.notes if self.notes else None,
+                "either_accuracy": self.either / self.notes if self.notes else None}
 
 
 def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreement:
@@ -118,6 +123,7 @@ def compare_part(tokenizer, part: PartIds, model_ids: Sequence[int]) -> Agreemen
     for (sh, _, _), (sm, _, _), (sf, _, _), c in zip(h, m, f, part.counted):
         a.model += c and sm == sh
         a.fret += c and sf == sh
+        a.either += c and (sm == sh or sf == sh)
     return a
 
 
