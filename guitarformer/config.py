@@ -45,6 +45,10 @@ class DataConfig:
     # Whether the loss scores the control tokens themselves. The sampler writes every control asked for, so the
     # model needs to read them, not guess them: false puts the whole loss on the music (the controls stay inputs).
     control_targets: bool = True
+    # The share of a decoder's training windows that open at a piece's BOS, nothing before it, as sampling without a
+    # prompt begins. A window drawn anywhere opens there once in ~1,000 tokens: the model otherwise learns how pieces
+    # begin only after the piece before (the corpus lists like tunes together), which a riff never has.
+    piece_starts: float = 0.0
     # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
     # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
@@ -237,7 +241,7 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
 
 # Settings added after runs were saved without them, and the value that says what such a run did (a missing key
 # would otherwise take today's preset: a run resumed from before the plain share would start training with one).
-ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True}
+ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True, ("data", "piece_starts"): 0.0}
 
 
 def saved_config(d: dict[str, Any]) -> Config:
@@ -351,6 +355,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
          "data.transpose works on base pitch tokens: use it with data.bpe_vocab_size=0"),
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
         (0.0 <= cfg.data.control_plain <= 1.0, "data.control_plain must be in [0, 1]"),
+        (0.0 <= cfg.data.piece_starts <= 1.0, "data.piece_starts must be in [0, 1]"),
         (cfg.data.tab_layout in (2, 3), "data.tab_layout must be 3 (a String only off the lowest-fret string) or 2"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),

@@ -110,3 +110,5 @@ def test_a_saved_run_keeps_what_it_did_for_settings_it_predates():
     assert saved_config(old).data.control_plain == 0.4
     del old["data"]["control_targets"]  # a run from before it scored its control tokens; the preset does not
     assert from_dict(old).data.control_targets is False and saved_config(old).data.control_targets is True
+    del old["data"]["piece_starts"]  # a run from before windows opened at a piece's first token on purpose
+    assert saved_config(old).data.piece_starts == 0.0

@@ -420,6 +420,25 @@ def test_unscored_controls_are_read_but_never_targets(tok, ctrl_seqs, tmp_path):
     assert pair_ctrl.any() and torch.equal(b[3], a[3].masked_fill(pair_ctrl, IGNORE_INDEX))
 
 
+def test_piece_starts_open_windows_at_a_pieces_bos(tok, ctrl_seqs, tmp_path):
+    """data.piece_starts: that share of a decoder's windows opens at a piece's BOS, nothing before it (as a riff
+    without a prompt begins), the others drawn anywhere as before; 0 draws exactly the batches it always did."""
+    split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs * 3), "train")
+    bos = tok["BOS_None"]
+    firsts = {int(split.sequence(i)[1]) for i in range(split.num_sequences)}  # what follows each BOS
+
+    def batch(dropout=0.0, **kw):  # dropout 0: no window runs out of split and starts earlier to fill up
+        return DecoderWindows(split, 48, control_dropout=dropout, **kw).batch(64, torch.Generator().manual_seed(5))
+
+    x, y = batch(piece_starts=1.0)
+    assert (x[:, 0] == bos).all() and {int(t) for t in y[:, 0]} <= firsts
+    x, _ = batch(piece_starts=0.25)
+    opened = int((x[:, 0] == bos).sum())
+    assert 4 <= opened <= 32, opened  # about a quarter of 64 (a window drawn anywhere rarely starts at a BOS)
+    a, b = batch(0.3), batch(0.3, piece_starts=0.0)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
 def test_validation_windows_are_deterministic_and_score_each_token_once(tok, ctrl_seqs, tmp_path):
     split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs), "train")
     windows = DecoderWindows(split, 48)

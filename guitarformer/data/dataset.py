@@ -165,14 +165,20 @@ class DecoderWindows:
     With a tokenizer that has controls, each window drops control types with probability `control_dropout`
     (ControlDropout; 0 drops none). A shifter that changes a window's length (tab layout 3, data/transpose.py) gets
     the window read `slack` tokens longer and keeps T + 1 of its moved tokens; where the split ends too soon for
-    that, the row is padded and its padded targets skipped."""
+    that, the row is padded and its padded targets skipped. `piece_starts`: the share of windows that open at a
+    piece's first token (its BOS), nothing before it, as sampling without a prompt begins (config.py)."""
 
     def __init__(self, split: TokenSplit, block_size: int, shifter: PitchShifter | None = None,
                  control_dropout: float = 0.5, infill: float = 0.0, control_plain: float = 0.0,
-                 control_targets: bool = True):
+                 control_targets: bool = True, piece_starts: float = 0.0):
         self.split, self.T, self.shifter = split, block_size, shifter
         if len(split) < 2:
             raise ValueError(f"the {split.split} split holds {len(split)} tokens: too few to train on")
+        self.piece_starts = piece_starts
+        T = min(block_size, len(split) - 1)
+        # the pieces a window of T + 1 tokens can open at (the last ones may lie too near the split's end)
+        self.piece_offsets = torch.from_numpy(np.asarray(split.offsets[:-1], dtype=np.int64))
+        self.piece_offsets = self.piece_offsets[self.piece_offsets < len(split) - T]
         self.controls = ControlDropout.of_split(split, control_dropout, control_plain, control_targets)
         self.infill = infill
         self.fill = _fill_ids(split) if infill > 0 else None
@@ -180,7 +186,12 @@ class DecoderWindows:
     def batch(self, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.split)
         T = min(self.T, n - 1)
-        starts = torch.randint(0, n - T, (batch_size,), generator=gen).tolist()
+        starts = torch.randint(0, n - T, (batch_size,), generator=gen)
+        if self.piece_starts > 0 and len(self.piece_offsets):  # (no draws otherwise: older runs' batches unchanged)
+            at_piece = torch.rand(batch_size, generator=gen) < self.piece_starts
+            piece = self.piece_offsets[torch.randint(0, len(self.piece_offsets), (batch_size,), generator=gen)]
+            starts = torch.where(at_piece, piece, starts)
+        starts = starts.tolist()
         slack = self.shifter.slack(T + 1) if self.shifter is not None else 0
         rows, skips = [], []
         for i in starts:

@@ -23,7 +23,7 @@ def _windows(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | 
     return DecoderWindows(split, cfg.model.block_size, shifter, infill=infill,
                           control_dropout=cfg.data.control_dropout if control_dropout is None else control_dropout,
                           control_plain=cfg.data.control_plain if control_dropout is None else 0.0,
-                          control_targets=cfg.data.control_targets)
+                          control_targets=cfg.data.control_targets, piece_starts=cfg.data.piece_starts)
 
 
 def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | None = None, infill: float = 0.0,

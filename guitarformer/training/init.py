@@ -40,7 +40,7 @@ SHAPE_KEYS = ("kind", "n_layer", "n_enc_layer", "n_head", "n_embd", "block_size"
 # Data settings a fine-tune inherits unless the config changes them: what the tokens are, and the training mix.
 TOKEN_KEYS = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures", "bpe_vocab_size", "bpe_model",
               "controls")
-MIX_KEYS = ("control_dropout", "control_plain", "control_targets", "infill", "transpose")
+MIX_KEYS = ("control_dropout", "control_plain", "control_targets", "piece_starts", "infill", "transpose")
 INIT_FILE = "init.json"  # in the run directory: InitRun.describe(), for the summary of every later segment
 
 
