@@ -227,8 +227,8 @@ class Guards:
         string index (k: String_{k+1}) the pending note is on if no String follows, in the rows right after its
         Duration (-1 elsewhere); `lasts`: the rows' last tokens on the host (None: every rule is applied)."""
         g = self.g
-        before = m.clone()
         if self.density_cls is not None and (lasts is None or any(self.may_count[t] for t in lasts)):
+            before = m.clone()
             cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
             k, asked = cls.clamp(min=0).unsqueeze(1), cls >= 0
             least = torch.where(asked, self.least_k.gather(1, k)[:, 0], 0)
@@ -250,8 +250,8 @@ class Guards:
             stuck = owed & before[:, g.bar_at].any(1) & ~m[:, g.pos_at].any(1)
             m[:, g.bar_at] |= before[:, g.bar_at] & stuck.unsqueeze(1)
             m[:, g.eos] |= before[:, g.eos] & stuck
-        # The strings or the time left cannot meet a rule: the row goes on without it.
-        m = torch.where(m.any(1, keepdim=True), m, before)
+            # The strings or the time left cannot meet a rule: the row goes on without it.
+            m = torch.where(m.any(1, keepdim=True), m, before)
         placed = lasts is None or any(self.may_place[t] for t in lasts)
         if self.regions is not None and pending is not None and placed:
             held = m.clone()
