@@ -146,9 +146,10 @@ class Grammar:
 
         self.may_pitch, self.may_pos, self.may_dur = may_follow(is_pitch), may_follow(is_pos), may_follow(is_dur)
         self.may_timesig, self.may_shift = may_follow(is_timesig), may_follow(is_shift)
-        self.may_string = may_follow(is_string)
+        self.may_string, self.may_bar, self.may_eos = may_follow(is_string), may_follow(is_bar), may_follow(is_eos)
         # Layout 3: what ends a note after its Duration without naming a string (none with layout 2).
         note_end = (M[is_dur].any(0) & ~is_string) if self.implied else torch.zeros(V, dtype=torch.bool)
+        self.may_note_end = may_follow(note_end)
         self.hammer = toks.index("Tech_Hammer") if "Tech_Hammer" in toks else -1
         self.may_hammer = M[:, self.hammer].tolist() if self.hammer >= 0 else [False] * V
         bits = torch.zeros(V, dtype=torch.long)

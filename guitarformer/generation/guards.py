@@ -156,17 +156,11 @@ class Guards:
         # Per bar, the asked density's index (-1: none): made once, read every step.
         self.density_cls = torch.tensor(self.density, dtype=torch.long, device=dev) \
             if any(v >= 0 for v in self.density) else None
-        # Host side: per last token, may a token the density rule (Pitch, Position, Bar, EOS) or the region rule
-        # (String, Pitch, a note's end without a String) acts on come next at all; where none may, the rule changes
-        # nothing and `restrict` skips it (on a CPU, as the constraint's own rules do).
-        follows = g.allowed.cpu()
-
-        def may_follow(*cols: torch.Tensor) -> list[bool]:
-            return follows[:, torch.cat([c.cpu().view(-1) for c in cols])].any(1).tolist()
-
-        eos = torch.tensor([g.eos])
-        self.may_count = may_follow(g.pitch_cols, g.pos_cols, g.bar_cols, eos)
-        self.may_place = may_follow(g.string_cols, g.pitch_cols, g.note_end_cols)
+        # Host side (the grammar's `may_*`): per last token, may a token the density rule (Pitch, Position, Bar, EOS)
+        # or the region rule (String, Pitch, a note's end without a String) acts on come next at all; where none may,
+        # the rule changes nothing and `restrict` skips it (on a CPU, as the constraint's own rules do).
+        self.may_count = [any(k) for k in zip(g.may_pitch, g.may_pos, g.may_bar, g.may_eos)]
+        self.may_place = [any(k) for k in zip(g.may_string, g.may_pitch, g.may_note_end)]
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
