@@ -211,6 +211,26 @@ def test_copy_match_is_the_latest_longest_earlier_occurrence() -> None:
     assert torch.equal(torch.cat([p[1] for p in parts], 1), c)
 
 
+def test_match_state_on_the_device_position_matches_the_host_one() -> None:
+    """MatchState.step_at (a static cache's, every shape fixed, the position a tensor) gives what the host-indexed
+    step gives, token by token, also over buffers an earlier, longer window left behind (a slide refills them)."""
+    from guitarformer.models.copy import MatchState
+
+    torch.manual_seed(4)
+    x = torch.randint(0, 6, (3, 90))  # a small alphabet (PAD too, which weighs nothing in a hash): matches of every order
+    x[:, 50:80] = x[:, 10:40]
+    x[0, :12] = 0  # n-grams longer than the window so far hash as the shorter ones would: they must not match
+    host, device = MatchState(3, 96, "cpu"), MatchState(3, 96, "cpu")
+    for start, n in ((0, 1), (30, 7)):  # the second window (x from 30) over what the first wrote
+        a, b = host.extend(x[:, start:start + n], 0), device.extend(x[:, start:start + n], 0)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        for t in range(start + n, 90):
+            want = host.extend(x[:, t:t + 1], t - start)
+            got = device.step_at(x[:, t], torch.tensor(t - start))
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), t
+    assert (want[0] > 0).all()
+
+
 def test_copy_mixture_through_the_cache_matches_the_full_forward() -> None:
     """model.copy: the logits are the mixture's log-probabilities (they sum to one), the same through a cache in
     any chunking, and a gate opened wide puts at least its weight on the token after the earlier playing."""
@@ -222,14 +242,14 @@ def test_copy_mixture_through_the_cache_matches_the_full_forward() -> None:
         torch.testing.assert_close(full.exp().sum(-1), torch.ones(3, 16))
         stepped = decode_incrementally(model, None, tgt, [5] + [1] * 11)
         chunked = decode_incrementally(model, None, tgt, [3, 4, 1, 6, 2])
+        static = decode_incrementally(model, None, tgt, [5] + [1] * 11, static=True)  # a captured step's cache
         torch.testing.assert_close(stepped, full, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(chunked, full, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(static, full, atol=1e-5, rtol=1e-5)
         model.copy.by_length.weight.fill_(5.0)  # g = sigmoid(5) where anything matches
         opened = model(tgt)[0]
         for t in range(9, 15):  # from position 9 the last two tokens match the first playing
             assert (opened[:, t].gather(1, tgt[:, t + 1:t + 2]).exp() >= torch.sigmoid(torch.tensor(5.0)) - 1e-4).all()
-        with pytest.raises(ValueError, match="dynamic KV cache"):
-            model(tgt[:, :4], cache=model.new_cache(3, 20, static=True))
     _, loss = model.train()(tgt[:, :-1], tgt[:, 1:])
     loss.backward()
     assert model.copy.gate.weight.grad.abs().sum() > 0 and model.copy.by_length.weight.grad.abs().sum() > 0

@@ -341,7 +341,7 @@ def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
-@pytest.mark.parametrize("kind", ["decoder", "decoder-prev"])
+@pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy"])
 def test_captured_step_on_cuda_samples_guided_riffs_as_the_eager_step(kind):
     """Guidance's twin in the batch under a CUDA graph: its padding mask and per-row positions replay from the
     device, greedy tokens as the eager dynamic cache gives them (window slide included)."""

@@ -163,10 +163,7 @@ class _Reader:
 
 
 def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
-    """Decode against a static cache (a captured step's): as asked, else on CUDA; never for model.copy, whose match
-    state grows with the window."""
-    if model.config.copy:
-        return False
+    """Decode against a static cache (a captured step's): as asked, else on CUDA."""
     return params.capture if params.capture is not None else device.type == "cuda"
 
 

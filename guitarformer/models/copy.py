@@ -39,10 +39,10 @@ def _grow(h: Tensor, before: Tensor, n: int) -> Tensor:
     return torch.where((h < 0) | (before < 0), torch.full_like(h, -1), (h * _POW[n] + before) % _M)
 
 
-def _hashes(idx: Tensor) -> list[Tensor]:
+def _hashes(idx: Tensor, pads: Tensor | None = None) -> list[Tensor]:
     """One (B, T) hash per order in ORDERS of the n tokens ending at each position, -1 where they would start
-    before the window."""
-    out = [idx.long()]
+    before the window, or in a row's padding (`pads` (B, 1): rows padded in front, as KVCache has them)."""
+    out = [idx.long() if pads is None else torch.where(torch.arange(idx.shape[1], device=idx.device) >= pads, idx, -1)]
     for n in ORDERS[:-1]:
         h = out[-1]
         before = torch.cat([torch.full_like(h[:, :n], -1), h[:, :-n]], 1)[:, :h.shape[1]]
@@ -95,14 +95,20 @@ class MatchState:
         # token's the highest power, as _grow's chain gives it); zeros before
         self._weights = torch.tensor([[0] * (ORDERS[-1] - n) + [pow(_P, k, _M) for k in range(n)]
                                       for n in ORDERS], device=device)
+        self._back = torch.arange(1 - ORDERS[-1], 1, device=device)  # (32,) the last 32 positions, from p
+        self._n = torch.tensor(ORDERS, device=device)[:, None] - 1  # (K, 1): an n-gram ending at p starts at p - n + 1
+
+    def fits(self, batch_size: int, max_len: int) -> bool:
+        return self.tokens.shape == (batch_size, max_len)
 
     @torch.no_grad()
-    def extend(self, idx: Tensor, start: int) -> tuple[Tensor, Tensor]:
-        """Write idx (B, T) at positions [start, start + T); (L, c) for each."""
+    def extend(self, idx: Tensor, start: int, pads: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Write idx (B, T) at positions [start, start + T); (L, c) for each. `pads` (B, 1), at start 0: rows padded
+        in front, whose padding is never matched (as stacking the rows' own states gives)."""
         T = idx.shape[1]
         if start == 0:  # a new window: all at once, from the hashes it keeps
             self.tokens[:, :T] = idx
-            hashes = _hashes(idx)
+            hashes = _hashes(idx, pads)
             for j, h in enumerate(hashes):
                 self.hash[j, :, :T] = h
             return _pick([_latest_equal(h) for h in hashes], idx, T)
@@ -136,6 +142,27 @@ class MatchState:
         c = self.tokens.gather(1, (src + 1).clamp(0, p)[:, None])[:, 0]  # the token after the match
         return L[:, None], torch.where(L > 0, c, 0)[:, None]
 
+    @torch.no_grad()
+    def step_at(self, x: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:
+        """`_step` with the position on the device (p, a 0-dim tensor) and every shape fixed, for a static KV cache
+        (a captured step replays it): the last 32 tokens are read with the ones before the window as token 0, which
+        weighs nothing in a hash, and the scan covers the whole buffer under `position < p` (slots past p may hold
+        an earlier window's). (L, c), each (B, 1), as `_step` gives them."""
+        K, B = self.hash.shape[:2]
+        self.tokens.index_copy_(1, p.view(1), x.view(B, 1))
+        at = p + self._back  # (32,)
+        window = self.tokens.index_select(1, at.clamp(min=0)) * (at >= 0)  # (B, 32)
+        H = (window[:, None, :] * self._weights).sum(-1).remainder_(_M).t()  # (K, B)
+        H = torch.where(self._n <= p, H, -1)  # the n-gram would start before the window
+        self.hash.index_copy_(2, p.view(1), H[..., None])
+        same = (self.hash.view(K * B, -1) == H.reshape(-1, 1)) & (self._pos1 <= p)  # (K * B, max_len)
+        latest = (same.to(self._pos1.dtype) * self._pos1).amax(-1).view(K, B).long() - 1  # -1: none
+        latest = torch.where(H >= 0, latest, -1)
+        L = ((latest >= 0) * self._orders).amax(0)
+        src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]
+        c = self.tokens.gather(1, (src + 1).clamp(min=0)[:, None])[:, 0]  # src < p: the token after stays <= p
+        return L[:, None], torch.where(L > 0, c, 0)[:, None]
+
     @classmethod
     def stack(cls, parts: list[MatchState], shifts: list[int], length: int) -> MatchState:
         """The rows of `parts` in order, each part's shifted right by its shift (KVCache.stack): a shifted row's
@@ -162,16 +189,18 @@ def match(idx: Tensor, cache=None, src: Tensor | None = None) -> tuple[Tensor, T
     the bars it repeats. Through a KV cache (its `match`, a MatchState made on the window's first call) each new
     token costs O(S); without one, the window at once."""
     S = 0 if src is None else src.shape[1]
-    if cache is not None and cache.static:
-        raise ValueError("model.copy decodes with a dynamic KV cache (its match state grows with the window)")
     if cache is None or cache.length == 0:
         seq = idx if src is None else torch.cat([src, idx], 1)
         if cache is None:
             L, c = match_window(seq)
         else:
-            cache.match = MatchState(idx.shape[0], S + cache.max_len, idx.device)
-            L, c = cache.match.extend(seq, 0)
+            B, size = idx.shape[0], S + cache.max_len
+            if not (cache.static and cache.match is not None and cache.match.fits(B, size)):
+                cache.match = MatchState(B, size, idx.device)  # a static cache's slides refill the same buffers
+            L, c = cache.match.extend(seq, 0, cache.pads)  # pads: decoders only (S = 0)
         return L[:, S:], c[:, S:]
+    if cache.static and idx.shape[1] == 1:  # a captured step's: the position read on the device
+        return cache.match.step_at(idx[:, 0], cache.pos + S)
     return cache.match.extend(idx, S + cache.length)
 
 
