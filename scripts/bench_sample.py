@@ -100,6 +100,9 @@ def main() -> None:
                          "C=768); default: the default preset's model (4 layers, C=128, prev_token, copy)")
     ap.add_argument("--pretrained", action="store_true",
                     help="ours is the shipped model itself (its dims, weights and tokenizer; HF GPT-2 of its dims)")
+    ap.add_argument("--compile", action="store_true",
+                    help="CPU: also ours with its one-token step compiled (SamplingParams.compile; seconds of compiling "
+                         "in the warm-up, once per batch shape)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -154,6 +157,10 @@ def main() -> None:
         if dev.type == "cuda":  # what the captured step (CUDA graph, the default there) is worth: the eager steps
             fns["eager"] = lambda: generate(ours, idx, SamplingParams(n, capture=False), generator=gen,
                                             constraint=GuitarConstraint(tok, device=dev))
+        if args.compile and dev.type == "cpu":  # the compiled step (generation/compiled.py), plain and constrained
+            fns["compiled"] = lambda: generate(ours, idx, SamplingParams(n, compile=True), generator=gen)
+            fns["compiled_cons"] = lambda: generate(ours, idx, SamplingParams(n, compile=True), generator=gen,
+                                                    constraint=GuitarConstraint(tok, device=dev))
         best = timed(fns, args.repeat)
         r = {"B": B, **{k: B * n / t for k, t in best.items()}}
         r["re"] = B * nr / timed({"re": lambda: recompute_loop(ours, idx, nr, gen_re)}, 1)["re"]
@@ -180,6 +187,15 @@ def main() -> None:
         print("\n| batch | ours + constraint, eager steps | captured / eager |\n|---:|---:|---:|")
         for r in rows:
             print(f"| {r['B']} | {r['eager']:.0f} | {r['cons'] / r['eager']:.2f}x |")
+    if any("compiled" in r for r in rows):
+        print("\nOurs with the one-token step compiled (`SamplingParams(compile=True)`, generation/compiled.py; the "
+              "compiling is in the warm-up):")
+        print("\n| batch | ours compiled | ours compiled + constraint | compiled/HF | compiled + constraint/HF | "
+              "compiled / eager (plain) | compiled / eager (constraint) |\n|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['B']} | {r['compiled']:.0f} | {r['compiled_cons']:.0f} | {r['compiled'] / r['hf']:.2f}x | "
+                  f"{r['compiled_cons'] / r['hf']:.2f}x | {r['compiled'] / r['ours']:.2f}x | "
+                  f"{r['compiled_cons'] / r['cons']:.2f}x |")
 
 
 if __name__ == "__main__":

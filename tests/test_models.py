@@ -156,6 +156,38 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
     torch.testing.assert_close(static_chunked, full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
+    """generation/compiled.py: the one-token step compiled on a CPU (model.copy and prev_token on, the default
+    preset's shape) gives the logits of the full forward, across a reset and an eager refill (a sliding window)."""
+    from guitarformer.errors import GuitarformerError
+    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.models.kinds import Prompt, kind_of
+
+    model = make(kind, "rope", prev_token=kind == "decoder", copy=True, block_size=24)
+    torch.manual_seed(3)
+    src, tgt = torch.randint(1, V, (2, 12)), torch.randint(1, V, (2, 20))
+    tgt[:, 12:] = tgt[:, 2:10]  # a repeat: the copy's matches
+    prompt = Prompt(tgt, src, torch.ones_like(src, dtype=torch.bool)) if kind != "decoder" else Prompt(tgt)
+    with torch.inference_mode():
+        step = kind_of(model).stepper(model, prompt)
+        cache = model.new_cache(2, 24, static=True)
+        compiled = None
+        for start, n in ((0, 4), (6, 3)):  # the second window over the buffers the first wrote, as a slide does
+            cache.reset(keep_memory=True)
+            logits = [step(tgt[:, start:start + n], cache)]
+            compiled = compiled or CompiledStep(step, cache)
+            logits += [compiled(tgt[:, t:t + 1], cache) for t in range(start + n, 20)]
+            assert cache.length == 20 - start and int(cache.pos) == 20 - start
+            torch.testing.assert_close(torch.cat(logits, 1), run(model, src, tgt[:, start:]), atol=1e-4, rtol=1e-4)
+        with pytest.raises(ValueError, match="the cache it was made for"):
+            compiled(tgt[:, :1], model.new_cache(2, 24, static=True))
+        compiled = CompiledStep(step, cache)
+        compiled.fn = lambda *a: (_ for _ in ()).throw(RuntimeError("C++ compile error: cannot find g++"))
+        with pytest.raises(GuitarformerError, match="cannot find g\\+\\+.*needs a C\\+\\+ compiler"):
+            compiled(tgt[:, :1], cache)
+
+
 @pytest.mark.parametrize("static", [False, True])
 def test_previous_token_input_through_the_cache_matches_the_full_forward(static: bool) -> None:
     """model.prev_token: each position also reads the token before it; through a cache the row's last token is

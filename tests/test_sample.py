@@ -582,3 +582,26 @@ def test_a_grammar_is_built_once_per_tokenizer():
     assert Grammar.of(tok) is g and GuitarConstraint(tok).grammar is g
     assert Grammar.of(other) is not g
     assert torch.equal(Grammar(tok).allowed, g.allowed) and Grammar(tok).types == g.types
+
+
+def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeypatch):
+    """`sample --compile` (generation/compiled.py, through the app layer): the same riff, file for file, from the
+    shipped model (a trained model's peaked choices: the compiled kernels' last bits never flip a draw)."""
+    from guitarformer.cli import main
+    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.pretrained import has_pretrained
+
+    if not has_pretrained():
+        pytest.skip("no shipped model in this checkout")
+    steps = []
+    step = CompiledStep.__call__
+    monkeypatch.setattr(CompiledStep, "__call__", lambda self, *a: steps.append(1) or step(self, *a))
+    files = []
+    for flag in ([], ["--compile"]):
+        out = tmp_path / f"riff{len(files)}"
+        r = CliRunner().invoke(main, ["sample", "--run", "pretrained", "--bars", "4", "--seed", "5", "--out",
+                                      f"{out}.mid", "--tab", f"{out}.txt", "--device", "cpu", *flag])
+        assert r.exit_code == 0, r.output
+        files.append((Path(f"{out}.mid").read_bytes(), Path(f"{out}.txt").read_text()))
+        assert bool(steps) == bool(flag)  # the compiled step drew the second riff, and only that one
+    assert files[0] == files[1]

@@ -301,3 +301,24 @@ def test_a_taken_port_is_one_clear_message():
         port = s.getsockname()[1]
         with pytest.raises(GuitarformerError, match=f"cannot serve on 127.0.0.1:{port}"):
             check_port_free("127.0.0.1", port)
+
+
+def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_path, monkeypatch):
+    """`guitarformer studio --compile`: the warm-up compiles the one-token step before the page opens, and the page's
+    riffs then come through it, the same riffs as an eager studio's."""
+    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.studio.server import warm_up
+
+    steps = []
+    step = CompiledStep.__call__
+    monkeypatch.setattr(CompiledStep, "__call__", lambda self, *a: steps.append(1) or step(self, *a))
+    loaded = load_run_once(run)
+    warm_up(loaded)
+    assert steps
+    ask = {"bars": 4, "num_samples": 1, "seed": 11}
+    eager = client.post("/api/sample", json=ask).json()["riffs"][0]
+    del steps[:]
+    with TestClient(create_app(loaded, root=tmp_path, compile=True)) as compiled_client:
+        res = compiled_client.post("/api/sample", json=ask)
+    assert res.status_code == 200, res.text
+    assert steps and res.json()["riffs"][0]["tab"] == eager["tab"]

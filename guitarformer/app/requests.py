@@ -60,6 +60,7 @@ class SampleRequest:
     checkpoint: Path | None = None  # a checkpoint file instead of a run
     device: str = "auto"
     threads: int = 0  # CPU threads (0: chosen per step, one for small ones; runtime.set_threads)
+    compile: bool = False  # CPU: the one-token step compiled (generation/compiled.py): seconds once per process
     num_samples: int = 1
     batch_size: int | None = None  # riffs generated together (speed and memory, never the riffs)
     bars: int | None = None  # new bars (after the prompt with one); None: until the model ends

@@ -120,7 +120,8 @@ def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> Sampl
     budget that fits the bars (from the tokens a bar takes in the prompt or the run's data)."""
     params = SamplingParams.from_config(loaded.cfg.sample, max_new_tokens=req.max_new_tokens,
                                         temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
-                                        max_bars=req.bars, guidance=GUIDANCE if req.guidance is None else req.guidance)
+                                        max_bars=req.bars, guidance=GUIDANCE if req.guidance is None else req.guidance,
+                                        compile=req.compile)
     if req.bars and req.max_new_tokens is None:
         per_bar = tokens_per_bar(loaded.tokenizer, loaded.cfg, file)
         need = min(MAX_AUTO_TOKENS, math.ceil(req.bars * per_bar * BUDGET_MARGIN) + 16)
@@ -143,7 +144,7 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
             riffs += generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
                                     params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
                                     position=req.position, first=first, asked=asked, forms=plans,
-                                    guidance=params.guidance)
+                                    guidance=params.guidance, compile=params.compile)
             continue
         program = req.program
         if program is None:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from guitarformer.generation.captured import CapturedStep
+from guitarformer.generation.compiled import CompiledStep
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import SamplingParams, sample_next
 from guitarformer.models.kinds import Prompt, kind_of
@@ -93,10 +94,12 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
 
 class _Reader:
     """Rows the model reads as they are written: the output buffer (the prompt's ids first), the model's window of
-    it, its KV cache (eager, or static with a captured step on CUDA) and the next-token logits. `write` puts the drawn
-    tokens in; `advance` reads them, sliding the window past the context as `generate` describes."""
+    it, its KV cache (eager, or static with a captured step on CUDA or a compiled one on a CPU) and the next-token
+    logits. `write` puts the drawn tokens in; `advance` reads them, sliding the window past the context as `generate`
+    describes."""
 
-    def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool, static: bool = False):
+    def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool, static: bool = False,
+                 compiled: bool = False):
         self.model, self.use_cache, self.static, self.pads = model, use_cache, static, prompt.pads
         self.step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
         idx = prompt.ids
@@ -114,6 +117,8 @@ class _Reader:
             self._logits = self._prefill(self.window(idx, T0, self.ctx))  # eager: allocates a static cache's buffers
             if static and idx.device.type == "cuda":
                 self.captured = CapturedStep(self.step_fn, self.cache, B, idx.device)
+            elif static and compiled:
+                self.captured = CompiledStep(self.step_fn, self.cache)
 
     def _prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """A window (B, T) into the empty cache: its last position's logits (B, V). Padded rows (guidance's twin) on a
@@ -156,14 +161,16 @@ class _Reader:
             else:
                 self.cache = self.model.new_cache(self.out.shape[0], self.ctx, device=self.out.device, pads=self.pads)
             self._logits = self._prefill(self.window(self.out, self.n, self.ctx // 2))
-        elif self.captured is not None:  # the same forward, replayed from its CUDA graph
+        elif self.captured is not None:  # the same forward, replayed from its CUDA graph or compiled
             self._logits = self.captured(last, self.cache)[:, -1]
         else:  # the model's own forward, one new token against the cache
             self._logits = self._run(last)
 
 
 def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
-    """Decode against a static cache (a captured step's): as asked, else on CUDA."""
+    """Decode against a static cache (a captured or compiled step's): as asked, else on CUDA, or compiled on a CPU."""
+    if params.compile and device.type == "cpu":
+        return True
     return params.capture if params.capture is not None else device.type == "cuda"
 
 
@@ -202,7 +209,8 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     guided = guide is not None and bool(params.guidance)
     if guided:  # rows [B:] are the unconditioned twin of classifier-free guidance, read in the same forward
         prompt = prompt.with_twin(_on(guide, device))
-    rows = _Reader(model, prompt, max_new_tokens, use_cache, use_cache and _static_cache(model, params, device))
+    rows = _Reader(model, prompt, max_new_tokens, use_cache, use_cache and _static_cache(model, params, device),
+                   compiled=params.compile)
     for step in range(max_new_tokens):
         logits = rows.logits()
         if guided:

@@ -154,13 +154,14 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                    tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
                    program: int | None = None, use_cache: bool = True, position: int | None = None,
                    first: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None,
-                   guidance: float = 0.0) -> list[Riff]:
+                   guidance: float = 0.0, compile: bool = False) -> list[Riff]:
     """Riffs `first` .. `first + num - 1` of a call seeded `seed` (see `sample_rows`), decoded and fretted (in
     `position` if given, see `fret`; a tab-token model's own strings are kept otherwise). `prompt`: token ids
     decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"]). `forms`: one plan per
     riff (generation/form.py), None: the model alone. `guidance`: classifier-free guidance on `asked`'s piece controls
-    (`SamplingParams.guidance`)."""
-    params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache, guidance=guidance)
+    (`SamplingParams.guidance`); `compile`: the one-token step compiled on a CPU (`SamplingParams.compile`)."""
+    params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache, guidance=guidance,
+                            compile=compile)
     drawn = sample_rows(model, tokenizer, cfg, params, device, num, seed, first, prompt, tuning, 0, asked, forms)
     program = GUITAR_PROGRAM if program is None else program
     window = decode(tokenizer, drawn.context) if prompt is not None else None

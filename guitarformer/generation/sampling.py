@@ -17,7 +17,9 @@ class SamplingParams:
     bars (with a constraint, its masks hold them to it). `use_cache` False recomputes the whole window every step
     (the same tokens, slower: for checking the cache). `capture`: decode one token at a time against a static KV cache,
     on a GPU through a captured CUDA graph (generation/captured.py); None (auto) does so on CUDA only (on a CPU the
-    static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there).
+    static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there). `compile`: on a
+    CPU, the one-token step compiled by torch.compile against a static cache (generation/compiled.py): about half the
+    eager step's time at batch 1, after seconds of compiling once per process and batch shape.
     `guidance`: classifier-free guidance for a call given an unconditioned twin prompt (`generate(..., guide=)`):
     each step's logits are c + guidance * (c - u), c the prompt's and u the twin's; 0 is off."""
 
@@ -28,6 +30,7 @@ class SamplingParams:
     max_bars: int | None = None
     use_cache: bool = True
     capture: bool | None = None
+    compile: bool = False
     guidance: float = 0.0
 
     @classmethod

@@ -35,6 +35,9 @@ RopeTables = tuple[Tensor, Tensor]  # (cos, signed sin), each (T, hs): broadcast
 FEW_ROWS = 64  # a product with at most this many rows (a decoding step) reads a transposed weight on CPU
 
 
+compiling = torch.compiler.is_compiling  # a compiled step (generation/compiled.py) lets the compiler pick layouts
+
+
 def linear(x: Tensor, m: nn.Linear) -> Tensor:
     """m(x) for x (..., in) -> (..., out), without the module call.
 
@@ -45,7 +48,7 @@ def linear(x: Tensor, m: nn.Linear) -> Tensor:
     It stays with the module (one more copy of the weights in CPU memory once a step has run). Anything
     else is F.linear on the weight itself.
     """
-    if x.is_cpu and not torch.is_grad_enabled() and x.numel() <= FEW_ROWS * m.in_features:
+    if x.is_cpu and not torch.is_grad_enabled() and x.numel() <= FEW_ROWS * m.in_features and not compiling():
         w = m.weight
         held = m.__dict__.get("_weight_t")  # a plain attribute: not a parameter, not in the state_dict
         if held is None or held[0] != w._version or held[1] != w.data_ptr():

@@ -65,8 +65,9 @@ def _has_synth() -> bool:
 class Studio:
     """One loaded run, its generation worker and the riffs it made: what every request shares."""
 
-    def __init__(self, loaded: LoadedRun, root: Path | None = None, max_queued: int = 32):
+    def __init__(self, loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False):
         self.loaded = loaded
+        self.compile = compile  # riffs through the compiled one-token step (generation/compiled.py)
         self.info = run_info(loaded)
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="guitarformer-studio-"))
         self.store = RiffStore(self.root / "riffs")
@@ -106,7 +107,7 @@ class Studio:
                 riff = self.store.new()
                 try:
                     req = SampleRequest(outputs=self.outputs(riff), num_samples=1, seed=base_seed + k,
-                                        prompt=prompt, **form.options)
+                                        prompt=prompt, compile=self.compile, **form.options)
                     result = sample(req, self.loaded)
                 except BaseException:
                     self.store.discard(riff)
@@ -265,10 +266,11 @@ def _install_routes(app: FastAPI, studio: Studio) -> None:
         return FileResponse(path, media_type=MEDIA_TYPES[kind], filename=f"riff-{riff_id}{path.suffix}")
 
 
-def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32) -> FastAPI:
+def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False) -> FastAPI:
     """The FastAPI app serving one loaded run (see the module docstring for its routes); `root`: where the riffs'
-    files go (default: a new temporary folder); `max_queued`: requests waiting before the server says busy."""
-    studio = Studio(loaded, root, max_queued)
+    files go (default: a new temporary folder); `max_queued`: requests waiting before the server says busy;
+    `compile`: riffs through the compiled one-token step."""
+    studio = Studio(loaded, root, max_queued, compile)
 
     @asynccontextmanager
     async def lifespan(_app):

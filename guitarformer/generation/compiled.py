@@ -1,0 +1,65 @@
+"""A one-token decoding step compiled on a CPU (torch.compile, inductor's C++ kernels): a CPU's counterpart of the
+CUDA graph in captured.py.
+
+At batch 1 a step of a small model is a hundred-odd tensor ops of a few µs each, most of it the Python and dispatch
+around them; compiled, the step is a few fused kernels called from C++ (cpp_wrapper). It runs against a static KV
+cache, whose every shape is fixed and whose next position lives in a tensor, so one compiled graph serves every step
+of a riff. The compiling costs seconds, once per process and batch shape (the guards keep it while the model and
+the shapes stay), so it pays where many tokens follow: a long riff, a page that stays up, a benchmark.
+
+The model's own forward is what is compiled: there is no second decoding path.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from guitarformer.errors import GuitarformerError
+from guitarformer.models.kinds import Step
+from guitarformer.models.layers import KVCache
+
+TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static step reads positions on the device
+
+
+class CompiledStep:
+    """`step(tokens (B, 1), cache) -> logits (B, 1, V)` through torch.compile, against the static cache it was made
+    for (filled by an eager prompt first; `reset()` and an eager refill, a sliding window, keep its buffers).
+
+    The host count `cache.length` is held at TRACED_LENGTH while the compiled step runs, so the graph's guards never
+    see it change (a static step reads only whether it is 0: a prompt or a step), and is advanced here after it."""
+
+    def __init__(self, step: Step, cache: KVCache) -> None:
+        if not cache.static or cache.pos is None or cache.length == 0:
+            raise ValueError("a compiled step needs a static KV cache (new_cache(..., static=True)) its prompt filled")
+        self.cache = cache
+        # The new tokens are copied into one buffer: a slice of the caller's ids has its width as a stride, which
+        # the compiled graph's guards would see change with every call's token budget.
+        self.tokens = torch.zeros(cache.batch_size, 1, dtype=torch.long, device=cache.pos.device)
+        self.fn = torch.compile(step, dynamic=False, options={"cpp_wrapper": True})
+        self.checked = False  # the first call compiles (or finds the graph of an earlier call) and checks its guards
+
+    def __call__(self, tokens: Tensor, cache: KVCache) -> Tensor:
+        if cache is not self.cache:
+            raise ValueError("a compiled step runs against the cache it was made for")
+        n, T = cache.length, tokens.shape[1]
+        if T != 1:
+            raise ValueError(f"a compiled step reads one new token a row, not {T}")
+        if n + T > cache.max_len:
+            raise ValueError(f"KV cache full: {n + T} positions > max_len {cache.max_len}")
+        cache.length = TRACED_LENGTH
+        try:
+            if self.checked:  # the cache, model and shapes the first call's guards checked: ~30 µs a step less
+                with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+                    return self.fn(self.tokens.copy_(tokens), cache)
+            try:
+                out = self.fn(self.tokens.copy_(tokens), cache)
+            except Exception as e:  # inductor needs a C++ compiler on the machine
+                raise GuitarformerError(
+                    f"could not compile the decoding step ({type(e).__name__}: {str(e).strip()[:300]})",
+                    "torch.compile on a CPU needs a C++ compiler (g++ or clang); install one, or sample without "
+                    "--compile") from e
+            self.checked = True
+            return out
+        finally:
+            cache.length = n + T
