@@ -605,3 +605,18 @@ def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeyp
         files.append((Path(f"{out}.mid").read_bytes(), Path(f"{out}.txt").read_text()))
         assert bool(steps) == bool(flag)  # the compiled step drew the second riff, and only that one
     assert files[0] == files[1]
+
+
+def test_compile_leaves_batches_of_more_rows_to_the_eager_cache(monkeypatch):
+    """A compiled step reads the whole static buffer every step: from COMPILED_ROWS + 1 rows the eager cache is
+    faster, so `compile` decodes them eagerly (the same tokens as without it)."""
+    from guitarformer.generation import engine
+
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    model = tiny(tok, "decoder-copy", block_size=48)
+    made = []
+    monkeypatch.setattr(engine, "CompiledStep", lambda *a: made.append(a) or pytest.fail("compiled"))
+    ids = torch.tensor([[special_ids(tok)["bos"], tok["Bar_None"]]] * (engine.COMPILED_ROWS + 1))
+    greedy = SamplingParams(20, temperature=0)
+    out = generate(model, ids, replace(greedy, compile=True), eos_id=None)
+    assert not made and torch.equal(out, generate(model, ids, greedy, eos_id=None))
