@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,13 @@ def pytest_sessionfinish(session, exitstatus):
     if (_shared_tests["skipped"] and SHARED_GUITAR.is_dir() and os.environ.get(REQUIRE_SHARED) == "1"
             and exitstatus == 0):
         session.exitstatus = 1
+
+
+@pytest.fixture
+def cxx():
+    """torch.compile on a CPU (inductor) builds C++: skip where no compiler is on the PATH."""
+    if not (os.environ.get("CXX") or any(shutil.which(c) for c in ("g++", "c++", "clang++"))):
+        pytest.skip("torch.compile on a CPU needs a C++ compiler (g++ or clang)")
 
 
 @pytest.fixture(scope="module")

@@ -156,6 +156,7 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
     torch.testing.assert_close(static_chunked, full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
     """generation/compiled.py: the one-token step compiled on a CPU (model.copy and prev_token on, the default

@@ -303,6 +303,7 @@ def test_a_taken_port_is_one_clear_message():
             check_port_free("127.0.0.1", port)
 
 
+@pytest.mark.usefixtures("cxx")
 def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_path, monkeypatch):
     """`guitarformer studio --compile`: the warm-up compiles the one-token step before the page opens, and the page's
     riffs then come through it, the same riffs as an eager studio's."""
