@@ -5,9 +5,8 @@
 
 Each riff is `guitarformer sample`'s own path, in-process (app.sample on a loaded run: the draw, the fingering, the
 MIDI/tab rendering, no file written), one at a time as the studio draws its candidates. The compiled step is warmed
-first as `studio --compile` does (one short riff: the compiling, timed apart; a guided riff's two-row batch compiles
-on its first ask, which is left out of the rounds), then both ways alternate riff by riff, so background load hits
-them alike. Prints seconds per riff: median and range.
+first as `studio --compile` does (app.warm_up: one row and a guided riff's two, the compiling timed apart), then
+both ways alternate riff by riff, so background load hits them alike. Prints seconds per riff: median and range.
 """
 
 from __future__ import annotations
@@ -33,9 +32,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from guitarformer.app import SampleRequest, load_run_once, sample
+    from guitarformer.app import SampleRequest, load_run_once, sample, warm_up
     from guitarformer.data.tab_tokens import has_controls
-    from guitarformer.studio.server import warm_up
 
     loaded = load_run_once(args.run, None, "cpu")
     t = time.perf_counter()
@@ -44,8 +42,6 @@ def main() -> None:
           f"{time.perf_counter() - t:.1f} s")
     controls = has_controls(loaded.tokenizer)
     asks = {k: v for k, v in ASKS.items() if controls or "key" not in v}
-    for ask in asks.values():  # each shape's first compiled riff (a guided twin is a batch of two)
-        sample(SampleRequest(num_samples=1, seed=0, compile=True, **ask), loaded)
     times = {(name, c): [] for name in asks for c in (False, True)}
     for _ in range(args.rounds):
         for name, ask in asks.items():

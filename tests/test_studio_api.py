@@ -308,7 +308,7 @@ def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_pa
     """`guitarformer studio --compile`: the warm-up compiles the one-token step before the page opens, and the page's
     riffs then come through it, the same riffs as an eager studio's."""
     from guitarformer.generation.compiled import CompiledStep
-    from guitarformer.studio.server import warm_up
+    from guitarformer.app import warm_up
 
     steps = []
     step = CompiledStep.__call__

@@ -6,18 +6,23 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import torch
+
 from guitarformer.app.files import write_score
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, check_outputs
 from guitarformer.app.splice import continue_part
 from guitarformer.data.controls import option_value
-from guitarformer.data.tokenization import decode
+from guitarformer.data.tab_tokens import has_controls
+from guitarformer.data.tokenization import decode, special_ids
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
+from guitarformer.generation.engine import generate
 from guitarformer.generation.form import Plan, check_form, parse_letters
 from guitarformer.generation.riffs import Riff, generate_riffs, riff_forms, sample_rows
 from guitarformer.generation.sampling import SamplingParams
+from guitarformer.models import kinds
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
 from guitarformer.render.audio import find_synth
@@ -230,3 +235,13 @@ def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loade
     listing = ", ".join(names) + (", ..." if len(empty) > 3 else "")
     return GuitarformerError(f"{len(empty)} of {len(riffs)} riffs came out empty ({listing}): {why}; nothing was "
                              "written", fix)
+
+
+def warm_up(loaded: LoadedRun) -> None:
+    """Compile the one-token step (`SampleRequest.compile`) before the first riff that needs it: a short riff (one
+    row) and, for a decoder with controls, a guided step's two rows (the riff and its unconditioned twin), each its
+    own graph. Writes no file; the studio runs it before the page opens (`studio --compile`)."""
+    sample(SampleRequest(num_samples=1, bars=1, compile=True), loaded)
+    if loaded.kind == "decoder" and has_controls(loaded.tokenizer):
+        bos = kinds.Prompt(torch.tensor([[special_ids(loaded.tokenizer)["bos"]]], device=loaded.device))
+        generate(loaded.model, bos, SamplingParams(4, compile=True, guidance=1.0), guide=bos)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import uvicorn
 
-from guitarformer.app import SampleRequest, load_run_once, sample
+from guitarformer.app import load_run_once, warm_up
 from guitarformer.errors import GuitarformerError
 from guitarformer.runtime import set_threads, step_work
 from guitarformer.studio.api import create_app
@@ -30,7 +30,7 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
           port: int = 8000, device: str = "cpu", threads: int = 0, compile: bool = False) -> None:
     """Load the run (default: the newest under ./runs) and serve the studio until interrupted. `threads`: CPU
     threads for generation (0: chosen per step); `compile`: riffs through the compiled one-token step, compiled
-    here before the page opens (a guided riff, whose batch holds the unconditioned twin, compiles its own once)."""
+    here before the page opens (app.warm_up)."""
     if not 0 < port < 65536:
         raise GuitarformerError(f"--port must be 1..65535, not {port}", "e.g. --port 8000")
     check_port_free(host, port)
@@ -47,11 +47,6 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
     print(f"guitarformer studio: {loaded.describe()}")
     print(f"open http://{shown}:{port}/ in a browser (Ctrl+C stops the server)")
     uvicorn.run(app, host=host, port=port, log_level="warning")
-
-
-def warm_up(loaded) -> None:
-    """One short riff through the compiled step, so the page's first riff finds it compiled (writes no file)."""
-    sample(SampleRequest(num_samples=1, bars=1, compile=True), loaded)
 
 
 def check_port_free(host: str, port: int) -> None:
