@@ -250,7 +250,7 @@ def test_match_state_on_the_device_position_matches_the_host_one() -> None:
     from guitarformer.models.copy import MatchState
 
     torch.manual_seed(4)
-    x = torch.randint(0, 6, (3, 90))  # a small alphabet (PAD too, which weighs nothing in a hash): matches of every order
+    x = torch.randint(0, 6, (3, 90))  # a small alphabet, PAD (0) too, which weighs nothing in a hash: every order matches
     x[:, 50:80] = x[:, 10:40]
     x[0, :12] = 0  # n-grams longer than the window so far hash as the shorter ones would: they must not match
     host, device = MatchState(3, 96, "cpu"), MatchState(3, 96, "cpu")
