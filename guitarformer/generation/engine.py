@@ -178,7 +178,7 @@ def _compiled(params: SamplingParams, device: torch.device, rows: int) -> bool:
     return params.compile and device.type == "cpu" and rows <= COMPILED_ROWS
 
 
-def _static_cache(model, params: SamplingParams, device: torch.device) -> bool:
+def _static_cache(params: SamplingParams, device: torch.device) -> bool:
     """Decode against a static cache (a captured step's): as asked, else on CUDA."""
     return params.capture if params.capture is not None else device.type == "cuda"
 
@@ -220,7 +220,7 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         prompt = prompt.with_twin(_on(guide, device))
     compiled = use_cache and _compiled(params, device, prompt.ids.shape[0])
     rows = _Reader(model, prompt, max_new_tokens, use_cache,
-                   compiled or (use_cache and _static_cache(model, params, device)), compiled=compiled)
+                   compiled or (use_cache and _static_cache(params, device)), compiled=compiled)
     for step in range(max_new_tokens):
         logits = rows.logits()
         if guided:
