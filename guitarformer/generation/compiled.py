@@ -22,6 +22,11 @@ from guitarformer.models.layers import KVCache
 TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static step reads positions on the device
 
 
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else "")[:200]
+
+
 class CompiledStep:
     """`step(tokens (B, 1), cache) -> logits (B, 1, V)` through torch.compile, against the static cache it was made
     for (filled by an eager prompt first; `reset()` and an eager refill, a sliding window, keep its buffers).
@@ -56,7 +61,7 @@ class CompiledStep:
                 out = self.fn(self.tokens.copy_(tokens), cache)
             except Exception as e:  # inductor needs a C++ compiler on the machine
                 raise GuitarformerError(
-                    f"could not compile the decoding step ({type(e).__name__}: {str(e).strip()[:300]})",
+                    f"could not compile the decoding step ({type(e).__name__}: {_first_line(e)})",
                     "torch.compile on a CPU needs a C++ compiler (g++ or clang); install one, or sample without "
                     "--compile") from e
             self.checked = True
