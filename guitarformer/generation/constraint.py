@@ -235,7 +235,7 @@ class GuitarConstraint:
             m &= self.keep
         if self.guards is not None:
             implied = strings.lowest[strings.pending].masked_fill(~due, -1) if due is not None else None
-            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied, lasts)
+            m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied, may)
         if self.forced is not None and may(self.forced_after):
             # requested bar controls: nothing else may follow a Bar until they are written
             f = self.forced[self.bar().clamp(0, self.forced.shape[0] - 1), last]  # (B,) this bar's chain

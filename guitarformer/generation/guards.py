@@ -215,13 +215,14 @@ class Guards:
         return bar.clamp(0, len(table) - 1)
 
     def restrict(self, m: torch.Tensor, time, bar: torch.Tensor, pending: torch.Tensor | None,
-                 implied: torch.Tensor | None = None, lasts: list[int] | None = None) -> torch.Tensor:
+                 implied: torch.Tensor | None = None, may=lambda table: True) -> torch.Tensor:
         """The mask `m` (B, V) with the guards' rules for each row's new bar `bar` (B,); `time`: the constraint's
         TimeState; `pending` (B,): the pitch awaiting its String (tab tokens); `implied` (B,), tab layout 3: the
         string index (k: String_{k+1}) the pending note is on if no String follows, in the rows right after its
-        Duration (-1 elsewhere); `lasts`: the rows' last tokens on the host (None: every rule is applied)."""
+        Duration (-1 elsewhere); `may(table)`: the constraint's host-side test, whether any row's next token may be
+        of a kind (a table per last token, as the grammar's `may_*`); by default every rule is applied."""
         g = self.g
-        if self.density_cls is not None and (lasts is None or any(self.may_count[t] for t in lasts)):
+        if self.density_cls is not None and may(self.may_count):
             before = m.clone()
             cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
             k, asked = cls.clamp(min=0).unsqueeze(1), cls >= 0
@@ -246,8 +247,7 @@ class Guards:
             m[:, g.eos] |= before[:, g.eos] & stuck
             # The strings or the time left cannot meet a rule: the row goes on without it.
             m = torch.where(m.any(1, keepdim=True), m, before)
-        placed = lasts is None or any(self.may_place[t] for t in lasts)
-        if self.regions is not None and pending is not None and placed:
+        if self.regions is not None and pending is not None and may(self.may_place):
             held = m.clone()
             r = self._at(self.spec.regions, bar)  # (B,)
             fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)
