@@ -193,6 +193,7 @@ def default_model_mfu(args: argparse.Namespace) -> dict:
         for _ in range(args.steps):
             step()
         steps.append((time.perf_counter() - t) / args.steps)
+    shares = step_shares(step)
     n = model.num_params(non_embedding=True)
     L, C = cfg.model.n_layer, cfg.model.n_embd
     causal, palm = 6.0 * n + 6.0 * L * C * T, 6.0 * n + 12.0 * L * C * T
@@ -201,7 +202,26 @@ def default_model_mfu(args: argparse.Namespace) -> dict:
     return dict(name=cfg.name, B=B, T=T, L=L, C=C, V=V, amp=amp, compile=cfg.train.compile, params=n,
                 peak=peak, step_s=step_s, tok_s=B * T / step_s, causal=causal, palm=palm,
                 mfu=B * T / step_s * causal / peak, mfu_palm=B * T / step_s * palm / peak,
-                mfu_rounds=(min(per_round), max(per_round)))
+                mfu_rounds=(min(per_round), max(per_round)), shares=shares)
+
+
+def step_shares(step) -> dict[str, float]:
+    """Where one training step's CPU time goes (torch.profiler, self time per op): attention (SDPA's kernels, forward
+    and backward), the matrix products, and the rest (inductor's fused elementwise kernels, the optimizer, the loss).
+    The attention FLOPs are a third of the model's at context 1,024, so its share says how far the step can get from
+    the matmul peak."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    total = attn = mm = 0.0
+    for e in prof.key_averages():
+        total += e.self_cpu_time_total
+        if "scaled_dot_product" in e.key:
+            attn += e.self_cpu_time_total
+        elif e.key in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"):
+            mm += e.self_cpu_time_total
+    return dict(attention=attn / total, matmul=mm / total, rest=(total - attn - mm) / total, ms=total / 1e3)
 
 
 def mfu_report(r: dict) -> list[str]:
@@ -218,6 +238,12 @@ def mfu_report(r: dict) -> list[str]:
         f"| {r['peak'] / 1e9:,.0f} | {r['step_s'] * 1e3:,.0f} | {r['tok_s']:,.0f} | {r['tok_s'] * r['causal'] / 1e9:,.0f} "
         f"| {r['mfu'] * 100:.1f}% | {r['mfu_palm'] * 100:.1f}% | {r['mfu_rounds'][0] * 100:.0f}-"
         f"{r['mfu_rounds'][1] * 100:.0f}% |",
+        "",
+        f"Where one step's CPU time goes (torch.profiler, self time, one step of {r['shares']['ms']:,.0f} ms): "
+        f"attention (SDPA forward and backward) {r['shares']['attention'] * 100:.0f}%, matrix products "
+        f"{r['shares']['matmul'] * 100:.0f}%, the rest (fused elementwise kernels, loss, optimizer) "
+        f"{r['shares']['rest'] * 100:.0f}%. Attention is {6 * r['L'] * r['C'] * r['T'] / r['causal'] * 100:.0f}% of "
+        f"the FLOPs counted above.",
         "",
     ]
 
