@@ -285,7 +285,9 @@ def test_a_repeated_bar_is_copied_with_its_unnamed_strings(tok):
 
 def test_a_batch_masks_each_row_as_it_would_alone(tok):
     """Rows at different places of different riffs (one at a String, one at a Tech, ...) must not leak state into
-    each other: the batched masks equal each row's own, step by step."""
+    each other: the batched masks equal each row's own, step by step. A row alone on a CPU remembers its string
+    rules' answers by the string state they read (`StringState._remembered`), the batch makes them every step: so this
+    also holds the remembered answers to the made ones."""
     sp = special_ids(tok)
     g = torch.Generator().manual_seed(3)
     B, steps = 6, 150
@@ -312,6 +314,7 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok):
         for t in range(steps):
             assert torch.equal(alone.mask(ids[b, t : t + 1])[0], masks[t][b]), (b, t, tok[int(ids[b, t])])
             alone.update(ids[b, t + 1 : t + 2])
+        assert alone.strings.memos and c.strings.memos is None  # one row remembered, the batch did not
 
 
 def test_an_asked_time_signature_and_tempo_hold_in_every_bar():

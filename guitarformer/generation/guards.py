@@ -209,6 +209,17 @@ class Guards:
         if self.bias is not None and kinds & PITCH:
             self.last_pc = torch.where(g.is_pitch[new], self.pc_of[new], self.last_pc)
 
+    def _bar_range(self, time: TimeState, bar: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(least, most, more_bars), (B,) each, for the density rule in each row's new bar `bar` (B,): the onsets its
+        asked class allows (0 and NO_LIMIT where none is asked), and whether bars are left after it (None without a bar
+        limit). Only a Bar or a TimeSig changes them (`TimeState.kept`)."""
+        cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
+        k, asked = cls.clamp(min=0).unsqueeze(1), cls >= 0
+        least = torch.where(asked, self.least_k.gather(1, k)[:, 0], 0)
+        most = torch.where(asked, self.most_k.gather(1, k)[:, 0], NO_LIMIT)
+        return least, most, (time.bars_left() > 1) if time.max_bars is not None else None
+
     @staticmethod
     def _at(table: Sequence, bar: torch.Tensor) -> torch.Tensor:
         """(B,) the entry of a per-bar list for each row's bar (the last entry past its end)."""
@@ -224,18 +235,14 @@ class Guards:
         g = self.g
         if self.density_cls is not None and may(self.may_count):
             before = m.clone()
-            cls = self.density_cls[self._at(self.density, bar)]  # (B,) -1: not asked
-            k, asked = cls.clamp(min=0).unsqueeze(1), cls >= 0
-            least = torch.where(asked, self.least_k.gather(1, k)[:, 0], 0)
-            most = torch.where(asked, self.most_k.gather(1, k)[:, 0], NO_LIMIT)
+            least, most, more_bars = time.kept("density", lambda: self._bar_range(time, bar))
             need = least - self.onsets  # (B,) onsets still owed by this bar
             capped = self.onsets >= most
             m[:, g.pos_at] &= ~capped.unsqueeze(1)
-            if time.max_bars is not None:  # a full bar goes on to the next one, not to the end, while bars are left
-                m[:, g.eos] &= ~(capped & (time.bars_left() > 1))
             owed = need > 0
             m[:, g.bar_at] &= ~owed.unsqueeze(1)
-            m[:, g.eos] &= ~owed
+            # No end while onsets are owed, nor after a full bar while bars are left (it goes on to the next one).
+            m[:, g.eos] &= ~(owed | (capped & more_bars)) if more_bars is not None else ~owed
             # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
             room = self.sixteenths_left >= need.unsqueeze(1)
             m[:, g.pos_at] &= room | ~owed.unsqueeze(1)

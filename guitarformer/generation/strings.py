@@ -48,6 +48,7 @@ from guitarformer.generation.grammar import (
 from guitarformer.generation.timing import NEVER
 from guitarformer.music.guitar import fret_of
 
+MEMO_SIZE = 4096  # string states a sampling call remembers answers for (`_remembered`); a riff meets a few hundred
 HAND_SPAN = 5  # the most frets between a chord's lowest and highest fretted note (a stretch: index on 5, pinky on 10)
 
 
@@ -119,6 +120,7 @@ class StringState:
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""
+        self.memos: dict | None = {} if B == 1 and device.type == "cpu" else None  # `_remembered`
         self.pending = torch.full((B,), NO_PITCH, dtype=torch.long, device=device)
         self.slot_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=device)
         self.slot_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
@@ -212,13 +214,33 @@ class StringState:
         tuning, or already sounding (never re-strike a sounding pitch). `due` (B,) bool, layout 3: rows whose last
         token was a Duration, whose note a Pitch now would leave on its lowest-fret string (judged so)."""
         slot_pitch = self.slot_pitch.masked_fill(~self.sounding(now), NO_PITCH)  # (B, n)
-        # Windows already holding as many notes as strings take no new note whose strings lie inside.
-        count = self.W[slot_pitch].sum(1)  # (B, windows)
-        blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
-        blocked |= self.unplayable
-        if self.tab:  # a string of its own, free now, on which the note fits the hand with the notes sounding
-            blocked |= ~self._playable(now, strings=self._implied_view(due)).any(-1)
-        return blocked.scatter_(1, slot_pitch, True)
+        hand = self._hand(now, self._implied_view(due)) if self.tab else None
+
+        def make() -> torch.Tensor:
+            # Windows already holding as many notes as strings take no new note whose strings lie inside.
+            count = self.W[slot_pitch].sum(1)  # (B, windows)
+            blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
+            blocked |= self.unplayable
+            if hand is not None:  # a string of its own, free now, on which the note fits the hand with the notes sounding
+                blocked |= ~self._playable(now, hand=hand).any(-1)
+            return blocked.scatter_(1, slot_pitch, True)
+
+        return self._remembered("blocked", (slot_pitch, *(hand or ())), make)
+
+    def _remembered(self, name: str, state: tuple[torch.Tensor, ...], make):
+        """`make()`, or what it gave before for the same `state` (the tensors it reads that change; the rest of what it
+        reads is fixed for the sampling call): one row on a CPU (`memos`), where a riff meets the same few string states
+        again and again and each of make's dozen small ops costs more than its arithmetic. The answer is shared: not to
+        be written into. Elsewhere (a batch, a GPU, where the key would wait for it) make() every time."""
+        if self.memos is None:
+            return make()
+        key = (name, tuple(torch.cat([t.view(-1).long() for t in state]).tolist()))
+        got = self.memos.get(key)
+        if got is None:
+            if len(self.memos) >= MEMO_SIZE:
+                self.memos.clear()
+            got = self.memos[key] = make()
+        return got
 
     def _implied_view(self, due: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """(string_free, string_pitch) (B, n) with, in the `due` rows (None: none), the pending note on its
@@ -236,24 +258,29 @@ class StringState:
         """(B, n) bool, tab tokens: the strings on which no note sounds at tick `now` (B,)."""
         return self.string_free <= now.unsqueeze(1)
 
-    def strings_allowed(self, now: torch.Tensor) -> torch.Tensor:
+    def strings_allowed(self, now: torch.Tensor, hand: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, nS) bool, tab tokens: the strings the pending note may take at `now` (B,): one that can play its
         pitch and is free, within the hand's span. Layout 2: which String tokens may come after its Duration;
-        layout 3: `string_choice` splits it into those and the lowest-fret string's."""
+        layout 3: `string_choice` splits it into those and the lowest-fret string's. `hand`: `_hand(now)`, made already."""
         ok = self.fits[self.pending]  # (B, nS)
-        ok[:, : self.named] = self._playable(now, self.pending)[:, 0]
+        ok[:, : self.named] = self._playable(now, self.pending, hand=hand)[:, 0]
         return ok
 
     def string_choice(self, now: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """After the pending note's Duration at `now` (B,): (B, nS) the String tokens that may come, and (B,) whether
         the note may end without one (layout 3: on its lowest-fret string, if `strings_allowed` allows that
         string; its String token never comes, one spelling per fingering); None with layout 2 (a String always)."""
-        ok = self.strings_allowed(now)
-        if not self.implied:
-            return ok, None
-        k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
-        lowest_ok = ok.gather(1, k)[:, 0]
-        return ok.scatter_(1, k, False), lowest_ok
+        hand = self._hand(now)
+
+        def make() -> tuple[torch.Tensor, torch.Tensor | None]:
+            ok = self.strings_allowed(now, hand)
+            if not self.implied:
+                return ok, None
+            k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
+            lowest_ok = ok.gather(1, k)[:, 0]
+            return ok.scatter_(1, k, False), lowest_ok
+
+        return self._remembered("string", (self.pending, *hand), make)
 
     def hammer_allowed(self, due: torch.Tensor | None = None) -> torch.Tensor:
         """(B,) may Tech_Hammer come next: from an earlier note on the string of the note it follows (`hammer_ok`);
@@ -264,20 +291,30 @@ class StringState:
         here = self._hammer_from(self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0])
         return torch.where(due, here, self.hammer_ok)
 
+    def _hand(self, now: torch.Tensor, strings: tuple[torch.Tensor, torch.Tensor] | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(free, held), (B, named) each: the strings on which nothing sounds at `now` (B,), and the fret sounding on
+        each other string (-1 on the free ones): all that `_playable` reads of the state. `strings`: (string_free,
+        string_pitch) to judge by instead of the state's own (`_implied_view`)."""
+        named = self.named
+        string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
+        free = string_free[:, :named] <= now.unsqueeze(1)  # (B, named)
+        held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
+        return free, held
+
     def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None,
-                  strings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                  strings: tuple[torch.Tensor, torch.Tensor] | None = None,
+                  hand: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, P, named) bool: pitch p on string k at `now` (P: every pitch, or the row's `pitch` (B,) alone): k can
         play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
         strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
-        state's own (`_implied_view`).
+        state's own (`_implied_view`); `hand`: `_hand(now, strings)`, made already.
 
         One call per mask at batch 1 is a chain of small ops, so it is kept short: a string never played holds
         NO_PITCH, whose frets are -1 (`frets`), so it needs no mask of its own; with no fretted note sounding, `lo`
         is the sentinel and the span test below passes every fret (max(hi, F) - F = 0 where hi <= 0 <= F)."""
-        B, named = len(now), self.named
-        string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
-        free = string_free[:, :named] <= now.unsqueeze(1)  # (B, named)
-        held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
+        B = len(now)
+        free, held = hand if hand is not None else self._hand(now, strings)
         hi = held.amax(1).view(B, 1, 1)  # <= 0: no fretted note sounds
         lo = held.masked_fill(held <= 0, 10_000).amin(1).view(B, 1, 1)
         if pitch is None:
