@@ -224,13 +224,14 @@ class GuitarConstraint:
                 m[:, g.hammer] &= strings.hammer_allowed(due)
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
-        m[:, g.eos] &= time.started
+        may_end = time.started
         if g.kind == "REMI" and time.max_bars is not None:
             m[:, g.bar_at] &= time.may_open_bar().unsqueeze(1)
             # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
             # riff after one note; `--bars 8` means eight).
             if self.whole_riff:
-                m[:, g.eos] &= ~time.bars_to_open() & (time.pos >= 0)
+                may_end = may_end & ~time.bars_to_open() & (time.pos >= 0)
+        m[:, g.eos] &= may_end
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
         if self.guards is not None:
