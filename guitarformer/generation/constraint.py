@@ -169,11 +169,12 @@ class GuitarConstraint:
             kinds |= STRING
         if not kinds:
             return  # no row's token moves time, opens or closes a note (Velocity, Tempo, ...)
-        self.time.update(new, kinds)
+        every = self.grammar.every(chosen) if self._host else 0  # on a GPU: no host-side view of the tokens
+        self.time.update(new, kinds, every)
         if self.guards is not None:
-            self.guards.update(new, kinds, self.time)
+            self.guards.update(new, kinds, self.time, every)
         step = self.time.step_ticks(new) if kinds & DURATION else None
-        self.strings.update(new, kinds, self.time.now, step)
+        self.strings.update(new, kinds, self.time.now, step, every)
 
     def mask(self, last: torch.Tensor, remaining: int | None = None) -> torch.Tensor:
         """(B, V) bool: True where the next token is allowed. `remaining`: tokens left including this one."""
@@ -211,9 +212,10 @@ class GuitarConstraint:
         if time.max_bars is not None:  # nothing rings past the last bar
             if may(g.may_dur):
                 m[:, g.dur_at] &= time.durations(limit)
-            mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
-            finished = ((now >= limit) & ~mid_note).unsqueeze(1)
-            m &= ~finished | g.finishing  # finish notes, then end
+            if may(g.whole_after):  # a row may be done (past the limit) only where its last note is whole
+                mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
+                finished = ((now >= limit) & ~mid_note).unsqueeze(1)
+                m &= ~finished | g.finishing  # finish notes, then end
         if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
             if may(g.may_string):
                 ok, lowest_ok = strings.string_choice(now)
@@ -224,14 +226,16 @@ class GuitarConstraint:
                 m[:, g.hammer] &= strings.hammer_allowed(due)
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
-        may_end = time.started
-        if g.kind == "REMI" and time.max_bars is not None:
+        bars = g.kind == "REMI" and time.max_bars is not None
+        if bars and may(g.may_bar):
             m[:, g.bar_at] &= time.may_open_bar().unsqueeze(1)
-            # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
-            # riff after one note; `--bars 8` means eight).
-            if self.whole_riff:
+        if may(g.may_eos):
+            may_end = time.started
+            if bars and self.whole_riff:
+                # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
+                # riff after one note; `--bars 8` means eight).
                 may_end = may_end & ~time.bars_to_open() & (time.pos >= 0)
-        m[:, g.eos] &= may_end
+            m[:, g.eos] &= may_end
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
         if self.guards is not None:

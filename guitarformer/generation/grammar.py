@@ -147,6 +147,7 @@ class Grammar:
         self.may_pitch, self.may_pos, self.may_dur = may_follow(is_pitch), may_follow(is_pos), may_follow(is_dur)
         self.may_timesig, self.may_shift = may_follow(is_timesig), may_follow(is_shift)
         self.may_string, self.may_bar, self.may_eos = may_follow(is_string), may_follow(is_bar), may_follow(is_eos)
+        self.whole_after = (~mid_note).tolist()  # per last token: no note is left in the middle (a row may finish)
         # Layout 3: what ends a note after its Duration without naming a string (none with layout 2).
         note_end = (M[is_dur].any(0) & ~is_string) if self.implied else torch.zeros(V, dtype=torch.bool)
         self.may_note_end = may_follow(note_end)
@@ -192,3 +193,11 @@ class Grammar:
         for t in tokens:
             bits |= self.kind_bits[t]
         return bits
+
+    def every(self, tokens: list[int]) -> int:
+        """The kinds (bits) every one of these tokens is (a token is one kind): where a step's rows are all, say,
+        Positions, the state updates need no per-row choice (`torch.where`) between the rows that moved and the rest."""
+        bits = -1
+        for t in tokens:
+            bits &= self.kind_bits[t]
+        return bits if tokens else 0

@@ -195,19 +195,26 @@ class Guards:
         left = time.bar_ticks.unsqueeze(1) - self.g.pos_cols_val.unsqueeze(0) * time.tpp.unsqueeze(1)  # (B, nP)
         self.sixteenths_left = torch.floor(left.float() / sixteenth.unsqueeze(1))
 
-    def update(self, new: torch.Tensor, kinds: int, time: TimeState) -> None:
+    def update(self, new: torch.Tensor, kinds: int, time: TimeState, every: int = 0) -> None:
         """Advance with the tokens just chosen (B,); `kinds`: the kind bits among them (grammar.py); `time`: the
-        constraint's TimeState, already advanced past them."""
+        constraint's TimeState, already advanced past them; `every`: the kind bits every row's token has."""
         g = self.g
-        if kinds & (BAR | POSITION):  # (on a GPU every kind is asked for: the same ops, no skipping)
-            self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
-        if kinds & (BAR | POSITION | PITCH):
-            self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0, self.notes_here + g.is_pitch[new].long())
+        if every & POSITION:  # every row at a new onset, with no note at it yet
+            self.onsets, self.notes_here = self.onsets + 1, torch.zeros_like(self.notes_here)
+        elif every & PITCH:
+            self.notes_here = self.notes_here + 1
+        else:
+            if kinds & (BAR | POSITION):  # (on a GPU every kind is asked for: the same ops, no skipping)
+                self.onsets = torch.where(g.is_bar[new], 0, self.onsets + g.is_pos[new].long())
+            if kinds & (BAR | POSITION | PITCH):
+                self.notes_here = torch.where(g.is_bar[new] | g.is_pos[new], 0,
+                                              self.notes_here + g.is_pitch[new].long())
         if kinds & TIMESIG:  # the meter, and what the density rule reads of it, change only here
             self.quarters = torch.where(g.is_timesig[new], self.ts_quarters[new], self.quarters)
             self._meter(time)
         if self.bias is not None and kinds & PITCH:
-            self.last_pc = torch.where(g.is_pitch[new], self.pc_of[new], self.last_pc)
+            pc = self.pc_of[new]
+            self.last_pc = pc if every & PITCH else torch.where(g.is_pitch[new], pc, self.last_pc)
 
     def _bar_range(self, time: TimeState, bar: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:

@@ -136,33 +136,43 @@ class StringState:
             self.string_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
             self.hammer_ok = torch.zeros(B, dtype=torch.bool, device=device)
 
-    def update(self, new: torch.Tensor, kinds: int, now: torch.Tensor, step: torch.Tensor | None) -> None:
+    def update(self, new: torch.Tensor, kinds: int, now: torch.Tensor, step: torch.Tensor | None,
+               every: int = 0) -> None:
         """Advance with the tokens just chosen (B,) at tick `now` (B,); `step` (B,): Duration ticks (needed when
         `kinds` has DURATION). A note takes a slot at its Duration (end = now + duration) or, for MIDILike, at its
-        NoteOn (end unknown until its NoteOff)."""
+        NoteOn (end unknown until its NoteOff). `every`: the kind bits every row's token has (`Grammar.every`), where
+        no row keeps its old value."""
         g = self.grammar
         if self.tab and (kinds & STRING or self.awaiting):  # first, while `pending` is still the named note's
             self._take_string(new)
         p = g.pitch_val[new] if kinds & (PITCH | NOTE_OFF) else None
         if kinds & PITCH:
-            self.pending = torch.where(g.is_pitch[new], p, self.pending)
+            self.pending = p if every & PITCH else torch.where(g.is_pitch[new], p, self.pending)
         if kinds & DURATION or (self.note_on_holds and kinds & PITCH):
-            opens = g.is_dur[new]
-            if self.note_on_holds:
-                opens = opens | g.is_pitch[new]
+            opens = None  # every row opens a note (`every`), else the rows that do
+            if not every & (DURATION | (PITCH if self.note_on_holds else 0)):
+                opens = g.is_dur[new]
+                if self.note_on_holds:
+                    opens = opens | g.is_pitch[new]
+
+            def opened(value: torch.Tensor, old: torch.Tensor) -> torch.Tensor:  # (B,): value where a note opens
+                return value if opens is None else torch.where(opens, value, old)
+
             slot = self._slot_free().argmin(1, keepdim=True)  # ended notes have the smallest end
+
+            def put(slots: torch.Tensor, value: torch.Tensor) -> None:  # the opening rows' slot takes value (B,)
+                old = None if opens is None else slots.gather(1, slot)[:, 0]
+                slots.scatter_(1, slot, opened(value, old).unsqueeze(1))
+
             end = torch.full_like(now, NEVER) if self.note_on_holds else now + step
             if self.tab:  # from when the note leaves its slot (and, once named, its string) to another
                 free = torch.maximum(end - self.grace, now + 1)
-                self.slot_free.scatter_(1, slot, torch.where(opens, free, self.slot_free.gather(1, slot)[:, 0])
-                                        .unsqueeze(1))
-                self.pending_end = torch.where(opens, end, self.pending_end)
-                self.pending_free = torch.where(opens, free, self.pending_free)
-                self.pending_at = torch.where(opens, now, self.pending_at)
-            self.slot_end.scatter_(1, slot, torch.where(opens, end, self.slot_end.gather(1, slot).squeeze(1))
-                                   .unsqueeze(1))
-            self.slot_pitch.scatter_(1, slot, torch.where(opens, self.pending, self.slot_pitch.gather(1, slot)
-                                                          .squeeze(1)).unsqueeze(1))
+                put(self.slot_free, free)
+                self.pending_end = opened(end, self.pending_end)
+                self.pending_free = opened(free, self.pending_free)
+                self.pending_at = opened(now, self.pending_at)
+            put(self.slot_end, end)
+            put(self.slot_pitch, self.pending)
         if kinds & NOTE_OFF:  # the open slot holding that pitch ends now
             off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & g.is_off[new].unsqueeze(1)
             self.slot_end = torch.where(off, now.unsqueeze(1), self.slot_end)

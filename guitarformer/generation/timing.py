@@ -78,8 +78,9 @@ class TimeState:
         """(B,) ticks of each row's Duration or TimeShift token at its current time signature (0 for others)."""
         return self.ticks[self.tpb, new]
 
-    def update(self, new: torch.Tensor, kinds: int) -> None:
-        """Advance with the tokens just chosen (B,); `kinds`: the kind bits present (others are skipped)."""
+    def update(self, new: torch.Tensor, kinds: int, every: int = 0) -> None:
+        """Advance with the tokens just chosen (B,); `kinds`: the kind bits present (others are skipped); `every`: the
+        kind bits every row's token has (`Grammar.every`; 0: unknown), where no row keeps its old value."""
         g = self.grammar
         if kinds & (BAR | TIMESIG):
             self.per_bar.clear()
@@ -96,9 +97,13 @@ class TimeState:
             self.bar_ticks = torch.where(is_ts, self.ts_bar[new], self.bar_ticks)
             self.tpp = torch.where(is_ts, self.ts_tpp[new], self.tpp)
         if kinds & POSITION:  # REMI Position sets the time...
-            is_pos = g.is_pos[new]
-            self.pos = torch.where(is_pos, g.pos_val[new], self.pos)
-            self.now = torch.where(is_pos, self.bar_start + g.pos_val[new] * self.tpp, self.now)
+            pos = g.pos_val[new]
+            if every & POSITION:
+                self.pos, self.now = pos, self.bar_start + pos * self.tpp
+            else:
+                is_pos = g.is_pos[new]
+                self.pos = torch.where(is_pos, pos, self.pos)
+                self.now = torch.where(is_pos, self.bar_start + pos * self.tpp, self.now)
         if kinds & SHIFT:  # ...TimeShift moves it on
             self.now = self.now + torch.where(g.is_shift[new], self.step_ticks(new), 0)
         if kinds & PITCH:
