@@ -181,6 +181,7 @@ class Guards:
         self.quarters = torch.full((B,), 4.0, device=device)  # until a TimeSig says otherwise
         self.last_pc = torch.full((B,), -1, dtype=torch.long, device=device)  # the last note's pitch class
         self._meter(time)
+        self._tonic()
 
     def _meter(self, time: TimeState) -> None:
         """What the density rule reads of each row's meter, made when a TimeSig changes it rather than every step:
@@ -215,6 +216,16 @@ class Guards:
         if self.bias is not None and kinds & PITCH:
             pc = self.pc_of[new]
             self.last_pc = pc if every & PITCH else torch.where(g.is_pitch[new], pc, self.last_pc)
+        if kinds & (BAR | POSITION | PITCH):
+            self._tonic()
+
+    def _tonic(self) -> None:
+        """`due` (B,): where the tonic's bonus goes on the next note (`tonic_due`), made when what it reads changes
+        rather than every step; `due_somewhere`: on a CPU, whether any row's is due (else True: asking would wait)."""
+        if self.bias is None:
+            return
+        self.due = self.tonic_due()
+        self.due_somewhere = self.due.device.type != "cpu" or bool(self.due.any())
 
     def _bar_range(self, time: TimeState, bar: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -226,6 +237,12 @@ class Guards:
         least = torch.where(asked, self.least_k.gather(1, k)[:, 0], 0)
         most = torch.where(asked, self.most_k.gather(1, k)[:, 0], NO_LIMIT)
         return least, most, (time.bars_left() > 1) if time.max_bars is not None else None
+
+    def _bar_region(self, bar: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(r, pitches) for the hand-position rule in each row's new bar `bar` (B,): the index of its region (B,) and
+        the pitches some string plays there (B, nPitch). Only a Bar changes them (`TimeState.kept`)."""
+        r = self._at(self.spec.regions, bar)
+        return r, self.region_pitch[r]
 
     @staticmethod
     def _at(table: Sequence, bar: torch.Tensor) -> torch.Tensor:
@@ -245,31 +262,36 @@ class Guards:
             least, most, more_bars = time.kept("density", lambda: self._bar_range(time, bar))
             need = least - self.onsets  # (B,) onsets still owed by this bar
             capped = self.onsets >= most
-            m[:, g.pos_at] &= ~capped.unsqueeze(1)
             owed = need > 0
-            m[:, g.bar_at] &= ~owed.unsqueeze(1)
-            # No end while onsets are owed, nor after a full bar while bars are left (it goes on to the next one).
-            m[:, g.eos] &= ~(owed | (capped & more_bars)) if more_bars is not None else ~owed
-            # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
-            room = self.sixteenths_left >= need.unsqueeze(1)
-            m[:, g.pos_at] &= room | ~owed.unsqueeze(1)
-            # A bar that owes onsets moves on after one note: stacking a chord there would spend every string.
-            m[:, g.pitch_at] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
-            # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
-            stuck = owed & before[:, g.bar_at].any(1) & ~m[:, g.pos_at].any(1)
-            m[:, g.bar_at] |= before[:, g.bar_at] & stuck.unsqueeze(1)
-            m[:, g.eos] |= before[:, g.eos] & stuck
+            if may(g.may_pos):
+                m[:, g.pos_at] &= ~capped.unsqueeze(1)
+            if may(g.may_eos):  # no end while onsets are owed, nor after a full bar while bars are left
+                m[:, g.eos] &= ~(owed | (capped & more_bars)) if more_bars is not None else ~owed
+            # The rules below change nothing in rows that owe no onset: on a CPU, skipped where no row does.
+            if m.device.type != "cpu" or bool(owed.any()):
+                m[:, g.bar_at] &= ~owed.unsqueeze(1)
+                # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
+                room = self.sixteenths_left >= need.unsqueeze(1)
+                m[:, g.pos_at] &= room | ~owed.unsqueeze(1)
+                # A bar that owes onsets moves on after one note: stacking a chord there would spend every string.
+                m[:, g.pitch_at] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
+                # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
+                stuck = owed & before[:, g.bar_at].any(1) & ~m[:, g.pos_at].any(1)
+                m[:, g.bar_at] |= before[:, g.bar_at] & stuck.unsqueeze(1)
+                m[:, g.eos] |= before[:, g.eos] & stuck
             # The strings or the time left cannot meet a rule: the row goes on without it.
             m = torch.where(m.any(1, keepdim=True), m, before)
         if self.regions is not None and pending is not None and may(self.may_place):
             held = m.clone()
-            r = self._at(self.spec.regions, bar)  # (B,)
-            fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)
-            m[:, g.string_at] &= fits
-            m[:, g.pitch_at] &= self.region_pitch[r]
-            if implied is not None:  # a note without a String is on its lowest-fret string: its fret in the region
-                there = fits.gather(1, implied.clamp(min=0).unsqueeze(1))[:, 0]
-                m[:, g.note_end_at] &= (there | (implied < 0)).unsqueeze(1)
+            r, pitches = time.kept("region", lambda: self._bar_region(bar))
+            if may(g.may_pitch):
+                m[:, g.pitch_at] &= pitches
+            if may(g.may_string) or implied is not None:
+                fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)
+                m[:, g.string_at] &= fits
+                if implied is not None:  # a note without a String is on its lowest-fret string: its fret in the region
+                    there = fits.gather(1, implied.clamp(min=0).unsqueeze(1))[:, 0]
+                    m[:, g.note_end_at] &= (there | (implied < 0)).unsqueeze(1)
             # No string free in the region: this token may leave it (the density rule still holds).
             m = torch.where(m.any(1, keepdim=True), m, held)
         return m
@@ -286,5 +308,7 @@ class Guards:
         """The logits (B, V) with the key's bias added: every note's, and the tonic's where it is due."""
         if self.bias is None:
             return logits
-        due = self.tonic_due().to(logits.dtype).unsqueeze(1)
-        return logits + self.bias.to(logits.dtype) + due * self.tonic_bias.to(logits.dtype)
+        out = logits + self.bias.to(logits.dtype)
+        if not self.due_somewhere:  # adding the bonus times 0 would change nothing
+            return out
+        return out + self.due.to(logits.dtype).unsqueeze(1) * self.tonic_bias.to(logits.dtype)
