@@ -168,6 +168,7 @@ class Guards:
             for r, region in enumerate(spec.regions):
                 if region is None:
                     continue
+                fits[r] = False  # a String the tokenizer has beyond the tuning's strings plays nothing
                 for k in range(min(nS, len(tuning))):
                     f = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(129)])
                     fits[r, :, k] = (f == 0) | ((f >= region[0]) & (f <= region[1]))
