@@ -223,28 +223,38 @@ class StringState:
         """(B, 129) bool: pitches that cannot start at `now`: no string left for them (Hall), outside the
         tuning, or already sounding (never re-strike a sounding pitch). `due` (B,) bool, layout 3: rows whose last
         token was a Duration, whose note a Pitch now would leave on its lowest-fret string (judged so)."""
-        slot_pitch = self.slot_pitch.masked_fill(~self.sounding(now), NO_PITCH)  # (B, n)
-        hand = self._hand(now, self._implied_view(due)) if self.tab else None
+        strings = self._implied_view(due) if self.tab else None
 
         def make() -> torch.Tensor:
+            slot_pitch = self.slot_pitch.masked_fill(~self.sounding(now), NO_PITCH)  # (B, n)
             # Windows already holding as many notes as strings take no new note whose strings lie inside.
             count = self.W[slot_pitch].sum(1)  # (B, windows)
             blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
             blocked |= self.unplayable
-            if hand is not None:  # a string of its own, free now, on which the note fits the hand with the notes sounding
-                blocked |= ~self._playable(now, hand=hand).any(-1)
+            if strings is not None:  # a string of its own, free now, on which the note fits the hand with the notes sounding
+                blocked |= ~self._playable(now, strings=strings).any(-1)
             return blocked.scatter_(1, slot_pitch, True)
 
-        return self._remembered("blocked", (slot_pitch, *(hand or ())), make)
+        return self._remembered("blocked", self._ringing(now, strings, slots=True), make)
 
-    def _remembered(self, name: str, state: tuple[torch.Tensor, ...], make):
-        """`make()`, or what it gave before for the same `state` (the tensors it reads that change; the rest of what it
-        reads is fixed for the sampling call): one row on a CPU (`memos`), where a riff meets the same few string states
-        again and again and each of make's dozen small ops costs more than its arithmetic. The answer is shared: not to
-        be written into. Elsewhere (a batch, a GPU, where the key would wait for it) make() every time."""
+    def _ringing(self, now: torch.Tensor, strings: tuple[torch.Tensor, torch.Tensor] | None,
+                 slots: bool = False) -> torch.Tensor:
+        """(B, k) what sounds at `now` (B,), which is all the string rules read of the state: the pitch on each slot
+        (`slots`) and on each string a String token names (`strings`: (string_free, string_pitch)), -1 where nothing
+        sounds. (The frets `_playable` reads follow from a string's pitch; a free string is one with -1.)"""
+        ends = ([self._slot_free()] if slots else []) + ([strings[0][:, :self.named]] if strings else [])
+        pitches = ([self.slot_pitch] if slots else []) + ([strings[1][:, :self.named]] if strings else [])
+        ends, pitches = (torch.cat(ends, 1), torch.cat(pitches, 1)) if len(ends) > 1 else (ends[0], pitches[0])
+        return torch.where(ends > now.unsqueeze(1), pitches, -1)
+
+    def _remembered(self, name: str, state: torch.Tensor, make):
+        """`make()`, or what it gave before for the same `state` (B, k) (what it reads that changes, `_ringing`; the rest
+        of what it reads is fixed for the sampling call): one row on a CPU (`memos`), where a riff meets the same few
+        string states again and again and each of make's dozen small ops costs more than its arithmetic. The answer is
+        shared: not to be written into. Elsewhere (a batch, a GPU, where the key would wait for it) make() every time."""
         if self.memos is None:
             return make()
-        key = (name, tuple(torch.cat([t.view(-1).long() for t in state]).tolist()))
+        key = (name, tuple(state.flatten().tolist()))
         got = self.memos.get(key)
         if got is None:
             if len(self.memos) >= MEMO_SIZE:
@@ -268,29 +278,29 @@ class StringState:
         """(B, n) bool, tab tokens: the strings on which no note sounds at tick `now` (B,)."""
         return self.string_free <= now.unsqueeze(1)
 
-    def strings_allowed(self, now: torch.Tensor, hand: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def strings_allowed(self, now: torch.Tensor) -> torch.Tensor:
         """(B, nS) bool, tab tokens: the strings the pending note may take at `now` (B,): one that can play its
         pitch and is free, within the hand's span. Layout 2: which String tokens may come after its Duration;
-        layout 3: `string_choice` splits it into those and the lowest-fret string's. `hand`: `_hand(now)`, made already."""
+        layout 3: `string_choice` splits it into those and the lowest-fret string's."""
         ok = self.fits[self.pending]  # (B, nS)
-        ok[:, : self.named] = self._playable(now, self.pending, hand=hand)[:, 0]
+        ok[:, : self.named] = self._playable(now, self.pending)[:, 0]
         return ok
 
     def string_choice(self, now: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """After the pending note's Duration at `now` (B,): (B, nS) the String tokens that may come, and (B,) whether
         the note may end without one (layout 3: on its lowest-fret string, if `strings_allowed` allows that
         string; its String token never comes, one spelling per fingering); None with layout 2 (a String always)."""
-        hand = self._hand(now)
 
         def make() -> tuple[torch.Tensor, torch.Tensor | None]:
-            ok = self.strings_allowed(now, hand)
+            ok = self.strings_allowed(now)
             if not self.implied:
                 return ok, None
             k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
             lowest_ok = ok.gather(1, k)[:, 0]
             return ok.scatter_(1, k, False), lowest_ok
 
-        return self._remembered("string", (self.pending, *hand), make)
+        state = torch.cat([self.pending.unsqueeze(1), self._ringing(now, (self.string_free, self.string_pitch))], 1)
+        return self._remembered("string", state, make)
 
     def hammer_allowed(self, due: torch.Tensor | None = None) -> torch.Tensor:
         """(B,) may Tech_Hammer come next: from an earlier note on the string of the note it follows (`hammer_ok`);
@@ -301,30 +311,20 @@ class StringState:
         here = self._hammer_from(self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0])
         return torch.where(due, here, self.hammer_ok)
 
-    def _hand(self, now: torch.Tensor, strings: tuple[torch.Tensor, torch.Tensor] | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(free, held), (B, named) each: the strings on which nothing sounds at `now` (B,), and the fret sounding on
-        each other string (-1 on the free ones): all that `_playable` reads of the state. `strings`: (string_free,
-        string_pitch) to judge by instead of the state's own (`_implied_view`)."""
-        named = self.named
-        string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
-        free = string_free[:, :named] <= now.unsqueeze(1)  # (B, named)
-        held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
-        return free, held
-
     def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None,
-                  strings: tuple[torch.Tensor, torch.Tensor] | None = None,
-                  hand: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                  strings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, P, named) bool: pitch p on string k at `now` (P: every pitch, or the row's `pitch` (B,) alone): k can
         play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
         strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
-        state's own (`_implied_view`); `hand`: `_hand(now, strings)`, made already.
+        state's own (`_implied_view`).
 
         One call per mask at batch 1 is a chain of small ops, so it is kept short: a string never played holds
         NO_PITCH, whose frets are -1 (`frets`), so it needs no mask of its own; with no fretted note sounding, `lo`
         is the sentinel and the span test below passes every fret (max(hi, F) - F = 0 where hi <= 0 <= F)."""
-        B = len(now)
-        free, held = hand if hand is not None else self._hand(now, strings)
+        B, named = len(now), self.named
+        string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
+        free = string_free[:, :named] <= now.unsqueeze(1)  # (B, named)
+        held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
         hi = held.amax(1).view(B, 1, 1)  # <= 0: no fretted note sounds
         lo = held.masked_fill(held <= 0, 10_000).amin(1).view(B, 1, 1)
         if pitch is None:
