@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--form", choices=("auto", "none"), default="none", help="auto: each riff a real tune's form, "
                     "as `sample` draws it by default; none: the model's own")
-    ap.add_argument("--out", type=Path, default=Path("docs/CONTROLS.md"))
+    ap.add_argument("--out", type=Path, default=None, help="also write the report here (docs/CONTROLS.md for the "
+                    "page; a run of a few controls would otherwise replace the whole page)")
     args = ap.parse_args(argv)
     loaded = load_run_once(args.run, None, args.device)
     model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
@@ -279,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
                              (f" {sounds(row, g)}" if name == "key" and g in row else "") for g in modes)
             print(f"{name:>16} {value:>18}: {cols}   unconditioned {share(row['chance'])}", flush=True)
     seconds = time.time() - t_start
+    if args.out is None:
+        print(f"({seconds:.0f} s; --out FILE writes the report)")
+        return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ref = tunes(loaded, args.bars) if "key" in names else None
     args.out.write_text(report(args, loaded, names, modes, rows, base, seconds, ref))
