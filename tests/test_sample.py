@@ -609,8 +609,8 @@ def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeyp
 
 
 def test_compile_leaves_batches_of_more_rows_to_the_eager_cache(monkeypatch):
-    """A compiled step reads the whole static buffer every step: from COMPILED_ROWS + 1 rows the eager cache is
-    faster, so `compile` decodes them eagerly (the same tokens as without it)."""
+    """From COMPILED_ROWS + 1 rows the eager step is as fast as a compiled one (and each batch shape would be
+    another compile), so `compile` decodes them eagerly (the same tokens as without it)."""
     from guitarformer.generation import engine
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))

@@ -4,8 +4,11 @@ CUDA graph in captured.py.
 At batch 1 a step of a small model is a hundred-odd tensor ops of a few µs each, most of it the Python and dispatch
 around them; compiled, the step is a few fused kernels called from C++ (cpp_wrapper). It runs against a static KV
 cache, whose every shape is fixed and whose next position lives in a tensor, so one compiled graph serves every step
-of a riff. The compiling costs seconds, once per process and batch shape (the guards keep it while the model and
-the shapes stay), so it pays where many tokens follow: a long riff, a page that stays up, a benchmark.
+of a riff. Attention reads only the slots written so far: their count is the length of a tensor the step sets on
+the cache (`KVCache.span_of`), the graph's one dynamic dimension, so a 16-bar riff's steps attend over a few hundred
+slots, not the buffer's 1,024 (1.2x a riff's speed, 1.4x a guided one's). The compiling costs seconds, once per
+process and batch shape (the guards keep it while the model and the shapes stay), so it pays where many tokens
+follow: a long riff, a page that stays up, a benchmark.
 
 The model's own forward is what is compiled: there is no second decoding path.
 """
@@ -41,6 +44,9 @@ class CompiledStep:
         # The new tokens are copied into one buffer: a slice of the caller's ids has its width as a stride, which
         # the compiled graph's guards would see change with every call's token budget.
         self.tokens = torch.zeros(cache.batch_size, 1, dtype=torch.long, device=cache.pos.device)
+        # Attention reads the slots written so far (`KVCache.span_of`, a view of `spans` that long): its length is
+        # the graph's one dynamic dimension, every other shape fixed.
+        self.spans = torch.empty(cache.max_len, dtype=torch.bool, device=cache.pos.device)
         self.fn = torch.compile(step, dynamic=False, options={"cpp_wrapper": True})
         self.checked = False  # the first call compiles (or finds the graph of an earlier call) and checks its guards
 
@@ -53,6 +59,9 @@ class CompiledStep:
         if n + T > cache.max_len:
             raise ValueError(f"KV cache full: {n + T} positions > max_len {cache.max_len}")
         cache.length = TRACED_LENGTH
+        cache.span_of = self.spans[:max(n + T, 2)]  # at least 2: a length-1 dimension would be specialised
+        if not self.checked:
+            torch._dynamo.mark_dynamic(cache.span_of, 0)
         try:
             if self.checked:  # the cache, model and shapes the first call's guards checked: ~30 µs a step less
                 with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
@@ -68,3 +77,4 @@ class CompiledStep:
             return out
         finally:
             cache.length = n + T
+            cache.span_of = None

@@ -167,9 +167,10 @@ class _Reader:
             self._logits = self._run(last)
 
 
-# The most rows (a guided riff's twin counted) a compiled CPU step decodes: it reads the whole static buffer every
-# step, which the eager cache's growing one undercuts from about 4 rows (the shipped model, a 512-token prompt and 128
-# new: 1.13x the eager step's tokens/s at 2 rows, 0.89x at 4, 0.74x at 32; scripts/bench_sample.py --compile).
+# The most rows (a guided riff's twin counted) a compiled CPU step decodes: from about 4 rows the eager step is as fast
+# (the shipped model, a 512-token prompt and 128 new, the constraint on: the compiled step's tokens/s 1.20x the eager
+# step's at 2 rows, 1.02x at 4, 0.94x at 8, 0.99x at 32; scripts/bench_sample.py --compile), and each batch shape is
+# another compile.
 COMPILED_ROWS = 2
 
 

@@ -143,11 +143,11 @@ class MatchState:
         return L[:, None], torch.where(L > 0, c, 0)[:, None]
 
     @torch.no_grad()
-    def step_at(self, x: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:
+    def step_at(self, x: Tensor, p: Tensor, span: int | None = None) -> tuple[Tensor, Tensor]:
         """`_step` with the position on the device (p, a 0-dim tensor) and every shape fixed, for a static KV cache
         (a captured step replays it): the last 32 tokens are read with the ones before the window as token 0, which
-        weighs nothing in a hash, and the scan covers the whole buffer under `position < p` (slots past p may hold
-        an earlier window's). (L, c), each (B, 1), as `_step` gives them."""
+        weighs nothing in a hash, and the scan covers the buffer's first `span` slots (all by default; more than p)
+        under `position < p` (slots past p may hold an earlier window's). (L, c), each (B, 1), as `_step` gives them."""
         K, B = self.hash.shape[:2]
         self.tokens.index_copy_(1, p.view(1), x.view(B, 1))
         at = p + self._back  # (32,)
@@ -155,8 +155,10 @@ class MatchState:
         H = (window[:, None, :] * self._weights).sum(-1).remainder_(_M).t()  # (K, B)
         H = torch.where(self._n <= p, H, -1)  # the n-gram would start before the window
         self.hash.index_copy_(2, p.view(1), H[..., None])
-        same = (self.hash.view(K * B, -1) == H.reshape(-1, 1)) & (self._pos1 <= p)  # (K * B, max_len)
-        latest = (same.to(self._pos1.dtype) * self._pos1).amax(-1).view(K, B).long() - 1  # -1: none
+        n = self.hash.shape[2] if span is None else span
+        pos1 = self._pos1[:n]
+        same = (self.hash.view(K * B, -1)[:, :n] == H.reshape(-1, 1)) & (pos1 <= p)  # (K * B, n)
+        latest = (same.to(pos1.dtype) * pos1).amax(-1).view(K, B).long() - 1  # -1: none
         latest = torch.where(H >= 0, latest, -1)
         L = ((latest >= 0) * self._orders).amax(0)
         src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]
@@ -200,7 +202,7 @@ def match(idx: Tensor, cache=None, src: Tensor | None = None) -> tuple[Tensor, T
             L, c = cache.match.extend(seq, 0, cache.pads)  # pads: decoders only (S = 0)
         return L[:, S:], c[:, S:]
     if cache.static and idx.shape[1] == 1:  # a captured step's: the position read on the device
-        return cache.match.step_at(idx[:, 0], cache.pos + S)
+        return cache.match.step_at(idx[:, 0], cache.pos + S, S + cache.span)
     return cache.match.extend(idx, S + cache.length)
 
 

@@ -158,7 +158,10 @@ class KVCache:
 
     `static=True` (for a captured decoding step, CUDA graphs): every shape is fixed whatever the length. The next
     position lives on the device (`pos`, written in place), new keys/values are written there with index_copy_,
-    and attention reads the whole buffer under `mask`, (T, max_len): the positions written so far. `length` still
+    and attention reads the buffer under `mask`, (T, span): the positions written so far. The whole buffer (span =
+    max_len) for a captured CUDA graph; a compiled CPU step reads only the slots written so far (`span_of`, the length
+    of a tensor, is its graph's one dynamic dimension: attention over a 16-bar riff's few hundred slots, not 1,024).
+    `length` still
     counts on the host for the caller (a replayed graph runs no Python: the caller advances it, see `advance`).
     The buffers are allocated on first write, so a static cache is filled by an eager step before capture.
 
@@ -192,7 +195,10 @@ class KVCache:
         self.static = static
         self.pos = torch.zeros((), dtype=torch.long, device=self.device) if static else None  # next position
         self.idx: Tensor | None = None  # static: (T,) positions of this step's tokens
-        self.mask: Tensor | None = None  # static: (T, max_len) keys each new query may see
+        self.mask: Tensor | None = None  # static: (T, span) keys each new query may see
+        # static: a 1-D tensor whose length is how many slots attention reads (`span`; None: all max_len). A compiled
+        # CPU step sets it each call, its length a dynamic dimension, so one graph reads only the slots written so far.
+        self.span_of: Tensor | None = None
         self.last: Tensor | None = None  # (B, 1) the last token written (a decoder with model.prev_token reads it)
         self.match = None  # a model with model.copy: its MatchState (models/copy.py), made on a window's first call
         self.pads = self.real = None
@@ -240,12 +246,17 @@ class KVCache:
         else:
             assert self.pos is not None
             self.idx = self.pos + torch.arange(T, device=self.pos.device)  # (T,)
-            self.mask = torch.arange(self.max_len, device=self.pos.device) <= self.idx[:, None]  # (T, max_len)
+            self.mask = torch.arange(self.span, device=self.pos.device) <= self.idx[:, None]  # (T, span)
             slots = self.idx
         if self.pads is None:
             return slots
         at = slots + torch.arange(T, device=self.pads.device) if isinstance(slots, int) else slots  # (T,)
         return (at - self.pads).clamp(min=0)  # (B, T): a padding token's own position is never read
+
+    @property
+    def span(self) -> int:
+        """Static: how many slots attention reads (the first `span`; all of them unless a compiled step says)."""
+        return self.max_len if self.span_of is None else self.span_of.shape[0]
 
     def padding_mask(self, T: int, L: int) -> Tensor | None:
         """(B, 1, T, L) the keys this step's T queries may see for being tokens, not padding (None without pads): a
@@ -260,7 +271,7 @@ class KVCache:
 
     def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Write the new (B, nh, T, hs) k/v at [length, length+T); return all keys/values so far, (B, nh, L, hs)
-        (a static cache: the whole buffer, L = max_len, read under `mask`)."""
+        (a static cache: its first `span` slots, read under `mask`)."""
         T = k.shape[2]
         end = self.length + T
         if end > self.max_len:
@@ -272,7 +283,7 @@ class KVCache:
         if self.static:
             ck.index_copy_(2, self.idx, k)
             cv.index_copy_(2, self.idx, v)
-            return ck, cv
+            return (ck, cv) if self.span_of is None else (ck[:, :, :self.span], cv[:, :, :self.span])
         ck[:, :, self.length : end] = k
         cv[:, :, self.length : end] = v
         return ck[:, :, :end], cv[:, :, :end]
@@ -362,7 +373,7 @@ class SelfAttention(nn.Module):
         if pads is not None:
             mask = pads if mask is None else mask & pads  # (B, 1, T, L)
         is_causal = False
-        if cache is not None and cache.static:  # fixed shapes: the whole buffer, the written positions only
+        if cache is not None and cache.static:  # fixed shapes: the buffer's first `span` slots, the written ones only
             mask = cache.mask if mask is None else mask & cache.mask  # (T, max_len) or (B, 1, T, max_len)
         elif self.causal:
             if T == L and mask is None:
