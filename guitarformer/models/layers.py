@@ -361,8 +361,8 @@ class SelfAttention(nn.Module):
         else:
             q, k = apply_rope(qkv[:2], rope).unbind(0)  # (B, nh, T, hs) each, rotated in one pass
             v = qkv[2]
+        fresh = cache is not None and cache.length == 0  # a prompt into an empty cache (static too: an eager prefill)
         if cache is not None:
-            fresh = cache.length == 0 and not cache.static
             ck, cv = cache.update(layer, k, v)  # (B, nh, L, hs)
             if not fresh:  # a prompt into an empty cache attends to its own k/v: denser than the cache's views
                 k, v = ck, cv
@@ -373,8 +373,8 @@ class SelfAttention(nn.Module):
         if pads is not None:
             mask = pads if mask is None else mask & pads  # (B, 1, T, L)
         is_causal = False
-        if cache is not None and cache.static:  # fixed shapes: the buffer's first `span` slots, the written ones only
-            mask = cache.mask if mask is None else mask & cache.mask  # (T, max_len) or (B, 1, T, max_len)
+        if cache is not None and cache.static and not fresh:  # fixed shapes: the first `span` slots, the written ones
+            mask = cache.mask if mask is None else mask & cache.mask  # (T, span) or (B, 1, T, span)
         elif self.causal:
             if T == L and mask is None:
                 is_causal = True  # fast path: square, top-left == lower-right
