@@ -357,7 +357,8 @@ def test_an_asked_hand_position_holds_every_note_the_sampler_writes(tok):
         assert strings_for(55, (5, 9), guard) == [3, 4]  # the open G string and fret 5 on D
         assert strings_for(57, (5, 9), guard) == [4]  # not fret 2 on G: layout 3 must name the D string
     for guard in (False, True):  # the constraint's own region, and the guards' per bar
-        c = GuitarConstraint(tok, region=None if guard else (5, 9), guards=GuardSpec(regions=[(5, 9)]) if guard else None)
+        c = GuitarConstraint(tok, region=None if guard else (5, 9),
+                             guards=GuardSpec(regions=[(5, 9)]) if guard else None)
         c.start(torch.tensor([start]))
         m = c.mask(torch.tensor([tok["Position_0"]]))[0]
         assert not m[tok["Pitch_41"]] and m[tok["Pitch_45"]]  # F2: fret 1 only; A2: fret 5 on the low E (or open A)

@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import torch
 
+import threading
+from collections import OrderedDict
+
 from guitarformer.data.tab_tokens import lowest_fret_string
 from guitarformer.generation.grammar import (
     DURATION,
@@ -48,8 +51,25 @@ from guitarformer.generation.grammar import (
 from guitarformer.generation.timing import NEVER
 from guitarformer.music.guitar import fret_of
 
-MEMO_SIZE = 4096  # string states a sampling call remembers answers for (`_remembered`); a riff meets a few hundred
+MEMO_SIZE = 4096  # string states remembered per guitar (`_remembered`); a riff meets a few dozen to a few hundred
+# The remembered answers, per guitar (grammar, tuning, capo, frets, region: what the answers read besides the state in
+# their key), shared by the sampling calls of a process (a studio's riffs meet the states earlier riffs met); the last
+# few guitars only. Entries are only added: a race between two calls makes an answer twice, never a wrong one.
+_MEMOS: OrderedDict[tuple, dict] = OrderedDict()
+_MEMOS_LOCK = threading.Lock()  # the studio samples from a thread pool
 HAND_SPAN = 5  # the most frets between a chord's lowest and highest fretted note (a stretch: index on 5, pinky on 10)
+
+
+def _memos(guitar: tuple) -> dict:
+    """The remembered answers for this guitar (`_MEMOS`), a new dict for a guitar not among the last few."""
+    with _MEMOS_LOCK:
+        got = _MEMOS.get(guitar)
+        if got is None:
+            got = _MEMOS[guitar] = {}
+            while len(_MEMOS) > 8:
+                _MEMOS.popitem(last=False)
+        _MEMOS.move_to_end(guitar)
+        return got
 
 
 class StringState:
@@ -75,6 +95,7 @@ class StringState:
                  region: tuple[int, int] | None = None) -> None:
         self.grammar = grammar
         self.tab, self.quarter = grammar.tab, quarter
+        self.guitar = (grammar, tuple(tuning), capo, max_fret, region)  # what `_remembered`'s answers are shared by
         self.grace = grace if self.tab else 0  # without names, overlapping notes would decode as two at once
         self.note_on_holds = grammar.kind == "MIDILike"  # a NoteOn takes its string at once, until its NoteOff
         opens = sorted(tuning)
@@ -120,7 +141,7 @@ class StringState:
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""
-        self.memos: dict | None = {} if B == 1 and device.type == "cpu" else None  # `_remembered`
+        self.memos = _memos(self.guitar) if B == 1 and device.type == "cpu" else None  # `_remembered`
         self.pending = torch.full((B,), NO_PITCH, dtype=torch.long, device=device)
         self.slot_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=device)
         self.slot_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
@@ -231,7 +252,7 @@ class StringState:
             count = self.W[slot_pitch].sum(1)  # (B, windows)
             blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
             blocked |= self.unplayable
-            if strings is not None:  # a string of its own, free now, on which the note fits the hand with the notes sounding
+            if strings is not None:  # a free string of its own, where the note fits the hand with the notes sounding
                 blocked |= ~self._playable(now, strings=strings).any(-1)
             return blocked.scatter_(1, slot_pitch, True)
 
@@ -248,10 +269,11 @@ class StringState:
         return torch.where(ends > now.unsqueeze(1), pitches, -1)
 
     def _remembered(self, name: str, state: torch.Tensor, make):
-        """`make()`, or what it gave before for the same `state` (B, k) (what it reads that changes, `_ringing`; the rest
-        of what it reads is fixed for the sampling call): one row on a CPU (`memos`), where a riff meets the same few
-        string states again and again and each of make's dozen small ops costs more than its arithmetic. The answer is
-        shared: not to be written into. Elsewhere (a batch, a GPU, where the key would wait for it) make() every time."""
+        """`make()`, or what it gave before for the same `state` (B, k) (what it reads that changes, `_ringing`; the
+        rest of what it reads is fixed for the guitar, `self.guitar`): one row on a CPU (`memos`), where riffs meet
+        the same few string states again and again and each of make's dozen small ops costs more than its arithmetic.
+        The answer is shared: not to be written into. Elsewhere (a batch, a GPU, where the key would wait for it)
+        make() every time."""
         if self.memos is None:
             return make()
         key = (name, tuple(state.flatten().tolist()))
