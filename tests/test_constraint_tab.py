@@ -317,6 +317,29 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok):
         assert alone.strings.memos and c.strings.memos is None  # one row remembered, the batch did not
 
 
+def test_remembered_answers_are_the_guitars_own(tok):
+    """One row on a CPU remembers the string rules' answers for the process, per guitar (StringState._remembered): the
+    same walk of tokens on three guitars that differ only in capo or tuning, one after the other, masks as rows that
+    remember nothing do, step by step (an answer of another guitar would allow a fret this one lacks)."""
+    sp = special_ids(tok)
+    for tuning, capo in ((STANDARD_TUNING, 0), (STANDARD_TUNING, 3), (TUNINGS["drop-d"], 0)):
+        g = torch.Generator().manual_seed(5)
+        kept, fresh = GuitarConstraint(tok, tuning, capo), GuitarConstraint(tok, tuning, capo)
+        last = torch.tensor([sp["bos"]])
+        kept.start(last.unsqueeze(1))
+        fresh.start(last.unsqueeze(1))
+        fresh.strings.memos = None
+        assert kept.strings.memos is not None
+        for step in range(120):
+            m = fresh.mask(last)
+            assert torch.equal(kept.mask(last), m), (tuning, capo, step)
+            logits = torch.randn(1, len(tok), generator=g) * 3
+            logits[:, sp["eos"]] -= 10
+            last = torch.multinomial(torch.softmax(logits.masked_fill(~m, float("-inf")), -1), 1, generator=g)[:, 0]
+            kept.update(last)
+            fresh.update(last)
+
+
 def test_an_asked_time_signature_and_tempo_hold_in_every_bar():
     """`sample --time-signature 7/8 --tempo 140` puts them in the prompt; the constraint then rules out every other
     time signature and tempo, so bars the model opens later cannot drift back to what the corpus prefers."""
