@@ -320,6 +320,7 @@ _DDP_RESUME_DRIVER = """
     import torch.distributed
 
     from guitarformer.config import load_config
+    from guitarformer.runtime import teardown_distributed
     from guitarformer.training.loop import train
 
     out = Path(sys.argv[2])
@@ -335,6 +336,7 @@ _DDP_RESUME_DRIVER = """
     train(copy.deepcopy(cfg), run_dir=out / "split", progress=False, stop_at=4)
     train(copy.deepcopy(cfg), resume=out / "split", progress=False)
     draws("resumed")
+    teardown_distributed()  # as the CLI does: a rank leaving with gloo's threads running can abort at exit
 """
 
 
