@@ -58,8 +58,8 @@ _threads = click.option("--threads", type=click.IntRange(0), default=0, show_def
                         "OMP_NUM_THREADS when set).")
 _compile = click.option("--compile", "compile_step", is_flag=True,
                         help="CPU: compile the one-token decoding step (torch.compile; needs a C++ compiler). Seconds "
-                        "of compiling once per process, then about 1.4x the tokens per second where riffs are drawn "
-                        "one at a time (--batch-size 1; guided ones too): for many or long riffs, and the studio.")
+                        "of compiling once per process, then about 1.6x the speed where riffs are drawn one at a "
+                        "time (--batch-size 1; guided ones too): for many or long riffs, and the studio.")
 
 # ---------------------------------------------------------------- prepare / info
 

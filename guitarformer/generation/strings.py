@@ -34,10 +34,10 @@ files of each kind); layout 3 refuses exactly the notes layout 2 does, whether t
 
 from __future__ import annotations
 
-import torch
-
 import threading
 from collections import OrderedDict
+
+import torch
 
 from guitarformer.data.tab_tokens import lowest_fret_string
 from guitarformer.generation.grammar import (

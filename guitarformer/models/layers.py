@@ -161,8 +161,8 @@ class KVCache:
     and attention reads the buffer under `mask`, (T, span): the positions written so far. The whole buffer (span =
     max_len) for a captured CUDA graph; a compiled CPU step reads only the slots written so far (`span_of`, the length
     of a tensor, is its graph's one dynamic dimension: attention over a 16-bar riff's few hundred slots, not 1,024).
-    `length` still
-    counts on the host for the caller (a replayed graph runs no Python: the caller advances it, see `advance`).
+    A prompt into the empty cache attends to its own keys, as with a dynamic cache (no mask). `length` still counts
+    on the host for the caller (a replayed graph runs no Python: the caller advances it, see `advance`).
     The buffers are allocated on first write, so a static cache is filled by an eager step before capture.
 
     `pads` (B,): rows whose window opens with that many padding tokens (classifier-free guidance reads a prompt and its
@@ -246,7 +246,8 @@ class KVCache:
         else:
             assert self.pos is not None
             self.idx = self.pos + torch.arange(T, device=self.pos.device)  # (T,)
-            self.mask = torch.arange(self.span, device=self.pos.device) <= self.idx[:, None]  # (T, span)
+            # (T, span); a prompt into the empty cache reads its own keys instead (SelfAttention), so none is made
+            self.mask = torch.arange(self.span, device=self.pos.device) <= self.idx[:, None] if self.length else None
             slots = self.idx
         if self.pads is None:
             return slots
