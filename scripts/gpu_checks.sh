@@ -20,7 +20,7 @@
 # first-use corpus build, a prepared built-in corpus under $GUITARFORMER_CACHE (default .gpucache/). Logs and the
 # default run (config, tokenizer, best checkpoint) come back as $OUT/gpu-<stage>.tar.
 set -uo pipefail
-STAGE=${1:-train}; OUT=${OUT:-gpu-out}; LOG=/tmp/gpulog; mkdir -p "$OUT" "$LOG"
+STAGE=${1:-train}; OUT=${OUT:-gpu-out}; LOG=${LOG:-/tmp/gpulog}; mkdir -p "$OUT" "$LOG"
 WHL=${WHL:-.whl}; export GUITARFORMER_CACHE=${GUITARFORMER_CACHE:-$PWD/.gpucache}
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $WHL/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -82,16 +82,16 @@ elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the 
   cat "$LOG/tab_nll_seed.md"
 elif [ "$STAGE" = speed ]; then
   step "tests that need a GPU: the captured (CUDA graph) decoding step, the static KV cache"
-  python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "captured or cuda or kv_cache" \
+  timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "captured or cuda or kv_cache" \
     > "$LOG/speed_tests.txt" 2>&1; tail -3 "$LOG/speed_tests.txt"
   step "training: ours vs HF GPT-2, decoder-base dims (gpt2-85m), bf16 autocast, torch.compile, fused AdamW"
-  timeout 300 python3 scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --what speed --compile \
-    --rounds 6 --no-eager --out "$LOG/speed_train.md" > "$LOG/speed_train.log" 2>&1; tail -6 "$LOG/speed_train.log"
+  timeout ${TRAIN_S:-300} python3 scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --what speed --compile \
+    --rounds ${ROUNDS:-6} --steps ${STEPS:-3} --no-eager --out "$LOG/speed_train.md" > "$LOG/speed_train.log" 2>&1; tail -6 "$LOG/speed_train.log"
   step "sampling: decoder-base dims, batch 1 and 32, constraint on, vs HF generate"
-  timeout 200 python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16 \
+  timeout ${SAMPLE_S:-200} python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat ${REPEAT:-3} --recompute-new 16 \
     > "$LOG/speed_sample.md" 2>&1; tail -12 "$LOG/speed_sample.md"
   step "sampling: the shipped model itself (what guitarformer sample runs), batch 1 and 32"
-  timeout 120 python3 scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --repeat 3 --recompute-new 16 \
+  timeout ${SHIPPED_S:-120} python3 scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --repeat ${REPEAT:-3} --recompute-new 16 \
     > "$LOG/speed_shipped.md" 2>&1; tail -6 "$LOG/speed_shipped.md"
   python3 - "$LOG" <<'PY'
 import datetime, pathlib, re, subprocess, sys
