@@ -10,12 +10,19 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
 from guitarformer.models import Decoder, EncoderDecoder, KVCache, build_model
-from guitarformer.models.layers import CrossAttention, SelfAttention, linear, lower_right_causal_mask
+from guitarformer.models.layers import (
+    CrossAttention,
+    SelfAttention,
+    linear,
+    lower_right_causal_mask,
+    one_query_attention,
+)
 
 POS = ["learned", "sinusoidal", "rope"]
 KINDS = ["decoder", "encoder_decoder"]
@@ -633,6 +640,24 @@ def test_torch_compile_inductor() -> None:
     if out.returncode != 0 and ("CppCompileError" in out.stderr or "InvalidCxxCompiler" in out.stderr):
         pytest.skip("no working C++ compiler for inductor")
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_query_attention_is_sdpa(dtype: torch.dtype) -> None:
+    """The decoding step's attention on a GPU (one query written out) against SDPA, with the masks it meets:
+    a static cache's written slots (T, L) and rows padded in front (B, 1, 1, L), down to one key a row."""
+    torch.manual_seed(0)
+    B, nh, L, hs = 3, 4, 40, 16
+    q, k, v = (torch.randn(B, nh, n, hs, dtype=dtype) for n in (1, L, L))
+    written = torch.arange(L) <= torch.tensor([[7]])  # (1, L): the first 8 slots
+    pads = (torch.arange(L) >= torch.tensor([0, 3, 7])[:, None])[:, None, None, :]  # row 2 sees slot 7 alone
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    for mask in (None, written, written & pads):
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+        got = one_query_attention(q, k, v, mask)
+        assert got.dtype == dtype and got.shape == (B, nh, 1, hs)
+        torch.testing.assert_close(got.float(), want, **tol)
+    torch.testing.assert_close(one_query_attention(q, k, v, written & pads)[2].float(), v[2, :, 7:8].float())
 
 
 @pytest.mark.gpu
