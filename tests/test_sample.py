@@ -20,7 +20,7 @@ from guitarformer.models import build_model
 from guitarformer.models.kinds import Prompt, kind_of
 from guitarformer.models.layers import KVCache
 from guitarformer import runtime
-from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.constraint import HOST_ROWS, GuitarConstraint, constraint_device
 from guitarformer.generation.engine import generate
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.generation.riffs import generate_riffs
@@ -354,6 +354,40 @@ def test_captured_step_on_cuda_samples_guided_riffs_as_the_eager_step(kind):
     runs = [generate(model, cond, SamplingParams(80, temperature=0, guidance=3.0, capture=capture), eos_id=None,
                      guide=twin) for capture in (False, True)]
     assert torch.equal(runs[0], runs[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (scripts/gpu_checks.sh runs this)")
+@pytest.mark.parametrize("kind", ["decoder", "decoder-copy", "encoder_decoder"])
+def test_a_constraint_on_the_host_chooses_what_it_chooses_on_the_gpu(kind):
+    """A model on the GPU with its constraint on the host (what `sample` does for small batches: constraint_device)
+    picks the tokens the constraint on the GPU picks (greedy: the same logits, the same masks), bar limit and window
+    slide included; a CUDA generator with a host constraint is refused with what to do."""
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    sp = special_ids(tok)
+    model = tiny(tok, kind, block_size=48).cuda()
+    ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 3)
+    prompt = ids
+    if kind.startswith("encoder_decoder"):
+        prompt = Prompt(ids, torch.randint(5, len(tok), (3, 20)), torch.ones(3, 20, dtype=torch.bool))
+    assert constraint_device("cuda", 3) == torch.device("cpu")
+    runs = [generate(model, prompt, SamplingParams(80, temperature=0, max_bars=3), eos_id=sp["eos"],
+                     bar_ids=[tok["Bar_None"]], constraint=GuitarConstraint(tok, device=where))
+            for where in ("cuda", constraint_device("cuda", 3))]
+    assert runs[0].device.type == runs[1].device.type == "cuda"
+    # The same tokens; the host notices every row done at once, the GPU every 8 steps: a run may end earlier
+    # (the later one's extra columns are the EOS padding of finished rows).
+    n = min(r.shape[1] for r in runs)
+    assert torch.equal(runs[0][:, :n], runs[1][:, :n])
+    assert all(bool((r[:, n:] == sp["eos"]).all()) for r in runs)
+    with pytest.raises(ValueError, match="CPU generators"):
+        generate(model, prompt, SamplingParams(4), generator=torch.Generator(device="cuda").manual_seed(0),
+                 constraint=GuitarConstraint(tok, device="cpu"))
+
+
+def test_constraint_device_keeps_small_batches_of_a_gpu_model_on_the_host():
+    assert constraint_device("cpu", 1) == torch.device("cpu")
+    assert constraint_device("cuda", 1) == constraint_device("cuda:0", HOST_ROWS) == torch.device("cpu")
+    assert constraint_device("cuda", HOST_ROWS + 1) == torch.device("cuda")
 
 
 def test_same_seed_same_riffs_and_encoder_decoder_encodes_the_prompt(monkeypatch):

@@ -17,6 +17,18 @@ from guitarformer.generation.strings import StringState
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
 
+# Up to this many rows a constraint for a model on a GPU is kept on the host (`constraint_device`): there its ~100
+# ops a token cost ~1 µs each, on the GPU ~6 µs of launch each whatever the batch (measured on an H200 at batch 1
+# and 32: docs/BENCH_GPU.md). Past it the GPU's parallel arithmetic may win; not measured.
+HOST_ROWS = 64
+
+
+def constraint_device(model_device: torch.device | str, rows: int) -> torch.device:
+    """Where a constraint for `rows` rows decoding on `model_device` is best kept: the CPU for a model on a GPU up to
+    HOST_ROWS rows (generate draws on the host then: `engine._deciding_device`), the model's device otherwise."""
+    model_device = torch.device(model_device)
+    return torch.device("cpu") if model_device.type != "cpu" and rows <= HOST_ROWS else model_device
+
 
 class GuitarConstraint:
     """Next-token masks from the tokenizer's own grammar, plus the state the grammar cannot see.

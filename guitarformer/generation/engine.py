@@ -43,6 +43,23 @@ def _on(prompt: Prompt | torch.Tensor | Sequence, device) -> Prompt:
     return Prompt(move(ids), move(prompt.src), move(prompt.src_key_mask), prompt.keep_front, move(prompt.pads))
 
 
+def _deciding_device(device: torch.device, constraint, generator) -> torch.device:
+    """Where `generate` chooses each token (the constraint's masks, the guards' bias, the draw, the stops): the
+    model's device, or the host when the constraint lives there and the model does not. The constraint is ~100 small
+    tensor ops a token; on a GPU each is a kernel launch (~6 µs of host time), which made it 2.3x the cost of a
+    decoder-base step at batch 1 on an H200 (`scripts/gpu_profile_step.py`), while on the host the same ops take
+    ~1 µs and its remembered answers apply (generation/strings.py). The logits come to the host once a step, as a
+    CPU generator's draw needs anyway; the drawn tokens go back to the model's device."""
+    home = getattr(constraint, "device", None)
+    if home is None or home.type != "cpu" or device.type == "cpu":
+        return device
+    gens = generator if isinstance(generator, (list, tuple)) else [generator]
+    if any(g is not None and g.device.type != "cpu" for g in gens):
+        raise ValueError(f"the constraint is on the CPU and the model on {device}: tokens are drawn on the CPU, so "
+                         "give CPU generators (or none), or build the constraint on the model's device")
+    return home
+
+
 def _in_eval_mode(fn):
     """Run `fn(model, ...)` in eval mode (no dropout) and give the model back in the mode it came in:
     training samples riffs mid-run, and dropout must be back on for the steps after."""
@@ -207,14 +224,15 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     """
     max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
     device = next(model.parameters()).device
+    home = _deciding_device(device, constraint, generator)  # where each token is chosen: see _deciding_device
     prompt = _on(prompt, device)
     if constraint is not None:
         # An encoder-decoder's target continues its source in time: the state (time signature, bar count,
         # notes still ringing on their strings) starts from the source (padding tokens change nothing).
-        constraint.start(prompt.history(), max_bars)
+        constraint.start(prompt.history().to(home), max_bars)
     B = prompt.ids.shape[0]
-    stops = _Stops(B, device, eos_id, bar_ids, max_bars)
-    sync_every = 1 if device.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
+    stops = _Stops(B, home, eos_id, bar_ids, max_bars)
+    sync_every = 1 if home.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
     use_cache = params.use_cache
     guided = guide is not None and bool(params.guidance)
     if guided:  # rows [B:] are the unconditioned twin of classifier-free guidance, read in the same forward
@@ -222,15 +240,17 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     compiled = use_cache and _compiled(params, device, prompt.ids.shape[0])
     rows = _Reader(model, prompt, max_new_tokens, use_cache,
                    compiled or (use_cache and _static_cache(params, device)), compiled=compiled)
+    last = rows.out[:B, rows.n - 1].to(home)  # each row's last token, where the constraint reads it
     for step in range(max_new_tokens):
         logits = rows.logits()
         if guided:
             logits = logits[:B] + params.guidance * (logits[:B] - logits[B:])
-        allowed = constraint.mask(rows.out[:B, rows.n - 1], max_new_tokens - step) if constraint is not None else None
+        logits = logits.to(home)  # (B, V): on the host, the one transfer of a step (sampling waits for it anyway)
+        allowed = constraint.mask(last, max_new_tokens - step) if constraint is not None else None
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
-        nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
-        rows.write(torch.cat([nxt, nxt]) if guided else nxt)
+        last = nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
+        rows.write((torch.cat([nxt, nxt]) if guided else nxt).to(device, non_blocking=True))
         if constraint is not None:
             constraint.update(nxt)
         if eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()):

@@ -24,7 +24,7 @@ from guitarformer.data.infill import NO_INFILL_FIX, FillIds, decoder_layout, has
 from guitarformer.data.tab_tokens import decode_tab, has_controls, insert_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.constraint import GuitarConstraint, constraint_device
 from guitarformer.generation.engine import generate
 from guitarformer.fretting import finger_score
 from guitarformer.generation.riffs import riff_seed
@@ -112,6 +112,11 @@ class FillConstraint:
     @property
     def notes_here(self):
         return self.inner.notes_here
+
+    @property
+    def device(self) -> torch.device:
+        """Where the state lives (the host for a few rows of a GPU model: `generate` then draws there)."""
+        return self.inner.device
 
     def update(self, new: torch.Tensor) -> None:
         self.inner.update(new)
@@ -202,9 +207,9 @@ def draw_fills(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: Fi
     meters = [next((int(i) for i in bar if tokenizer[int(i)].startswith("TimeSig_")), -1) for bar in span]
     end_id = fill.end if kind.streams else fill.eos
     state = [fill.bos, *head, *(i for b in before for i in b)]
-    constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=device), state, meters, fill,
-                                end_id)
     n = max(1, int(candidates))
+    constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=constraint_device(device, n)),
+                                state, meters, fill, end_id)
     stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, r)) for r in range(n)],
              "constraint": constraint, "eos_id": end_id, "bar_ids": list(fill.bars)}
     params = SamplingParams(budget, params.temperature, params.top_k, params.top_p, max_bars=k)

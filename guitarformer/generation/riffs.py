@@ -16,7 +16,7 @@ from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, special_ids
 from guitarformer.fretting import finger_score
 from guitarformer.generation.conditioning import Conditions
-from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.constraint import GuitarConstraint, constraint_device
 from guitarformer.generation.engine import generate
 from guitarformer.generation.form import FormCounts, Plan, agree
 from guitarformer.generation.sampling import SamplingParams
@@ -115,7 +115,7 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
     meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
     kind = kind_of(cfg.model.kind)
     p_ids, head, max_bars, meter_later, opens = _opening(tokenizer, prompt, asked, kind.streams, params.max_bars)
-    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=device,
+    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=constraint_device(device, num),
                                   bar_controls=asked.bar_controls() if asked and has_controls(tokenizer) else None,
                                   fixed=meter or None, region=asked.region, guards=asked.guard,
                                   prompt_opens_bar=opens,
