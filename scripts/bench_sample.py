@@ -100,6 +100,8 @@ def main() -> None:
                          "C=768); default: the default preset's model (4 layers, C=128, prev_token, copy)")
     ap.add_argument("--pretrained", action="store_true",
                     help="ours is the shipped model itself (its dims, weights and tokenizer; HF GPT-2 of its dims)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="both models' weights (and so their steps) in this dtype")
     ap.add_argument("--compile", action="store_true",
                     help="CPU: also ours with its one-token step compiled (SamplingParams.compile; seconds of compiling "
                          "in the warm-up, once per batch shape)")
@@ -111,7 +113,7 @@ def main() -> None:
     from guitarformer.config import DataConfig, ModelConfig
     from guitarformer.data.tokenization import build_tokenizer
     from guitarformer.models import build_model
-    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.constraint import GuitarConstraint, constraint_device
     from guitarformer.generation.engine import generate
     from guitarformer.generation.sampling import SamplingParams
 
@@ -136,6 +138,8 @@ def main() -> None:
     V, ctx, L, C, H = cfg.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_embd, cfg.n_head
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=ctx, n_embd=C, n_layer=L, n_head=H, resid_pdrop=0.0,
                                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2)).eval().to(dev)
+    dtype = getattr(torch, args.dtype)
+    ours, hf = ours.to(dtype), hf.to(dtype)
     prompt = remi_prompt(tok, args.prompt)
     rows = []
     for B in (int(b) for b in args.batches.split(",")):
@@ -157,6 +161,10 @@ def main() -> None:
         if dev.type == "cuda":  # what the captured step (CUDA graph, the default there) is worth: the eager steps
             fns["eager"] = lambda: generate(ours, idx, SamplingParams(n, capture=False), generator=gen,
                                             constraint=GuitarConstraint(tok, device=dev))
+            # the constraint where `sample` keeps it for this batch (constraint_device: the host up to HOST_ROWS
+            # rows), against "cons" above, which keeps it on the GPU
+            fns["home"] = lambda: generate(ours, idx, SamplingParams(n), generator=gen,
+                                           constraint=GuitarConstraint(tok, device=constraint_device(dev, B)))
         if args.compile and dev.type == "cpu":  # the compiled step (generation/compiled.py), plain and constrained
             fns["compiled"] = lambda: generate(ours, idx, SamplingParams(n, compile=True), generator=gen)
             fns["compiled_cons"] = lambda: generate(ours, idx, SamplingParams(n, compile=True), generator=gen,
@@ -172,7 +180,7 @@ def main() -> None:
     extras = ", ".join(k for k in ("prev_token", "copy") if getattr(cfg, k))
     print(f"\n{where}, {args.dims} dims ({L} layers, C={C}, {H} heads, {cfg.pos} positions, vocabulary {V}"
           f"{', ' + extras if extras else ''}), "
-          f"torch {torch.__version__}, {args.threads} thread(s), load average {load:.1f} at the end; "
+          f"{args.dtype} weights, torch {torch.__version__}, {args.threads} thread(s), load average {load:.1f} at the end; "
           f"prompt {args.prompt} tokens, {args.new} new (recompute: {args.recompute_new} new), best of {args.repeat}\n")
     print("| batch | ours (cache) | ours + constraint | HF GPT-2 generate | recompute loop | ours/HF | "
           "ours + constraint/HF | ours/recompute | constraint cost (ours / ours + constraint) | "
@@ -187,6 +195,14 @@ def main() -> None:
         print("\n| batch | ours + constraint, eager steps | captured / eager |\n|---:|---:|---:|")
         for r in rows:
             print(f"| {r['B']} | {r['eager']:.0f} | {r['cons'] / r['eager']:.2f}x |")
+    if any("home" in r for r in rows):
+        print("\nThe constraint where `guitarformer sample` keeps it for the batch (`constraint_device`: the host up to "
+              "HOST_ROWS rows, tokens drawn there; the column \"ours + constraint\" above keeps it on the GPU):")
+        print("\n| batch | ours + constraint (sample's placement) | its cost (ours / this) | this / HF | "
+              "this / constraint on the GPU |\n|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['B']} | {r['home']:.0f} | {r['ours'] / r['home']:.2f}x | {r['home'] / r['hf']:.2f}x | "
+                  f"{r['home'] / r['cons']:.2f}x |")
     if any("compiled" in r for r in rows):
         print("\nOurs with the one-token step compiled (`SamplingParams(compile=True)`, generation/compiled.py; the "
               "compiling is in the warm-up):")

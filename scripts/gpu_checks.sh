@@ -7,7 +7,8 @@
 #                                      # prepared from the train half, scripts/bench_fingering.py --list-split)
 #   bash scripts/gpu_checks.sh speed   # #28: the captured decoding step's tests; training ours vs HF GPT-2 (decoder-base
 #                                      # dims, bf16, compile, fused AdamW) with MFU; sampling at batch 1 and 32 with the
-#                                      # constraint vs HF generate (captured and eager steps); writes the section of
+#                                      # constraint vs HF generate (captured and eager steps; the constraint on the
+#                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); writes the section of
 #                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
 #   bash scripts/gpu_checks.sh release # a release candidate of the default preset (tab layout 3, controls read and not
 #                                      # scored, half the windows plain) at GPU length: $REL_STEPS steps (default 15000)
@@ -16,7 +17,8 @@
 #   bash scripts/gpu_checks.sh ctl     # #18: a decoder with controls and infilling and an encoder-decoder with
 #                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
 #                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
-# Needs the wheels the GPU image lacks in $WHL (default .whl/, from ../shared/tools/gpu-wheels.sh) and, to skip the
+# Needs the wheels the GPU image lacks in $WHL (default .whl/, from ../shared/tools/gpu-wheels.sh; the speed stage also
+# scripts/gpu_extra_wheels.sh --lean) and, to skip the
 # first-use corpus build, a prepared built-in corpus under $GUITARFORMER_CACHE (default .gpucache/). Logs and the
 # default run (config, tokenizer, best checkpoint) come back as $OUT/gpu-<stage>.tar.
 set -uo pipefail
@@ -82,7 +84,7 @@ elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the 
   cat "$LOG/tab_nll_seed.md"
 elif [ "$STAGE" = speed ]; then
   step "tests that need a GPU: the captured (CUDA graph) decoding step, the static KV cache"
-  timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "captured or cuda or kv_cache" \
+  timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "captured or cuda or kv_cache or host or one_query" \
     > "$LOG/speed_tests.txt" 2>&1; tail -3 "$LOG/speed_tests.txt"
   step "training: ours vs HF GPT-2, decoder-base dims (gpt2-85m), bf16 autocast, torch.compile, fused AdamW"
   timeout ${TRAIN_S:-300} python3 scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --what speed --compile \
@@ -90,6 +92,9 @@ elif [ "$STAGE" = speed ]; then
   step "sampling: decoder-base dims, batch 1 and 32, constraint on, vs HF generate"
   timeout ${SAMPLE_S:-200} python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat ${REPEAT:-3} --recompute-new 16 \
     > "$LOG/speed_sample.md" 2>&1; tail -12 "$LOG/speed_sample.md"
+  step "sampling: decoder-base dims, bf16 weights on both sides"
+  timeout ${SAMPLE_S:-200} python3 scripts/bench_sample.py --device cuda --dims base --dtype bfloat16 --batches 1,32 \
+    --repeat ${REPEAT:-3} --recompute-new 16 > "$LOG/speed_sample_bf16.md" 2>&1; tail -8 "$LOG/speed_sample_bf16.md"
   step "sampling: the shipped model itself (what guitarformer sample runs), batch 1 and 32"
   timeout ${SHIPPED_S:-120} python3 scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --repeat ${REPEAT:-3} --recompute-new 16 \
     > "$LOG/speed_shipped.md" 2>&1; tail -6 "$LOG/speed_shipped.md"
@@ -100,16 +105,19 @@ gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
 tests = (log / "speed_tests.txt").read_text().strip().splitlines()[-1:]
 sample = (log / "speed_sample.md").read_text()
 sample = sample[sample.index("\n\n") + 2:] if "\n\n" in sample else sample  # the table, without the progress dicts
+bf16 = (log / "speed_sample_bf16.md").read_text() if (log / "speed_sample_bf16.md").exists() else ""
+bf16 = bf16[bf16.index("\n\n") + 2:] if "\n\n" in bf16 else "(bench_sample --dtype bfloat16 failed)"
 shipped = (log / "speed_shipped.md").read_text() if (log / "speed_shipped.md").exists() else ""
 shipped = shipped[shipped.index("\n\n") + 2:] if "\n\n" in shipped else "(bench_sample --pretrained failed)"
 train = (log / "speed_train.md").read_text() if (log / "speed_train.md").exists() else "(bench_model failed: see its log)"
 section = "\n".join([
     "<!-- speed:begin (written by `bash scripts/gpu_checks.sh speed`) -->",
     f"## Speed (issue 28): {datetime.date.today()}, {gpu}", "",
-    f"GPU tests (`pytest -k 'captured or cuda or kv_cache'`): {' '.join(tests)}", "",
+    f"GPU tests (`pytest -k 'captured or cuda or kv_cache or host or one_query'`): {' '.join(tests)}", "",
     "### Training: ours vs HF GPT-2, decoder-base dims", "", train.strip(), "",
     "### Sampling: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16`", "",
-    sample.strip(), "", "### Sampling, the shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32`",
+    sample.strip(), "", "### Sampling, bf16 weights: the same with `--dtype bfloat16`", "", bf16.strip(), "",
+    "### Sampling, the shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32`",
     "", shipped.strip(), "", "<!-- speed:end -->"])
 doc = pathlib.Path("docs/BENCH_GPU.md")
 text = doc.read_text()
