@@ -16,13 +16,8 @@ from torch import nn
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
 from guitarformer.models import Decoder, EncoderDecoder, KVCache, build_model
-from guitarformer.models.layers import (
-    CrossAttention,
-    SelfAttention,
-    linear,
-    lower_right_causal_mask,
-    one_query_attention,
-)
+from guitarformer.models.attend import lower_right_causal_mask, one_query_attention
+from guitarformer.models.layers import CrossAttention, SelfAttention, linear
 
 POS = ["learned", "sinusoidal", "rope"]
 KINDS = ["decoder", "encoder_decoder"]

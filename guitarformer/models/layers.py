@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from torch.autograd.graph import increment_version
 
 from guitarformer.config import ModelConfig
+from guitarformer.models.attend import attention, key_padding_to_attn_mask, lower_right_causal_mask
 
 RopeTables = tuple[Tensor, Tensor]  # (cos, signed sin), each (T, hs): broadcasts over (..., T, hs)
 
@@ -315,39 +316,6 @@ class KVCache:
 
 
 # --------------------------------------------------------------------------- attention
-
-
-def key_padding_to_attn_mask(key_mask: Tensor | None) -> Tensor | None:
-    """(B, S) bool, True = real token -> (B, 1, 1, S) boolean SDPA mask (True = may attend)."""
-    return None if key_mask is None else key_mask[:, None, None, :]
-
-
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float = 0.0,
-              is_causal: bool = False) -> Tensor:
-    """SDPA, except one query per row on a GPU: there it is written out (two batched matrix-vector products
-    and a softmax in fp32). SDPA sends one query with a mask to its memory-efficient kernel, whose tiles of 64
-    queries leave most of the GPU idle: 124 µs a layer against 1,024 cached keys on an H200, 72% of a
-    decoder-base decoding step at batch 1 (fp32; `scripts/gpu_profile_step.py`). On a CPU SDPA stays."""
-    if q.shape[2] != 1 or not q.is_cuda or dropout_p or is_causal:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
-    return one_query_attention(q, k, v, mask)
-
-
-def one_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """Attention of (B, nh, 1, hs) queries written out; `mask`: bool, True = may attend, broadcast to (B, nh, 1, L)."""
-    att = torch.matmul(q, k.transpose(-2, -1)).float() * q.shape[-1] ** -0.5  # (B, nh, 1, L)
-    if mask is not None:
-        att = att.masked_fill(~mask, float("-inf"))
-    return torch.matmul(att.softmax(-1).to(v.dtype), v)  # (B, nh, 1, hs)
-
-
-def lower_right_causal_mask(T: int, L: int, device: torch.device) -> Tensor:
-    """(T, L) bool: query i (the i-th of the T newest positions) may see keys 0 .. L-T+i.
-
-    SDPA's is_causal=True aligns the triangle top-left (query i sees keys 0..i), which is wrong when
-    queries are the last T of L positions, as in a cached decoding step.
-    """
-    return torch.ones(T, L, dtype=torch.bool, device=device).tril(diagonal=L - T)
 
 
 class SelfAttention(nn.Module):
