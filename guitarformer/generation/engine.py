@@ -45,11 +45,11 @@ def _on(prompt: Prompt | torch.Tensor | Sequence, device) -> Prompt:
 
 def _deciding_device(device: torch.device, constraint, generator) -> torch.device:
     """Where `generate` chooses each token (the constraint's masks, the guards' bias, the draw, the stops): the
-    model's device, or the host when the constraint lives there and the model does not. The constraint is ~100 small
-    tensor ops a token; on a GPU each is a kernel launch (~6 µs of host time): sampling decoder-base dims at batch 1 on an H200
-    took 2.3-4.1x as long with it as without (docs/BENCH_GPU.md, `scripts/gpu_profile_step.py`), while on the host the same ops take
-    ~1 µs and its remembered answers apply (generation/strings.py). The logits come to the host once a step, as a
-    CPU generator's draw needs anyway; the drawn tokens go back to the model's device."""
+    model's device, or the host when the constraint lives there and the model does not. On a GPU the constraint's
+    ~100 small tensor ops a token are ~570 kernel launches (~6 µs of host time each): sampling decoder-base dims at
+    batch 1 on an H200 took 2.3-4.1x as long with it as without (docs/BENCH_GPU.md, scripts/gpu_profile_step.py);
+    on the host the same ops take ~1 µs and its remembered answers apply (generation/strings.py). The logits come
+    to the host once a step, as a CPU generator's draw needs anyway; the drawn tokens go back to the model's device."""
     home = getattr(constraint, "device", None)
     if home is None or home.type != "cpu" or device.type == "cpu":
         return device
