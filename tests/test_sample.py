@@ -323,18 +323,23 @@ def test_guidance_twin_of_an_encoder_decoder_reads_its_source_without_the_contro
     assert torch.equal(runs[0][:, ids.shape[1]], (c + 50.0 * (c - u)).argmax(-1))
 
 
+def _three_rows_on_cuda(kind: str):
+    """(tokenizer, its special ids, a tiny model of `kind` on CUDA, a 3-row prompt opening a 4/4 bar as it reads it)."""
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    sp = special_ids(tok)
+    model = tiny(tok, kind, block_size=48).cuda()
+    ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 3)
+    if kind.startswith("encoder_decoder"):
+        return tok, sp, model, Prompt(ids, torch.randint(5, len(tok), (3, 20)), torch.ones(3, 20, dtype=torch.bool))
+    return tok, sp, model, ids
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
 @pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder",
                                   "encoder_decoder-copy"])
 def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     """The CUDA-graph step (generation/captured.py): the same riffs from the same seeds, window slide included."""
-    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
-    sp = special_ids(tok)
-    model = tiny(tok, kind, block_size=48).cuda()
-    ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 3)
-    prompt = ids
-    if kind.startswith("encoder_decoder"):
-        prompt = Prompt(ids, torch.randint(5, len(tok), (3, 20)), torch.ones(3, 20, dtype=torch.bool))
+    tok, _, model, prompt = _three_rows_on_cuda(kind)
     runs = [generate(model, prompt, SamplingParams(80, capture=capture), generator=torch.Generator().manual_seed(0),
                      constraint=GuitarConstraint(tok, device="cuda"), eos_id=None) for capture in (False, True)]
     assert torch.equal(runs[0], runs[1])
@@ -362,13 +367,7 @@ def test_a_constraint_on_the_host_chooses_what_it_chooses_on_the_gpu(kind):
     """A model on the GPU with its constraint on the host (what `sample` does for small batches: constraint_device)
     picks the tokens the constraint on the GPU picks (greedy: the same logits, the same masks), bar limit and window
     slide included; a CUDA generator with a host constraint is refused with what to do."""
-    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
-    sp = special_ids(tok)
-    model = tiny(tok, kind, block_size=48).cuda()
-    ids = torch.tensor([[sp["bos"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]] * 3)
-    prompt = ids
-    if kind.startswith("encoder_decoder"):
-        prompt = Prompt(ids, torch.randint(5, len(tok), (3, 20)), torch.ones(3, 20, dtype=torch.bool))
+    tok, sp, model, prompt = _three_rows_on_cuda(kind)
     assert constraint_device("cuda", 3) == torch.device("cpu")
     runs = [generate(model, prompt, SamplingParams(80, temperature=0, max_bars=3), eos_id=sp["eos"],
                      bar_ids=[tok["Bar_None"]], constraint=GuitarConstraint(tok, device=where))
