@@ -18,7 +18,7 @@
 #                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
 #                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
 # Needs the wheels the GPU image lacks in $WHL (default .whl/, from ../shared/tools/gpu-wheels.sh; the speed stage also
-# scripts/gpu_extra_wheels.sh --lean) and, to skip the
+# WHL=.whl-speed from scripts/gpu_extra_wheels.sh) and, to skip the
 # first-use corpus build, a prepared built-in corpus under $GUITARFORMER_CACHE (default .gpucache/). Logs and the
 # default run (config, tokenizer, best checkpoint) come back as $OUT/gpu-<stage>.tar.
 set -uo pipefail
