@@ -117,6 +117,33 @@ def test_finger_gives_playable_fingerings(model, tok, parts):
         _playable(gs, res.frets)
 
 
+@ONLY_LAYOUT_2
+@pytest.mark.parametrize("which", ["model", "copy_model"])
+def test_known_tokens_are_read_in_chunks_as_one_token_a_step_reads_them(tok, parts, monkeypatch, which, request):
+    """Layout 2 reads the teacher-forced tokens between two string choices in one forward: the same strings and
+    scores as reading one token a forward (the model split into one-token calls), in far fewer forwards."""
+    model = request.getfixturevalue(which)
+    seqs = [encode(tok, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo))) for gs in parts]
+    guitars = [(gs.tuning, gs.capo) for gs in parts]
+    inner, calls = model.forward, []
+
+    def counted(idx, targets=None, cache=None):
+        calls.append(idx.shape[1])
+        return inner(idx, targets, cache)
+
+    def one_at_a_time(idx, targets=None, cache=None):
+        return torch.cat([inner(idx[:, i:i + 1], targets, cache)[0] for i in range(idx.shape[1])], 1), None
+
+    monkeypatch.setattr(model, "forward", counted)
+    chunked = _refinger(model, tok, seqs, guitars, None, 4, None, 4)  # one window a batch: its own choices alone
+    tokens = sum(calls)
+    assert len(calls) < tokens / 2  # a note is ~5 tokens, one String choice
+    monkeypatch.setattr(model, "forward", one_at_a_time)
+    stepped = _refinger(model, tok, seqs, guitars, None, 4, None, 4)
+    assert chunked[0] == stepped[0]
+    assert chunked[1] == pytest.approx(stepped[1], rel=1e-6)  # float32 logits summed in float64
+
+
 def _favour(model, tok, string: int):
     """Make `model` say String_<string> is by far the likeliest next token, whatever it reads."""
     col = tok[f"String_{string}"]

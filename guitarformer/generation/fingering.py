@@ -237,8 +237,9 @@ def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], K: int
 
 def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
                     beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
-    """Teacher-force the windows one token per step, `beam` rows per window (module docstring: beam search);
-    returns, per window, the (position, chosen String id) pairs of its best row and that row's score."""
+    """Teacher-force the windows, `beam` rows per window (module docstring: beam search), the tokens between two
+    choices in one forward; returns, per window, the (position, chosen String id) pairs of its best row and that
+    row's score."""
     K, W = beam, len(windows)
     plan = _plan(v, windows, win_groups, K)
     B, T = plan.x.shape
@@ -254,9 +255,18 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
     score[:, 1:] = float("-inf")
     score = score.view(B)
     cache = model.new_cache(B, T, device=device)
+    # The tokens up to the next choice of any window are known: the model reads them in one forward (a chunk: one
+    # read of the KV cache for them all, where a token a forward read it once a token; `tab --run` 1.1-1.5x faster),
+    # and the steps below walk its logits one position at a time (what a token a forward gives, but for rounding).
+    stops = [T] * (T + 1)  # stops[t]: the end of the chunk from t, the next position a window chooses at (or T)
+    for t in range(T - 1, -1, -1):
+        stops[t] = t + 1 if t + 1 < T and plan.need[t + 1] else stops[t + 1]
+    start = end = 0
     for t in range(T):
+        if t == end:
+            chunk, start, end = model(x[:, t:stops[t]], cache=cache)[0], t, stops[t]  # (B, end - t, V)
         tok = x[:, t]
-        logits = model(tok.unsqueeze(1), cache=cache)[0][:, -1]  # (B, V)
+        logits = chunk[:, t - start]  # (B, V)
         for g, rs in groups.values():
             g.constraint.update(tok[rs])
         taken &= ~torch.isin(tok, onset_ids).unsqueeze(1)
