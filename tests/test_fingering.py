@@ -27,6 +27,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.fingering import note_strings, part_ids, score_parts
 from guitarformer.fretting import fret
 from guitarformer.data.tab_tokens import MAX_STRINGS, lowest_fret_string
+from guitarformer.generation import fingering
 from guitarformer.generation.fingering import (
     TabVocab,
     _refinger,
@@ -119,10 +120,15 @@ def test_finger_gives_playable_fingerings(model, tok, parts):
 
 @ONLY_LAYOUT_2
 @pytest.mark.parametrize("which", ["model", "copy_model"])
-def test_known_tokens_are_read_in_chunks_as_one_token_a_step_reads_them(tok, parts, monkeypatch, which, request):
-    """Layout 2 reads the teacher-forced tokens between two string choices in one forward: the same strings and
-    scores as reading one token a forward (the model split into one-token calls), in far fewer forwards."""
+@pytest.mark.parametrize("wide", [False, True], ids=["one-window", "wide"])
+def test_known_tokens_are_read_in_chunks_as_one_token_a_step_reads_them(tok, parts, monkeypatch, which, wide,
+                                                                          request):
+    """Layout 2 reads the teacher-forced tokens between two string choices in one forward (a CPU: one window a
+    batch; `wide`: 16 windows, each chunk ending at any window's choice): the same strings and scores as reading
+    one token a forward (the model split into one-token calls), in fewer forwards."""
     model = request.getfixturevalue(which)
+    if wide:
+        _wide_batches(monkeypatch)
     seqs = [encode(tok, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo))) for gs in parts]
     guitars = [(gs.tuning, gs.capo) for gs in parts]
     inner, calls = model.forward, []
@@ -135,11 +141,11 @@ def test_known_tokens_are_read_in_chunks_as_one_token_a_step_reads_them(tok, par
         return torch.cat([inner(idx[:, i:i + 1], targets, cache)[0] for i in range(idx.shape[1])], 1), None
 
     monkeypatch.setattr(model, "forward", counted)
-    chunked = _refinger(model, tok, seqs, guitars, None, 4, None, 4)  # one window a batch: its own choices alone
+    chunked = _refinger(model, tok, seqs, guitars, None, 64, None, 4)
     tokens = sum(calls)
-    assert len(calls) < tokens / 2  # a note is ~5 tokens, one String choice
+    assert len(calls) < (tokens if wide else tokens / 2)  # a note is ~5 tokens, one String choice
     monkeypatch.setattr(model, "forward", one_at_a_time)
-    stepped = _refinger(model, tok, seqs, guitars, None, 4, None, 4)
+    stepped = _refinger(model, tok, seqs, guitars, None, 64, None, 4)
     assert chunked[0] == stepped[0]
     assert chunked[1] == pytest.approx(stepped[1], rel=1e-6)  # float32 logits summed in float64
 
@@ -193,8 +199,14 @@ def test_a_chord_never_doubles_the_favourite_string(model, tok, parts, monkeypat
     assert res.fallback == 0
 
 
+def _wide_batches(monkeypatch) -> None:
+    """Batches of batch_size // beam windows on a CPU too (layout 2 reads one window a batch there)."""
+    monkeypatch.setattr(fingering, "_windows_a_batch", lambda device, v, batch_size, beam: max(1, batch_size // beam))
+
+
 def test_refinger_changes_only_string_tokens_and_not_with_the_batching(model, tok, parts, monkeypatch):
     _strings_compete(model, tok, monkeypatch)  # layout 3: else a random model ends every note, as fret() may
+    _wide_batches(monkeypatch)
     seqs = [encode(tok, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo))) for gs in parts]
     if _layout3(tok):  # several windows per part (a note counts two tokens there)
         assert max(len(_cuts(s, BLOCK, TabVocab(tok))) for s in seqs) > 2

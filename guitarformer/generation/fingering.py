@@ -139,8 +139,19 @@ def refinger(model, tokenizer, sequences: Sequence[Sequence[int]], guitars: Sequ
     model puts off its lowest-fret string (so the length changes). `context`: windows of at most this many tokens
     (default and most: the model's block_size); a step's cost grows with the window, since each new token attends
     to every earlier one. `beam`: rows kept per window (1: the greedy choice); `batch_size` counts rows, so a
-    batch holds batch_size // beam windows."""
+    batch holds at most batch_size // beam windows (on a CPU in layout 2, one: `_windows_a_batch`)."""
     return _refinger(model, tokenizer, sequences, guitars, device, batch_size, context, beam)[0]
+
+
+def _windows_a_batch(device: torch.device, v: TabVocab, batch_size: int, beam: int) -> int:
+    """How many windows one `_refinger_batch` call reads: as many as `batch_size` rows hold (`beam` rows each),
+    except one on a CPU in layout 2. There a batch reads the tokens up to the next choice of any of its windows in
+    one forward, so one window a batch reads the longest chunks, and a CPU gains more from that than from wide
+    batches: `tab --run` 1.07-1.4x faster than with 8 windows, the same tabs (docs/FINGERING_MODEL.md). A GPU,
+    and layout 3 (one token a forward), keep the wide batches."""
+    if device.type == "cpu" and not v.implied:
+        return 1
+    return max(1, batch_size // beam)
 
 
 def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
@@ -152,12 +163,12 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
         raise ValueError("one (tuning, capo) per sequence")
     if beam < 1:
         raise ValueError(f"beam must be at least 1, not {beam}")
-    per_batch = max(1, batch_size // beam)
     out = [list(map(int, s)) for s in sequences]
     v = TabVocab(tokenizer)
     if v.implied:  # every note's string is chosen: the placeholders' String tokens go
         out = [_strip_strings(v, s) for s in out]
     device, v, rows = _string_windows(model, tokenizer, out, device, context)
+    per_batch = _windows_a_batch(device, v, batch_size, beam)
     chosen_windows: dict[tuple[int, int], list[int]] = {}  # layout 3: (sequence, start) -> the window as chosen
     scores = [0.0] * len(out)
     groups: dict[Guitar, _Rows] = {}
