@@ -377,7 +377,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
               default=None, help="Only this: how often the model (a TabREMI decoder) fingers the notes of the "
               "tabs and Guitar Pro files under DIR as their authors did, vs fret(), per folder and pooled.")
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
-              help="With --fingering: windows of the files fingered together.")
+              help="With --fingering: the most rows fingered together (8 beam rows a window; on a CPU a "
+              "layout-2 run reads one window at a time, which is faster there).")
 @_threads
 def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_samples, ngram_order, cont_src,
              cont_tgt, seed, json_out, device, fingering_dir, batch_size, threads):
