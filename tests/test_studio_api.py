@@ -323,3 +323,21 @@ def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_pa
         res = compiled_client.post("/api/sample", json=ask)
     assert res.status_code == 200, res.text
     assert steps and res.json()["riffs"][0]["tab"] == eager["tab"]
+
+
+def test_the_studio_removes_its_temporary_folder_and_keeps_a_given_one(run, tmp_path):
+    """Riffs go to a temporary folder of the studio's own, removed when the server stops (docs/STUDIO.md says so);
+    a folder the caller gave is the caller's and stays."""
+    loaded = load_run_once(run)
+    app = create_app(loaded)
+    with TestClient(app) as c:
+        root = app.state.studio.root
+        r = c.post("/api/sample", json={"bars": 2, "seed": 1})
+        assert r.status_code == 200, r.text
+        assert any((root / "riffs").iterdir())
+    assert not root.exists()
+    given = tmp_path / "served"
+    app = create_app(loaded, root=given)
+    with TestClient(app) as c:
+        assert c.post("/api/sample", json={"bars": 2, "seed": 1}).status_code == 200
+    assert any((given / "riffs").iterdir())

@@ -69,12 +69,19 @@ class Studio:
         self.loaded = loaded
         self.compile = compile  # riffs through the compiled one-token step (generation/compiled.py)
         self.info = run_info(loaded)
+        self.own_root = root is None  # a temporary folder of its own, removed by `close`
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="guitarformer-studio-"))
         self.store = RiffStore(self.root / "riffs")
         self.uploads = self.root / "uploads"
         self.uploads.mkdir(parents=True, exist_ok=True)
         self.worker = Worker(max_queued)
         self.wav = _has_synth()  # the server writes WAV when FluidSynth is there; else the page renders it
+
+    def close(self) -> None:
+        """Stop the worker; remove the riffs' temporary folder when the studio made it (a `root` given is kept)."""
+        self.worker.close()
+        if self.own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def outputs(self, riff: StoredRiff) -> Outputs:
         kinds = {k: riff.folder / name for k, name in KINDS.items() if k != "wav" or self.wav}
@@ -275,7 +282,7 @@ def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32
     @asynccontextmanager
     async def lifespan(_app):
         yield
-        studio.worker.close()
+        studio.close()
 
     app = FastAPI(title="guitarformer studio", lifespan=lifespan, docs_url="/api/docs", redoc_url=None,
                   openapi_url="/api/openapi.json")
