@@ -340,6 +340,21 @@ def test_fingering_agreement_fingers_by_the_track_program():
     assert fingering_agreement([plain])["agreement"] < 1.0
 
 
+def test_eval_of_a_run_on_the_built_in_corpus_reads_that_corpus(tiny_run, tiny_dataset, tmp_path):
+    """A run exported as the shipped model is (its config names no dataset: it was the built-in corpus) is
+    evaluated on the built-in corpus prepared with its settings, as `train` found it, not refused with a traceback;
+    the tiny corpus's test split is empty, so the clear error names that folder."""
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+    from guitarformer.runs.export import export_run
+
+    export_run(tiny_run, "a test export", out=tmp_path / "run")
+    r = CliRunner().invoke(main, ["eval", "--run", str(tmp_path / "run"), "--no-samples", "--device", "cpu"])
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output  # a clear error, no traceback
+    assert f"the test split of {tiny_dataset} is empty" in r.output, r.output
+
+
 def test_eval_on_an_empty_split_says_why_and_what_to_do(riff_runs):
     """A dataset too small for a val split: the message says the files are too few and names a split that has them."""
     import json

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from torch.utils.tensorboard import SummaryWriter
 
+from guitarformer.data.corpus import ensure_builtin_dataset
 from guitarformer.data.dataset import PLAIN, Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.tokenization import bar_ids, decode
@@ -41,7 +42,11 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     model, tokenizer, cfg = load_run(run_dir, None, str(dev))
     if dev.type == "cpu":
         set_threads(threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
-    dataset = Path(data) if data else Path(cfg.data.dataset)
+    if data or cfg.data.dataset:
+        dataset = Path(data or cfg.data.dataset).expanduser()
+    else:  # trained on the built-in corpus (the shipped model too): that corpus, prepared with the run's settings
+        say("the built-in corpus, prepared with the run's tokenizer (built on first use)")
+        dataset = ensure_builtin_dataset(cfg.data, progress=progress is not None)
     meta = load_meta(dataset)
     if meta["tokens"].get(split, 0) < 2:
         held = [s for s in ("val", "test") if s != split and meta["tokens"].get(s, 0) >= 2]
