@@ -9,10 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from guitarformer.evaluation.features import compare, density, groove_consistency, inter_onset_interval, overlap_area, Piece, pitch_class_entropy, pitch_range, polyphony, scale_consistency, used_pitch_classes
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.ngram import KneserNey
+from guitarformer.pretrained import pretrained_dir
+from guitarformer.runs import checkpoint_of
 
 # ---------------------------------------------------------------- n-gram
 
@@ -353,6 +356,25 @@ def test_eval_of_a_run_on_the_built_in_corpus_reads_that_corpus(tiny_run, tiny_d
     r = CliRunner().invoke(main, ["eval", "--run", str(tmp_path / "run"), "--no-samples", "--device", "cpu"])
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output  # a clear error, no traceback
     assert f"the test split of {tiny_dataset} is empty" in r.output, r.output
+
+
+def test_eval_of_the_shipped_model_writes_nothing_where_it_is_run(tmp_path, monkeypatch):
+    """`eval --run pretrained` reads the shipped model's own folder: its step from the checkpoint (no summary.json
+    there), and no TensorBoard is written, neither into the installed package nor into a ./pretrained folder."""
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+
+    riffs = _write_riffs(tmp_path / "riffs", {"train": 6, "val": 1, "test": 1})
+    r = CliRunner().invoke(main, ["prepare", str(riffs), "--out", str(tmp_path / "ds"), "--like", "pretrained"])
+    assert r.exit_code == 0, r.output
+    monkeypatch.chdir(tmp_path)
+    step = torch.load(checkpoint_of("pretrained"), weights_only=True)["step"]
+    r = CliRunner().invoke(main, ["eval", "--run", "pretrained", "--data", str(tmp_path / "ds"), "--no-samples",
+                                  "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert f"(decoder, step {step})" in r.output and step > 0
+    assert not (tmp_path / "pretrained").exists() and not (pretrained_dir() / "tb").exists()
 
 
 def test_eval_on_an_empty_split_says_why_and_what_to_do(riff_runs):

@@ -25,7 +25,8 @@ from guitarformer.evaluation.reference import reference_from_dir, reference_from
 from guitarformer.generation.riffs import generate_riffs
 from guitarformer.models.kinds import kind_of
 from guitarformer.pretrained import pretrained_dir
-from guitarformer.runs import load_run, newest_run
+from guitarformer.runs import checkpoint_of, load_run, newest_run
+from guitarformer.runs.checkpoint import load_checkpoint
 from guitarformer.runtime import resolve_device, set_threads, step_work
 
 
@@ -38,8 +39,9 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     threads (0: runtime.set_threads picks them for the likelihood's batches; sampling picks its own)."""
     say = progress or (lambda s: None)
     dev = resolve_device(device)
-    run_dir = Path(run_dir) if run_dir else newest_run()
-    model, tokenizer, cfg = load_run(run_dir, None, str(dev))
+    ck = checkpoint_of(Path(run_dir) if run_dir else newest_run())  # `pretrained`: the shipped model's file
+    run_dir = ck.parent.parent
+    model, tokenizer, cfg = load_run(None, ck, str(dev))
     if dev.type == "cpu":
         set_threads(threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
     if data or cfg.data.dataset:
@@ -59,7 +61,7 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
                                 "evaluate on the dataset the run was trained on (--data)")
     kind, m = cfg.model.kind, cfg.model
     summ = run_dir / "summary.json"
-    step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else 0
+    step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else int(load_checkpoint(ck).get("step", 0))
     res: dict[str, Any] = {"run": str(run_dir), "kind": kind, "dataset": str(dataset), "split": split, "step": step}
     part = TokenSplit(dataset, split)
     bs = cfg.train.batch_size
