@@ -8,7 +8,8 @@
 #   bash scripts/gpu_checks.sh speed   # #28: the captured decoding step's tests; training ours vs HF GPT-2 (decoder-base
 #                                      # dims, bf16, compile, fused AdamW) with MFU; sampling at batch 1 and 32 with the
 #                                      # constraint vs HF generate (captured and eager steps; the constraint on the
-#                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); writes the section of
+#                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); gpu_profile_step.py's
+#                                      # tables into $LOG; writes the section of
 #                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
 #   bash scripts/gpu_checks.sh release # a release candidate of the default preset (tab layout 3, controls read and not
 #                                      # scored, half the windows plain) at GPU length: $REL_STEPS steps (default 15000)
@@ -98,6 +99,9 @@ elif [ "$STAGE" = speed ]; then
   step "sampling: the shipped model itself (what guitarformer sample runs), batch 1 and 32"
   timeout ${SHIPPED_S:-120} python3 scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --repeat ${REPEAT:-3} --recompute-new 16 \
     > "$LOG/speed_shipped.md" 2>&1; tail -6 "$LOG/speed_shipped.md"
+  step "where a batch-1 token's time goes (torch.profiler, cProfile): gpu_profile_step.py, tables in \$LOG"
+  timeout ${PROFILE_S:-90} python3 scripts/gpu_profile_step.py --new 128 --out "$LOG" > "$LOG/profile.txt" 2>&1
+  grep -v USDT "$LOG/profile.txt" | tail -8
   python3 - "$LOG" <<'PY'
 import datetime, pathlib, re, subprocess, sys
 log = pathlib.Path(sys.argv[1])
