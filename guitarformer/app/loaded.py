@@ -26,6 +26,7 @@ from guitarformer.generation.form import FormCounts, read_forms
 from guitarformer.music.guitar import GUITAR_PROGRAMS, TUNINGS
 from guitarformer.pretrained import pretrained_dir, shipped_note
 from guitarformer.runs import checkpoint_of, load_run
+from guitarformer.runs.checkpoint import checkpoint_facts
 from guitarformer.runtime import resolve_device
 
 # Control options of `sample` -> the control type they ask for (data/controls.py).
@@ -65,18 +66,6 @@ class LoadedRun:
         return f"run {self.run_dir} ({', '.join(facts)})"
 
 
-def _checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
-    """(step, best validation loss) recorded in a checkpoint; memory-mapped, so its weights are not read again."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # runs.load_run has read it already; the facts are only for the summary
-        return None, None
-    step = state.get("step")
-    best = state.get("best_val")
-    finite = isinstance(best, (int, float)) and best == best and best != float("inf")
-    return (int(step) if isinstance(step, int) else None), (float(best) if finite else None)
-
-
 def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None = None,
                   device: str = "cpu") -> LoadedRun:
     """Load a run directory (default: the newest under ./runs) or a checkpoint file on `device` ("auto": a GPU
@@ -84,7 +73,7 @@ def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None =
     dev = resolve_device(device)
     path = checkpoint_of(run, checkpoint)
     model, tokenizer, cfg = load_run(run, checkpoint, str(dev))
-    step, val_loss = _checkpoint_facts(path)
+    step, val_loss = checkpoint_facts(path)
     run_dir = path.parent.parent
     return LoadedRun(model, tokenizer, cfg, run_dir, path, step, val_loss, dev, seen_of_run(run_dir, cfg, tokenizer),
                      forms_of_run(run_dir), named=run is not None or checkpoint is not None)

@@ -26,7 +26,7 @@ from guitarformer.generation.riffs import generate_riffs
 from guitarformer.models.kinds import kind_of
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs import checkpoint_of, load_run, newest_run
-from guitarformer.runs.checkpoint import load_checkpoint
+from guitarformer.runs.checkpoint import checkpoint_facts
 from guitarformer.runtime import resolve_device, set_threads, step_work
 
 
@@ -61,7 +61,7 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
                                 "evaluate on the dataset the run was trained on (--data)")
     kind, m = cfg.model.kind, cfg.model
     summ = run_dir / "summary.json"
-    step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else int(load_checkpoint(ck).get("step", 0))
+    step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else checkpoint_facts(ck)[0] or 0
     res: dict[str, Any] = {"run": str(run_dir), "kind": kind, "dataset": str(dataset), "split": split, "step": step}
     part = TokenSplit(dataset, split)
     bs = cfg.train.batch_size

@@ -162,3 +162,15 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                 "use another checkpoint (ckpt/best.pt or ckpt/last.pt), copy it again, or retrain",
             )
     return state
+
+
+def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
+    """(step, best validation loss) recorded in a checkpoint; memory-mapped, so its weights are not read again."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # the caller's load has read it already; the facts are only for the summary
+        return None, None
+    step = state.get("step")
+    best = state.get("best_val")
+    finite = isinstance(best, (int, float)) and best == best and best != float("inf")
+    return (int(step) if isinstance(step, int) else None), (float(best) if finite else None)
