@@ -86,6 +86,17 @@ def recompute_loop(model, idx: torch.Tensor, n: int, gen: torch.Generator) -> to
     return idx
 
 
+def extra(rows: list[dict], key: str, intro: str, columns: list[str], cells) -> None:
+    """A table of one more measurement `key` (only where the rows have it): the intro, then batch + `columns`, a row
+    of `cells(r)` per batch."""
+    if not any(key in r for r in rows):
+        return
+    print(f"\n{intro}")
+    print("\n| batch | " + " | ".join(columns) + " |\n|" + "---:|" * (len(columns) + 1))
+    for r in rows:
+        print(f"| {r['B']} | " + " | ".join(cells(r)) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
@@ -190,28 +201,22 @@ def main() -> None:
         print(f"| {r['B']} | {r['ours']:.0f} | {r['cons']:.0f} | {r['hf']:.0f} | {r['re']:.0f} | "
               f"{r['ours'] / r['hf']:.2f}x | {r['cons'] / r['hf']:.2f}x | {r['ours'] / r['re']:.1f}x | "
               f"{r['ours'] / r['cons']:.2f}x | {r['guided']:.0f} | {r['cons'] / r['guided']:.2f}x |")
-    if any("eager" in r for r in rows):
-        print("\nOn CUDA, ours runs its one-token steps as a captured CUDA graph; without it (eager steps, constraint on):")
-        print("\n| batch | ours + constraint, eager steps | captured / eager |\n|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['B']} | {r['eager']:.0f} | {r['cons'] / r['eager']:.2f}x |")
-    if any("home" in r for r in rows):
-        print("\nThe constraint where `guitarformer sample` keeps it for the batch (`constraint_device`: the host up to "
-              "HOST_ROWS rows, tokens drawn there; the column \"ours + constraint\" above keeps it on the GPU):")
-        print("\n| batch | ours + constraint (sample's placement) | its cost (ours / this) | this / HF | "
-              "this / constraint on the GPU |\n|---:|---:|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['B']} | {r['home']:.0f} | {r['ours'] / r['home']:.2f}x | {r['home'] / r['hf']:.2f}x | "
-                  f"{r['home'] / r['cons']:.2f}x |")
-    if any("compiled" in r for r in rows):
-        print("\nOurs with the one-token step compiled (`SamplingParams(compile=True)`, generation/compiled.py; the "
-              "compiling is in the warm-up):")
-        print("\n| batch | ours compiled | ours compiled + constraint | compiled/HF | compiled + constraint/HF | "
-              "compiled / eager (plain) | compiled / eager (constraint) |\n|---:|---:|---:|---:|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['B']} | {r['compiled']:.0f} | {r['compiled_cons']:.0f} | {r['compiled'] / r['hf']:.2f}x | "
-                  f"{r['compiled_cons'] / r['hf']:.2f}x | {r['compiled'] / r['ours']:.2f}x | "
-                  f"{r['compiled_cons'] / r['cons']:.2f}x |")
+    extra(rows, "eager", "On CUDA, ours runs its one-token steps as a captured CUDA graph; without it (eager steps, "
+          "constraint on):", ["ours + constraint, eager steps", "captured / eager"],
+          lambda r: [f"{r['eager']:.0f}", f"{r['cons'] / r['eager']:.2f}x"])
+    extra(rows, "home", "The constraint where `guitarformer sample` keeps it for the batch (`constraint_device`: the "
+          "host up to HOST_ROWS rows, tokens drawn there; the column \"ours + constraint\" above keeps it on the GPU):",
+          ["ours + constraint (sample's placement)", "its cost (ours / this)", "this / HF",
+           "this / constraint on the GPU"],
+          lambda r: [f"{r['home']:.0f}", f"{r['ours'] / r['home']:.2f}x", f"{r['home'] / r['hf']:.2f}x",
+                     f"{r['home'] / r['cons']:.2f}x"])
+    extra(rows, "compiled", "Ours with the one-token step compiled (`SamplingParams(compile=True)`, "
+          "generation/compiled.py; the compiling is in the warm-up):",
+          ["ours compiled", "ours compiled + constraint", "compiled/HF", "compiled + constraint/HF",
+           "compiled / eager (plain)", "compiled / eager (constraint)"],
+          lambda r: [f"{r['compiled']:.0f}", f"{r['compiled_cons']:.0f}", f"{r['compiled'] / r['hf']:.2f}x",
+                     f"{r['compiled_cons'] / r['hf']:.2f}x", f"{r['compiled'] / r['ours']:.2f}x",
+                     f"{r['compiled_cons'] / r['cons']:.2f}x"])
 
 
 if __name__ == "__main__":
