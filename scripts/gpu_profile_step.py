@@ -28,6 +28,7 @@ from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
 from guitarformer.generation.constraint import GuitarConstraint  # noqa: E402
 from guitarformer.generation.engine import generate  # noqa: E402
 from guitarformer.generation.sampling import SamplingParams  # noqa: E402
+from guitarformer.models import build_model  # noqa: E402
 
 
 def main() -> None:
@@ -38,8 +39,6 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    from guitarformer.models import build_model
-
     tok = build_tokenizer(DataConfig())
     mc = ModelConfig(vocab_size=len(tok), block_size=1024, n_layer=12, n_head=12, n_embd=768, dropout=0.0)
     fp32 = build_model(mc).eval().to(dev)
