@@ -11,6 +11,10 @@
 #                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); gpu_profile_step.py's
 #                                      # tables into $LOG; writes the section of
 #                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
+#   bash scripts/gpu_checks.sh compiled # #28, ~3-4 min: the step compiled, then captured (SamplingParams(compile=True)
+#                                      # on CUDA: tests, decoder-base and the shipped model at batch 1 and 32 vs the plain
+#                                      # captured step and HF) and a 16-bar riff from the command to the files on the
+#                                      # GPU and the CPU; writes docs/BENCH_GPU.md between its compiled markers
 #   bash scripts/gpu_checks.sh release # a release candidate of the default preset (tab layout 3, controls read and not
 #                                      # scored, half the windows plain) at GPU length: $REL_STEPS steps (default 15000)
 #                                      # in a $REL_MIN-minute budget (default 5); the run comes back as run-release.tar
@@ -131,6 +135,51 @@ else:
     text = text.rstrip() + "\n\n" + section + "\n"
 doc.write_text(text)
 (log / "BENCH_GPU.md").write_text(text)
+print(section)
+PY
+  cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
+elif [ "$STAGE" = compiled ]; then
+  step "tests: the compiled step captured on CUDA, the captured step"
+  timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "compiled or captured" \
+    > "$LOG/compiled_tests.txt" 2>&1; tail -3 "$LOG/compiled_tests.txt"
+  step "sampling: decoder-base dims, the step compiled then captured, batch 1 and 32"
+  timeout ${SAMPLE_S:-150} python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat ${REPEAT:-2} \
+    --recompute-new 4 --compile > "$LOG/compiled_base.md" 2>&1; tail -6 "$LOG/compiled_base.md"
+  step "sampling: the shipped model, the step compiled then captured, batch 1 and 32"
+  timeout ${SHIPPED_S:-90} python3 scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --repeat ${REPEAT:-2} \
+    --recompute-new 4 --compile > "$LOG/compiled_shipped.md" 2>&1; tail -6 "$LOG/compiled_shipped.md"
+  step "a 16-bar riff from the shipped model, from the command to the files (GPU, GPU compiled, CPU)"
+  mkdir -p /tmp/riff; : > "$LOG/riff_times.txt"
+  for args in "--device cuda" "--device cuda --compile" "--device cpu" "--device cuda" "--device cpu"; do
+    /usr/bin/time -f "$args: %e s wall" -a -o "$LOG/riff_times.txt" timeout 120 python3 -m guitarformer sample --bars 16 \
+      --seed 1 --out /tmp/riff/r.mid --tab /tmp/riff/r.txt $args > /dev/null 2>> "$LOG/riff_err.txt"
+  done
+  cat "$LOG/riff_times.txt"
+  python3 - "$LOG" <<'PY'
+import datetime, pathlib, re, subprocess, sys
+log = pathlib.Path(sys.argv[1])
+gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
+def table(name: str) -> str:
+    text = (log / name).read_text() if (log / name).exists() else ""
+    return text[text.index("\n\n") + 2:].strip() if "\n\n" in text else f"({name}: the script failed; see its log)"
+tests = ((log / "compiled_tests.txt").read_text().strip().splitlines() or ["(no output)"])[-1]
+section = "\n".join([
+    "<!-- compiled:begin (written by `bash scripts/gpu_checks.sh compiled`) -->",
+    f"## The step compiled, then captured (issue 28): {datetime.date.today()}, {gpu}", "",
+    f"GPU tests (`pytest -k 'compiled or captured'`): {tests}", "",
+    "### decoder-base dims: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --compile`", "",
+    table("compiled_base.md"), "",
+    "### The shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --compile`", "",
+    table("compiled_shipped.md"), "",
+    "### A 16-bar riff, command to files: `guitarformer sample --bars 16 --seed 1 --out r.mid --tab r.txt ARGS`", "",
+    "```", (log / "riff_times.txt").read_text().strip(), "```", "", "<!-- compiled:end -->"])
+doc = pathlib.Path("docs/BENCH_GPU.md")
+text = doc.read_text()
+if "<!-- compiled:begin" in text:
+    text = re.sub(r"<!-- compiled:begin.*?<!-- compiled:end -->", lambda m: section, text, flags=re.S)
+else:
+    text = text.rstrip() + "\n\n" + section + "\n"
+doc.write_text(text)
 print(section)
 PY
   cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"

@@ -191,6 +191,50 @@ def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
             compiled(tgt[:, :1], cache)
 
 
+def _held_step_logits(kind: str, device: str) -> None:
+    """A held compiled step (generation/compiled.py `HeldStep`: the whole static buffer, the host count held), as
+    CUDA captures it (captured.CapturedStep) or called by itself on a CPU, gives the full forward's logits across a
+    reset and an eager refill (a sliding window), at one graph: the host count never reaches the graph's guards."""
+    from guitarformer.generation.captured import CapturedStep
+    from guitarformer.generation.compiled import HeldStep
+    from guitarformer.models.kinds import Prompt, kind_of
+
+    model = make(kind, "rope", prev_token=kind == "decoder", copy=True, block_size=24).to(device)
+    torch.manual_seed(3)
+    src, tgt = torch.randint(1, V, (2, 12), device=device), torch.randint(1, V, (2, 20), device=device)
+    tgt[:, 12:] = tgt[:, 2:10]  # a repeat: the copy's matches
+    prompt = Prompt(tgt, src, torch.ones_like(src, dtype=torch.bool)) if kind != "decoder" else Prompt(tgt)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with torch.inference_mode():
+        step = kind_of(model).stepper(model, prompt)
+        cache = model.new_cache(2, 24, static=True, device=device)
+        held, captured = HeldStep(step), None
+        for start, n in ((0, 4), (6, 3)):
+            cache.reset(keep_memory=True)
+            logits = [step(tgt[:, start:start + n], cache)]
+            if device == "cuda":
+                captured = captured or CapturedStep(held, cache, 2, torch.device(device))
+                logits += [captured(tgt[:, t:t + 1], cache).clone() for t in range(start + n, 20)]
+            else:
+                logits += [held(tgt[:, t:t + 1], cache) for t in range(start + n, 20)]
+            assert cache.length == 20 - start and int(cache.pos) == 20 - start
+            torch.testing.assert_close(torch.cat(logits, 1), run(model, src, tgt[:, start:]), atol=1e-4, rtol=1e-4)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.usefixtures("cxx")
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_held_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
+    _held_step_logits(kind, "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_compiled_step_captured_on_cuda_gives_the_full_forward_logits(kind: str) -> None:
+    _held_step_logits(kind, "cuda")
+
+
 @pytest.mark.parametrize("static", [False, True])
 def test_previous_token_input_through_the_cache_matches_the_full_forward(static: bool) -> None:
     """model.prev_token: each position also reads the token before it; through a cache the row's last token is

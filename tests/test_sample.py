@@ -346,6 +346,17 @@ def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
+@pytest.mark.parametrize("kind", ["decoder-copy", "encoder_decoder"])
+def test_a_compiled_step_on_cuda_samples_what_the_captured_step_samples(kind):
+    """`SamplingParams(compile=True)` on CUDA: the step compiled, then captured (compiled.HeldStep): greedy riffs as
+    the plain captured step writes them (fused kernels move logits by float rounding only), window slide included."""
+    tok, sp, model, prompt = _three_rows_on_cuda(kind)
+    runs = [generate(model, prompt, SamplingParams(80, temperature=0, compile=compile), eos_id=None,
+                     constraint=GuitarConstraint(tok, device="cpu")) for compile in (False, True)]
+    assert torch.equal(runs[0], runs[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (scripts/gpu_checks.sh runs this)")
 @pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy"])
 def test_captured_step_on_cuda_samples_guided_riffs_as_the_eager_step(kind):
     """Guidance's twin in the batch under a CUDA graph: its padding mask and per-row positions replay from the

@@ -10,6 +10,10 @@ slots, not the buffer's 1,024 (1.2x a riff's speed, 1.4x a guided one's). The co
 process and batch shape (the guards keep it while the model and the shapes stay), so it pays where many tokens
 follow: a long riff, a page that stays up, a benchmark.
 
+On a GPU the compiled step is not called by itself but captured (`HeldStep` inside captured.CapturedStep): inductor
+fuses the step's ~200 small kernels (layer norms, rope, residuals, the cache writes) into fewer, and the CUDA graph
+replays those, so a token costs fewer kernels as well as one launch.
+
 The model's own forward is what is compiled: there is no second decoding path.
 """
 
@@ -28,6 +32,40 @@ TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static ste
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
     return (text.splitlines()[0] if text else "")[:200]
+
+
+def _compiler_error(e: Exception) -> GuitarformerError:
+    return GuitarformerError(
+        f"could not compile the decoding step ({type(e).__name__}: {_first_line(e)})",
+        "torch.compile needs a C++ compiler (g++ or clang) on a CPU, Triton on a GPU; install one, or sample without "
+        "--compile")
+
+
+class HeldStep:
+    """`step(tokens (B, 1), cache) -> logits` through torch.compile over the whole static buffer (no span: every shape
+    fixed), the host count `cache.length` held at TRACED_LENGTH while it runs and advanced after, so one graph serves
+    every step and every riff. What captured.CapturedStep captures on a GPU for `SamplingParams(compile=True)`."""
+
+    def __init__(self, step: Step) -> None:
+        self.fn = torch.compile(step, dynamic=False)
+        self.compiled = False  # the first call compiles (or finds the graph of an earlier call)
+
+    def __call__(self, tokens: Tensor, cache: KVCache) -> Tensor:
+        n = cache.length
+        if not cache.static or cache.pos is None or n == 0:
+            raise ValueError("a compiled step needs a static KV cache (new_cache(..., static=True)) its prompt filled")
+        cache.length = TRACED_LENGTH
+        try:
+            if self.compiled:
+                return self.fn(tokens, cache)
+            try:
+                out = self.fn(tokens, cache)
+            except Exception as e:  # inductor needs a compiler (C++ on a CPU, Triton on a GPU)
+                raise _compiler_error(e) from e
+            self.compiled = True
+            return out
+        finally:
+            cache.length = n + tokens.shape[1]
 
 
 class CompiledStep:
@@ -69,10 +107,7 @@ class CompiledStep:
             try:
                 out = self.fn(self.tokens.copy_(tokens), cache)
             except Exception as e:  # inductor needs a C++ compiler on the machine
-                raise GuitarformerError(
-                    f"could not compile the decoding step ({type(e).__name__}: {_first_line(e)})",
-                    "torch.compile on a CPU needs a C++ compiler (g++ or clang); install one, or sample without "
-                    "--compile") from e
+                raise _compiler_error(e) from e
             self.checked = True
             return out
         finally:

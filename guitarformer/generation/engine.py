@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from guitarformer.generation.captured import CapturedStep
-from guitarformer.generation.compiled import CompiledStep
+from guitarformer.generation.compiled import CompiledStep, HeldStep
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.sampling import SamplingParams, sample_next
 from guitarformer.models.kinds import Prompt, kind_of
@@ -132,8 +132,9 @@ class _Reader:
         if use_cache:
             self.cache = model.new_cache(B, self.ctx, device=idx.device, static=static, pads=self.pads)
             self._logits = self._prefill(self.window(idx, T0, self.ctx))  # eager: allocates a static cache's buffers
-            if static and idx.device.type == "cuda":
-                self.captured = CapturedStep(self.step_fn, self.cache, B, idx.device)
+            if static and idx.device.type == "cuda":  # compiled: inductor's fused kernels are what is captured
+                step = HeldStep(self.step_fn) if compiled else self.step_fn
+                self.captured = CapturedStep(step, self.cache, B, idx.device)
             elif static and compiled:
                 self.captured = CompiledStep(self.step_fn, self.cache)
 
@@ -192,8 +193,13 @@ COMPILED_ROWS = 2
 
 
 def _compiled(params: SamplingParams, device: torch.device, rows: int) -> bool:
-    """Decode through a compiled step: asked, on a CPU, for few rows (more are faster eager)."""
-    return params.compile and device.type == "cpu" and rows <= COMPILED_ROWS
+    """Decode through a compiled step: asked, on a CPU for few rows (more are faster eager), on CUDA inside the
+    captured step (any rows; not where capturing is turned off)."""
+    if not params.compile:
+        return False
+    if device.type == "cuda":
+        return params.capture is not False
+    return device.type == "cpu" and rows <= COMPILED_ROWS
 
 
 def _static_cache(params: SamplingParams, device: torch.device) -> bool:
