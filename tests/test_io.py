@@ -56,8 +56,11 @@ def test_single_track_riff_on_piano_program_is_kept_as_guitar():
 
 
 def test_drums_only_midi_is_skipped():
-    with pytest.raises(SkipFile, match=r"no guitar track \(programs 24-31\) among 1 tracks"):
+    with pytest.raises(SkipFile, match=r"no guitar track \(programs 24-31\) among 1 tracks; use --tracks all"):
         read_guitar(FIX / "drums_only.mid")
+    # Asked for every track, the skip says what --tracks all cannot help, not to use it.
+    with pytest.raises(SkipFile, match=r"^no track but percussion, or none with notes, among 1 tracks: drums have no tab$"):
+        read_guitar(FIX / "drums_only.mid", tracks="all")
 
 
 def test_truncated_gpx_is_a_clear_error():

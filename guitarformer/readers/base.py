@@ -81,10 +81,18 @@ def part_name(path: Path, track_name: str, n_parts: int) -> str:
     return f"{path.stem} [{track_name}]" if track_name and n_parts > 1 else path.stem
 
 
-def no_guitar(n_tracks: int) -> SkipFile:
-    return SkipFile(
-        f"no guitar track (programs 24-31) among {n_tracks} tracks; use --tracks all to keep every track"
-    )
+def no_guitar(n_tracks: int, tracks: str = "guitar", guitar: str = "programs 24-31") -> SkipFile:
+    """Nothing to read as `tracks` asks: no guitar track (`guitar`: what counts as one in the format), or with
+    `tracks="all"` no track but percussion (or none with notes), which --tracks all cannot help."""
+    if tracks == "all":
+        return SkipFile(f"no track but percussion, or none with notes, among {n_tracks} tracks: drums have no tab")
+    return SkipFile(f"no guitar track ({guitar}) among {n_tracks} tracks; use --tracks all to keep every track")
+
+
+def no_notes(n_kept: int, n_tracks: int, tracks: str = "guitar") -> SkipFile:
+    """The tracks kept (`tracks`: guitar tracks, or every non-percussion one) hold no notes."""
+    kind = "guitar track(s)" if tracks == "guitar" else "non-percussion track(s)"
+    return SkipFile(f"no notes in the {n_kept} {kind} of {n_tracks} tracks")
 
 
 @contextmanager

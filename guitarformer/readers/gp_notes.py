@@ -40,6 +40,9 @@ def extend_tie(row: Row, end: int, hopo_from: set, key, hammer_out: bool) -> Non
         hopo_from.add(key)
 
 
+GP_GUITAR = "6-8 strings, guitar program, not percussion"  # what a Guitar Pro guitar track is (gp_role)
+
+
 def gp_role(strings: int, program: int, percussion: bool, instrument: str = "") -> str:
     """'guitar', 'bass', 'drums' or 'other' for a Guitar Pro track, the same way for every version.
 

@@ -20,9 +20,9 @@ from xml.etree import ElementTree as ET
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import dedupe_by_time, part_name, sounding, time_limit
+from guitarformer.readers.base import dedupe_by_time, no_guitar, no_notes, part_name, sounding, time_limit
 from guitarformer.readers.bcfz import gpx_file
-from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, Row, build_part, extend_tie, gp_role
+from guitarformer.readers.gp_notes import GP_GUITAR, DEFAULT_VELOCITY, DYNAMICS, Row, build_part, extend_tie, gp_role
 from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_gpif
 from guitarformer.readers.xml_safety import parse_xml, zip_member
 
@@ -168,9 +168,8 @@ def scores_from_gpif(root: ET.Element, path: Path, tracks: str, include_bass: bo
             parts.append(gs)
     if not parts:
         if keep:
-            raise SkipFile(f"no notes in the {len(keep)} guitar track(s) of {len(track_list)} tracks")
-        raise SkipFile(f"no guitar track (6-8 strings, guitar program, not percussion) among {len(track_list)} tracks; "
-                       "use --tracks all to keep every track")
+            raise no_notes(len(keep), len(track_list), tracks)
+        raise no_guitar(len(track_list), tracks, GP_GUITAR)
     for gs in parts:
         gs.name = part_name(path, gs.extra["track_name"], len(parts))
     return parts

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import guitarpro
 
-from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import dedupe_by_time, part_name, sounding, time_limit
-from guitarformer.readers.gp_notes import HARMONIC_KINDS, Row, build_part, extend_tie, gp_role
+from guitarformer.readers.base import dedupe_by_time, no_guitar, no_notes, part_name, sounding, time_limit
+from guitarformer.readers.gp_notes import GP_GUITAR, HARMONIC_KINDS, Row, build_part, extend_tie, gp_role
 
 GP_QUARTER = guitarpro.Duration.quarterTime  # PyGuitarPro's ticks per quarter (960)
 GP_MAX_SECONDS = 60  # a corrupt file can make PyGuitarPro crawl; give up rather than hang
@@ -83,11 +82,8 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         parts.append(gs)
     if not parts:
         if candidates:
-            raise SkipFile(f"no notes in the {len(candidates)} guitar track(s) of {len(song.tracks)} tracks")
-        raise SkipFile(
-            f"no guitar track (6-8 strings, guitar program, not percussion) among {len(song.tracks)} tracks; "
-            "use --tracks all to keep every track"
-        )
+            raise no_notes(len(candidates), len(song.tracks), tracks)
+        raise no_guitar(len(song.tracks), tracks, GP_GUITAR)
     return parts
 
 

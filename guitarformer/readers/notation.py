@@ -74,7 +74,7 @@ def read_notation(path: Path, tracks: str, include_bass: bool) -> list[GuitarSco
             gs.extra["path"] = str(path)
         parts.extend(got)
     if not parts:
-        raise no_guitar(n_parts)
+        raise no_guitar(n_parts, tracks)
     return parts
 
 
@@ -177,7 +177,7 @@ def from_music21(
         if not keep and len(pitched) == 1 and (include_bass or pitched[0][1] != "bass"):
             keep = pitched
     if not keep:
-        raise no_guitar(len(all_parts))
+        raise no_guitar(len(all_parts), tracks)
 
     tempos = _tempos(m21score)
     linked = _linked_notes(m21score)
