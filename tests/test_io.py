@@ -56,11 +56,23 @@ def test_single_track_riff_on_piano_program_is_kept_as_guitar():
 
 
 def test_drums_only_midi_is_skipped():
-    with pytest.raises(SkipFile, match=r"no guitar track \(programs 24-31\) among 1 tracks; use --tracks all"):
-        read_guitar(FIX / "drums_only.mid")
-    # Asked for every track, the skip says what --tracks all cannot help, not to use it.
-    with pytest.raises(SkipFile, match=r"^no track but percussion, or none with notes, among 1 tracks: drums have no tab$"):
-        read_guitar(FIX / "drums_only.mid", tracks="all")
+    # The skip says what --tracks all cannot help, not to use it, whichever tracks were asked for.
+    for tracks in ("guitar", "all"):
+        with pytest.raises(SkipFile, match=r"^no track but percussion, or none with notes, among 1 tracks: drums"):
+            read_guitar(FIX / "drums_only.mid", tracks=tracks)
+
+
+def test_a_file_without_a_guitar_track_says_to_ask_for_every_track(tmp_path):
+    score = symusic.Score(480)
+    piano = symusic.Track(program=0)
+    organ = symusic.Track(program=19)
+    for track in (piano, organ):
+        track.notes.append(symusic.Note(0, 480, 60, 90))
+    score.tracks.extend([piano, organ])
+    score.dump_midi(str(tmp_path / "keys.mid"))
+    with pytest.raises(SkipFile, match=r"^no guitar track \(programs 24-31\) among 2 tracks; use --tracks all"):
+        read_guitar(tmp_path / "keys.mid")
+    assert len(read_guitar(tmp_path / "keys.mid", tracks="all")) == 2
 
 
 def test_truncated_gpx_is_a_clear_error():
@@ -217,7 +229,7 @@ def test_guitar_pro_bass_and_all_tracks():
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "guitar"
 REAL_GROUPS = {"gp": {".gp3", ".gp4", ".gp5"}, "midi": {".mid", ".midi"}, "musicxml": {".xml", ".musicxml", ".mxl"}}
 READ_SHARE = {"gp": 0.75, "midi": 0.95, "musicxml": 0.8}  # of all files, skips included (121/155, 577/587, 4/5)
-TRUE_SKIPS = ("no guitar track", "no notes in the", "Guitar Pro 6+ internal XML")
+TRUE_SKIPS = ("no guitar track", "no track but percussion", "no notes in the", "Guitar Pro 6+ internal XML")
 
 
 def _outcome(path: Path) -> tuple[str, str]:
@@ -284,7 +296,7 @@ def test_real_gp6_files_read_or_skip_for_a_true_reason(real_outcomes):
         if status != "ok":
             print(f"  {status}: {path.relative_to(SHARED)}: {reason[:120]}")
     assert counts["failed"] == 0, [(p.name, r) for p, st, r in rows if st == "failed"]
-    assert all(r.startswith(TRUE_SKIPS[:2]) for _, st, r in rows if st == "skip")
+    assert all(r.startswith(TRUE_SKIPS[:3]) for _, st, r in rows if st == "skip")
     assert counts["ok"] / len(rows) >= 0.75, counts
 
 

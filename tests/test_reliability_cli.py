@@ -32,7 +32,7 @@ def test_empty_and_junk_datasets(tmp_path, cache_root):
                for d in map(json.loads, (tmp_path / "ds_junk" / "manifest.jsonl").read_text().splitlines())}
     assert "unsupported file type" in reasons["scan.pdf"]
     assert "no 6- or 7-line tab staff" in reasons["notes.txt"]
-    assert "no guitar track" in reasons["drums.mid"]
+    assert "no track but percussion" in reasons["drums.mid"]
 
 
 def test_bad_config_files_and_overrides(tmp_path, cache_root):

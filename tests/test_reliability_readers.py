@@ -179,7 +179,7 @@ def test_a_limit_inside_the_child_comes_back_as_the_same_error(tmp_path, monkeyp
 
 
 def test_contained_read_says_skip_and_limits_before_starting_a_child(tmp_path):
-    with pytest.raises(SkipFile, match="no guitar track"):
+    with pytest.raises(SkipFile, match="no track but percussion"):
         read_guitar_contained(FIX / "drums_only.mid")
     with pytest.raises(ReadLimitError, match="file too large"):
         read_guitar_contained(FIX / "band.mid", limits=ReadLimits(max_file_mb=0.0001))

@@ -81,10 +81,12 @@ def part_name(path: Path, track_name: str, n_parts: int) -> str:
     return f"{path.stem} [{track_name}]" if track_name and n_parts > 1 else path.stem
 
 
-def no_guitar(n_tracks: int, tracks: str = "guitar", guitar: str = "programs 24-31") -> SkipFile:
-    """Nothing to read as `tracks` asks: no guitar track (`guitar`: what counts as one in the format), or with
-    `tracks="all"` no track but percussion (or none with notes), which --tracks all cannot help."""
-    if tracks == "all":
+def no_guitar(n_tracks: int, tracks: str = "guitar", guitar: str = "programs 24-31",
+              pitched: int | None = None) -> SkipFile:
+    """Nothing to read as `tracks` asks: no guitar track (`guitar`: what counts as one in the format), or, with
+    `tracks="all"` or no `pitched` (non-percussion) track at all, none but percussion (or none with notes), which
+    --tracks all cannot help."""
+    if tracks == "all" or pitched == 0:
         return SkipFile(f"no track but percussion, or none with notes, among {n_tracks} tracks: drums have no tab")
     return SkipFile(f"no guitar track ({guitar}) among {n_tracks} tracks; use --tracks all to keep every track")
 

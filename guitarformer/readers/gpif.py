@@ -169,7 +169,7 @@ def scores_from_gpif(root: ET.Element, path: Path, tracks: str, include_bass: bo
     if not parts:
         if keep:
             raise no_notes(len(keep), len(track_list), tracks)
-        raise no_guitar(len(track_list), tracks, GP_GUITAR)
+        raise no_guitar(len(track_list), tracks, GP_GUITAR, pitched=sum(r != "drums" for r in roles))
     for gs in parts:
         gs.name = part_name(path, gs.extra["track_name"], len(parts))
     return parts

@@ -83,7 +83,7 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     if not parts:
         if candidates:
             raise no_notes(len(candidates), len(song.tracks), tracks)
-        raise no_guitar(len(song.tracks), tracks, GP_GUITAR)
+        raise no_guitar(len(song.tracks), tracks, GP_GUITAR, pitched=sum(r != "drums" for r in roles))
     return parts
 
 

@@ -29,7 +29,7 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         if not keep and len(pitched) == 1 and (include_bass or pitched[0].program not in BASS_PROGRAMS):
             keep = pitched
     if not keep:
-        raise no_guitar(len(src.tracks), tracks)
+        raise no_guitar(len(src.tracks), tracks, pitched=len(pitched))
 
     parts = []
     for track in keep:

@@ -177,7 +177,7 @@ def from_music21(
         if not keep and len(pitched) == 1 and (include_bass or pitched[0][1] != "bass"):
             keep = pitched
     if not keep:
-        raise no_guitar(len(all_parts), tracks)
+        raise no_guitar(len(all_parts), tracks, pitched=len(pitched))
 
     tempos = _tempos(m21score)
     linked = _linked_notes(m21score)
