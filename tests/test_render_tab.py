@@ -217,6 +217,22 @@ def test_gp5_keeps_tempo_changes_and_every_part(tmp_path):
     assert "tempo 120" in render_ascii_tab(back[0])
 
 
+def test_gp5_holds_names_in_any_script_and_names_it_cannot_read(tmp_path):
+    """PyGuitarPro writes names in cp1252: a MIDI track name in another script, or with bytes its reader could not
+    decode (U+FFFD), made `tab --out x.gp5` crash with a UnicodeEncodeError. What cp1252 holds stays."""
+    from guitarformer.render.gp5 import write_gp5_parts
+
+    names = ["Café Rhythm", "Гитара", "\ufffd\ufffd\ufffd (\ufffd", "Lead \u266a"]
+    parts = []
+    for k, name in enumerate(names):
+        gs = _score([(j * 480, 480, 5, 3) for j in range(4)], name=f"Песня [{name}]")
+        gs.extra["track_name"] = name
+        parts.append((gs, None))
+    write_gp5_parts(parts, tmp_path / "names.gp5")
+    song = guitarpro.parse(str(tmp_path / "names.gp5"))
+    assert song.title == "" and [t.name for t in song.tracks] == ["Café Rhythm", "Guitar", "Guitar", "Lead ?"]
+
+
 def test_a_three_eight_tab_with_a_pickup_keeps_its_bars(tmp_path):
     """A 3/8 tab with a one-eighth pickup: the reader takes the stated time signature and ends the pickup on a bar
     line, so the tab written back has the same bars (each full bar starts with its first note)."""

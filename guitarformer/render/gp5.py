@@ -69,6 +69,17 @@ def _effect(t: Technique, fret: int, hammer_to_next: bool) -> gp.NoteEffect:
     return eff
 
 
+def gp_text(text: str) -> str:
+    """`text` as a Guitar Pro 5 file can hold it (PyGuitarPro writes its strings in cp1252): characters it cannot hold
+    become '?'. The marks of bytes a reader could not decode (U+FFFD: a MIDI track name in another encoding) are left
+    out, and a name that was mostly such marks (no letter left) is no name."""
+    undecoded = "\ufffd" in text
+    text = text.replace("\ufffd", "").encode("cp1252", errors="replace").decode("cp1252").strip()
+    if set(text) <= {"?", " "} or (undecoded and not any(c.isalpha() for c in text)):
+        return ""
+    return text
+
+
 def write_gp5(gs, path, frets=None, bars: tuple[int, int] | None = None) -> list[Unplaced]:
     """Write the part as a one-track Guitar Pro 5 file; returns the notes it could not write (see `write_gp5_parts`)."""
     return write_gp5_parts([(gs, frets)], path, bars)[0]
@@ -95,7 +106,7 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
     chosen = layout[a - 1:b]
 
     song = gp.models.Song()
-    song.title = (first_gs.name or "").split(" [")[0]  # a part's name is "song [track]"
+    song.title = gp_text((first_gs.name or "").split(" [")[0])  # a part's name is "song [track]"
     song.tempo = round(tempo_at(score, chosen[0][0]))
     song.tracks.clear()
     song.measureHeaders.clear()
@@ -143,7 +154,7 @@ def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
     tpq = gs.score.ticks_per_quarter
     n_str = len(gs.tuning)
     channel = i if i < 9 else i + 1  # channel 10 is drums
-    name = gs.extra.get("track_name") or gs.name or "Guitar"
+    name = gp_text(gs.extra.get("track_name") or gs.name or "") or "Guitar"
     track = gp.models.Track(song, number=i + 1, name=name[:40], offset=gs.capo, fretCount=MAX_FRET)
     track.measures.clear()  # PyGuitarPro gives a new track an empty measure per header; ours are built below
     track.strings = [gp.models.GuitarString(k + 1, p) for k, p in enumerate(reversed(gs.tuning))]
