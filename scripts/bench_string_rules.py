@@ -12,6 +12,8 @@ with their strings, and counts the share of notes each rule names right, i.e. th
   one and the hand is at fret 5 or lower, else the fretted string nearest the hand (ties: the lower fret). The bar's
   first notes, before any fretted one, take the lowest-fret rule, so the rule never reads past a Bar and a window
   cut at any Bar decodes alone. Nothing of it is built; this measures what it would save.
+- again in the bar: a pitch already played in the bar takes the string it took last (a riff's repeated notes, an
+  arpeggio's strings); any other note the hand-in-the-bar string. Bar-local too.
 
 Each piece's tuning and capo come from its opening CtrlTuning/CtrlCapo; a piece without them is read in standard
 tuning, and one whose tuning is "other" is left out (its open strings are not in the tokens).
@@ -68,7 +70,7 @@ def count(dataset: Path, split: str) -> dict[str, int]:
     sp = TokenSplit(dataset, split)
     tok = dataset_tokenizer(sp)
     velocities = bool(tok.config.use_velocities)
-    n = {"notes": 0, "lowest fret": 0, "hand in the bar": 0, "pieces left out": 0}
+    n = {"notes": 0, "lowest fret": 0, "hand in the bar": 0, "again in the bar": 0, "pieces left out": 0}
     for i in range(sp.num_sequences):
         raw = [int(x) for x in sp.sequence(i)]
         guitar = piece_guitar([tok[x] for x in raw])
@@ -85,16 +87,19 @@ def count(dataset: Path, split: str) -> dict[str, int]:
                 bars.append(bar)
         score, strings, _ = decode_tab(tok, ids, guitar)
         notes = score.tracks[0].notes if score.tracks else []
-        frets, at = [], None
+        frets, played, at = [], {}, None
         for note, s, b in zip(notes, strings, bars):
             if b != at:
-                frets, at = [], b
+                frets, played, at = [], {}, b
             if s <= 0 or fret_of(note.pitch, s, *guitar) < 0:
                 continue
             n["notes"] += 1
             n["lowest fret"] += s == lowest_fret_string(*guitar, note.pitch)
-            n["hand in the bar"] += s == hand_string(note.pitch, frets, *guitar)
+            hand = hand_string(note.pitch, frets, *guitar)
+            n["hand in the bar"] += s == hand
+            n["again in the bar"] += s == played.get(note.pitch, hand)
             frets.append(fret_of(note.pitch, s, *guitar))
+            played[note.pitch] = s
     return n
 
 
@@ -104,13 +109,14 @@ def main() -> None:
     ap.add_argument("--split", default="val", choices=["train", "val", "test"])
     args = ap.parse_args()
     print(f"| dataset ({args.split}) | notes | on the lowest-fret string (layout 3) | on the hand-in-the-bar string | "
-          "String tokens, hand / lowest |")
-    print("|---|---:|---:|---:|---:|")
+          "on the again-in-the-bar string | String tokens, hand / lowest | again / lowest |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for d in args.datasets:
         n = count(d, args.split)
-        lo, hand = n["lowest fret"] / n["notes"], n["hand in the bar"] / n["notes"]
+        lo, hand, again = (n[k] / n["notes"] for k in ("lowest fret", "hand in the bar", "again in the bar"))
         left = f" ({n['pieces left out']} pieces in an 'other' tuning left out)" if n["pieces left out"] else ""
-        print(f"| {d.name}{left} | {n['notes']:,} | {lo:.1%} | {hand:.1%} | {(1 - hand) / (1 - lo):.2f}x |")
+        print(f"| {d.name}{left} | {n['notes']:,} | {lo:.1%} | {hand:.1%} | {again:.1%} | "
+              f"{(1 - hand) / (1 - lo):.2f}x | {(1 - again) / (1 - lo):.2f}x |")
 
 
 if __name__ == "__main__":
