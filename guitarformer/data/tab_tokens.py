@@ -21,7 +21,10 @@ with String, Bend and Tech) and `tokens_errors` are MidiTok's. Techniques as tok
 
 The layout is versioned (the ``tab_layout`` parameter; `data.tab_layout` chooses it at prepare time): 3, the
 above; 2, a String on every note (``Pitch Duration String``: the shipped model's layout, still read, sampled and
-fingered); a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
+fingered); 4, a String only where the note leaves the string its bar implies (`BarHand`: a pitch already played in
+the bar keeps its string, any other goes where the hand is; about half of layout 3's String tokens on human tabs),
+written, read and trained on, refused by the sampler, the fingering and transposition (`check_sampled`) until they
+carry it; a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
 `check_layout` with the fix (prepare again). Decoding needs the tuning and capo to give a note without a String its
 string (`resolve_strings`): the same tokens are another fingering in another tuning, as a tab's numbers are.
 
