@@ -23,7 +23,7 @@ The layout is versioned (the ``tab_layout`` parameter; `data.tab_layout` chooses
 above; 2, a String on every note (``Pitch Duration String``: the shipped model's layout, still read, sampled and
 fingered); 4, a String only where the note leaves the string its bar implies (`BarHand`: a pitch already played in
 the bar keeps its string, any other goes where the hand is; about half of layout 3's String tokens on human tabs),
-written, read and trained on, refused by the sampler, the fingering and transposition (`check_sampled`) until they
+written, read and trained on, refused by the sampler, the fingering and transposition (`check_carried`) until they
 carry it; a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
 `check_layout` with the fix (prepare again). Decoding needs the tuning and capo to give a note without a String its
 string (`resolve_strings`): the same tokens are another fingering in another tuning, as a tab's numbers are.
@@ -71,7 +71,7 @@ from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.guitar import STANDARD_TUNING, fret_of
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 
-__all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "check_sampled", "decode_tab", "technique_of",
+__all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "check_carried", "decode_tab", "technique_of",
            "technique_tokens"]
 
 MAX_STRINGS = 8
@@ -79,9 +79,9 @@ CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...
 ADDED_STYLES = "added_styles"  # its list of styles appended after the whole vocabulary (control_params)
 LAYOUT_PARAM, LAYOUT = "tab_layout", 3  # 1 (no parameter): Pitch Velocity Duration String, Velocity always;
 # 2: a String on every note; 3: a String only where the note leaves its lowest-fret string (module docstring);
-# 4 (measured, not sampled yet): a String only where the note leaves the string its bar implies (`BarHand`)
+# 4: a String only where the note leaves the string its bar implies (`BarHand`; not fingered or transposed yet)
 LAYOUTS_READ = (2, 3, 4)
-SAMPLED_LAYOUTS = (2, 3)  # what the sampler's constraint, the model's fingering and transposition carry
+CARRIED_LAYOUTS = (2, 3)  # what the model's fingering and transposition carry (the sampler carries 4 too)
 HAND_NOTES = 2  # layout 4: the bar's last fretted notes whose mean fret is where the hand is
 OPEN_UP_TO = 5  # layout 4: an open string is the hand's choice while the hand is at this fret or lower
 VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
@@ -451,13 +451,13 @@ def resolve_strings(tok: miditok.MusicTokenizer, pitches: Sequence[int], strings
     return out + list(strings[len(pitches):])
 
 
-def check_sampled(tok: miditok.MusicTokenizer, what: str) -> None:
-    """Refuse a tokenizer of a tab layout `what` (the sampler's constraint, the model's fingering, transposition)
-    does not carry yet: layout 4 is read, written and trained on, not sampled."""
+def check_carried(tok: miditok.MusicTokenizer, what: str) -> None:
+    """Refuse a tokenizer of a tab layout `what` (the model's fingering, transposition) does not carry yet: layout 4
+    is written, read, trained on and sampled, not fingered by the model or transposed."""
     layout = tab_layout_of(tok)
-    if isinstance(tok, TabREMI) and layout not in SAMPLED_LAYOUTS:
-        raise GuitarformerError(f"{what} does not carry tab layout {layout} yet (it is trained and measured, not "
-                                "sampled or fingered)", "train on data.tab_layout 3, the default")
+    if isinstance(tok, TabREMI) and layout not in CARRIED_LAYOUTS:
+        raise GuitarformerError(f"{what} does not carry tab layout {layout} yet (its runs train and sample, the "
+                                "model's fingering and transposition follow)", "train on data.tab_layout 3, the default")
 
 
 def check_layout(params: Mapping[str, Any], tokenization: str, where: str) -> None:
