@@ -410,9 +410,11 @@ def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
     assert 0 < strings < notes  # the human fingerings leave the lowest-fret string now and then
 
 
-def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
+@pytest.mark.parametrize("layout", [3, 4])
+def test_tab_model_samples_its_own_strings_and_techniques(tmp_path, layout):
     """A run trained on tab tokens writes riffs whose fingering comes from the tokens it sampled (fret() only
-    for a note its sampled string cannot play), through sample --tab/--gp and with a prompt."""
+    for a note its sampled string cannot play), through sample --tab/--gp and with a prompt. A layout-4 run's
+    `tab --run` says the model's fingering does not carry it yet."""
     import copy
     import shutil
 
@@ -431,8 +433,8 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     for name in ("io/drop_d_capo.gp5", "io/drop_d_capo.gp4", "tabs/riff.txt", "tabs/drop_d.txt", "tabs/chords.txt",
                  "tabs/seven_string.txt", "io/band.mid"):
         shutil.copy(FIX / name, src / Path(name).name)
-    prepare([src], tmp_path / "ds", DataConfig(tokenizer="TabREMI"), workers=1, progress=False)
-    cfg = copy.deepcopy(load_config("tiny", ["train.max_steps=30"]))
+    prepare([src], tmp_path / "ds", DataConfig(tokenizer="TabREMI", tab_layout=layout), workers=1, progress=False)
+    cfg = copy.deepcopy(load_config("tiny", ["train.max_steps=30", f"data.tab_layout={layout}"]))
     cfg.data.dataset = str(tmp_path / "ds")
     train(cfg, run_dir=tmp_path / "run", progress=False)
     model, tok, rcfg = load_run(tmp_path / "run")
@@ -456,6 +458,9 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
                                   "--prompt", str(FIX / "tabs" / "riff.txt"), "--bars", "2", "--tab",
                                   str(tmp_path / "p" / "r.txt")])
     assert r.exit_code in (0, 2) and "Traceback" not in r.output, r.output
+    if layout == 4:
+        r = CliRunner().invoke(main, ["tab", str(FIX / "tabs" / "riff.txt"), "--run", str(tmp_path / "run")])
+        assert r.exit_code != 0 and "does not carry tab layout 4" in r.output and "Traceback" not in r.output
 
 
 @pytest.mark.parametrize("layout", [3, 2])
