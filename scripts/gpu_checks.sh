@@ -32,6 +32,16 @@ WHL=${WHL:-.whl}; export GUITARFORMER_CACHE=${GUITARFORMER_CACHE:-$PWD/.gpucache
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $WHL/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 step() { echo "=== $1 ($(date +%T))"; }
+doc_section() {  # docs/BENCH_GPU.md with the file $2 between its <!-- $1:begin ... --> and <!-- $1:end --> marks
+  python3 - "$1" "$2" <<'PY'
+import pathlib, re, sys
+name, section = sys.argv[1], pathlib.Path(sys.argv[2]).read_text().strip()
+doc = pathlib.Path("docs/BENCH_GPU.md")
+text, marks = doc.read_text(), rf"<!-- {name}:begin.*?<!-- {name}:end -->"
+found = re.search(marks, text, flags=re.S)
+doc.write_text(re.sub(marks, lambda m: section, text, flags=re.S) if found else text.rstrip() + "\n\n" + section + "\n")
+PY
+}
 pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
   python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
 torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
@@ -107,7 +117,7 @@ elif [ "$STAGE" = speed ]; then
   timeout ${PROFILE_S:-90} python3 scripts/gpu_profile_step.py --new 128 --out "$LOG" > "$LOG/profile.txt" 2>&1
   grep -v USDT "$LOG/profile.txt" | tail -8
   python3 - "$LOG" <<'PY'
-import datetime, pathlib, re, subprocess, sys
+import datetime, pathlib, sys
 log = pathlib.Path(sys.argv[1])
 gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
 tests = (log / "speed_tests.txt").read_text().strip().splitlines()[-1:]
@@ -127,17 +137,11 @@ section = "\n".join([
     sample.strip(), "", "### Sampling, bf16 weights: the same with `--dtype bfloat16`", "", bf16.strip(), "",
     "### Sampling, the shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32`",
     "", shipped.strip(), "", "<!-- speed:end -->"])
-doc = pathlib.Path("docs/BENCH_GPU.md")
-text = doc.read_text()
-if "<!-- speed:begin" in text:
-    text = re.sub(r"<!-- speed:begin.*?<!-- speed:end -->", lambda m: section, text, flags=re.S)
-else:
-    text = text.rstrip() + "\n\n" + section + "\n"
-doc.write_text(text)
-(log / "BENCH_GPU.md").write_text(text)
+(log / "speed_section.md").write_text(section)
 print(section)
 PY
-  cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
+  doc_section speed "$LOG/speed_section.md"
+  cp docs/BENCH_GPU.md "$LOG/BENCH_GPU.md"; cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = compiled ]; then
   step "tests: the compiled step captured on CUDA, the captured step"
   timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "compiled or captured" \
@@ -156,7 +160,7 @@ elif [ "$STAGE" = compiled ]; then
   done
   cat "$LOG/riff_times.txt"
   python3 - "$LOG" <<'PY'
-import datetime, pathlib, re, subprocess, sys
+import datetime, pathlib, sys
 log = pathlib.Path(sys.argv[1])
 gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
 def table(name: str) -> str:
@@ -173,15 +177,10 @@ section = "\n".join([
     table("compiled_shipped.md"), "",
     "### A 16-bar riff, command to files: `guitarformer sample --bars 16 --seed 1 --out r.mid --tab r.txt ARGS`", "",
     "```", (log / "riff_times.txt").read_text().strip(), "```", "", "<!-- compiled:end -->"])
-doc = pathlib.Path("docs/BENCH_GPU.md")
-text = doc.read_text()
-if "<!-- compiled:begin" in text:
-    text = re.sub(r"<!-- compiled:begin.*?<!-- compiled:end -->", lambda m: section, text, flags=re.S)
-else:
-    text = text.rstrip() + "\n\n" + section + "\n"
-doc.write_text(text)
+(log / "compiled_section.md").write_text(section)
 print(section)
 PY
+  doc_section compiled "$LOG/compiled_section.md"
   cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = release ]; then
   step "release candidate: guitarformer train (the default preset), ${REL_STEPS:-15000} steps in ${REL_MIN:-5} min"
