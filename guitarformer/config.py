@@ -356,11 +356,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
         (0.0 <= cfg.data.control_dropout <= 1.0, "data.control_dropout must be in [0, 1]"),
         (0.0 <= cfg.data.control_plain <= 1.0, "data.control_plain must be in [0, 1]"),
         (0.0 <= cfg.data.piece_starts <= 1.0, "data.piece_starts must be in [0, 1]"),
-        (cfg.data.tab_layout in (2, 3, 4), "data.tab_layout must be 3 (a String only off the lowest-fret string), 2 "
-         "(a String on every note) or 4 (a String only off the string the bar implies: not fingered by the model or "
-         "transposed yet)"),
-        (cfg.data.tab_layout != 4 or cfg.data.transpose == 0, "data.transpose does not carry tab layout 4 yet: "
-         "use data.tab_layout 3 with it"),
+        (cfg.data.tab_layout in (2, 3), "data.tab_layout must be 3 (a String only off the lowest-fret string) or 2"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),
         (min(d.bpe_vocab_size, d.transpose, d.corpus_limit) >= 0,

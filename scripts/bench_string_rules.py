@@ -13,8 +13,8 @@ with their strings, and counts the share of notes each rule names right, i.e. th
   first notes, before any fretted one, take the lowest-fret rule, so the rule never reads past a Bar and a window
   cut at any Bar decodes alone. Nothing of it is built; this measures what it would save.
 - again in the bar: a pitch already played in the bar takes the string it took last (a riff's repeated notes, an
-  arpeggio's strings); any other note the hand-in-the-bar string. Bar-local too. Tab layout 4 (`data.tab_layout: 4`,
-  data/tab_tokens.py `BarHand`) is this rule.
+  arpeggio's strings); any other note the hand-in-the-bar string. Bar-local too. Built once as tab layout 4 and
+  measured: fewer tokens, worse nats per note on the corpus and on human tabs (docs/TAB_TOKENS.md, "Layout 4").
 
 Each piece's tuning and capo come from its opening CtrlTuning/CtrlCapo; a piece without them is read in standard
 tuning, and one whose tuning is "other" is left out (its open strings are not in the tokens).
@@ -26,19 +26,31 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from guitarformer.data.dataset import TokenSplit, dataset_tokenizer  # noqa: E402
-from guitarformer.data.tab_tokens import (  # noqa: E402
-    closes_note,
-    decode_tab,
-    hand_string,
-    lowest_fret_string,
-    strip_controls,
-)
+from guitarformer.data.tab_tokens import closes_note, decode_tab, lowest_fret_string, strip_controls  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, fret_of  # noqa: E402
 
-HAND_NOTES = 2  # fretted notes of the bar the hand position averages (as tab layout 4's `BarHand`)
+HAND_NOTES = 2  # fretted notes of the bar the hand position averages
+OPEN_UP_TO = 5  # an open string is the hand's choice up to this fret
+
+
+def hand_string(pitch: int, frets: list[int], tuning: tuple[int, ...], capo: int) -> int:
+    """The string the hand-in-the-bar rule names for `pitch`, given the bar's frets so far (module docstring)."""
+    fretted = [f for f in frets if f > 0][-HAND_NOTES:]
+    if not fretted:
+        return lowest_fret_string(tuning, capo, pitch)
+    hand = float(np.mean(fretted))
+    cand = [(f, s) for s in range(1, len(tuning) + 1) if (f := fret_of(pitch, s, tuning, capo)) >= 0]
+    if not cand:
+        return lowest_fret_string(tuning, capo, pitch)
+    opens = [c for c in cand if c[0] == 0]
+    if opens and hand <= OPEN_UP_TO:
+        return opens[0][1]
+    return min([c for c in cand if c[0] > 0] or cand, key=lambda c: (abs(c[0] - hand), c[0]))[1]
 
 
 def piece_guitar(toks: list[str]) -> tuple[tuple[int, ...], int] | None:
@@ -84,11 +96,10 @@ def count(dataset: Path, split: str) -> dict[str, int]:
                 continue
             n["notes"] += 1
             n["lowest fret"] += s == lowest_fret_string(*guitar, note.pitch)
-            hand = hand_string(note.pitch, frets[-HAND_NOTES:], *guitar)
+            hand = hand_string(note.pitch, frets, *guitar)
             n["hand in the bar"] += s == hand
             n["again in the bar"] += s == played.get(note.pitch, hand)
-            if fret_of(note.pitch, s, *guitar) > 0:
-                frets.append(fret_of(note.pitch, s, *guitar))
+            frets.append(fret_of(note.pitch, s, *guitar))
             played[note.pitch] = s
     return n
 

@@ -112,7 +112,6 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
     loud = build_tokenizer(DataConfig(tokenizer="TabREMI"), dynamics=True)
     tab2 = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2))
     loud2 = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2), dynamics=True)  # the first layout's count
-    tab4 = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=4))  # the bar's implied string (measured)
     rows, techs, notes_all, failures = [], Counter(), 0, Counter()
     for kind, suffixes in KINDS.items():
         files = sorted(p for p in data.rglob("*") if p.suffix.lower() in suffixes and detect_format(p))
@@ -151,7 +150,6 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
                 c["loud"] += len(loud.encode(gs)[0].ids)
                 c["tab2"] += len(tab2.encode(gs)[0].ids)
                 c["loud2"] += len(loud2.encode(gs)[0].ids)
-                c["tab4"] += len(tab4.encode(gs)[0].ids)
                 c["same"] += sum((want & got).values())
                 c["dropped"] += dropped
                 c["lowest"] += sum(s == lowest_fret_string(gs.tuning, gs.capo, n.pitch)
@@ -163,16 +161,14 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
         if c["parts"]:
             rows.append((kind, c, len(velocities), time.perf_counter() - t0))
     lines = ["| source | parts | notes | velocities | REMI tokens/note | TabREMI tokens/note | TabREMI / REMI | "
-             "layout 2 tokens/note | layout 2 / REMI | layout 4 tokens/note | layout 4 / REMI | "
-             "with Velocity (dynamics) / REMI | layout 2 with Velocity "
+             "layout 2 tokens/note | layout 2 / REMI | with Velocity (dynamics) / REMI | layout 2 with Velocity "
              "(the first layout) / REMI | round trip | notes the source leaves unplayable or frets off their pitch | "
              "round trip of the rest | notes on their lowest-fret string |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for kind, c, nv, _ in rows:
         n = c["notes"]
         lines.append(f"| {kind} | {c['parts']} | {n:,} | {nv} | {c['remi'] / n:.3f} | {c['tab'] / n:.3f} | "
                      f"**{c['tab'] / c['remi']:.3f}x** | {c['tab2'] / n:.3f} | {c['tab2'] / c['remi']:.3f}x | "
-                     f"{c['tab4'] / n:.3f} | {c['tab4'] / c['remi']:.3f}x | "
                      f"{c['loud'] / c['remi']:.3f}x | {c['loud2'] / c['remi']:.3f}x | "
                      f"{c['same'] / n:.2%} ({n - c['same']:,} notes differ, {c['dropped']} merged by quantisation) | "
                      f"{c['odd']} | {c['same_rest'] / (n - c['odd']):.3%} | {c['lowest'] / n:.1%} |")
@@ -184,7 +180,6 @@ def bench_sources(data: Path, limit: int) -> tuple[str, str]:
         lines.append(f"| all | {total['parts']} | {n:,} | | {total['remi'] / n:.3f} | "
                      f"{total['tab'] / n:.3f} | **{total['tab'] / total['remi']:.3f}x** | "
                      f"{total['tab2'] / n:.3f} | {total['tab2'] / total['remi']:.3f}x | "
-                     f"{total['tab4'] / n:.3f} | {total['tab4'] / total['remi']:.3f}x | "
                      f"{total['loud'] / total['remi']:.3f}x | {total['loud2'] / total['remi']:.3f}x | "
                      f"**{total['same'] / n:.3%}** | {total['odd']} | "
                      f"**{total['same_rest'] / (n - total['odd']):.3%}** | {total['lowest'] / n:.1%} |")

@@ -90,21 +90,17 @@ def _with_techniques() -> GuitarScore:
              Technique(dead=True), Technique(slide_in="below", slide_out="shift"), Technique(harmonic="natural"),
              Technique(vibrato=True, let_ring=True), Technique(ghost=True, tap=True), Technique(bend=((0, 0), (1, 2))),
              PLAIN, Technique(slide_out="down"), Technique(harmonic="pinch", palm_mute=True)]
-    gs = _part([(i * 240, 240, 1 + i % 6, 2 + i % 5) for i in range(len(techs))], program=29, tempo=120)
-    gs.techniques = techs
-    return gs
-
-
-def _part(notes: list[tuple[int, int, int, int]], program: int = 25, tempo: float = 100) -> GuitarScore:
-    """A 4/4 part in standard tuning at 480 ticks a quarter from (onset, duration, string, fret) notes."""
     score = symusic.Score(480)
-    score.tempos.append(symusic.Tempo(0, tempo))
+    score.tempos.append(symusic.Tempo(0, 120))
     score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
-    tr = symusic.Track(program=program)
-    for t, d, s, f in notes:
-        tr.notes.append(symusic.Note(t, d, STANDARD_TUNING[6 - s] + f, 90))
+    tr = symusic.Track(program=29)
+    frets = []
+    for i, _t in enumerate(techs):
+        s, f = 1 + i % 6, 2 + i % 5
+        tr.notes.append(symusic.Note(i * 240, 240, STANDARD_TUNING[6 - s] + f, 90))
+        frets.append((s, f))
     score.tracks.append(tr)
-    return GuitarScore(score=score, tuning=STANDARD_TUNING, capo=0, frets=[(s, f) for _, _, s, f in notes])
+    return GuitarScore(score=score, frets=frets, techniques=techs)
 
 
 def test_every_technique_round_trips(tok):
@@ -179,64 +175,6 @@ def test_layout_2_is_still_read_and_writes_every_string(tmp_path):
     assert again.tokens_errors(miditok.TokSequence(ids=bad[:5] + [again["String_2"]] + bad[5:])) == 0
     three = build_tokenizer(DataConfig(tokenizer="TabREMI"))
     assert len(round_trip(three, gs)[1]) < len(ids)  # the riff's notes mostly sit on their lowest-fret strings
-
-
-@pytest.fixture(scope="module")
-def tok4() -> TabREMI:
-    return build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=4))
-
-
-def _bars_of_notes(bars: list[list[tuple[int, int]]]) -> GuitarScore:
-    """4/4 bars of quarter notes, each (string, fret)."""
-    return _part([(b * 1920 + k * 480, 480, s, f) for b, notes in enumerate(bars) for k, (s, f) in enumerate(notes)])
-
-
-def test_layout_4_leaves_out_the_string_its_bar_implies(tok4, tmp_path):
-    """Layout 4: a pitch already played in the bar keeps its string unsaid, a new one the string nearest the hand
-    (the bar's last two fretted notes); each Bar starts again from the lowest fret, so a window cut at a Bar decodes
-    alone. tokenizer.json keeps the layout."""
-    # Bar 1: E4 on the B string (fret 5; its lowest fret is the open e), E4 again (played in the bar: its string),
-    # A3 on the G string fret 2 (the hand at fret 5 would take the D string, fret 7), B3 on the open B string (the hand
-    # at 3.5: an open string). Bar 2: E4 on the B string twice.
-    gs = _bars_of_notes([[(2, 5), (2, 5), (3, 2), (2, 0)], [(2, 5), (2, 5)]])
-    back, ids = round_trip(tok4, gs)
-    toks = [tok4[i] for i in ids]
-    assert back.frets == gs.frets and tok4.tokens_errors(miditok.TokSequence(ids=ids)) == 0
-    strings = [(toks[j - 2], t) for j, t in enumerate(toks) if t.startswith("String_")]
-    # the first E4 of each bar (the lowest-fret rule before a fretted note: the open e), and A3
-    assert strings == [("Pitch_64", "String_2"), ("Pitch_57", "String_3"), ("Pitch_64", "String_2")]
-    three = build_tokenizer(DataConfig(tokenizer="TabREMI"))
-    assert sum(three[i].startswith("String_") for i in round_trip(three, gs)[1]) == 4  # every E4
-    # the second bar's tokens alone, from its Bar, give its notes their strings
-    second = ids[[k for k, t in enumerate(toks) if t == "Bar_None"][1]:]
-    assert tok4.decode(second, tuning=gs.tuning).frets == [(2, 5), (2, 5)]
-    tok4.save(tmp_path / "tokenizer.json")
-    again = load_tokenizer(tmp_path / "tokenizer.json")
-    assert again.config.additional_params["tab_layout"] == 4 and again.decode(ids, tuning=gs.tuning).frets == gs.frets
-
-
-@pytest.mark.parametrize("name", ["io/drop_d_capo.gp5", "tabs/riff.txt", "tabs/seven_string.txt", "io/band.mid"])
-def test_layout_4_round_trips_the_fixtures_in_no_more_tokens(tok, tok4, name):
-    gs = fretted(read_guitar(FIX / name)[0])
-    back, ids = round_trip(tok4, gs)
-    assert tok4.tokens_errors(miditok.TokSequence(ids=ids)) == 0
-    assert back.frets is not None and multiset(back) == multiset(gs)
-    assert len(ids) <= len(round_trip(tok, gs)[1])
-
-
-def test_layout_4_is_refused_where_it_is_not_carried_yet(tok4):
-    from guitarformer.config import Config, validate
-    from guitarformer.data.transpose import PitchShifter
-    from guitarformer.generation.fingering_rows import TabVocab
-
-    for make, what in ((lambda: TabVocab(tok4), "the model's fingering"), (lambda: PitchShifter(tok4, 5), "data.transpose")):
-        with pytest.raises(GuitarformerError, match=f"{what} does not carry tab layout 4") as e:
-            make()
-        assert "data.tab_layout 3" in e.value.fix
-    cfg = Config()
-    cfg.data.tab_layout, cfg.data.transpose = 4, 5
-    with pytest.raises(GuitarformerError, match="data.transpose does not carry tab layout 4"):
-        validate(cfg)
 
 
 def test_velocity_only_with_dynamics():
@@ -344,10 +282,8 @@ def test_unplayable_notes_stay_unplayable(tok):
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/guitar is absent")
-@pytest.mark.parametrize("layout", [3, 4])
-def test_round_trip_over_real_tabs(layout):
+def test_round_trip_over_real_tabs(tok):
     """At least 99.9% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
-    tok = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=layout))
     files = sorted(p for p in SHARED.rglob("*") if p.suffix.lower() in (".gp3", ".gp4", ".gp5", ".txt")
                    and "classtab" not in p.parts[:-3])
     files += sorted((SHARED / "classtab" / "app" / "tabs").glob("*.txt"))
@@ -404,11 +340,9 @@ def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
     assert 0 < strings < notes  # the human fingerings leave the lowest-fret string now and then
 
 
-@pytest.mark.parametrize("layout", [3, 4])
-def test_tab_model_samples_its_own_strings_and_techniques(tmp_path, layout):
+def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     """A run trained on tab tokens writes riffs whose fingering comes from the tokens it sampled (fret() only
-    for a note its sampled string cannot play), through sample --tab/--gp and with a prompt. A layout-4 run's
-    `tab --run` says the model's fingering does not carry it yet."""
+    for a note its sampled string cannot play), through sample --tab/--gp and with a prompt."""
     import copy
     import shutil
 
@@ -427,8 +361,8 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path, layout):
     for name in ("io/drop_d_capo.gp5", "io/drop_d_capo.gp4", "tabs/riff.txt", "tabs/drop_d.txt", "tabs/chords.txt",
                  "tabs/seven_string.txt", "io/band.mid"):
         shutil.copy(FIX / name, src / Path(name).name)
-    prepare([src], tmp_path / "ds", DataConfig(tokenizer="TabREMI", tab_layout=layout), workers=1, progress=False)
-    cfg = copy.deepcopy(load_config("tiny", ["train.max_steps=30", f"data.tab_layout={layout}"]))
+    prepare([src], tmp_path / "ds", DataConfig(tokenizer="TabREMI"), workers=1, progress=False)
+    cfg = copy.deepcopy(load_config("tiny", ["train.max_steps=30"]))
     cfg.data.dataset = str(tmp_path / "ds")
     train(cfg, run_dir=tmp_path / "run", progress=False)
     model, tok, rcfg = load_run(tmp_path / "run")
@@ -452,9 +386,6 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path, layout):
                                   "--prompt", str(FIX / "tabs" / "riff.txt"), "--bars", "2", "--tab",
                                   str(tmp_path / "p" / "r.txt")])
     assert r.exit_code in (0, 2) and "Traceback" not in r.output, r.output
-    if layout == 4:
-        r = CliRunner().invoke(main, ["tab", str(FIX / "tabs" / "riff.txt"), "--run", str(tmp_path / "run")])
-        assert r.exit_code != 0 and "does not carry tab layout 4" in r.output and "Traceback" not in r.output
 
 
 @pytest.mark.parametrize("layout", [3, 2])

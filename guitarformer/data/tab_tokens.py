@@ -21,10 +21,7 @@ with String, Bend and Tech) and `tokens_errors` are MidiTok's. Techniques as tok
 
 The layout is versioned (the ``tab_layout`` parameter; `data.tab_layout` chooses it at prepare time): 3, the
 above; 2, a String on every note (``Pitch Duration String``: the shipped model's layout, still read, sampled and
-fingered); 4, a String only where the note leaves the string its bar implies (`BarHand`: a pitch already played in
-the bar keeps its string, any other goes where the hand is; about half of layout 3's String tokens on human tabs),
-written, read and trained on, refused by the sampler, the fingering and transposition (`check_carried`) until they
-carry it; a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
+fingered); a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
 `check_layout` with the fix (prepare again). Decoding needs the tuning and capo to give a note without a String its
 string (`resolve_strings`): the same tokens are another fingering in another tuning, as a tab's numbers are.
 
@@ -71,19 +68,14 @@ from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.guitar import STANDARD_TUNING, fret_of
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 
-__all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "check_carried", "decode_tab", "technique_of",
-           "technique_tokens"]
+__all__ = ["MAX_STRINGS", "TabREMI", "canonical", "check_layout", "decode_tab", "technique_of", "technique_tokens"]
 
 MAX_STRINGS = 8
 CONTROLS_PARAM = "guitar_controls"  # TokenizerConfig parameter: {"styles": [...]} turns controls on
 ADDED_STYLES = "added_styles"  # its list of styles appended after the whole vocabulary (control_params)
 LAYOUT_PARAM, LAYOUT = "tab_layout", 3  # 1 (no parameter): Pitch Velocity Duration String, Velocity always;
-# 2: a String on every note; 3: a String only where the note leaves its lowest-fret string (module docstring);
-# 4: a String only where the note leaves the string its bar implies (`BarHand`; not fingered or transposed yet)
-LAYOUTS_READ = (2, 3, 4)
-CARRIED_LAYOUTS = (2, 3)  # what the model's fingering and transposition carry (the sampler carries 4 too)
-HAND_NOTES = 2  # layout 4: the bar's last fretted notes whose mean fret is where the hand is
-OPEN_UP_TO = 5  # layout 4: an open string is the hand's choice while the hand is at this fret or lower
+# 2: a String on every note; 3: a String only where the note leaves its lowest-fret string (module docstring)
+LAYOUTS_READ = (2, 3)
 VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keeps its Velocity
 # The highest fret decoding keeps (three octaves): human tabs write frets past the 24 the sampler plays (up to 29
 # in the shared Guitar Pro files); a higher one means the tokens were written for another tuning.
@@ -98,7 +90,7 @@ def tab_params(velocities: bool, layout: int = LAYOUT) -> dict[str, Any]:
     note, else none (and tokenizer.json says why); `layout` 3 (a String only where a note leaves its lowest-fret
     string) or 2 (a String on every note)."""
     if layout not in LAYOUTS_READ:
-        raise GuitarformerError(f"tab layout {layout} does not exist", "use data.tab_layout 3 (or 2, or 4)")
+        raise GuitarformerError(f"tab layout {layout} does not exist", "use data.tab_layout 3 (or 2)")
     return {"use_velocities": velocities, LAYOUT_PARAM: layout,
             VELOCITY_PARAM: "kept: the data has dynamics" if velocities else "none: the data has one velocity"}
 
@@ -182,40 +174,17 @@ class TabREMI(miditok.REMI):
                                               attribute_controls_indexes)
         out: list[Event] = []
         pitch: Event | None = None
-        lowest = tab_layout_of(self) == 3  # layout 4 leaves its implied strings out in `_add_time_events`
+        implied = implied_strings(self)
         for ev in events:
             out.append(ev)
             if ev.type_ == "Pitch":
                 pitch = ev
             elif ev.type_ == "Duration" and pitch is not None:
                 string, tech = self._string_of(pitch.time, int(pitch.value), int(pitch.desc) - pitch.time)
-                if not (lowest and string == lowest_fret_string(*self._guitar, int(pitch.value))):
+                if not (implied and string == lowest_fret_string(*self._guitar, int(pitch.value))):
                     out.append(Event("String", string, ev.time, ev.program))
                 out += [Event(*t.split("_", 1), ev.time, ev.program) for t in technique_tokens(tech)]
                 pitch = None
-        return out
-
-    def _add_time_events(self, events: list[Event], time_division: int) -> list[Event]:
-        """REMI's time events; in layout 4, then the String of each note on the string its bar implies left out
-        (the bar is the one its Bar token opens, so the rule reads what decoding reads)."""
-        events = super()._add_time_events(events, time_division)
-        if tab_layout_of(self) < 4:
-            return events
-        out: list[Event] = []
-        hand, pitch = BarHand(*self._guitar), None
-        for ev in events:
-            if ev.type_ == "Bar":
-                hand.reset()
-            elif ev.type_ == "Pitch":
-                pitch = int(ev.value)
-            elif ev.type_ == "String" and pitch is not None:
-                string = int(ev.value)
-                implied = hand.string(pitch)
-                hand.add(pitch, string)
-                pitch = None
-                if string == implied:
-                    continue
-            out.append(ev)
         return out
 
     def _string_of(self, time: int, pitch: int, duration: int) -> tuple[int, Technique]:
@@ -247,8 +216,9 @@ class TabREMI(miditok.REMI):
             flat = flat[0] if flat and isinstance(flat[0], list) else flat
             seq = self._convert_sequence_to_tokseq([flat])[0]
         self._preprocess_tokseq_before_decoding(seq)
-        score, strings, techs = self._decode_tokens([str(t) for t in seq.tokens], programs, (tuning, capo))
+        score, strings, techs = self._decode_tokens([str(t) for t in seq.tokens], programs)
         notes = score.tracks[0].notes
+        strings = resolve_strings(self, [n.pitch for n in notes], strings, tuning, capo)
         frets: list[tuple[int, int]] | None = []
         for note, s in zip(notes, strings):
             f = fret_of(note.pitch, s, tuning, capo)
@@ -260,21 +230,16 @@ class TabREMI(miditok.REMI):
         return GuitarScore(score=score, tuning=tuple(tuning), capo=capo, frets=frets,
                            techniques=techs if len(techs) == len(notes) else None, source_format="generated")
 
-    def _decode_tokens(self, toks: list[str], programs: list[tuple[int, bool]] | None = None,
-                       guitar: tuple[tuple[int, ...], int] | None = None
+    def _decode_tokens(self, toks: list[str], programs: list[tuple[int, bool]] | None = None
                        ) -> tuple[symusic.Score, list[int], list[Technique]]:
-        """(score with one track, string per note, technique per note), notes in token order (REMI's). A note
-        without a String token has 0, or with `guitar` (tuning, capo) the string its layout implies."""
+        """(score with one track, string per note, technique per note), notes in token order (REMI's)."""
         base = [t for t in toks if t.split("_")[0] not in _NOT_NOTES and not t.startswith(PREFIX)
                 and not t.startswith("Fill")]
         score = super().decode([miditok.TokSequence(tokens=base)], programs) if base else \
             symusic.Score(self.time_division)
         if not score.tracks:
             score.tracks.append(symusic.Track(program=0))
-        strings, techs, bars = _tab_of(toks, self.config.use_velocities)
-        if guitar is not None:
-            notes = score.tracks[0].notes
-            strings = resolve_strings(self, [n.pitch for n in notes], strings, *guitar, bars=bars)
+        strings, techs = _tab_of(toks, self.config.use_velocities)
         return score, strings, techs
 
 
@@ -320,23 +285,17 @@ def lowest_fret_string(tuning: tuple[int, ...], capo: int, pitch: int) -> int:
     return min(frets)[1] if frets else min(n, MAX_STRINGS)
 
 
-def _tab_of(toks: list[str], velocities: bool) -> tuple[list[int], list[Technique], list[int]]:
-    """The string (0: none written), technique and bar (Bar tokens before it) of each whole note of REMI tokens with
-    tab tokens."""
+def _tab_of(toks: list[str], velocities: bool) -> tuple[list[int], list[Technique]]:
+    """The string (0: none written) and technique of each whole note of REMI tokens with tab tokens."""
     strings: list[int] = []
     techs: list[Technique] = []
-    bars: list[int] = []
-    bar = 0
     pending: list[str] | None = None
     for j, t in enumerate(toks):
         kind = t.split("_")[0]
-        if kind == "Bar":
-            bar += 1
         if closes_note(toks, j, velocities):
             if pending is not None:
                 techs.append(technique_of(pending))
             strings.append(0)
-            bars.append(bar)
             pending = []
         elif kind == "String" and pending is not None and strings and strings[-1] == 0:
             strings[-1] = int(t.split("_")[1])
@@ -347,7 +306,7 @@ def _tab_of(toks: list[str], velocities: bool) -> tuple[list[int], list[Techniqu
             pending = None
     if pending is not None:
         techs.append(technique_of(pending))
-    return strings, techs, bars
+    return strings, techs
 
 
 def closes_note(toks: Sequence[str], j: int, velocities: bool) -> bool:
@@ -369,7 +328,11 @@ def decode_tab(tok: TabREMI, ids: Sequence[int], guitar: tuple[tuple[int, ...], 
     """(score, string per note, technique per note) from base tab token ids, notes in token order (REMI's): for
     callers that need the strings as written, playable in some tuning or not. A note without a String token has
     0, or with `guitar` (tuning, capo) the string that layout implies (`resolve_strings`)."""
-    return tok._decode_tokens([tok[int(i)] for i in ids], guitar=guitar)
+    score, strings, techs = tok._decode_tokens([tok[int(i)] for i in ids])
+    if guitar is not None:
+        notes = score.tracks[0].notes if score.tracks else []
+        strings = resolve_strings(tok, [n.pitch for n in notes], strings, *guitar)
+    return score, strings, techs
 
 
 def tab_layout_of(tok: miditok.MusicTokenizer, default: int = LAYOUT) -> int:
@@ -380,84 +343,17 @@ def tab_layout_of(tok: miditok.MusicTokenizer, default: int = LAYOUT) -> int:
 
 
 def implied_strings(tok: miditok.MusicTokenizer) -> bool:
-    """Layout 3 or later: a note on the string its layout implies has no String token (module docstring)."""
+    """Layout 3 or later: a note on its lowest-fret string has no String token (module docstring)."""
     return isinstance(tok, TabREMI) and tab_layout_of(tok) >= 3
 
 
-def hand_string(pitch: int, frets: Sequence[int], tuning: tuple[int, ...], capo: int) -> int:
-    """The string the hand plays `pitch` on, the hand being the mean of `frets` (the last fretted notes'): an open
-    string where the pitch is one and the hand is at fret OPEN_UP_TO or lower, else the fretted string nearest the
-    hand (ties: the lower fret); the lowest-fret string before any fretted note."""
-    if not frets:
-        return lowest_fret_string(tuning, capo, pitch)
-    hand = sum(frets) / len(frets)
-    cand = [(f, s) for s in range(1, len(tuning) + 1) if (f := fret_of(pitch, s, tuning, capo)) >= 0]
-    if not cand:
-        return lowest_fret_string(tuning, capo, pitch)
-    opens = [c for c in cand if c[0] == 0]
-    if opens and hand <= OPEN_UP_TO:
-        return opens[0][1]
-    return min([c for c in cand if c[0] > 0] or cand, key=lambda c: (abs(c[0] - hand), c[0]))[1]
-
-
-class BarHand:
-    """Layout 4's implied string, from the notes of the bar so far (never past its Bar token, so a window cut at a
-    Bar decodes alone): a pitch already played in the bar takes the string it took last (a riff's repeated notes,
-    an arpeggio's strings), any other the string the hand plays it on (`hand_string`, the hand being the mean fret
-    of the bar's last HAND_NOTES fretted notes). Measured by scripts/bench_string_rules.py ("again in the bar")."""
-
-    def __init__(self, tuning: tuple[int, ...], capo: int) -> None:
-        self.tuning, self.capo = tuple(tuning), capo
-        self.reset()
-
-    def reset(self) -> None:
-        """A new bar."""
-        self.played: dict[int, int] = {}
-        self.frets: list[int] = []
-
-    def string(self, pitch: int) -> int:
-        return self.played.get(pitch) or hand_string(pitch, self.frets, self.tuning, self.capo)
-
-    def add(self, pitch: int, string: int) -> None:
-        """The bar's next note is `pitch` on `string` (a string that cannot play it changes nothing)."""
-        f = fret_of(pitch, string, self.tuning, self.capo)
-        if f < 0:
-            return
-        self.played[pitch] = string
-        if f > 0:
-            self.frets = (self.frets + [f])[-HAND_NOTES:]
-
-
 def resolve_strings(tok: miditok.MusicTokenizer, pitches: Sequence[int], strings: Sequence[int],
-                    tuning: tuple[int, ...], capo: int = 0, bars: Sequence[int] | None = None) -> list[int]:
+                    tuning: tuple[int, ...], capo: int = 0) -> list[int]:
     """Each note's string: the one its String token wrote, else (0) the string its layout implies: the lowest-fret
-    string of its pitch in this tuning and capo for layout 3, the one its bar implies for layout 4 (`BarHand`; `bars`:
-    each note's bar, which that layout needs), none (0) for layout 2, which writes every string."""
+    string of its pitch in this tuning and capo for layout 3, none (0) for layout 2, which writes every string."""
     if not implied_strings(tok):
         return list(strings)
-    if tab_layout_of(tok) < 4:
-        return [s or lowest_fret_string(tuning, capo, p) for p, s in zip(pitches, strings)] + \
-            list(strings[len(pitches):])
-    if bars is None or len(bars) < len(pitches):
-        raise ValueError("tab layout 4 implies strings from each note's bar: pass `bars`")
-    hand, at, out = BarHand(tuning, capo), None, []
-    for p, s, b in zip(pitches, strings, bars):
-        if b != at:
-            hand.reset()
-            at = b
-        s = s or hand.string(p)
-        hand.add(p, s)
-        out.append(s)
-    return out + list(strings[len(pitches):])
-
-
-def check_carried(tok: miditok.MusicTokenizer, what: str) -> None:
-    """Refuse a tokenizer of a tab layout `what` (the model's fingering, transposition) does not carry yet: layout 4
-    is written, read, trained on and sampled, not fingered by the model or transposed."""
-    layout = tab_layout_of(tok)
-    if isinstance(tok, TabREMI) and layout not in CARRIED_LAYOUTS:
-        raise GuitarformerError(f"{what} does not carry tab layout {layout} yet (its runs train and sample, the "
-                                "model's fingering and transposition follow)", "train on data.tab_layout 3, the default")
+    return [s or lowest_fret_string(tuning, capo, p) for p, s in zip(pitches, strings)] + list(strings[len(pitches):])
 
 
 def check_layout(params: Mapping[str, Any], tokenization: str, where: str) -> None:

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from guitarformer.data.controls import POS_VALUES, control_type, position_value
-from guitarformer.data.tab_tokens import MAX_STRINGS, check_carried, implied_strings, is_tab_tokenizer, note_offset
+from guitarformer.data.tab_tokens import MAX_STRINGS, implied_strings, is_tab_tokenizer, note_offset
 from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING, TUNINGS
 
 GUITAR_LOW, GUITAR_HIGH = 40, 88  # E2 .. E6: transposition keeps every note on a standard-tuned 24-fret neck
@@ -80,7 +80,6 @@ class PitchShifter:
         tab = is_tab_tokenizer(tokenizer)
         self.offset = note_offset(tokenizer) if tab else 0  # a String's distance to its Pitch (0: no strings)
         self.velocities = tab and bool(tokenizer.config.use_velocities)
-        check_carried(tokenizer, "data.transpose")
         self.resizes = implied_strings(tokenizer)  # layout 3: a shift adds and removes String tokens
         # Guitar controls: the tuning (an index into self.tunings, 0 = standard) and capo each token sets (-1: none).
         self.tunings: list[tuple[int, ...]] = [STANDARD_TUNING]

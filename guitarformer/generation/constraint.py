@@ -251,7 +251,7 @@ class GuitarConstraint:
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
         if self.guards is not None:
-            implied = strings.implied_string().masked_fill(~due, -1) if due is not None else None
+            implied = strings.lowest[strings.pending].masked_fill(~due, -1) if due is not None else None
             m = self.guards.restrict(m, time, self.bar(), getattr(strings, "pending", None), implied, may)
         if self.forced is not None and may(self.forced_after):
             # requested bar controls: nothing else may follow a Bar until they are written

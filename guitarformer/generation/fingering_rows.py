@@ -18,8 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
-from guitarformer.data.tab_tokens import (MAX_STRINGS, check_carried, closes_note, implied_strings, lowest_fret_string,
-                                          note_offset)
+from guitarformer.data.tab_tokens import MAX_STRINGS, closes_note, implied_strings, lowest_fret_string, note_offset
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, pitch_of
@@ -46,7 +45,6 @@ class TabVocab:
         self.not_fretted = {tokenizer[t] for t in NOT_FRETTED}
         self.pad = tokenizer.pad_token_id
         self.offset = note_offset(tokenizer)  # a String comes this many tokens after its note's Pitch
-        check_carried(tokenizer, "the model's fingering")
         self.implied = implied_strings(tokenizer)
         self.duration = {i for i, k in enumerate(kinds) if k == "Duration"}
         self.velocity = {i for i, k in enumerate(kinds) if k == "Velocity"}

@@ -16,7 +16,7 @@ import symusic
 import torch
 
 from guitarformer.data.controls import BAR_CONTROLS, control_type
-from guitarformer.data.tab_tokens import implied_strings, tab_layout_of
+from guitarformer.data.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
 _BUILT_LOCK = threading.Lock()  # Grammar.of's cache
@@ -131,7 +131,6 @@ class Grammar:
         string_val = torch.tensor([int(v) if t == "String" else 0 for t, v in zip(self.types, self.values)])
         self.tab = bool(is_string.any())
         self.implied = self.tab and implied_strings(tokenizer)
-        self.bar_hand = self.implied and tab_layout_of(tokenizer) >= 4  # layout 4: the bar implies the string
         # A note is whole after its Duration, or for tab tokens of layout 2 after its String (layout 3 writes no
         # String for a note on its lowest-fret string: its Duration may be the note's last token).
         mid_note = is_pitch | is_vel | (is_dur if self.tab and not self.implied else torch.zeros_like(is_dur))

@@ -39,9 +39,8 @@ from collections import OrderedDict
 
 import torch
 
-from guitarformer.data.tab_tokens import HAND_NOTES, OPEN_UP_TO, lowest_fret_string
+from guitarformer.data.tab_tokens import lowest_fret_string
 from guitarformer.generation.grammar import (
-    BAR,
     DURATION,
     NO_PITCH,
     NOTE_OFF,
@@ -139,14 +138,6 @@ class StringState:
         if self.implied:
             self.lowest = torch.tensor([lowest_fret_string(tuple(tuning), capo, p) - 1 for p in range(NO_PITCH + 1)],
                                        dtype=torch.long).clamp(0, n - 1).to(dev)
-        # Layout 4 (data/tab_tokens.py `BarHand`): the implied string follows the bar so far, per row: `bar_string`
-        # (B, 129) the string (index + 1; 0: none) each pitch took last in the bar, `bar_frets` (B, HAND_NOTES) the
-        # bar's last fretted frets (0: none yet), read against every string's fret of each pitch (`raw_frets`, -1:
-        # cannot; neither the frets the sampler plays up to nor an asked region change the tokenizer's rule).
-        self.bar_hand = grammar.bar_hand
-        if self.bar_hand:
-            raw = [[fret_of(p, k + 1, tuple(tuning), capo) for k in range(n)] for p in range(NO_PITCH)]
-            self.raw_frets = torch.tensor(raw + [[-1] * n], dtype=torch.long).to(dev)  # (129, n)
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""
@@ -165,9 +156,6 @@ class StringState:
             self.string_free = self.string_end.clone()
             self.string_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
             self.hammer_ok = torch.zeros(B, dtype=torch.bool, device=device)
-        if self.bar_hand:
-            self.bar_string = torch.zeros(B, NO_PITCH + 1, dtype=torch.long, device=device)
-            self.bar_frets = torch.zeros(B, HAND_NOTES, dtype=torch.long, device=device)
 
     def update(self, new: torch.Tensor, kinds: int, now: torch.Tensor, step: torch.Tensor | None,
                every: int = 0) -> None:
@@ -209,10 +197,6 @@ class StringState:
         if kinds & NOTE_OFF:  # the open slot holding that pitch ends now
             off = (self.slot_pitch == p.unsqueeze(1)) & (self.slot_end == NEVER) & g.is_off[new].unsqueeze(1)
             self.slot_end = torch.where(off, now.unsqueeze(1), self.slot_end)
-        if self.bar_hand and kinds & BAR:  # a new bar: layout 4's rule starts again (after the last note took its string)
-            new_bar = None if every & BAR else self.grammar.is_bar[new].unsqueeze(1)
-            self.bar_string = self.bar_string.zero_() if new_bar is None else self.bar_string.masked_fill(new_bar, 0)
-            self.bar_frets = self.bar_frets.zero_() if new_bar is None else self.bar_frets.masked_fill(new_bar, 0)
         if self.implied:  # a Duration: its note's string comes with the next token (a String, or none: the lowest)
             due = bool(kinds & DURATION)
             self.unnamed = g.is_dur[new] if due else torch.zeros_like(self.unnamed)
@@ -228,46 +212,16 @@ class StringState:
         records = named > 0
         if self.implied:
             implied = self.unnamed & ~g.is_string[new]
-            k = torch.where(implied, self.implied_string(), k)
+            k = torch.where(implied, self.lowest[self.pending], k)
             takes, records = takes | implied, records | implied
         k = k.clamp(0, self.n_strings - 1).unsqueeze(1)  # (B, 1)
         takes &= self.pending != NO_PITCH
-        if self.bar_hand:  # the note joins its bar (BarHand.add: a string that cannot play it changes nothing)
-            f = self.raw_frets[self.pending].gather(1, k)[:, 0]  # (B,)
-            joins = takes & (f >= 0)
-            p = self.pending.unsqueeze(1)
-            self.bar_string.scatter_(1, p, torch.where(joins, k[:, 0] + 1, self.bar_string.gather(1, p)[:, 0])
-                                     .unsqueeze(1))
-            shifted = torch.cat([self.bar_frets[:, 1:], f.unsqueeze(1)], 1)
-            self.bar_frets = torch.where((joins & (f > 0)).unsqueeze(1), shifted, self.bar_frets)
         before_end, before_pitch = self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0]
         self.hammer_ok = torch.where(records, self._hammer_from(before_end, before_pitch), self.hammer_ok)
         self.string_end.scatter_(1, k, torch.where(takes, self.pending_end, before_end).unsqueeze(1))
         self.string_free.scatter_(1, k, torch.where(takes, self.pending_free, self.string_free.gather(1, k)[:, 0])
                                   .unsqueeze(1))
         self.string_pitch.scatter_(1, k, torch.where(takes, self.pending, before_pitch).unsqueeze(1))
-
-    def implied_string(self) -> torch.Tensor:
-        """(B,) the string (index) the pending note is on where its tokens name none: its lowest-fret string (layout
-        3), or the one its bar implies (layout 4, `BarHand`): the string the pitch took last in the bar, else an
-        open string where the pitch is one and the hand (the mean of the bar's last fretted frets) is at fret
-        OPEN_UP_TO or lower, else the fretted string nearest the hand (ties: the lower fret, then the lower
-        string), else the lowest-fret string (no fretted note in the bar yet, or no string plays the pitch)."""
-        lowest = self.lowest[self.pending]
-        if not self.bar_hand:
-            return lowest
-        F = self.raw_frets[self.pending]  # (B, n)
-        played = self.bar_string.gather(1, self.pending.unsqueeze(1))[:, 0] - 1  # (B,) -1: not in this bar yet
-        count = (self.bar_frets > 0).sum(1, keepdim=True)  # (B, 1) fretted notes the hand is read from
-        total = self.bar_frets.sum(1, keepdim=True)  # count x the hand
-        opens = F == 0
-        first_open = opens.long().argmax(1)
-        # |fret - hand| x count, then the fret: the nearest fretted string, ties to the lower fret and string
-        nearest = torch.where(F > 0, (F * count - total).abs() * 1024 + F, 1 << 40).argmin(1)
-        use_open = opens.any(1) & ((total[:, 0] <= OPEN_UP_TO * count[:, 0]) | ~(F > 0).any(1))
-        hand = torch.where(use_open, first_open, nearest)
-        hand = torch.where((count[:, 0] == 0) | ~(F >= 0).any(1), lowest, hand)
-        return torch.where(played >= 0, played, hand)
 
     def _hammer_from(self, before_end: torch.Tensor, before_pitch: torch.Tensor) -> torch.Tensor:
         """(B,) may the pending note carry Tech_Hammer, given the earlier note on its string (its end and pitch, (B,)):
@@ -335,7 +289,7 @@ class StringState:
         lowest-fret string, as `update` records it once the next token is not a String."""
         if due is None:
             return self.string_free, self.string_pitch
-        k = self.implied_string().unsqueeze(1)  # (B, 1)
+        k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
         free = self.string_free.scatter(1, k, torch.where(due, self.pending_free, self.string_free.gather(1, k)[:, 0])
                                         .unsqueeze(1))
         pitch = self.string_pitch.scatter(1, k, torch.where(due, self.pending, self.string_pitch.gather(1, k)[:, 0])
@@ -363,14 +317,11 @@ class StringState:
             ok = self.strings_allowed(now)
             if not self.implied:
                 return ok, None
-            k = implied.unsqueeze(1)  # (B, 1)
+            k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
             lowest_ok = ok.gather(1, k)[:, 0]
             return ok.scatter_(1, k, False), lowest_ok
 
-        implied = self.implied_string() if self.implied else None
-        # layout 4's implied string is state of its own (layout 3's follows from the pending pitch)
-        key = [self.pending.unsqueeze(1)] + ([implied.unsqueeze(1)] if self.bar_hand else [])
-        state = torch.cat([*key, self._ringing(now, (self.string_free, self.string_pitch))], 1)
+        state = torch.cat([self.pending.unsqueeze(1), self._ringing(now, (self.string_free, self.string_pitch))], 1)
         return self._remembered("string", state, make)
 
     def hammer_allowed(self, due: torch.Tensor | None = None) -> torch.Tensor:
@@ -378,7 +329,7 @@ class StringState:
         `due` (B,) bool, layout 3: rows right after a Duration, where the note is on its lowest-fret string."""
         if due is None:
             return self.hammer_ok
-        k = self.implied_string().unsqueeze(1)
+        k = self.lowest[self.pending].unsqueeze(1)
         here = self._hammer_from(self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0])
         return torch.where(due, here, self.hammer_ok)
 
