@@ -22,7 +22,7 @@ class SamplingParams:
     up to 2 rows (a riff, a guided one), where it pays: about 1.6x the eager speed of a 16-bar riff at one row, after
     seconds of compiling once per process and batch shape; more rows decode eagerly. On CUDA, the step compiled
     (inductor's fused kernels) and then captured in the CUDA graph (`compiled.HeldStep`), for any batch; not yet
-    measured against the plain captured step (scripts/gpu_checks.sh speed runs bench_sample's `--compile` there).
+    measured against the plain captured step (`scripts/gpu_checks.sh compiled` measures it).
     `guidance`: classifier-free guidance for a call given an unconditioned twin prompt (`generate(..., guide=)`):
     each step's logits are c + guidance * (c - u), c the prompt's and u the twin's; 0 is off."""
 

@@ -22,7 +22,7 @@ from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import dedupe_by_time, no_guitar, no_notes, part_name, sounding, time_limit
 from guitarformer.readers.bcfz import gpx_file
-from guitarformer.readers.gp_notes import GP_GUITAR, DEFAULT_VELOCITY, DYNAMICS, Row, build_part, extend_tie, gp_role
+from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, GP_GUITAR, Row, build_part, extend_tie, gp_role
 from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_gpif
 from guitarformer.readers.xml_safety import parse_xml, zip_member
 
