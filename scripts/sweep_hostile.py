@@ -4,6 +4,8 @@ memory (max RSS of the process tree), exit status, the last line it printed, and
 
 Entry points, driven as a user would (subprocesses, so the sweep does not depend on where the code lives):
   tab        python -m guitarformer tab FILE
+  tab-gp5    python -m guitarformer tab FILE --tracks all --out OUT.gp5  (every part through the writers: a name
+             Guitar Pro 5 cannot hold crashed them once)
   infill     python -m guitarformer infill FILE --bars 1-1 --out OUT.mid  (the file is read before any run is
              looked for; a readable one ends in "no run", one line)
   sample     python -m guitarformer sample --prompt FILE --run RUN  (only with --run)
@@ -12,6 +14,8 @@ Entry points, driven as a user would (subprocesses, so the sweep does not depend
   prepare    python -m guitarformer prepare FOLDER (every case at once): one manifest line each
 
     PYTHONPATH=. python scripts/sweep_hostile.py [--run RUN] [--shared ../shared/data/guitar] [--out table.md]
+    PYTHONPATH=. python scripts/sweep_hostile.py --real 0    # instead: every real file of the shared folder as it
+                                                             # is (--real N: N of each format)
 
 Limits asserted: under 2 GB and 60 s per case, one line and a non-zero exit (or a manifest line), no traceback.
 Each process also runs under a 4 GB address-space cap, so a regression cannot take the machine.
@@ -22,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,7 +99,24 @@ def real_sources(shared: Path) -> list[Path]:
     return files
 
 
-def all_cases(folder: Path, shared: Path, kinds: list[str]) -> list[Case]:
+REAL_SUFFIXES = (".gp3", ".gp4", ".gp5", ".gp", ".gpx", ".txt", ".mid", ".xml")
+
+
+def real_files(shared: Path, per_format: int) -> list[Case]:
+    """Real files as they are, `per_format` of each suffix (0: every one), in a fixed shuffled order."""
+    cases = []
+    for suffix in REAL_SUFFIXES:
+        found = sorted(p for p in shared.rglob(f"*{suffix}") if p.is_file())
+        random.Random(0).shuffle(found)
+        cases += [Case(str(p.relative_to(shared)), p, "real file") for p in found[:per_format or None]]
+    return cases
+
+
+def all_cases(folder: Path, shared: Path, kinds: list[str], real: int | None = None) -> list[Case]:
+    """The hostile cases and the damaged copies of one real file of each format (`kinds`; none with `real` set),
+    and with `real` real files as they are (`real_files`)."""
+    if real is not None:
+        return real_files(shared, real) if shared.is_dir() else []
     cases = write_cases(folder / "hostile")
     mutated = folder / "mutated"
     mutated.mkdir()
@@ -112,6 +135,8 @@ def sweep(cases: list[Case], run_dir: Path | None, work: Path) -> list[Result]:
     py = sys.executable
     for c in cases:
         entries = {"tab": [py, "-m", "guitarformer", "tab", str(c.path)],
+                   "tab-gp5": [py, "-m", "guitarformer", "tab", str(c.path), "--tracks", "all", "--out",
+                               str(work / "tab.gp5")],
                    "infill": [py, "-m", "guitarformer", "infill", str(c.path), "--bars", "1-1", "--out",
                               str(work / "filled.mid")],
                    "api": [py, "-c", API, str(c.path)],
@@ -127,12 +152,17 @@ def sweep(cases: list[Case], run_dir: Path | None, work: Path) -> list[Result]:
     return results
 
 
+def _copy_name(k: int, c: Case) -> str:
+    return f"copy-{k}-{c.path.name}"
+
+
 def sweep_prepare(cases: list[Case], work: Path) -> tuple[Result, dict[str, dict]]:
     folder = work / "all"
     folder.mkdir()
-    for c in cases:
-        (folder / c.path.name).symlink_to(c.path.resolve())  # a symlink out of the folder: reported, not followed
-        os.link(c.path, folder / f"copy-{c.path.parent.name}-{c.path.name}")
+    for k, c in enumerate(cases):
+        # a symlink out of the folder (reported, not followed), and a copy
+        (folder / f"{k}-{c.path.name}").symlink_to(c.path.resolve())
+        shutil.copyfile(c.path, folder / _copy_name(k, c))
     rc, seconds, peak, last, tb = run([sys.executable, "-m", "guitarformer", "prepare", str(folder), "--out",
                                       str(work / "ds"), "--workers", "2"], work)
     lines = {}
@@ -147,7 +177,7 @@ def table(results: list[Result], prep: Result, lines: dict, cases: list[Case]) -
     for r in results:
         out.append(f"| {r.case} | {r.entry} | {r.rc} | {r.seconds:.1f} | {r.peak_mb:.0f} | "
                    f"{'**traceback** ' if r.traceback else ''}{r.last[:110].replace('|', '/')} |")
-    missing = [c.name for c in cases if f"copy-{c.path.parent.name}-{c.path.name}" not in lines]
+    missing = [c.name for k, c in enumerate(cases) if _copy_name(k, c) not in lines]
     bad = [r for r in results if not r.ok]
     worst_mb = max(r.peak_mb for r in results)
     worst_s = max(r.seconds for r in results)
@@ -169,10 +199,12 @@ def main() -> int:
     ap.add_argument("--only", default="", help="run only the cases whose name contains one of these (comma-separated)")
     ap.add_argument("--mutations", default="cut2of4,flip10,flip100",
                     help="which damaged copies of each real file (of cut1of4..cut3of4, flip1, flip10, flip100)")
+    ap.add_argument("--real", type=int, default=None,
+                    help="instead: real files of the shared folder as they are, this many per format (0: all)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        cases = all_cases(work, args.shared, args.mutations.split(","))
+        cases = all_cases(work, args.shared, args.mutations.split(","), args.real)
         if args.only:
             cases = [c for c in cases if any(k in c.name for k in args.only.split(","))]
         results = sweep(cases, args.run, work)
