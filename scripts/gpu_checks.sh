@@ -11,7 +11,8 @@
 #                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); gpu_profile_step.py's
 #                                      # tables into $LOG; writes the section of
 #                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
-#   bash scripts/gpu_checks.sh compiled # #28, ~3-4 min: the step compiled, then captured (SamplingParams(compile=True)
+#   bash scripts/gpu_checks.sh compiled # #28, ~3-4 min, WHL=.whl-speed as the speed stage: the step compiled, then
+#                                      # captured (SamplingParams(compile=True)
 #                                      # on CUDA: tests, decoder-base and the shipped model at batch 1 and 32 vs the plain
 #                                      # captured step and HF) and a 16-bar riff from the command to the files on the
 #                                      # GPU and the CPU; writes docs/BENCH_GPU.md between its compiled markers

@@ -3,8 +3,8 @@
 # of ../shared/tools/gpu-wheels.sh (in .whl/, run it first) less music21 and pretty_midi (the speed stage reads and
 # writes no files, and the carried tree is limited to 64 MiB), plus transformers and what it imports (HF GPT-2, the
 # bench scripts' peer), pytest (the GPU tests) and defusedxml (imported by guitarformer's readers). The GPU image's
-# numpy, click, pyyaml and tqdm are kept. Then, for the speed stage: carry [".whl-speed"] and run
-#   WHL=.whl-speed bash scripts/gpu_checks.sh speed
+# numpy, click, pyyaml and tqdm are kept. Then, for the speed and compiled stages: carry [".whl-speed"] and run
+#   WHL=.whl-speed bash scripts/gpu_checks.sh speed      (or: compiled; `sample` needs neither music21 nor pretty_midi)
 # (the other stages keep WHL=.whl and carry [".whl"]).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
