@@ -221,6 +221,12 @@ def _held_step_logits(kind: str, device: str) -> None:
             assert cache.length == 20 - start and int(cache.pos) == 20 - start
             torch.testing.assert_close(torch.cat(logits, 1), run(model, src, tgt[:, start:]), atol=1e-4, rtol=1e-4)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    from guitarformer.errors import GuitarformerError
+
+    broken = HeldStep(step)
+    broken.fn = lambda *a: (_ for _ in ()).throw(RuntimeError("triton: no C compiler"))
+    with pytest.raises(GuitarformerError, match="no C compiler.*Triton on a GPU"):
+        broken(tgt[:, :1], cache)
 
 
 @pytest.mark.usefixtures("cxx")
