@@ -270,3 +270,24 @@ def test_palm_mute_line_marks_the_notes_under_it(tmp_path):
 def test_multi_digit_frets_only_where_plausible(body, frets):
     notes, _, _ = _parse_line(body)
     assert [f for _, f, _ in notes] == frets
+
+
+def test_lines_whose_first_column_is_a_fret_after_a_labelled_space(tmp_path):
+    """Classtab writes some tabs as "G 2---|--0-": a label, a space, and the first column's fret. Those lines are
+    string lines too (three classtab files were refused as "bass/mandolin/ukulele tab" for it); a label and a
+    number without the dashes of a tab line still are not."""
+    text = ("Moon\n\nA 2 bar intro, then the tune\n\n"
+            "E ----0-3-|0-------|\n"
+            "B --3-----|----3---|\n"
+            "G 2-------|2-------|\n"
+            "D --------|--------|\n"
+            "A --------|--------|\n"
+            "E --------|3-------|\n")
+    (tmp_path / "moon.txt").write_text(text)
+    (gs,) = read_ascii_tab(tmp_path / "moon.txt")
+    assert gs.tuning == STANDARD_TUNING
+    onsets = {}
+    for n, (s, f) in zip(gs.track.notes, gs.frets):
+        onsets.setdefault(n.time, []).append((s, f))
+    assert [sorted(v) for _, v in sorted(onsets.items())] == [[(3, 2)], [(2, 3)], [(1, 0)], [(1, 3)],
+                                                             [(1, 0), (3, 2), (6, 3)], [(2, 3)]]
