@@ -272,17 +272,24 @@ def test_multi_digit_frets_only_where_plausible(body, frets):
     assert [f for _, f, _ in notes] == frets
 
 
-def test_lines_whose_first_column_is_a_fret_after_a_labelled_space(tmp_path):
-    """Classtab writes some tabs as "G 2---|--0-": a label, a space, and the first column's fret. Those lines are
-    string lines too (three classtab files were refused as "bass/mandolin/ukulele tab" for it); a label and a
-    number without the dashes of a tab line still are not."""
+def test_lines_that_start_with_a_fret_a_repeat_dot_or_ring_on(tmp_path):
+    """Classtab writes string lines that start with the first column's fret after the label and a space ("G 2---"), or
+    with a repeat's dots after the label ("E*--3-"), and lets notes ring with "~~~~": all string lines (eight shared
+    classtab tabs lost staves or were refused as "bass/mandolin/ukulele tab" for them). A label and a number without
+    the dashes of a tab line ("A 2 bar intro") is still text."""
     text = ("Moon\n\nA 2 bar intro, then the tune\n\n"
             "E ----0-3-|0-------|\n"
             "B --3-----|----3---|\n"
             "G 2-------|2-------|\n"
             "D --------|--------|\n"
             "A --------|--------|\n"
-            "E --------|3-------|\n")
+            "E --------|3-------|\n\n"
+            "E*--------------|\n"
+            "B*--1-----------|\n"
+            "G*--------------|\n"
+            "D*0~~~~~~~~-----|\n"
+            "A*--------------|\n"
+            "E*--------------|\n")
     (tmp_path / "moon.txt").write_text(text)
     (gs,) = read_ascii_tab(tmp_path / "moon.txt")
     assert gs.tuning == STANDARD_TUNING
@@ -290,4 +297,4 @@ def test_lines_whose_first_column_is_a_fret_after_a_labelled_space(tmp_path):
     for n, (s, f) in zip(gs.track.notes, gs.frets):
         onsets.setdefault(n.time, []).append((s, f))
     assert [sorted(v) for _, v in sorted(onsets.items())] == [[(3, 2)], [(2, 3)], [(1, 0)], [(1, 3)],
-                                                             [(1, 0), (3, 2), (6, 3)], [(2, 3)]]
+                                                             [(1, 0), (3, 2), (6, 3)], [(2, 3)], [(4, 0)], [(2, 1)]]

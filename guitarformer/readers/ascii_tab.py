@@ -51,13 +51,13 @@ from guitarformer.readers.limits import ReadLimits, too_much_text
 
 _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # A string's line: its label (optional: "e", "F#", "E4|", an octave only right before the bar line: "C2----" is a
-# barre mark, not a string), then the line itself from a bar line, a dash or a bracket, or, after a label and a
-# space ("G 2---|--0-"), from the fret its first column holds.
+# barre mark, not a string), then the line itself from a bar line, a dash or a bracket, or after a label from a
+# repeat's dot ("E*||--14-") or, past a space, the fret its first column holds ("G 2---|--0-").
 _LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?(?:[0-8](?=\s*\|))?)?\s*:?\s*"
-                    r"(?=[|\-\[]|(?(label)(?<=\s)\d|(?!)))")
+                    r"(?=[|\-\[]|(?(label)(?:\*|(?<=\s)\d)|(?!)))")
 # Notes in one text: the largest real tabs hold about 20,000; a 400,000-column staff of notes took 20 s and 700 MB.
 MAX_TAB_NOTES = 100_000
-_TAB_CHARS = set("-|0123456789=*o:")  # "=" sustain and "*"/"o" repeat dots in classtab
+_TAB_CHARS = set("-|0123456789=*o:~")  # "=" sustain, "*"/"o" repeat dots in classtab, "~" vibrato (let ring)
 _NOTE_NAME = r"[A-Ga-g](?:#|b)?"
 # "time sig: 3/8", "Time Signature - 6/8", "Time: 3/4" (the header guitarformer writes)
 _TIME_SIG = re.compile(r"\btime(?:[ -]*sig(?:nature)?\.?)?\s*[:=-]?\s*(\d{1,2})\s*/\s*(\d{1,2})\b"
