@@ -298,3 +298,13 @@ def test_lines_that_start_with_a_fret_a_repeat_dot_or_ring_on(tmp_path):
         onsets.setdefault(n.time, []).append((s, f))
     assert [sorted(v) for _, v in sorted(onsets.items())] == [[(3, 2)], [(2, 3)], [(1, 0)], [(1, 3)],
                                                              [(1, 0), (3, 2), (6, 3)], [(2, 3)], [(4, 0)], [(2, 1)]]
+
+
+def test_a_windows_text_whose_dashes_are_em_dashes(tmp_path):
+    """An older tab in cp1252 whose filler is the em dash byte (0x97): not UTF-8, so it is read as Windows text and
+    its dashes count (classtab's robles_el_condor_pasa was refused as text without a tab staff)."""
+    lines = ["e|\x97\x970\x97\x97|", "B|\x97\x97\x97\x971|", "G|\x97\x97\x97\x97\x97|", "D|\x97\x97\x97\x97\x97|",
+             "A|\x97\x97\x97\x97\x97|", "E|3\x97\x97\x97\x97|"]
+    (tmp_path / "condor.txt").write_bytes(("Caf\xe9 tab\n\n" + "\n".join(lines) + "\n").encode("latin-1"))
+    (gs,) = read_ascii_tab(tmp_path / "condor.txt")
+    assert sorted(gs.frets) == [(1, 0), (2, 1), (6, 3)]

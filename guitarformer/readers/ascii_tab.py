@@ -312,7 +312,7 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     size = path.stat().st_size
     if limits.max_text_mb and size > limits.max_text_mb * (1 << 20):
         raise too_much_text(path.name, "the tab", size, limits)
-    lines = path.read_text(encoding="utf-8", errors="replace").replace("\t", "    ").splitlines()
+    lines = _text(path.read_bytes()).replace("\t", "    ").splitlines()
     title = _title(lines, path.stem)
     sections = _version_sections(lines)
     if sections is None:
@@ -335,6 +335,17 @@ def read_ascii_tab(path) -> list[GuitarScore]:
 # Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
 # "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
 # line of asterisks (the versions themselves are separated by two such lines).
+def _text(raw: bytes) -> str:
+    """A tab file's text: UTF-8, or where it is not, Windows' cp1252 (older tabs', whose dashes may be the em dash
+    byte 0x97); an em or en dash counts as a tab line's dash."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("cp1252", errors="replace")
+    return text.translate(_DASHES)
+
+
+_DASHES = {0x2014: "-", 0x2013: "-"}
 _VERSION_LINE = re.compile(r"^\s*-?\s*(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])|(?P<count>\d)\s+versions\b)",
                            re.I)  # not "Version 2.0" (a revision)
 _STARS = re.compile(r"^\s*\*{20,}\s*$")
