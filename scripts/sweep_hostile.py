@@ -113,8 +113,8 @@ def real_files(shared: Path, per_format: int) -> list[Case]:
 
 
 def all_cases(folder: Path, shared: Path, kinds: list[str], real: int | None = None) -> list[Case]:
-    """The hostile cases and the damaged copies of one real file of each format (`kinds`; none with `real` set),
-    and with `real` real files as they are (`real_files`)."""
+    """The hostile cases and the damaged copies (`kinds`) of one real file of each format; with `real` set, instead
+    real files as they are (`real_files`)."""
     if real is not None:
         return real_files(shared, real) if shared.is_dir() else []
     cases = write_cases(folder / "hostile")

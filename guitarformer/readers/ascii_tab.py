@@ -332,9 +332,6 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     return out
 
 
-# Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
-# "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
-# line of asterisks (the versions themselves are separated by two such lines).
 def _text(raw: bytes) -> str:
     """A tab file's text: UTF-8, or where it is not, Windows' cp1252 (older tabs', whose dashes may be the em dash
     byte 0x97); an em or en dash counts as a tab line's dash."""
@@ -346,6 +343,10 @@ def _text(raw: bytes) -> str:
 
 
 _DASHES = {0x2014: "-", 0x2013: "-"}
+
+# Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
+# "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
+# line of asterisks (the versions themselves are separated by two such lines).
 _VERSION_LINE = re.compile(r"^\s*-?\s*(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])|(?P<count>\d)\s+versions\b)",
                            re.I)  # not "Version 2.0" (a revision)
 _STARS = re.compile(r"^\s*\*{20,}\s*$")
