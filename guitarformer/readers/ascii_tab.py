@@ -46,7 +46,7 @@ import symusic
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING, TPQ, TUNINGS
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import add_pitch_bends, bend_points, sounding
+from guitarformer.readers.base import add_pitch_bends, bend_points, sounding, tab_text
 from guitarformer.readers.limits import ReadLimits, too_much_text
 
 _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
@@ -312,7 +312,7 @@ def read_ascii_tab(path) -> list[GuitarScore]:
     size = path.stat().st_size
     if limits.max_text_mb and size > limits.max_text_mb * (1 << 20):
         raise too_much_text(path.name, "the tab", size, limits)
-    lines = _text(path.read_bytes()).replace("\t", "    ").splitlines()
+    lines = tab_text(path.read_bytes()).replace("\t", "    ").splitlines()
     title = _title(lines, path.stem)
     sections = _version_sections(lines)
     if sections is None:
@@ -331,18 +331,6 @@ def read_ascii_tab(path) -> list[GuitarScore]:
         raise skipped
     return out
 
-
-def _text(raw: bytes) -> str:
-    """A tab file's text: UTF-8, or where it is not, Windows' cp1252 (older tabs', whose dashes may be the em dash
-    byte 0x97); an em or en dash counts as a tab line's dash."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("cp1252", errors="replace")
-    return text.translate(_DASHES)
-
-
-_DASHES = {0x2014: "-", 0x2013: "-"}
 
 # Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
 # "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a

@@ -81,6 +81,16 @@ def part_name(path: Path, track_name: str, n_parts: int) -> str:
     return f"{path.stem} [{track_name}]" if track_name and n_parts > 1 else path.stem
 
 
+def tab_text(raw: bytes) -> str:
+    """A text tab's text: UTF-8, or where it is not, Windows' cp1252 (older tabs', whose dashes may be the em dash
+    byte 0x97); an em or en dash counts as a tab line's dash."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("cp1252", errors="replace")
+    return text.translate({0x2014: "-", 0x2013: "-"})
+
+
 def no_guitar(n_tracks: int, tracks: str = "guitar", guitar: str = "programs 24-31",
               pitched: int | None = None) -> SkipFile:
     """Nothing to read as `tracks` asks: no guitar track (`guitar`: what counts as one in the format), or, with
