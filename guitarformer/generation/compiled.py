@@ -34,11 +34,16 @@ def _first_line(e: Exception) -> str:
     return (text.splitlines()[0] if text else "")[:200]
 
 
-def _compiler_error(e: Exception) -> GuitarformerError:
-    return GuitarformerError(
-        f"could not compile the decoding step ({type(e).__name__}: {_first_line(e)})",
-        "torch.compile needs a C++ compiler (g++ or clang) on a CPU, Triton on a GPU; install one, or sample without "
-        "--compile")
+def _first_call(fn, *args) -> Tensor:
+    """`fn(*args)` for the first time, which compiles (or finds the graph of an earlier call): inductor needs a
+    compiler on the machine (C++ on a CPU, Triton on a GPU), and without one the user gets what to install."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise GuitarformerError(
+            f"could not compile the decoding step ({type(e).__name__}: {_first_line(e)})",
+            "torch.compile needs a C++ compiler (g++ or clang) on a CPU, Triton on a GPU; install one, or sample "
+            "without --compile") from e
 
 
 class HeldStep:
@@ -58,10 +63,7 @@ class HeldStep:
         try:
             if self.compiled:
                 return self.fn(tokens, cache)
-            try:
-                out = self.fn(tokens, cache)
-            except Exception as e:  # inductor needs a compiler (C++ on a CPU, Triton on a GPU)
-                raise _compiler_error(e) from e
+            out = _first_call(self.fn, tokens, cache)
             self.compiled = True
             return out
         finally:
@@ -104,10 +106,7 @@ class CompiledStep:
             if self.checked:  # the cache, model and shapes the first call's guards checked: ~30 µs a step less
                 with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
                     return self.fn(self.tokens.copy_(tokens), cache)
-            try:
-                out = self.fn(self.tokens.copy_(tokens), cache)
-            except Exception as e:  # inductor needs a C++ compiler on the machine
-                raise _compiler_error(e) from e
+            out = _first_call(self.fn, self.tokens.copy_(tokens), cache)
             self.checked = True
             return out
         finally:
