@@ -186,6 +186,18 @@ class Grammar:
         self.bar_at, self.time_at = _cut(self.bar_cols), _cut(self.time_cols)
         self.string_at, self.note_end_at = _cut(self.string_cols), _cut(self.note_end_cols)
         self.pitch_val_at, self.off_val_at = _cut(self.pitch_cols_val), _cut(self.off_cols_val)
+        self._derived: dict[tuple, object] = {}  # `derived`'s tables
+
+    def derived(self, key: tuple, build):
+        """`build()`, made once per grammar and `key`: the read-only tables a constraint's parts derive from the
+        tokenizer and the guitar (timing.TimeState's tick tables, strings.StringState's per-pitch ones). Building
+        them is Python loops over the vocabulary and the pitches, ~3 ms a constraint (~0.5 ms more per small tensor
+        op when torch has 2 threads and a core is busy); the grammar itself is kept per tokenizer (`of`), so a
+        process's later riffs find them built. Two threads building at once build the same tables."""
+        got = self._derived.get(key)
+        if got is None:
+            got = self._derived.setdefault(key, build())
+        return got
 
     def kinds(self, tokens: list[int]) -> int:
         """The kinds (bits) among these tokens: 0 when none of them changes the guitar state."""

@@ -72,6 +72,51 @@ def _memos(guitar: tuple) -> dict:
         return got
 
 
+def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int, region: tuple[int, int] | None,
+            dev: torch.device) -> dict[str, object]:
+    """StringState's read-only tables for this guitar, by attribute name (the class docstring and the uses say what
+    each holds): W (129, windows) whether pitch p needs a string inside window w, its transpose Wt, unplayable (129,),
+    win_size; with tab tokens fits (129, nS), frets (129, nS: -1 where it cannot play), named, frets_named,
+    open_named, plays_named, cols; with layout 3 lowest (129,)."""
+    t: dict[str, object] = {}
+    opens = sorted(tuning)
+    n = len(opens)
+    windows = [(i, j) for i in range(n) for j in range(i, n)]
+    W = torch.zeros(NO_PITCH + 1, len(windows))  # (129, windows): pitch p needs a string inside window w
+    unplayable = torch.ones(NO_PITCH + 1, dtype=torch.bool)
+    for p in range(NO_PITCH):
+        fits = [s for s in range(n) if opens[s] + capo <= p <= opens[s] + max_fret]
+        if fits:
+            unplayable[p] = False
+            a, b = fits[0], fits[-1]
+            for w, (i, j) in enumerate(windows):
+                W[p, w] = float(i <= a and b <= j)
+    t["W"], t["Wt"], t["unplayable"] = W.to(dev), W.t().contiguous().to(dev), unplayable.to(dev)
+    t["win_size"] = torch.tensor([j - i + 1 for i, j in windows], dtype=torch.float, device=dev)
+    if grammar.tab:  # fits[p, k]: tab string k+1 (open pitch tuning[n-1-k]) can play pitch p
+        fits = torch.zeros(NO_PITCH + 1, len(grammar.string_cols), dtype=torch.bool)
+        for k in range(min(n, fits.shape[1])):
+            fret = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH + 1)])
+            fits[:, k] = (fret >= 0) & (fret + capo <= max_fret)  # frets count from the nut here
+            fits[NO_PITCH, k] = False
+            if region is not None:  # an asked hand position: frets in it, or the open string
+                fits[:, k] &= (fret == 0) | ((fret >= region[0]) & (fret <= region[1]))
+        named = t["named"] = min(n, fits.shape[1])  # strings a String token can name
+        frets = torch.full((NO_PITCH + 1, fits.shape[1]), -1, dtype=torch.long)  # (129, nS), -1: cannot play
+        for k in range(named):
+            frets[:NO_PITCH, k] = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH)])
+        t["frets"] = frets.masked_fill(~fits, -1).to(dev)
+        t["fits"] = fits.to(dev)  # (129, nS)
+        # `_playable`'s constant side: (129, named) frets, whether they are open strings or play at all
+        frets_named = t["frets_named"] = t["frets"][:, :named].contiguous()
+        t["open_named"], t["plays_named"] = frets_named == 0, frets_named >= 0
+        t["cols"] = torch.arange(named, device=dev)
+    if grammar.implied:
+        t["lowest"] = torch.tensor([lowest_fret_string(tuning, capo, p) - 1 for p in range(NO_PITCH + 1)],
+                                   dtype=torch.long).clamp(0, n - 1).to(dev)
+    return t
+
+
 class StringState:
     """Per-row string slots: `slot_end` (B, n) the tick each slot's note ends (NEVER: open until its NoteOff),
     `slot_pitch` (B, n) its pitch (NO_PITCH: never used), `pending` (B,) a pitch waiting for its Duration.
@@ -98,46 +143,16 @@ class StringState:
         self.guitar = (grammar, tuple(tuning), capo, max_fret, region)  # what `_remembered`'s answers are shared by
         self.grace = grace if self.tab else 0  # without names, overlapping notes would decode as two at once
         self.note_on_holds = grammar.kind == "MIDILike"  # a NoteOn takes its string at once, until its NoteOff
-        opens = sorted(tuning)
-        n = self.n_strings = len(opens)
-        windows = [(i, j) for i in range(n) for j in range(i, n)]
-        W = torch.zeros(NO_PITCH + 1, len(windows))  # (129, windows): pitch p needs a string inside window w
-        unplayable = torch.ones(NO_PITCH + 1, dtype=torch.bool)
-        for p in range(NO_PITCH):
-            fits = [s for s in range(n) if opens[s] + capo <= p <= opens[s] + max_fret]
-            if fits:
-                unplayable[p] = False
-                a, b = fits[0], fits[-1]
-                for w, (i, j) in enumerate(windows):
-                    W[p, w] = float(i <= a and b <= j)
+        self.n_strings = len(tuning)
         dev = torch.device(device)
-        self.W, self.Wt, self.unplayable = W.to(dev), W.t().contiguous().to(dev), unplayable.to(dev)
-        self.win_size = torch.tensor([j - i + 1 for i, j in windows], dtype=torch.float, device=dev)
-        if self.tab:  # fits[p, k]: tab string k+1 (open pitch tuning[n-1-k]) can play pitch p
-            fits = torch.zeros(NO_PITCH + 1, len(grammar.string_cols), dtype=torch.bool)
-            for k in range(min(n, fits.shape[1])):
-                fret = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH + 1)])
-                fits[:, k] = (fret >= 0) & (fret + capo <= max_fret)  # frets count from the nut here
-                fits[NO_PITCH, k] = False
-                if region is not None:  # an asked hand position: frets in it, or the open string
-                    fits[:, k] &= (fret == 0) | ((fret >= region[0]) & (fret <= region[1]))
-            self.named = min(n, fits.shape[1])  # strings a String token can name
-            frets = torch.full((NO_PITCH + 1, fits.shape[1]), -1, dtype=torch.long)  # (129, nS), -1: cannot play
-            for k in range(self.named):
-                frets[:NO_PITCH, k] = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH)])
-            self.frets = frets.masked_fill(~fits, -1).to(dev)
-            self.fits = fits.to(dev)  # (129, nS)
-            # `_playable`'s constant side, made once: (129, named) frets, whether they are open strings or play at all
-            self.frets_named = self.frets[:, :self.named].contiguous()
-            self.open_named, self.plays_named = self.frets_named == 0, self.frets_named >= 0
-            self.cols = torch.arange(self.named, device=dev)
+        # The read-only tables, per pitch (W, Wt, unplayable, win_size; with tab tokens fits, frets, named, ...; layout
+        # 3 lowest): made once per grammar and guitar (`Grammar.derived`), shared by every constraint for that guitar.
+        vars(self).update(grammar.derived(("strings", tuple(tuning), capo, max_fret, region, str(dev)),
+                                          lambda: _tables(grammar, tuple(tuning), capo, max_fret, region, dev)))
         # Layout 3: the string a note without a String token is on (the tokenizer's own rule, whatever the frets or
         # region allow: where that string may not take the note, the note must name another one).
         self.implied = grammar.implied
         self.awaiting = False
-        if self.implied:
-            self.lowest = torch.tensor([lowest_fret_string(tuple(tuning), capo, p) - 1 for p in range(NO_PITCH + 1)],
-                                       dtype=torch.long).clamp(0, n - 1).to(dev)
 
     def reset(self, B: int, device: torch.device) -> None:
         """Every string free."""

@@ -22,34 +22,8 @@ class TimeState:
     def __init__(self, tokenizer, grammar: Grammar, device: torch.device | str = "cpu") -> None:
         self.grammar = g = grammar
         self.remi = g.kind == "REMI"
-        V, types, values = g.V, g.types, g.values
-        tpb_per_den = ticks_per_beat(tokenizer)
-        tpbs = sorted(set(tpb_per_den.values()))
-        index = {tpb: k for k, tpb in enumerate(tpbs)}
-        ticks = torch.zeros(len(tpbs), V, dtype=torch.long)
-        for k, tpb in enumerate(tpbs):
-            table = duration_ticks(tokenizer, tpb)
-            for i, (t, v) in enumerate(zip(types, values)):
-                if t in ("Duration", "TimeShift") and v in table:
-                    ticks[k, i] = table[v]
-        # Time signatures: ticks per beat (as index), ticks per position (REMI), bar length in ticks.
-        npb = int(getattr(tokenizer.config, "max_num_pos_per_beat", 8) or 8)
-        ts_tpb, ts_bar = torch.zeros(V, dtype=torch.long), torch.zeros(V, dtype=torch.long)
-        ts_tpp = torch.ones(V, dtype=torch.long)
-        for i, (t, v) in enumerate(zip(types, values)):
-            if t == "TimeSig":
-                num, den = (int(x) for x in v.split("/"))
-                tpb = tpb_per_den[den]
-                ts_tpb[i], ts_bar[i], ts_tpp[i] = index[tpb], num * tpb, max(tpb // npb, 1)
-        tpb4 = tpb_per_den.get(4, tokenizer.time_division)
-        self.default = (index.get(tpb4, 0), 4 * tpb4, max(tpb4 // npb, 1))  # 4/4 until a TimeSig says otherwise
-
-        dev = torch.device(device)
-        self.ticks = ticks.to(dev)  # (n_tpb, V)
-        self.min_step = ticks.masked_fill(ticks <= 0, NEVER).min(1).values.to(dev)  # (n_tpb,) shortest non-zero step
-        self.ts_tpb, self.ts_bar, self.ts_tpp = ts_tpb.to(dev), ts_bar.to(dev), ts_tpp.to(dev)
-        self.dur_ticks = self.ticks[:, g.dur_cols]  # (n_tpb, nD)
-        self.shift_ticks = self.ticks[:, g.shift_cols]  # (n_tpb, nS)
+        (self.ticks, self.min_step, self.ts_tpb, self.ts_bar, self.ts_tpp, self.default, self.dur_ticks,
+         self.shift_ticks) = g.derived(("time", str(device)), lambda: _tables(tokenizer, g, torch.device(device)))
 
     # ------------------------------------------------------------ state
 
@@ -183,3 +157,32 @@ class TimeState:
         the limit becomes EOS, and a riff must not end empty)."""
         assert self.max_bars is not None
         return self.started | self.bars_to_open()
+
+
+def _tables(tokenizer, g: Grammar, dev: torch.device) -> tuple:
+    """TimeState's read-only tables (its __init__ names them), from the tokenizer's time line."""
+    V, types, values = g.V, g.types, g.values
+    tpb_per_den = ticks_per_beat(tokenizer)
+    tpbs = sorted(set(tpb_per_den.values()))
+    index = {tpb: k for k, tpb in enumerate(tpbs)}
+    ticks = torch.zeros(len(tpbs), V, dtype=torch.long)
+    for k, tpb in enumerate(tpbs):
+        table = duration_ticks(tokenizer, tpb)
+        for i, (t, v) in enumerate(zip(types, values)):
+            if t in ("Duration", "TimeShift") and v in table:
+                ticks[k, i] = table[v]
+    # Time signatures: ticks per beat (as index), ticks per position (REMI), bar length in ticks.
+    npb = int(getattr(tokenizer.config, "max_num_pos_per_beat", 8) or 8)
+    ts_tpb, ts_bar = torch.zeros(V, dtype=torch.long), torch.zeros(V, dtype=torch.long)
+    ts_tpp = torch.ones(V, dtype=torch.long)
+    for i, (t, v) in enumerate(zip(types, values)):
+        if t == "TimeSig":
+            num, den = (int(x) for x in v.split("/"))
+            tpb = tpb_per_den[den]
+            ts_tpb[i], ts_bar[i], ts_tpp[i] = index[tpb], num * tpb, max(tpb // npb, 1)
+    tpb4 = tpb_per_den.get(4, tokenizer.time_division)
+    default = (index.get(tpb4, 0), 4 * tpb4, max(tpb4 // npb, 1))  # 4/4 until a TimeSig says otherwise
+    min_step = ticks.masked_fill(ticks <= 0, NEVER).min(1).values.to(dev)  # (n_tpb,) shortest non-zero step
+    ticks = ticks.to(dev)  # (n_tpb, V)
+    return (ticks, min_step, ts_tpb.to(dev), ts_bar.to(dev), ts_tpp.to(dev), default,
+            ticks[:, g.dur_cols], ticks[:, g.shift_cols])  # the last two: (n_tpb, nD), (n_tpb, nS)
