@@ -49,7 +49,8 @@ class SamplingParams:
 
 
 def _filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
-    logits = logits / max(temperature, 1e-8)
+    if temperature != 1.0:  # x / 1.0 is x: one op fewer a step at the default temperature
+        logits = logits / max(temperature, 1e-8)
     if top_k:
         k = min(int(top_k), logits.shape[-1])
         kth = torch.topk(logits, k, dim=-1).values[:, -1:]
@@ -74,7 +75,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """
     logits = logits.float()
     if allowed is not None:
-        logits = logits.masked_fill(~allowed, float("-inf"))
+        logits = torch.where(allowed, logits, float("-inf"))  # masked_fill(~allowed, ...) in one op, not two
     if temperature <= 0:
         return logits.argmax(-1)
     probs = torch.softmax(_filter_logits(logits, temperature, top_k, top_p), dim=-1)
