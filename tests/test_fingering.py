@@ -275,10 +275,12 @@ def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
 
     m, tk, _ = load_run(tab_run)
     parts = read_guitar(f)
-    assert r.output == "\n".join(render_ascii_tab(gs, res.frets, width=40)
+    assert r.stdout == "\n".join(render_ascii_tab(gs, res.frets, width=40)
                                   for gs, res in zip(parts, finger(m, tk, parts)))
+    # its config names no dataset: trained on the built-in corpus, whose strings are all fret()'s, and told so
+    assert r.stderr.startswith("note: The model of run-TabREMI") and "fret()'s fingering (the built-in corpus" in r.stderr
     plain = CliRunner().invoke(main, ["tab", str(f), "--width", "40"], catch_exceptions=False)
-    assert plain.output != r.output  # the file's own fingering without --run
+    assert plain.stdout != r.stdout and not plain.stderr  # the file's own fingering without --run
     out = tmp_path / "riff.gp5"
     r = CliRunner().invoke(main, ["tab", str(f), "--run", str(tab_run), "--out", str(out), "--bars", "1-2"],
                            catch_exceptions=False)
@@ -286,6 +288,24 @@ def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
     assert out.stat().st_size > 0
     r = CliRunner().invoke(main, ["tab", str(f), "--run", str(tab_run), "--position", "5"])
     assert r.exit_code == 2 and "--position" in r.output
+
+
+def test_where_a_runs_strings_came_from(tmp_path):
+    from guitarformer.app.tab import strings_taught_by
+    from guitarformer.config import Config
+
+    cfg = Config()
+    assert strings_taught_by(cfg) == "fret()"  # the built-in corpus: MIDI and ABC, fingered by fret()
+    cfg.data.dataset = str(tmp_path / "gone")
+    assert strings_taught_by(cfg) is None  # its manifest is not at hand: nothing is claimed
+    (tmp_path / "gone").mkdir()
+    lines = [{"path": "a.mid", "status": "ok", "fingering": "fret()"},
+             {"path": "b.gp5", "status": "skipped", "fingering": "source", "reason": "same notes as a.mid"}]
+    (tmp_path / "gone" / "manifest.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    assert strings_taught_by(cfg) == "fret()"  # the one human tab was skipped: it taught nothing
+    lines.append({"path": "c.txt", "status": "ok", "fingering": "source+fret()"})
+    (tmp_path / "gone" / "manifest.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    assert strings_taught_by(cfg) == "people"
 
 
 def test_a_remi_run_cannot_finger(remi_run):

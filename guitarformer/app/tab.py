@@ -3,6 +3,7 @@ fingering is kept unless a tuning, position or program asks for another, or a ta
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from guitarformer.generation.fingering import check_fingering_run, finger
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import parse_tuning
 from guitarformer.music.score import GuitarScore
+from guitarformer.pretrained import pretrained_dir
 from guitarformer.render.ascii_tab import describe_unplaced, render_ascii_tab, unplaced_notes
 from guitarformer.render.gp5 import write_gp5_parts
 from guitarformer.runtime import set_threads, step_work
@@ -26,10 +28,47 @@ class TabResult:
     parts: list[GuitarScore]  # the parts shown, each with the frets the tab uses
     files: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # notes the tuning cannot hold, per part
+    notes: list[str] = field(default_factory=list)  # what the user should know of the fingering asked for
 
 
-def _fingered_by_model(req: TabRequest, parts: list[GuitarScore], loaded: LoadedRun | None) -> list[list] | None:
-    """Each part's frets as a tab-token run fingers them, when the request names a run (or one is given)."""
+# A model that learned its strings from fret()'s fingering can only imitate it: measured on the held-out half of the
+# shared human tabs (scripts/bench_fingering.py guitarformer/pretrained --every 16 --beam 8 --combine 1: 39 classtab
+# parts, 21,525 notes), the shipped model fingered 76.3% of notes as their authors did, fret() 84.1%.
+FRET_TAUGHT = ("{who} learned its strings from fret()'s fingering ({data}), so it fingers like fret() at "
+               "best: on held-out human tabs the shipped model matched 76% of notes as their authors played them, "
+               "fret() 84% (docs/FINGERING_MODEL.md). Without --run, tab fingers with fret() (or keeps the file's own).")
+
+
+def strings_taught_by(cfg) -> str | None:
+    """Where a run's training strings came from: "fret()" for the built-in corpus (MIDI and ABC, fingered by fret())
+    or a dataset none of whose files kept its own fingering (its manifest.jsonl says, file by file), "people" where
+    some did, None where the dataset's manifest is not at hand."""
+    if not cfg.data.dataset:
+        return "fret()"
+    manifest = Path(cfg.data.dataset).expanduser() / "manifest.jsonl"
+    try:
+        records = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return None
+    own = any(r.get("status") == "ok" and str(r.get("fingering", "")).startswith("source") for r in records)
+    return "people" if own else "fret()"
+
+
+def _fret_taught_note(loaded: LoadedRun) -> list[str]:
+    """One line for a run whose model only ever saw fret()'s strings (see FRET_TAUGHT), else none."""
+    if strings_taught_by(loaded.cfg) != "fret()":
+        return []
+    shipped = loaded.run_dir.resolve() == pretrained_dir()
+    who = "the shipped model" if shipped else f"the model of {loaded.run_dir.name}"
+    data = "the built-in corpus: no human tab" if not loaded.cfg.data.dataset else \
+        "its dataset's files had no fingering of their own"
+    return [FRET_TAUGHT.format(who=who[0].upper() + who[1:], data=data)]
+
+
+def _fingered_by_model(req: TabRequest, parts: list[GuitarScore],
+                       loaded: LoadedRun | None) -> tuple[list[list], list[str]] | None:
+    """Each part's frets as a tab-token run fingers them, when the request names a run (or one is given), and what
+    the user should know of that run's fingering (`_fret_taught_note`)."""
     if loaded is None and req.run is None and req.checkpoint is None:
         return None
     if req.position is not None or req.program is not None:
@@ -38,17 +77,19 @@ def _fingered_by_model(req: TabRequest, parts: list[GuitarScore], loaded: Loaded
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
     check_fingering_run(loaded.model, loaded.tokenizer)
-    return [f.frets for f in finger(loaded.model, loaded.tokenizer, parts, loaded.device)]
+    return [f.frets for f in finger(loaded.model, loaded.tokenizer, parts, loaded.device)], _fret_taught_note(loaded)
 
 
-def _fingered(req: TabRequest, parts: list[GuitarScore], loaded: LoadedRun | None) -> list[GuitarScore]:
-    """The parts with the frets the tab shows (gs.frets): the file's own, fret()'s, or the run's."""
+def _fingered(req: TabRequest, parts: list[GuitarScore],
+              loaded: LoadedRun | None) -> tuple[list[GuitarScore], list[str]]:
+    """The parts with the frets the tab shows (gs.frets): the file's own, fret()'s, or the run's; and notes on the
+    run's fingering."""
     new_tuning = parse_tuning(req.tuning) if isinstance(req.tuning, str) else \
         (tuple(req.tuning) if req.tuning else None)
     for gs in parts:
         if new_tuning:
             gs.tuning = new_tuning
-    by_model = _fingered_by_model(req, parts, loaded)
+    by_model, notes = _fingered_by_model(req, parts, loaded) or (None, [])
     for k, gs in enumerate(parts):
         keep = gs.frets and not new_tuning and req.position is None and req.program is None
         if by_model is not None:
@@ -61,7 +102,7 @@ def _fingered(req: TabRequest, parts: list[GuitarScore], loaded: LoadedRun | Non
             if req.bars[0] > n_bars:
                 raise GuitarformerError(f"--bars {req.bars[0]}-{req.bars[1]}: {gs.name or Path(req.file).name} "
                                         f"has {n_bars} bars", f"pass bars between 1 and {n_bars}")
-    return parts
+    return parts, notes
 
 
 def tab(req: TabRequest, loaded: LoadedRun | None = None) -> TabResult:
@@ -71,8 +112,8 @@ def tab(req: TabRequest, loaded: LoadedRun | None = None) -> TabResult:
     parts = read_user_parts(req.file, req.tracks)
     if req.track is not None:
         parts = [pick_track(parts, req.track, req.file, req.tracks)]
-    parts = _fingered(req, parts, loaded)
-    result = TabResult("", parts)
+    parts, notes = _fingered(req, parts, loaded)
+    result = TabResult("", parts, notes=notes)
     lo, hi = req.bars or (1, 10**9)
     left_out = None
     if req.outputs.gp is not None:
