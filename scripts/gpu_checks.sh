@@ -33,16 +33,6 @@ WHL=${WHL:-.whl}; export GUITARFORMER_CACHE=${GUITARFORMER_CACHE:-$PWD/.gpucache
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $WHL/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 step() { echo "=== $1 ($(date +%T))"; }
-doc_section() {  # docs/BENCH_GPU.md with the file $2 between its <!-- $1:begin ... --> and <!-- $1:end --> marks
-  python3 - "$1" "$2" <<'PY'
-import pathlib, re, sys
-name, section = sys.argv[1], pathlib.Path(sys.argv[2]).read_text().strip()
-doc = pathlib.Path("docs/BENCH_GPU.md")
-text, marks = doc.read_text(), rf"<!-- {name}:begin.*?<!-- {name}:end -->"
-found = re.search(marks, text, flags=re.S)
-doc.write_text(re.sub(marks, lambda m: section, text, flags=re.S) if found else text.rstrip() + "\n\n" + section + "\n")
-PY
-}
 pack() {  # a run without optimizer state: config, tokenizer, metrics, model weights (one file each under 16 MB)
   python3 -c "import sys, torch; s = torch.load(sys.argv[1], weights_only=True); \
 torch.save({k: s[k] for k in ('model', 'config', 'step') if k in s}, sys.argv[1])" "$1/ckpt/best.pt"
@@ -117,31 +107,7 @@ elif [ "$STAGE" = speed ]; then
   step "where a batch-1 token's time goes (torch.profiler, cProfile): gpu_profile_step.py, tables in \$LOG"
   timeout ${PROFILE_S:-90} python3 scripts/gpu_profile_step.py --new 128 --out "$LOG" > "$LOG/profile.txt" 2>&1
   grep -v USDT "$LOG/profile.txt" | tail -8
-  python3 - "$LOG" <<'PY'
-import datetime, pathlib, sys
-log = pathlib.Path(sys.argv[1])
-gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
-tests = (log / "speed_tests.txt").read_text().strip().splitlines()[-1:]
-sample = (log / "speed_sample.md").read_text()
-sample = sample[sample.index("\n\n") + 2:] if "\n\n" in sample else sample  # the table, without the progress dicts
-bf16 = (log / "speed_sample_bf16.md").read_text() if (log / "speed_sample_bf16.md").exists() else ""
-bf16 = bf16[bf16.index("\n\n") + 2:] if "\n\n" in bf16 else "(bench_sample --dtype bfloat16 failed)"
-shipped = (log / "speed_shipped.md").read_text() if (log / "speed_shipped.md").exists() else ""
-shipped = shipped[shipped.index("\n\n") + 2:] if "\n\n" in shipped else "(bench_sample --pretrained failed)"
-train = (log / "speed_train.md").read_text() if (log / "speed_train.md").exists() else "(bench_model failed: see its log)"
-section = "\n".join([
-    "<!-- speed:begin (written by `bash scripts/gpu_checks.sh speed`) -->",
-    f"## Speed (issue 28): {datetime.date.today()}, {gpu}", "",
-    f"GPU tests (`pytest -k 'captured or cuda or kv_cache or host or one_query'`): {' '.join(tests)}", "",
-    "### Training: ours vs HF GPT-2, decoder-base dims", "", train.strip(), "",
-    "### Sampling: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16`", "",
-    sample.strip(), "", "### Sampling, bf16 weights: the same with `--dtype bfloat16`", "", bf16.strip(), "",
-    "### Sampling, the shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32`",
-    "", shipped.strip(), "", "<!-- speed:end -->"])
-(log / "speed_section.md").write_text(section)
-print(section)
-PY
-  doc_section speed "$LOG/speed_section.md"
+  python3 scripts/gpu_sections.py speed "$LOG"
   cp docs/BENCH_GPU.md "$LOG/BENCH_GPU.md"; cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = compiled ]; then
   step "tests: the compiled step captured on CUDA, the captured step"
@@ -160,28 +126,7 @@ elif [ "$STAGE" = compiled ]; then
       --seed 1 --out /tmp/riff/r.mid --tab /tmp/riff/r.txt $args > /dev/null 2>> "$LOG/riff_err.txt"
   done
   cat "$LOG/riff_times.txt"
-  python3 - "$LOG" <<'PY'
-import datetime, pathlib, sys
-log = pathlib.Path(sys.argv[1])
-gpu = (log / "gpu.txt").read_text().strip().replace("\n", "; ")
-def table(name: str) -> str:
-    text = (log / name).read_text() if (log / name).exists() else ""
-    return text[text.index("\n\n") + 2:].strip() if "\n\n" in text else f"({name}: the script failed; see its log)"
-tests = ((log / "compiled_tests.txt").read_text().strip().splitlines() or ["(no output)"])[-1]
-section = "\n".join([
-    "<!-- compiled:begin (written by `bash scripts/gpu_checks.sh compiled`) -->",
-    f"## The step compiled, then captured (issue 28): {datetime.date.today()}, {gpu}", "",
-    f"GPU tests (`pytest -k 'compiled or captured'`): {tests}", "",
-    "### decoder-base dims: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --compile`", "",
-    table("compiled_base.md"), "",
-    "### The shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --compile`", "",
-    table("compiled_shipped.md"), "",
-    "### A 16-bar riff, command to files: `guitarformer sample --bars 16 --seed 1 --out r.mid --tab r.txt ARGS`", "",
-    "```", (log / "riff_times.txt").read_text().strip(), "```", "", "<!-- compiled:end -->"])
-(log / "compiled_section.md").write_text(section)
-print(section)
-PY
-  doc_section compiled "$LOG/compiled_section.md"
+  python3 scripts/gpu_sections.py compiled "$LOG"
   cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = release ]; then
   step "release candidate: guitarformer train (the default preset), ${REL_STEPS:-15000} steps in ${REL_MIN:-5} min"
