@@ -20,7 +20,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "BENCH_GPU.md"
 def table(log: Path, name: str, failed: str = "") -> str:
     """The markdown after the first blank line of a bench script's output (its progress lines come before)."""
     text = (log / name).read_text() if (log / name).exists() else ""
-    return text[text.index("\n\n") + 2:].strip() if "\n\n" in text else (failed or f"({name}: the script failed; see its log)")
+    if "\n\n" not in text:
+        return failed or f"({name}: the script failed; see its log)"
+    return text[text.index("\n\n") + 2:].strip()
 
 
 def last_line(log: Path, name: str) -> str:

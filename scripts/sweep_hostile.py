@@ -9,6 +9,8 @@ Entry points, driven as a user would (subprocesses, so the sweep does not depend
   infill     python -m guitarformer infill FILE --bars 1-1 --out OUT.mid  (the file is read before any run is
              looked for; a readable one ends in "no run", one line)
   sample     python -m guitarformer sample --prompt FILE --run RUN  (only with --run)
+  tab-run    python -m guitarformer tab FILE --run RUN  (only with --run: the model fingers every note)
+  infill     with --run, the model fills bars 2-3 (`--run RUN --bars 2-3 --out OUT.mid --tab --gp`): a real fill
   api        python -c: guitarformer.read_guitar(FILE)  (in-process: the readers' own bounds)
   contained  python -c: readers.contained.read_guitar_contained(FILE)
   prepare    python -m guitarformer prepare FOLDER (every case at once): one manifest line each
@@ -141,7 +143,11 @@ def sweep(cases: list[Case], run_dir: Path | None, work: Path) -> list[Result]:
                               str(work / "filled.mid")],
                    "api": [py, "-c", API, str(c.path)],
                    "contained": [py, "-c", CONTAINED, str(c.path)]}
-        if run_dir is not None:
+        if run_dir is not None:  # the model's paths too: a fill written, every note fingered, a riff continued
+            entries["infill"] = [py, "-m", "guitarformer", "infill", str(c.path), "--bars", "2-3", "--run", str(run_dir),
+                                 "--out", str(work / "filled.mid"), "--tab", str(work / "filled.txt"), "--gp",
+                                 str(work / "filled.gp5")]
+            entries["tab-run"] = [py, "-m", "guitarformer", "tab", str(c.path), "--run", str(run_dir)]
             entries["sample"] = [py, "-m", "guitarformer", "sample", "--run", str(run_dir), "--prompt", str(c.path),
                                  "--out", str(work / "riff.mid"), "--max-new-tokens", "32"]
         for entry, cmd in entries.items():
@@ -193,7 +199,7 @@ def table(results: list[Result], prep: Result, lines: dict, cases: list[Case]) -
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, default=None, help="a trained run, to drive sample --prompt too")
+    ap.add_argument("--run", type=Path, default=None, help="a trained run (or pretrained): infill runs it, and tab --run and sample --prompt are driven too")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--only", default="", help="run only the cases whose name contains one of these (comma-separated)")

@@ -278,7 +278,8 @@ def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
     assert r.stdout == "\n".join(render_ascii_tab(gs, res.frets, width=40)
                                   for gs, res in zip(parts, finger(m, tk, parts)))
     # its config names no dataset: trained on the built-in corpus, whose strings are all fret()'s, and told so
-    assert r.stderr.startswith("note: The model of run-TabREMI") and "fret()'s fingering (the built-in corpus" in r.stderr
+    assert r.stderr.startswith("note: The model of run-TabREMI")
+    assert "fret()'s fingering (the built-in corpus" in r.stderr
     plain = CliRunner().invoke(main, ["tab", str(f), "--width", "40"], catch_exceptions=False)
     assert plain.stdout != r.stdout and not plain.stderr  # the file's own fingering without --run
     out = tmp_path / "riff.gp5"

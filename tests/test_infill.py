@@ -243,6 +243,11 @@ def test_clear_errors(infill_run, tiny_run, tmp_path):
         return res.output
 
     assert "has 4 bars" in err("--bars", "3-9", "--run", str(infill_run))
+    one = tmp_path / "one.txt"  # a one-bar tab: the only fill there is, said as such
+    one.write_text("e|-0-2-3-|\nB|--------|\nG|--------|\nD|--------|\nA|--------|\nE|--------|\n")
+    res = runner.invoke(main, ["infill", str(one), "--bars", "2-3", "--run", str(infill_run),
+                               "--out", str(tmp_path / "x.mid")])
+    assert res.exit_code == 2 and "has 1 bar\n" in res.output and "pass --bars 1-1" in res.output, res.output
     assert "--set data.infill=0.3" in err("--bars", "2-3", "--run", str(tiny_run))
     assert "bar range" in err("--bars", "x", "--run", str(infill_run))
     res = runner.invoke(main, ["infill", str(SONG), "--bars", "2", "--run", str(infill_run),

@@ -47,8 +47,9 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
     song = song_bars(tokenizer, gs, fill)
     n = len(song.bars)
     if not 1 <= first <= last <= n:
-        raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bars",
-                                f"pass bars between 1 and {n}, the first before the last")
+        fix = "pass --bars 1-1: the song has one bar" if n == 1 else \
+            f"pass bars between 1 and {n}, the first no later than the last (e.g. --bars 1-{min(2, n)})"
+        raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bar{'s' * (n != 1)}", fix)
     layout = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
     new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, layout, params, gs.tuning, gs.capo, device, seed,
                              candidates)

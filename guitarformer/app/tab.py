@@ -36,7 +36,8 @@ class TabResult:
 # parts, 21,525 notes), the shipped model fingered 76.3% of notes as their authors did, fret() 84.1%.
 FRET_TAUGHT = ("{who} learned its strings from fret()'s fingering ({data}), so it fingers like fret() at "
                "best: on held-out human tabs the shipped model matched 76% of notes as their authors played them, "
-               "fret() 84% (docs/FINGERING_MODEL.md). Without --run, tab fingers with fret() (or keeps the file's own).")
+               "fret() 84% (docs/FINGERING_MODEL.md). Without --run, tab fingers with fret() (or keeps the file's "
+               "own).")
 
 
 def strings_taught_by(cfg) -> str | None:
