@@ -473,3 +473,23 @@ def test_the_hand_rule_is_what_it_says(tok3, tuning, capo, region):
                 assert bool(got[b, p, k]) == want, (b, p, k)
                 if p == int(pending[b]):
                     assert bool(got_one[b, k]) == want, (b, p, k)
+
+
+def test_constraint_tables_are_built_once_per_guitar(tok3):
+    """A constraint's read-only tables come from its grammar's `derived` cache: shared by every constraint for the
+    same guitar, their own for another tuning, capo or region, and the same as a grammar of its own builds."""
+    from guitarformer.generation import grammar as grammar_mod
+    from guitarformer.generation.grammar import Grammar
+    from guitarformer.generation.strings import StringState
+
+    a, b = GuitarConstraint(tok3), GuitarConstraint(tok3)
+    assert a.strings.W is b.strings.W and a.strings.lowest is b.strings.lowest and a.time.ticks is b.time.ticks
+    c = GuitarConstraint(tok3, capo=2, region=(3, 7))
+    assert not torch.equal(c.strings.frets, a.strings.frets) and c.time.ticks is a.time.ticks
+    fresh = StringState(Grammar(tok3), STANDARD_TUNING, 2, MAX_FRET, region=(3, 7))
+    for name in ("W", "Wt", "unplayable", "win_size", "fits", "frets", "frets_named", "lowest"):
+        assert torch.equal(getattr(fresh, name), getattr(c.strings, name)), name
+    g = Grammar.of(tok3)
+    for capo in range(grammar_mod.DERIVED_KEPT + 3):  # a page's many asks: only the last few guitars are kept
+        StringState(g, STANDARD_TUNING, capo % 12, MAX_FRET, region=(capo, capo + 4))
+    assert len(g._derived) == grammar_mod.DERIVED_KEPT

@@ -19,7 +19,8 @@ from guitarformer.data.controls import BAR_CONTROLS, control_type
 from guitarformer.data.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
-_BUILT_LOCK = threading.Lock()  # Grammar.of's cache
+_BUILT_LOCK = threading.Lock()  # Grammar.of's cache and each grammar's `derived` tables
+DERIVED_KEPT = 32  # guitars (tuning, capo, hand region) whose constraint tables a grammar keeps: a page's asks vary
 NO_PITCH = 128  # a dummy pitch column: empty string slots, tokens that are not notes
 
 # Kinds of token, as bits: the constraint updates only the parts of its state that the kinds present can change.
@@ -186,18 +187,27 @@ class Grammar:
         self.bar_at, self.time_at = _cut(self.bar_cols), _cut(self.time_cols)
         self.string_at, self.note_end_at = _cut(self.string_cols), _cut(self.note_end_cols)
         self.pitch_val_at, self.off_val_at = _cut(self.pitch_cols_val), _cut(self.off_cols_val)
-        self._derived: dict[tuple, object] = {}  # `derived`'s tables
+        self._derived: OrderedDict[tuple, object] = OrderedDict()  # `derived`'s tables, the last DERIVED_KEPT asked
 
     def derived(self, key: tuple, build):
-        """`build()`, made once per grammar and `key`: the read-only tables a constraint's parts derive from the
-        tokenizer and the guitar (timing.TimeState's tick tables, strings.StringState's per-pitch ones). Building
-        them is Python loops over the vocabulary and the pitches, ~3 ms a constraint (~0.5 ms more per small tensor
-        op when torch has 2 threads and a core is busy); the grammar itself is kept per tokenizer (`of`), so a
-        process's later riffs find them built. Two threads building at once build the same tables."""
-        got = self._derived.get(key)
-        if got is None:
-            got = self._derived.setdefault(key, build())
-        return got
+        """`build()`, made once per grammar and `key` (the last DERIVED_KEPT keys are kept): the read-only tables a
+        constraint's parts derive from the tokenizer and the guitar (timing.TimeState's tick tables,
+        strings.StringState's per-pitch ones for a tuning, capo and hand region). Building them is Python loops over
+        the vocabulary and the pitches, ~3 ms a constraint (~0.5 ms more per small tensor op when torch has 2 threads
+        and a core is busy); the grammar itself is kept per tokenizer (`of`), so a process's later riffs find them
+        built. Two threads building at once build the same tables; the one kept is the first stored."""
+        with _BUILT_LOCK:
+            got = self._derived.get(key)
+            if got is not None:
+                self._derived.move_to_end(key)
+                return got
+        built = build()
+        with _BUILT_LOCK:
+            got = self._derived.setdefault(key, built)
+            self._derived.move_to_end(key)
+            while len(self._derived) > DERIVED_KEPT:
+                self._derived.popitem(last=False)
+            return got
 
     def kinds(self, tokens: list[int]) -> int:
         """The kinds (bits) among these tokens: 0 when none of them changes the guitar state."""
