@@ -76,6 +76,37 @@ def test_self_attention_matches_torch_mha(bias: bool, causal: bool) -> None:
     torch.testing.assert_close(y, y_ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["decoder", "encoder_decoder"])
+def test_attention_dropout_is_its_own(kind: str, monkeypatch) -> None:
+    """model.attn_dropout sets the dropout SDPA applies to the attention weights (None: model.dropout's), apart from
+    the residual dropout: with dropout 0.1 and attn_dropout 0, training passes still differ (the residual dropout) while
+    every attention call gets dropout_p 0, which keeps a CPU's fused kernel."""
+    import guitarformer.models.layers as layers
+
+    seen: list[float] = []
+    real = layers.attention
+
+    def spy(q, k, v, mask, dropout_p=0.0, is_causal=False):
+        seen.append(dropout_p)
+        return real(q, k, v, mask, dropout_p, is_causal)
+
+    monkeypatch.setattr(layers, "attention", spy)
+    x = torch.randint(3, 50, (2, 12))
+    for attn_p, want in ((0.0, {0.0}), (None, {0.1}), (0.3, {0.3})):
+        torch.manual_seed(0)
+        cfg = ModelConfig(kind=kind, vocab_size=64, block_size=16, src_block_size=16, n_layer=1, n_head=2, n_embd=16,
+                          dropout=0.1, attn_dropout=attn_p)
+        model = build_model(cfg).train()
+        args = (x,) if kind == "decoder" else (x, x)  # an encoder-decoder: source, target
+        seen.clear()
+        a, b = model(*args)[0], model(*args)[0]
+        assert set(seen) == want, (attn_p, seen)
+        assert not torch.equal(a, b)  # the residual dropout is on either way
+        seen.clear()
+        model.eval()(*args)
+        assert set(seen) == {0.0}  # none in eval
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_cross_attention_matches_torch_mha(bias: bool) -> None:
     torch.manual_seed(0)

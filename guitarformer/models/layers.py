@@ -325,10 +325,12 @@ class SelfAttention(nn.Module):
     because at one token per step each op's fixed cost (a few µs on a CPU) is what a step costs.
     """
 
-    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool, causal: bool) -> None:
+    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool, causal: bool,
+                 attn_dropout: float | None = None) -> None:
         super().__init__()
         assert n_embd % n_head == 0
         self.n_head, self.head_size, self.causal, self.dropout = n_head, n_embd // n_head, causal, dropout
+        self.attn_dropout = dropout if attn_dropout is None else attn_dropout  # on the attention weights
         self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)  # rows: [q; k; v], like nn.MultiheadAttention
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
 
@@ -369,7 +371,7 @@ class SelfAttention(nn.Module):
             elif T > 1 or mask is not None:  # one new query may see every cached key: no mask needed
                 tri = lower_right_causal_mask(T, L, x.device)  # (T, L)
                 mask = tri if mask is None else mask & tri  # (B, 1, T, L)
-        y = attention(q, k, v, mask, self.dropout if self.training else 0.0, is_causal)  # (B, nh, T, hs)
+        y = attention(q, k, v, mask, self.attn_dropout if self.training else 0.0, is_causal)  # (B, nh, T, hs)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C); a view when T == 1
         return dropout(linear(y, self.c_proj), self.dropout, self.training)
 
@@ -377,10 +379,11 @@ class SelfAttention(nn.Module):
 class CrossAttention(nn.Module):
     """Multi-head attention from decoder queries to encoder memory: Q projection plus one fused KV projection."""
 
-    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool) -> None:
+    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool, attn_dropout: float | None = None) -> None:
         super().__init__()
         assert n_embd % n_head == 0
         self.n_head, self.head_size, self.dropout = n_head, n_embd // n_head, dropout
+        self.attn_dropout = dropout if attn_dropout is None else attn_dropout  # on the attention weights
         self.q_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.kv_proj = nn.Linear(n_embd, 2 * n_embd, bias=bias)  # rows: [k; v]
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
@@ -411,7 +414,7 @@ class CrossAttention(nn.Module):
             k, v = self.memory_kv(memory)  # (B, nh, S, hs)
             if cache is not None:
                 cache.cross[layer] = (k, v)
-        y = attention(q, k, v, key_padding_to_attn_mask(key_mask), self.dropout if self.training else 0.0)
+        y = attention(q, k, v, key_padding_to_attn_mask(key_mask), self.attn_dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return dropout(linear(y, self.c_proj), self.dropout, self.training)
 
@@ -455,9 +458,10 @@ class Block(nn.Module):
         super().__init__()
         C = cfg.n_embd
         self.ln_1 = nn.LayerNorm(C, bias=cfg.bias)
-        self.attn = SelfAttention(C, cfg.n_head, cfg.dropout, cfg.bias, causal)
+        attn_p = cfg.attn_dropout  # None: cfg.dropout's
+        self.attn = SelfAttention(C, cfg.n_head, cfg.dropout, cfg.bias, causal, attn_p)
         self.ln_x = nn.LayerNorm(C, bias=cfg.bias) if cross else None
-        self.cross = CrossAttention(C, cfg.n_head, cfg.dropout, cfg.bias) if cross else None
+        self.cross = CrossAttention(C, cfg.n_head, cfg.dropout, cfg.bias, attn_p) if cross else None
         self.ln_2 = nn.LayerNorm(C, bias=cfg.bias)
         self.mlp = FeedForward(C, cfg.ffn, cfg.ffn_mult, cfg.dropout, cfg.bias)
 
