@@ -59,19 +59,19 @@ def _fret_taught_note(loaded: LoadedRun) -> list[str]:
     """One line for a run whose model only ever saw fret()'s strings (see FRET_TAUGHT), else none."""
     if strings_taught_by(loaded.cfg) != "fret()":
         return []
-    shipped = loaded.run_dir.resolve() == pretrained_dir()
-    who = "the shipped model" if shipped else f"the model of {loaded.run_dir.name}"
+    who = "The shipped model" if loaded.run_dir.resolve() == pretrained_dir() else \
+        f"The model of {loaded.run_dir.name}"
     data = "the built-in corpus: no human tab" if not loaded.cfg.data.dataset else \
         "its dataset's files had no fingering of their own"
-    return [FRET_TAUGHT.format(who=who[0].upper() + who[1:], data=data)]
+    return [FRET_TAUGHT.format(who=who, data=data)]
 
 
 def _fingered_by_model(req: TabRequest, parts: list[GuitarScore],
-                       loaded: LoadedRun | None) -> tuple[list[list], list[str]] | None:
-    """Each part's frets as a tab-token run fingers them, when the request names a run (or one is given), and what
-    the user should know of that run's fingering (`_fret_taught_note`)."""
+                       loaded: LoadedRun | None) -> tuple[list[list] | None, list[str]]:
+    """Each part's frets as a tab-token run fingers them, when the request names a run (or one is given; else None),
+    and what the user should know of that run's fingering (`_fret_taught_note`)."""
     if loaded is None and req.run is None and req.checkpoint is None:
-        return None
+        return None, []
     if req.position is not None or req.program is not None:
         raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
                                 "drop --run to re-finger with fret(), or drop --position/--program")
@@ -90,7 +90,7 @@ def _fingered(req: TabRequest, parts: list[GuitarScore],
     for gs in parts:
         if new_tuning:
             gs.tuning = new_tuning
-    by_model, notes = _fingered_by_model(req, parts, loaded) or (None, [])
+    by_model, notes = _fingered_by_model(req, parts, loaded)
     for k, gs in enumerate(parts):
         keep = gs.frets and not new_tuning and req.position is None and req.program is None
         if by_model is not None:
