@@ -248,22 +248,25 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
                    compiled or (use_cache and _static_cache(params, device)), compiled=compiled)
     last = rows.out[:B, rows.n - 1].to(home)  # each row's last token, where the constraint reads it
     for step in range(max_new_tokens):
+        # The mask before the logits: with the constraint on the host and the model on a GPU, the constraint's work
+        # (this mask, the update below) runs while the GPU computes the step, not while it waits for the next token.
+        allowed = constraint.mask(last, max_new_tokens - step) if constraint is not None else None
         logits = rows.logits()
         if guided:
             logits = logits[:B] + params.guidance * (logits[:B] - logits[B:])
         logits = logits.to(home)  # (B, V): on the host, the one transfer of a step (sampling waits for it anyway)
-        allowed = constraint.mask(last, max_new_tokens - step) if constraint is not None else None
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
         last = nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
         rows.write((torch.cat([nxt, nxt]) if guided else nxt).to(device, non_blocking=True))
+        finished = step + 1 == max_new_tokens or (
+            eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()))
+        if not finished:
+            rows.advance()  # the next step launched (a GPU's runs on while the host goes on)
         if constraint is not None:
             constraint.update(nxt)
-        if eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()):
+        if finished:
             break
-        if step + 1 == max_new_tokens:
-            break
-        rows.advance()
     out = rows.out[:B, :rows.n]
     if guided and prompt.pads is not None and int(prompt.pads[0]):  # the asked rows were the shorter: unpad them
         out = out[:, int(prompt.pads[0]):]
