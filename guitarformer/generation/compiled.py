@@ -28,6 +28,11 @@ from guitarformer.models.layers import KVCache
 
 TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static step reads positions on the device
 
+# Inductor's options for the step a GPU captures (HeldStep). Coordinate-descent tuning of the generated kernels' launch
+# settings: decoder-base dims at batch 1 on an H200, GPU time a token 513 -> 410 µs, tokens/s with the constraint
+# 1,185 -> 1,401, for ~15 s more compiling on the first call (docs/BENCH_GPU.md, scripts/gpu_decode_ab.py).
+CUDA_OPTIONS: dict = {"coordinate_descent_tuning": True}
+
 
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
@@ -52,7 +57,7 @@ class HeldStep:
     every step and every riff. What captured.CapturedStep captures on a GPU for `SamplingParams(compile=True)`."""
 
     def __init__(self, step: Step) -> None:
-        self.fn = torch.compile(step, dynamic=False)
+        self.fn = torch.compile(step, dynamic=False, options=dict(CUDA_OPTIONS))
         self.compiled = False  # the first call compiles (or finds the graph of an earlier call)
 
     def __call__(self, tokens: Tensor, cache: KVCache) -> Tensor:
