@@ -25,9 +25,23 @@ def table(log: Path, name: str, failed: str = "") -> str:
     return text[text.index("\n\n") + 2:].strip()
 
 
-def last_line(log: Path, name: str) -> str:
+def tests_line(log: Path, name: str) -> str:
+    """pytest's summary line; where the run stopped before it (the stage's time limit), the tests' marks counted."""
     lines = (log / name).read_text().strip().splitlines() if (log / name).exists() else []
-    return lines[-1] if lines else "(no output)"
+    if not lines:
+        return "(no output)"
+    if re.search(r"\b(passed|failed|skipped|error|no tests ran)\b", lines[-1]):
+        return lines[-1]
+    marks = "".join(line for line in lines if re.fullmatch(r"[.FEsx]+(\s+\[\s*\d+%\])?", line.strip()))
+    counts = ", ".join(f"{marks.count(m)} {word}" for m, word in ((".", "passed"), ("F", "failed"), ("E", "errors"),
+                                                                   ("s", "skipped")) if marks.count(m))
+    return f"{counts or 'none finished'} before the run was stopped (its time limit), no summary line"
+
+
+def gpu_line(text: str) -> str:
+    """gpu.txt (nvidia-smi's CSV with its header, then torch's version and CUDA's) as one line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip() and not line.startswith("name,")]
+    return "; ".join(lines) or "(GPU not recorded)"
 
 
 def speed(log: Path, gpu: str) -> list[str]:
@@ -35,7 +49,7 @@ def speed(log: Path, gpu: str) -> list[str]:
         "(bench_model failed: see its log)"
     return [
         f"## Speed (issue 28): {datetime.date.today()}, {gpu}", "",
-        f"GPU tests (`pytest -k 'captured or cuda or kv_cache or host or one_query'`): {last_line(log, 'speed_tests.txt')}",
+        f"GPU tests (`pytest -k 'captured or cuda or kv_cache or host or one_query'`): {tests_line(log, 'speed_tests.txt')}",
         "", "### Training: ours vs HF GPT-2, decoder-base dims", "", train, "",
         "### Sampling: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16`",
         "", table(log, "speed_sample.md"), "", "### Sampling, bf16 weights: the same with `--dtype bfloat16`", "",
@@ -48,7 +62,7 @@ def compiled(log: Path, gpu: str) -> list[str]:
     riffs = (log / "riff_times.txt").read_text().strip() if (log / "riff_times.txt").exists() else "(no riff timed)"
     return [
         f"## The step compiled, then captured (issue 28): {datetime.date.today()}, {gpu}", "",
-        f"GPU tests (`pytest -k 'compiled or captured'`): {last_line(log, 'compiled_tests.txt')}", "",
+        f"GPU tests (`pytest -k 'compiled or captured'`): {tests_line(log, 'compiled_tests.txt')}", "",
         "### decoder-base dims: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --compile`", "",
         table(log, "compiled_base.md"), "",
         "### The shipped model: `scripts/bench_sample.py --device cuda --pretrained --batches 1,32 --compile`", "",
@@ -74,7 +88,7 @@ def main() -> None:
     ap.add_argument("--doc", type=Path, default=DOC)
     args = ap.parse_args()
     gpu_file = args.log / "gpu.txt"
-    gpu = gpu_file.read_text().strip().replace("\n", "; ") if gpu_file.exists() else "(GPU not recorded)"
+    gpu = gpu_line(gpu_file.read_text()) if gpu_file.exists() else "(GPU not recorded)"
     lines = STAGES[args.stage](args.log, gpu)
     section = "\n".join([f"<!-- {args.stage}:begin (written by `bash scripts/gpu_checks.sh {args.stage}`) -->", *lines,
                          "", f"<!-- {args.stage}:end -->"])
