@@ -11,7 +11,7 @@
 #                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); gpu_profile_step.py's
 #                                      # tables into $LOG; writes the section of
 #                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
-#   bash scripts/gpu_checks.sh compiled # #28, ~3-4 min, WHL=.whl-speed as the speed stage: the step compiled, then
+#   bash scripts/gpu_checks.sh compiled # #28, ~5-6 min, WHL=.whl-speed as the speed stage: the step compiled, then
 #                                      # captured (SamplingParams(compile=True)
 #                                      # on CUDA: tests, decoder-base and the shipped model at batch 1 and 32 vs the plain
 #                                      # captured step and HF) and a 16-bar riff from the command to the files on the
@@ -111,7 +111,7 @@ elif [ "$STAGE" = speed ]; then
   cp docs/BENCH_GPU.md "$LOG/BENCH_GPU.md"; cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = compiled ]; then
   step "tests: the compiled step captured on CUDA, the captured step"
-  timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "compiled or captured" \
+  timeout ${TEST_S:-200} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "compiled or captured" \
     > "$LOG/compiled_tests.txt" 2>&1; tail -3 "$LOG/compiled_tests.txt"
   step "sampling: decoder-base dims, the step compiled then captured, batch 1 and 32"
   timeout ${SAMPLE_S:-150} python3 scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat ${REPEAT:-2} \
