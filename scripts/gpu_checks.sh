@@ -16,6 +16,8 @@
 #                                      # on CUDA: tests, decoder-base and the shipped model at batch 1 and 32 vs the plain
 #                                      # captured step and HF) and a 16-bar riff from the command to the files on the
 #                                      # GPU and the CPU; writes docs/BENCH_GPU.md between its compiled markers
+#   bash scripts/gpu_checks.sh trainbatch # #28, ~8 min, WHL=.whl-speed: decoder-base training vs HF GPT-2 at batch
+#                                      # $BATCHES (default "32 64"; the speed stage's is 16): does MFU rise toward 45%?
 #   bash scripts/gpu_checks.sh release # a release candidate of the default preset (tab layout 3, controls read and not
 #                                      # scored, half the windows plain) at GPU length: $REL_STEPS steps (default 15000)
 #                                      # in a $REL_MIN-minute budget (default 5); the run comes back as run-release.tar
@@ -128,6 +130,13 @@ elif [ "$STAGE" = compiled ]; then
   cat "$LOG/riff_times.txt"
   python3 scripts/gpu_sections.py compiled "$LOG"
   cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
+elif [ "$STAGE" = trainbatch ]; then  # #28: does a bigger batch take decoder-base training toward 45% MFU?
+  for b in ${BATCHES:-32 64}; do
+    step "training at batch $b: ours vs HF GPT-2, decoder-base dims (gpt2-85m), bf16 autocast, torch.compile"
+    timeout ${TRAIN_S:-240} python3 scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --what speed \
+      --compile --batch $b --rounds ${ROUNDS:-4} --steps ${STEPS:-3} --no-eager --out "$LOG/train_b$b.md" \
+      > "$LOG/train_b$b.log" 2>&1; tail -5 "$LOG/train_b$b.log"
+  done
 elif [ "$STAGE" = release ]; then
   step "release candidate: guitarformer train (the default preset), ${REL_STEPS:-15000} steps in ${REL_MIN:-5} min"
   /usr/bin/time -f "%e s wall" -o "$LOG/release_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/release \
