@@ -736,6 +736,25 @@ def test_one_query_attention_is_sdpa(dtype: torch.dtype) -> None:
     torch.testing.assert_close(one_query_attention(q, k, v, written & pads)[2].float(), v[2, :, 7:8].float())
 
 
+def test_attention_writes_one_query_out_where_it_pays(monkeypatch) -> None:
+    """attention() takes the written-out path for one query inside a compiled step (inductor fuses it into one
+    kernel) and on a GPU; SDPA for eager CPU steps, several queries and dropout."""
+    from guitarformer.models import attend
+
+    calls = []
+    monkeypatch.setattr(attend, "one_query_attention", lambda *a: calls.append(1) or a[0])
+    q1, q4, k = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 6, 8)
+    attend.attention(q1, k, k, None)
+    attend.attention(q4, k, k, None)
+    assert calls == []  # eager on a CPU: SDPA
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    attend.attention(q4, k, k, None)
+    attend.attention(q1, k, k, None, dropout_p=0.1)
+    assert calls == []  # several queries, or dropout: SDPA
+    attend.attention(q1, k, k, None)
+    assert calls == [1]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("kind", KINDS)
