@@ -119,6 +119,24 @@ def test_random_model_at_high_temperature_writes_valid_playable_sequences(name):
         assert n_notes > 0
 
 
+@pytest.mark.parametrize("name", ["REMI", "TabREMI"])
+def test_generate_leaves_the_constraint_where_its_tokens_put_it(name):
+    """`generate` updates the constraint with every token it writes, the last one too (it launches the next step
+    before the update, so a GPU computes while the host's constraint works): afterwards the constraint allows what
+    a fresh one, replaying the rows written, allows; whether the budget or EOS ended the call."""
+    tok = build_tokenizer(DataConfig(tokenizer=name))
+    sp = special_ids(tok)
+    model = tiny(tok)
+    for eos, n in ((None, 40), (sp["eos"], 200)):
+        c = GuitarConstraint(tok)
+        out = generate(model, torch.full((3, 1), sp["bos"]), SamplingParams(n, temperature=1.5),
+                       generator=torch.Generator().manual_seed(3), constraint=c, eos_id=eos)
+        fresh = GuitarConstraint(tok)
+        fresh.start(out)
+        assert torch.equal(c.mask(out[:, -1], 8), fresh.mask(out[:, -1], 8))
+        assert torch.equal(c.time.now, fresh.time.now)
+
+
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_cpu_shortcuts_give_exactly_the_full_masks(name):
     """On CPU the constraint skips blocks the grammar rules out and tokens that change no state; the masks must
