@@ -122,7 +122,8 @@ def main() -> None:
     args = ap.parse_args()
     b = Bench(args)
     dev = torch.cuda.get_device_name() if b.dev.type == "cuda" else "CPU"
-    print(f"{dev}, {args.layers} layers, C={args.width}, prompt 512 tokens, {args.new} new, torch {torch.__version__}\n")
+    print(f"{dev}, {args.layers} layers, C={args.width}, prompt 512 tokens, {args.new} new, "
+          f"torch {torch.__version__}\n")
     if args.what == "overlap":
         if args.before is None:
             ap.error("overlap needs --before OLD_ENGINE.py")

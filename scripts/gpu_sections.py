@@ -49,7 +49,8 @@ def speed(log: Path, gpu: str) -> list[str]:
         "(bench_model failed: see its log)"
     return [
         f"## Speed (issue 28): {datetime.date.today()}, {gpu}", "",
-        f"GPU tests (`pytest -k 'captured or cuda or kv_cache or host or one_query'`): {tests_line(log, 'speed_tests.txt')}",
+        "GPU tests (`pytest -k 'captured or cuda or kv_cache or host or one_query'`): "
+        + tests_line(log, "speed_tests.txt"),
         "", "### Training: ours vs HF GPT-2, decoder-base dims", "", train, "",
         "### Sampling: `scripts/bench_sample.py --device cuda --dims base --batches 1,32 --repeat 3 --recompute-new 16`",
         "", table(log, "speed_sample.md"), "", "### Sampling, bf16 weights: the same with `--dtype bfloat16`", "",
