@@ -14,7 +14,6 @@ self time over 128 tokens and their prefill) and the first call's seconds (the c
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
 import sys
 import time
@@ -24,23 +23,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sample import remi_prompt  # noqa: E402
+from gpu_profile_step import base_models  # noqa: E402
 
-from guitarformer.config import DataConfig, ModelConfig  # noqa: E402
+from guitarformer.config import DataConfig  # noqa: E402
 from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
 from guitarformer.generation import compiled, engine  # noqa: E402
 from guitarformer.generation.constraint import GuitarConstraint, constraint_device  # noqa: E402
 from guitarformer.generation.sampling import SamplingParams  # noqa: E402
-from guitarformer.models import build_model  # noqa: E402
 
 
 class Bench:
     def __init__(self, args) -> None:
         self.dev = torch.device(args.device)
         self.tok = build_tokenizer(DataConfig())
-        mc = ModelConfig(vocab_size=len(self.tok), block_size=1024, n_layer=args.layers, n_head=12,
-                         n_embd=args.width, dropout=0.0)
-        fp32 = build_model(mc).eval().to(self.dev)
-        self.models = {"fp32": fp32, "bf16": copy.deepcopy(fp32).to(torch.bfloat16)}
+        self.models = base_models(self.tok, self.dev, args.layers, args.width)
         self.prompt = remi_prompt(self.tok, 512)
         self.new = args.new
 

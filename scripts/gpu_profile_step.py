@@ -31,6 +31,14 @@ from guitarformer.generation.sampling import SamplingParams  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 
 
+def base_models(tok, dev: torch.device, n_layer: int = 12, n_embd: int = 768) -> dict:
+    """A decoder of decoder-base dims (12 heads, context 1024) for `tok`, random weights, in eval mode on `dev`:
+    {"fp32": it, "bf16": a copy with bf16 weights}."""
+    mc = ModelConfig(vocab_size=len(tok), block_size=1024, n_layer=n_layer, n_head=12, n_embd=n_embd, dropout=0.0)
+    fp32 = build_model(mc).eval().to(dev)
+    return {"fp32": fp32, "bf16": copy.deepcopy(fp32).to(torch.bfloat16)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
@@ -40,9 +48,8 @@ def main() -> None:
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     tok = build_tokenizer(DataConfig())
-    mc = ModelConfig(vocab_size=len(tok), block_size=1024, n_layer=12, n_head=12, n_embd=768, dropout=0.0)
-    fp32 = build_model(mc).eval().to(dev)
-    models = {"fp32": fp32, "bf16": copy.deepcopy(fp32).to(torch.bfloat16)}
+    models = base_models(tok, dev)
+    fp32 = models["fp32"]
     idx = torch.tensor([remi_prompt(tok, 512)], device=dev)
     gen = torch.Generator().manual_seed(0)
     constraints = {"plain": lambda: None, "gpu": lambda: GuitarConstraint(tok, device=dev),

@@ -199,7 +199,8 @@ def table(results: list[Result], prep: Result, lines: dict, cases: list[Case]) -
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, default=None, help="a trained run (or pretrained): infill runs it, and tab --run and sample --prompt are driven too")
+    ap.add_argument("--run", type=Path, default=None,
+                    help="a trained run (or pretrained): infill runs it, and tab --run and sample --prompt are driven too")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--only", default="", help="run only the cases whose name contains one of these (comma-separated)")
