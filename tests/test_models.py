@@ -217,9 +217,59 @@ def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
         with pytest.raises(ValueError, match="the cache it was made for"):
             compiled(tgt[:, :1], model.new_cache(2, 24, static=True))
         compiled = CompiledStep(step, cache)
-        compiled.fn = lambda *a: (_ for _ in ()).throw(RuntimeError("C++ compile error: cannot find g++"))
-        with pytest.raises(GuitarformerError, match="cannot find g\\+\\+.*needs a C\\+\\+ compiler"):
+        broken = pytest.MonkeyPatch()
+        broken.setattr("guitarformer.generation.compiled._program",
+                       lambda *a: (_ for _ in ()).throw(RuntimeError("C++ compile error: cannot find g++")))
+        with broken.context(), pytest.raises(GuitarformerError, match="cannot find g\\+\\+.*needs a C\\+\\+ compiler"):
             compiled(tgt[:, :1], cache)
+        broken.undo()
+
+
+@pytest.mark.usefixtures("cxx")
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str) -> None:
+    """models/layers.py `as_rows`: inside a compiled step the norms and activations write (rows, C) buffers, so
+    ATen's CPU mm reads them as they are; over (1, 1, C) inductor hands mm a view with a 0 row stride, which mm
+    copies first (seven copies a step in this two-layer model before)."""
+    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.models.kinds import Prompt, kind_of
+
+    model = make("decoder", "rope", 1, block_size=24, ffn=ffn)
+    tgt = torch.randint(1, V, (1, 8))
+    with torch.inference_mode():
+        step = kind_of(model).stepper(model, Prompt(tgt))
+        cache = model.new_cache(1, 24, static=True)
+        step(tgt[:, :5], cache)
+        compiled = CompiledStep(step, cache)
+        compiled(tgt[:, 5:6], cache)
+        with torch.profiler.profile() as prof:
+            compiled(tgt[:, 6:7], cache)
+    assert not [e.key for e in prof.key_averages() if e.key == "aten::clone"]
+
+
+@pytest.mark.usefixtures("cxx")
+def test_a_compiled_program_serves_each_riff_the_model_it_is_given() -> None:
+    """generation/compiled.py `_program`: a new riff's step (a new cache; another model of the same dims, its own
+    weights) reuses the program its guards accept, reading that step's model, and a model of other dims gets its
+    own program: a program that kept its first model, or skipped its guards for other shapes, would fail here."""
+    from guitarformer.generation import compiled as compiled_mod
+    from guitarformer.models.kinds import Prompt, kind_of
+
+    torch.manual_seed(5)
+    models = [make("decoder", "rope", seed, block_size=24, **kw) for seed, kw in ((1, {}), (2, {}), (1, {"n_embd": 48}))]
+    tgt = torch.randint(1, V, (1, 20))
+    compiled_mod.PROGRAMS.clear()
+    counts = []
+    with torch.inference_mode():
+        for model in models:
+            step = kind_of(model).stepper(model, Prompt(tgt))
+            cache = model.new_cache(1, 24, static=True)
+            logits = [step(tgt[:, :5], cache)]
+            compiled = compiled_mod.CompiledStep(step, cache)
+            logits += [compiled(tgt[:, t:t + 1], cache) for t in range(5, 20)]
+            torch.testing.assert_close(torch.cat(logits, 1), run(model, None, tgt), atol=1e-4, rtol=1e-4)
+            counts.append(len(compiled_mod.PROGRAMS))
+    assert counts == [1, 1, 2]
 
 
 def _held_step_logits(kind: str, device: str) -> None:

@@ -75,25 +75,52 @@ class HeldStep:
             cache.length = n + tokens.shape[1]
 
 
+def _run(step: Step, tokens: Tensor, cache: KVCache) -> Tensor:
+    """What a CompiledStep compiles: `step` is an argument, so the program reads its model (and an encoder's memory,
+    the closure's) at each call, and one program serves every step its guards accept."""
+    return step(tokens, cache)
+
+
+# This process's compiled steps (torch.compile's `aot_compile`), each found again by its guards for a new riff's step.
+PROGRAMS: list = []
+
+
+def _program(step: Step, tokens: Tensor, cache: KVCache):
+    """A compiled `_run` for these arguments: one of PROGRAMS whose guards hold for them (checked here, once a riff),
+    else a new one. Compiled ahead of time, a program is called without dynamo's frame hook, its cache lookup and
+    its guards: ~40 µs a step less than torch.compile's wrapper (the shipped model on the 2-core CPU, the same
+    logits bit for bit; docs/BENCH_SAMPLE.md). Where torch lacks `aot_compile`, or inductor's caches are off (which
+    it needs), the torch.compile wrapper itself, which checks its guards at every call."""
+    program = torch.compile(_run, dynamic=False, fullgraph=True, options={"cpp_wrapper": True})
+    if not hasattr(program, "aot_compile") or torch._inductor.config.force_disable_caches:
+        return program
+    for found in PROGRAMS:
+        if found.guard_check(step, tokens, cache):
+            return found
+    found = program.aot_compile(((step, tokens, cache), {}))
+    found.disable_guard_check()  # checked above, once a riff, for the cache, model and shapes that stay
+    PROGRAMS.append(found)
+    return found
+
+
 class CompiledStep:
     """`step(tokens (B, 1), cache) -> logits (B, 1, V)` through torch.compile, against the static cache it was made
     for (filled by an eager prompt first; `reset()` and an eager refill, a sliding window, keep its buffers).
 
-    The host count `cache.length` is held at TRACED_LENGTH while the compiled step runs, so the graph's guards never
-    see it change (a static step reads only whether it is 0: a prompt or a step), and is advanced here after it."""
+    The host count `cache.length` is held at TRACED_LENGTH while the compiled step runs, so the graph never sees it
+    change (a static step reads only whether it is 0: a prompt or a step), and is advanced here after it."""
 
     def __init__(self, step: Step, cache: KVCache) -> None:
         if not cache.static or cache.pos is None or cache.length == 0:
             raise ValueError("a compiled step needs a static KV cache (new_cache(..., static=True)) its prompt filled")
-        self.cache = cache
+        self.step, self.cache = step, cache
         # The new tokens are copied into one buffer: a slice of the caller's ids has its width as a stride, which
         # the compiled graph's guards would see change with every call's token budget.
         self.tokens = torch.zeros(cache.batch_size, 1, dtype=torch.long, device=cache.pos.device)
         # Attention reads the slots written so far (`KVCache.span_of`, a view of `spans` that long): its length is
         # the graph's one dynamic dimension, every other shape fixed.
         self.spans = torch.empty(cache.max_len, dtype=torch.bool, device=cache.pos.device)
-        self.fn = torch.compile(step, dynamic=False, options={"cpp_wrapper": True})
-        self.checked = False  # the first call compiles (or finds the graph of an earlier call) and checks its guards
+        self.fn = None  # the first call finds or compiles the program (`_program`)
 
     def __call__(self, tokens: Tensor, cache: KVCache) -> Tensor:
         if cache is not self.cache:
@@ -105,14 +132,13 @@ class CompiledStep:
             raise ValueError(f"KV cache full: {n + T} positions > max_len {cache.max_len}")
         cache.length = TRACED_LENGTH
         cache.span_of = self.spans[:max(n + T, 2)]  # at least 2: a length-1 dimension would be specialised
-        if not self.checked:
-            torch._dynamo.mark_dynamic(cache.span_of, 0)
         try:
-            if self.checked:  # the cache, model and shapes the first call's guards checked: ~30 µs a step less
-                with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
-                    return self.fn(self.tokens.copy_(tokens), cache)
-            out = _first_call(self.fn, self.tokens.copy_(tokens), cache)
-            self.checked = True
+            if self.fn is not None:
+                return self.fn(self.step, self.tokens.copy_(tokens), cache)
+            torch._dynamo.mark_dynamic(cache.span_of, 0)
+            fn = _first_call(_program, self.step, self.tokens, cache)
+            out = _first_call(fn, self.step, self.tokens.copy_(tokens), cache)
+            self.fn = fn
             return out
         finally:
             cache.length = n + T
