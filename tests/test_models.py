@@ -17,7 +17,7 @@ from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
 from guitarformer.models import Decoder, EncoderDecoder, KVCache, build_model
 from guitarformer.models.attend import lower_right_causal_mask, one_query_attention
-from guitarformer.models.layers import CrossAttention, SelfAttention, linear
+from guitarformer.models.layers import CrossAttention, SelfAttention, hold_transposed, linear
 
 POS = ["learned", "sinusoidal", "rope"]
 KINDS = ["decoder", "encoder_decoder"]
@@ -210,13 +210,13 @@ def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
         for start, n in ((0, 4), (6, 3)):  # the second window over the buffers the first wrote, as a slide does
             cache.reset(keep_memory=True)
             logits = [step(tgt[:, start:start + n], cache)]
-            compiled = compiled or CompiledStep(step, cache)
+            compiled = compiled or CompiledStep(step, cache, model)
             logits += [compiled(tgt[:, t:t + 1], cache) for t in range(start + n, 20)]
             assert cache.length == 20 - start and int(cache.pos) == 20 - start
             torch.testing.assert_close(torch.cat(logits, 1), run(model, src, tgt[:, start:]), atol=1e-4, rtol=1e-4)
         with pytest.raises(ValueError, match="the cache it was made for"):
             compiled(tgt[:, :1], model.new_cache(2, 24, static=True))
-        compiled = CompiledStep(step, cache)
+        compiled = CompiledStep(step, cache, model)
         broken = pytest.MonkeyPatch()
         broken.setattr("guitarformer.generation.compiled._program",
                        lambda *a: (_ for _ in ()).throw(RuntimeError("C++ compile error: cannot find g++")))
@@ -240,7 +240,7 @@ def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str)
         step = kind_of(model).stepper(model, Prompt(tgt))
         cache = model.new_cache(1, 24, static=True)
         step(tgt[:, :5], cache)
-        compiled = CompiledStep(step, cache)
+        compiled = CompiledStep(step, cache, model)
         compiled(tgt[:, 5:6], cache)
         with torch.profiler.profile() as prof:
             compiled(tgt[:, 6:7], cache)
@@ -265,7 +265,7 @@ def test_a_compiled_program_serves_each_riff_the_model_it_is_given() -> None:
             step = kind_of(model).stepper(model, Prompt(tgt))
             cache = model.new_cache(1, 24, static=True)
             logits = [step(tgt[:, :5], cache)]
-            compiled = compiled_mod.CompiledStep(step, cache)
+            compiled = compiled_mod.CompiledStep(step, cache, model)
             logits += [compiled(tgt[:, t:t + 1], cache) for t in range(5, 20)]
             torch.testing.assert_close(torch.cat(logits, 1), run(model, None, tgt), atol=1e-4, rtol=1e-4)
             counts.append(len(compiled_mod.PROGRAMS))
@@ -513,6 +513,12 @@ def test_transposed_weights_are_made_once_and_follow_the_weights() -> None:
 
     model.load_state_dict(make("decoder", "learned", seed=9).state_dict())
     torch.testing.assert_close(few_rows(), reference())
+
+    # A compiled step reads the copies unchecked: `hold_transposed` (each CompiledStep, each riff) remakes stale ones.
+    with torch.no_grad():
+        lin.weight.add_(1.0)
+    hold_transposed(model)
+    torch.testing.assert_close(lin.__dict__["_weight_t"], lin.weight.detach().t())
 
 
 # --------------------------------------------------------------------------- golden values

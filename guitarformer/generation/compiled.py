@@ -20,11 +20,11 @@ The model's own forward is what is compiled: there is no second decoding path.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from guitarformer.errors import GuitarformerError
 from guitarformer.models.kinds import Step
-from guitarformer.models.layers import KVCache
+from guitarformer.models.layers import KVCache, hold_transposed
 
 TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static step reads positions on the device
 
@@ -105,15 +105,17 @@ def _program(step: Step, tokens: Tensor, cache: KVCache):
 
 class CompiledStep:
     """`step(tokens (B, 1), cache) -> logits (B, 1, V)` through torch.compile, against the static cache it was made
-    for (filled by an eager prompt first; `reset()` and an eager refill, a sliding window, keep its buffers).
+    for (filled by an eager prompt first; `reset()` and an eager refill, a sliding window, keep its buffers). `model`:
+    the step's model, whose weights' (in, out) copies are made here (its products read them, unchecked, per step).
 
     The host count `cache.length` is held at TRACED_LENGTH while the compiled step runs, so the graph never sees it
     change (a static step reads only whether it is 0: a prompt or a step), and is advanced here after it."""
 
-    def __init__(self, step: Step, cache: KVCache) -> None:
+    def __init__(self, step: Step, cache: KVCache, model: nn.Module) -> None:
         if not cache.static or cache.pos is None or cache.length == 0:
             raise ValueError("a compiled step needs a static KV cache (new_cache(..., static=True)) its prompt filled")
         self.step, self.cache = step, cache
+        hold_transposed(model)  # the weights' (in, out) copies the step's products read (models/layers.py `linear`)
         # The new tokens are copied into one buffer: a slice of the caller's ids has its width as a stride, which
         # the compiled graph's guards would see change with every call's token budget.
         self.tokens = torch.zeros(cache.batch_size, 1, dtype=torch.long, device=cache.pos.device)

@@ -136,7 +136,7 @@ class _Reader:
                 step = HeldStep(self.step_fn) if compiled else self.step_fn
                 self.captured = CapturedStep(step, self.cache, B, idx.device)
             elif static and compiled:
-                self.captured = CompiledStep(self.step_fn, self.cache)
+                self.captured = CompiledStep(self.step_fn, self.cache, model)
 
     def _prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """A window (B, T) into the empty cache: its last position's logits (B, V). Padded rows (guidance's twin) on a
