@@ -17,7 +17,8 @@ from guitarformer import IGNORE_INDEX
 from guitarformer.config import ModelConfig
 from guitarformer.models import Decoder, EncoderDecoder, KVCache, build_model
 from guitarformer.models.attend import lower_right_causal_mask, one_query_attention
-from guitarformer.models.layers import CrossAttention, SelfAttention, hold_transposed, linear
+from guitarformer.models.layers import CrossAttention, SelfAttention
+from guitarformer.models.ops import hold_transposed, linear
 
 POS = ["learned", "sinusoidal", "rope"]
 KINDS = ["decoder", "encoder_decoder"]
@@ -228,7 +229,7 @@ def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
 @pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
 def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str) -> None:
-    """models/layers.py `as_rows`: inside a compiled step the norms and activations write (rows, C) buffers, so
+    """models/ops.py `as_rows`: inside a compiled step the norms and activations write (rows, C) buffers, so
     ATen's CPU mm reads them as they are; over (1, 1, C) inductor hands mm a view with a 0 row stride, which mm
     copies first (seven copies a step in this two-layer model before)."""
     from guitarformer.generation.compiled import CompiledStep
@@ -247,29 +248,72 @@ def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str)
     assert not [e.key for e in prof.key_averages() if e.key == "aten::clone"]
 
 
-@pytest.mark.usefixtures("cxx")
-def test_a_compiled_program_serves_each_riff_the_model_it_is_given() -> None:
-    """generation/compiled.py `_program`: a new riff's step (a new cache; another model of the same dims, its own
-    weights) reuses the program its guards accept, reading that step's model, and a model of other dims gets its
-    own program: a program that kept its first model, or skipped its guards for other shapes, would fail here."""
-    from guitarformer.generation import compiled as compiled_mod
+def _compiled_logits(model, tgt: torch.Tensor, prompt: int) -> torch.Tensor:
+    """`tgt`'s logits from an eager prompt of `prompt` tokens, then one CompiledStep per token (a riff)."""
+    from guitarformer.generation.compiled import CompiledStep
     from guitarformer.models.kinds import Prompt, kind_of
 
-    torch.manual_seed(5)
-    models = [make("decoder", "rope", seed, block_size=24, **kw) for seed, kw in ((1, {}), (2, {}), (1, {"n_embd": 48}))]
-    tgt = torch.randint(1, V, (1, 20))
-    compiled_mod.PROGRAMS.clear()
-    counts = []
     with torch.inference_mode():
-        for model in models:
-            step = kind_of(model).stepper(model, Prompt(tgt))
-            cache = model.new_cache(1, 24, static=True)
-            logits = [step(tgt[:, :5], cache)]
-            compiled = compiled_mod.CompiledStep(step, cache, model)
-            logits += [compiled(tgt[:, t:t + 1], cache) for t in range(5, 20)]
-            torch.testing.assert_close(torch.cat(logits, 1), run(model, None, tgt), atol=1e-4, rtol=1e-4)
-            counts.append(len(compiled_mod.PROGRAMS))
-    assert counts == [1, 1, 2]
+        step = kind_of(model).stepper(model, Prompt(tgt[:, :prompt]))
+        cache = model.new_cache(tgt.shape[0], 24, static=True)
+        logits = [step(tgt[:, :prompt].clone(memory_format=torch.contiguous_format), cache)]  # its width in its strides
+        compiled = CompiledStep(step, cache, model)
+        logits += [compiled(tgt[:, t:t + 1], cache) for t in range(prompt, tgt.shape[1])]
+    return torch.cat(logits, 1)
+
+
+@pytest.fixture
+def programs(tmp_path, monkeypatch):
+    """generation/compiled.py's programs as in a fresh process, saved in (and read from) tmp_path only."""
+    from guitarformer.generation import compiled as compiled_mod
+
+    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: tmp_path)
+    monkeypatch.setattr(compiled_mod, "PROGRAMS", [])
+    monkeypatch.setattr(compiled_mod, "_READ", set())
+    return compiled_mod
+
+
+@pytest.mark.usefixtures("cxx")
+def test_a_compiled_program_serves_each_riff_the_model_it_is_given(programs) -> None:
+    """generation/compiled.py `_program`: a new riff's step (a new cache, another prompt length; another model of the
+    same dims, its own weights) reuses the program its guards accept, reading that step's model, and a model of
+    other dims gets its own program: a program that kept its first model, or skipped its guards for other shapes,
+    would fail here, and one whose guards read the prompt's length (its width in a stride) would be one per prompt."""
+    torch.manual_seed(5)
+    models = [make("decoder", "rope", seed, block_size=24, prev_token=True, **kw)
+              for seed, kw in ((1, {}), (2, {}), (1, {"n_embd": 48}))]
+    tgt = torch.randint(1, V, (1, 20))
+    counts = []
+    for model, prompts in zip(models, ((5, 9), (7,), (5,))):
+        for prompt in prompts:
+            torch.testing.assert_close(_compiled_logits(model, tgt, prompt), run(model, None, tgt), atol=1e-4,
+                                       rtol=1e-4)
+            counts.append(len(programs.PROGRAMS))
+    assert counts == [1, 1, 1, 2]
+
+
+@pytest.mark.usefixtures("cxx")
+def test_a_compiled_program_is_read_back_by_a_later_process(programs, tmp_path, monkeypatch) -> None:
+    """A compiled step is saved in `_saved_dir` and read back where this process has none (as a new process would),
+    instead of compiling again; a file that does not load is passed over."""
+    model = make("decoder", "rope", 1, block_size=24, prev_token=True)
+    tgt = torch.randint(1, V, (1, 16))
+    first = _compiled_logits(model, tgt, 6)
+    assert len(list(tmp_path.glob("*.bin"))) == 1
+    (tmp_path / "0-broken.bin").write_bytes(b"not a program")
+    monkeypatch.setattr(programs, "PROGRAMS", [])
+    monkeypatch.setattr(programs, "_READ", set())
+    compiles = []
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: compiles.append(a) or _Uncompiled())
+    torch.testing.assert_close(_compiled_logits(model, tgt, 6), first)
+    assert len(programs.PROGRAMS) == 1 and len(list(tmp_path.glob("*.bin"))) == 2
+
+
+class _Uncompiled:
+    """torch.compile's result where a test must not compile: any compiling fails it."""
+
+    def aot_compile(self, *args):
+        raise AssertionError("compiled again: the saved program was not read back")
 
 
 def _held_step_logits(kind: str, device: str) -> None:

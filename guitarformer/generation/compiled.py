@@ -19,12 +19,20 @@ The model's own forward is what is compiled: there is no second decoding path.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import time
+from pathlib import Path
+
 import torch
 from torch import Tensor, nn
 
+from guitarformer import models
 from guitarformer.errors import GuitarformerError
 from guitarformer.models.kinds import Step
-from guitarformer.models.layers import KVCache, hold_transposed
+from guitarformer.models.layers import KVCache
+from guitarformer.models.ops import hold_transposed
 
 TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static step reads positions on the device
 
@@ -81,25 +89,88 @@ def _run(step: Step, tokens: Tensor, cache: KVCache) -> Tensor:
     return step(tokens, cache)
 
 
-# This process's compiled steps (torch.compile's `aot_compile`), each found again by its guards for a new riff's step.
+# This process's compiled steps (torch.compile's `aot_compile`, made here or read from `_saved_dir`), each found again
+# by its guards for a new riff's step.
 PROGRAMS: list = []
+_READ: set[str] = set()  # the files of `_saved_dir` read into PROGRAMS
+KEEP_SAVED = 16  # compiled steps kept on disk per version of the code (the oldest go): one a batch and model shape
+
+
+@functools.cache
+def _saved_dir() -> Path | None:
+    """Where compiled steps are kept between processes: a folder in inductor's cache (TORCHINDUCTOR_CACHE_DIR) named
+    by what a program was traced from, torch's version and the code of this package's models and of this module, so
+    a change to either reads none of the older ones (their guards check shapes and settings, not code). None where
+    inductor's cache folder is unknown or cannot be made."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        digest = hashlib.sha256(torch.__version__.encode())
+        for source in [*sorted(Path(models.__file__).parent.glob("*.py")), Path(__file__)]:
+            digest.update(source.read_bytes())
+        return Path(cache_dir()) / "guitarformer-steps" / digest.hexdigest()[:16]
+    except (ImportError, OSError):
+        return None
+
+
+def _read_saved() -> None:
+    """The compiled steps saved in `_saved_dir` not read yet, into PROGRAMS; a file that does not load (another
+    machine's, cut short) is left out."""
+    folder = _saved_dir()
+    for path in sorted(folder.glob("*.bin")) if folder is not None and folder.is_dir() else []:
+        if str(path) in _READ:
+            continue
+        _READ.add(str(path))
+        try:
+            with open(path, "rb") as f:
+                found = torch.compiler.load_compiled_function(f)
+        except Exception:  # noqa: BLE001 - any unreadable program is compiled anew
+            continue
+        found.disable_guard_check()
+        PROGRAMS.append(found)
+
+
+def _save(found) -> None:
+    """`found` kept in `_saved_dir` for later processes (the oldest beyond KEEP_SAVED removed); where the folder
+    cannot be written, the program serves this process only."""
+    folder = _saved_dir()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{time.time_ns()}-{os.getpid()}.bin"
+        found.save_compiled_function(str(path))
+        _READ.add(str(path))
+        for old in sorted(folder.glob("*.bin"))[:-KEEP_SAVED]:
+            old.unlink(missing_ok=True)
+    except Exception:  # noqa: BLE001 - saving is a convenience: the program in memory serves this riff either way
+        pass
 
 
 def _program(step: Step, tokens: Tensor, cache: KVCache):
-    """A compiled `_run` for these arguments: one of PROGRAMS whose guards hold for them (checked here, once a riff),
-    else a new one. Compiled ahead of time, a program is called without dynamo's frame hook, its cache lookup and
-    its guards: ~40 µs a step less than torch.compile's wrapper (the shipped model on the 2-core CPU, the same
-    logits bit for bit; docs/BENCH_SAMPLE.md). Where torch lacks `aot_compile`, or inductor's caches are off (which
-    it needs), the torch.compile wrapper itself, which checks its guards at every call."""
+    """A compiled `_run` for these arguments: one of PROGRAMS (this process's, then those saved by earlier ones) whose
+    guards hold for them, checked here once a riff, else a new one, compiled and saved. Compiled ahead of time, a
+    program is called without dynamo's frame hook, its cache lookup and its guards: ~40 µs a step less than
+    torch.compile's wrapper (the shipped model on the 2-core CPU, the same logits bit for bit; docs/BENCH_SAMPLE.md).
+    (Such a program misses inductor's own caches in a new process, so it is saved itself: read back, ~1.8 s, against
+    ~3.6 s for torch.compile's wrapper with its caches warm and ~7 s to compile.) Where torch lacks `aot_compile`,
+    or inductor's caches are off (which it needs), the torch.compile wrapper itself, which checks its guards at every
+    call."""
     program = torch.compile(_run, dynamic=False, fullgraph=True, options={"cpp_wrapper": True})
     if not hasattr(program, "aot_compile") or torch._inductor.config.force_disable_caches:
+        torch._dynamo.mark_dynamic(cache.span_of, 0)
         return program
-    for found in PROGRAMS:
-        if found.guard_check(step, tokens, cache):
-            return found
+    for fresh in (False, True):
+        if fresh:
+            _read_saved()
+        for found in PROGRAMS:
+            if found.guard_check(step, tokens, cache):
+                return found
+    torch._dynamo.mark_dynamic(cache.span_of, 0)  # only to compile: a marked tensor fails a read program's guards
     found = program.aot_compile(((step, tokens, cache), {}))
     found.disable_guard_check()  # checked above, once a riff, for the cache, model and shapes that stay
     PROGRAMS.append(found)
+    _save(found)
     return found
 
 
@@ -115,7 +186,7 @@ class CompiledStep:
         if not cache.static or cache.pos is None or cache.length == 0:
             raise ValueError("a compiled step needs a static KV cache (new_cache(..., static=True)) its prompt filled")
         self.step, self.cache = step, cache
-        hold_transposed(model)  # the weights' (in, out) copies the step's products read (models/layers.py `linear`)
+        hold_transposed(model)  # the weights' (in, out) copies the step's products read (models/ops.py `linear`)
         # The new tokens are copied into one buffer: a slice of the caller's ids has its width as a stride, which
         # the compiled graph's guards would see change with every call's token budget.
         self.tokens = torch.zeros(cache.batch_size, 1, dtype=torch.long, device=cache.pos.device)
@@ -137,7 +208,6 @@ class CompiledStep:
         try:
             if self.fn is not None:
                 return self.fn(self.step, self.tokens.copy_(tokens), cache)
-            torch._dynamo.mark_dynamic(cache.span_of, 0)
             fn = _first_call(_program, self.step, self.tokens, cache)
             out = _first_call(fn, self.step, self.tokens.copy_(tokens), cache)
             self.fn = fn

@@ -20,9 +20,8 @@ from guitarformer.models.layers import (
     TokenEmbedding,
     as_model_config,
     init_gpt2_,
-    layer_norm,
-    linear,
 )
+from guitarformer.models.ops import layer_norm, linear
 
 
 PAD_ID = 0  # miditok's PAD: never a real token before another, so its `prev` row means "no token before"

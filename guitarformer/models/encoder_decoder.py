@@ -19,9 +19,8 @@ from guitarformer.models.layers import (
     TokenEmbedding,
     as_model_config,
     init_gpt2_,
-    layer_norm,
-    linear,
 )
+from guitarformer.models.ops import layer_norm, linear
 
 
 class EncoderDecoder(LanguageModel):
