@@ -167,9 +167,11 @@ class StringState:
             self.pending_at = torch.zeros(B, dtype=torch.long, device=device)
             self.unnamed = torch.zeros(B, dtype=torch.bool, device=device)
             self.awaiting = False
-            self.string_end = torch.zeros(B, self.n_strings, dtype=torch.long, device=device)
-            self.string_free = self.string_end.clone()
-            self.string_pitch = torch.full((B, self.n_strings), NO_PITCH, dtype=torch.long, device=device)
+            # (B, 3, n): each string's last note's end, free tick and pitch, in one tensor so a note taking a string
+            # is one gather and one scatter; string_end, string_free and string_pitch are views of it.
+            self.on_string = torch.zeros(B, 3, self.n_strings, dtype=torch.long, device=device)
+            self.on_string[:, 2] = NO_PITCH
+            self.string_end, self.string_free, self.string_pitch = self.on_string.unbind(1)
             self.hammer_ok = torch.zeros(B, dtype=torch.bool, device=device)
 
     def update(self, new: torch.Tensor, kinds: int, now: torch.Tensor, step: torch.Tensor | None,
@@ -229,14 +231,15 @@ class StringState:
             implied = self.unnamed & ~g.is_string[new]
             k = torch.where(implied, self.lowest[self.pending], k)
             takes, records = takes | implied, records | implied
-        k = k.clamp(0, self.n_strings - 1).unsqueeze(1)  # (B, 1)
         takes &= self.pending != NO_PITCH
-        before_end, before_pitch = self.string_end.gather(1, k)[:, 0], self.string_pitch.gather(1, k)[:, 0]
-        self.hammer_ok = torch.where(records, self._hammer_from(before_end, before_pitch), self.hammer_ok)
-        self.string_end.scatter_(1, k, torch.where(takes, self.pending_end, before_end).unsqueeze(1))
-        self.string_free.scatter_(1, k, torch.where(takes, self.pending_free, self.string_free.gather(1, k)[:, 0])
-                                  .unsqueeze(1))
-        self.string_pitch.scatter_(1, k, torch.where(takes, self.pending, before_pitch).unsqueeze(1))
+        k = k.clamp(0, self.n_strings - 1).view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
+        before = self.on_string.gather(2, k)  # (B, 3, 1): the string's end, free tick and pitch
+        self.hammer_ok = torch.where(records, self._hammer_from(before[:, 0, 0], before[:, 2, 0]), self.hammer_ok)
+        self.on_string.scatter_(2, k, torch.where(takes.view(-1, 1, 1), self._pending3(), before))
+
+    def _pending3(self) -> torch.Tensor:
+        """(B, 3, 1) the pending note's end, free tick and pitch, as `on_string` holds a string's."""
+        return torch.stack([self.pending_end, self.pending_free, self.pending], 1).unsqueeze(2)
 
     def _hammer_from(self, before_end: torch.Tensor, before_pitch: torch.Tensor) -> torch.Tensor:
         """(B,) may the pending note carry Tech_Hammer, given the earlier note on its string (its end and pitch, (B,)):
@@ -304,12 +307,10 @@ class StringState:
         lowest-fret string, as `update` records it once the next token is not a String."""
         if due is None:
             return self.string_free, self.string_pitch
-        k = self.lowest[self.pending].unsqueeze(1)  # (B, 1)
-        free = self.string_free.scatter(1, k, torch.where(due, self.pending_free, self.string_free.gather(1, k)[:, 0])
-                                        .unsqueeze(1))
-        pitch = self.string_pitch.scatter(1, k, torch.where(due, self.pending, self.string_pitch.gather(1, k)[:, 0])
-                                          .unsqueeze(1))
-        return free, pitch
+        k = self.lowest[self.pending].view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
+        before = self.on_string.gather(2, k)
+        held = self.on_string.scatter(2, k, torch.where(due.view(-1, 1, 1), self._pending3(), before))
+        return held[:, 1], held[:, 2]
 
     def free_strings(self, now: torch.Tensor) -> torch.Tensor:
         """(B, n) bool, tab tokens: the strings on which no note sounds at tick `now` (B,)."""
