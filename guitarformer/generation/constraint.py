@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from guitarformer.generation.grammar import ALL_KINDS, DURATION, STRING, Grammar
+from guitarformer.generation.grammar import ALL_KINDS, DURATION, STRING, Grammar, allow, keep
 from guitarformer.generation.guards import Guards, GuardSpec
 from guitarformer.generation.repeats import Repeats
 from guitarformer.generation.strings import StringState
@@ -204,26 +204,26 @@ class GuitarConstraint:
         due = g.is_dur[last] if g.implied and may(g.may_string) else None
         if may(g.may_pitch):  # a string for it, and room for a note before the limit
             at_end = now + time.shortest() > limit  # (B,)
-            m[:, g.pitch_at] &= ~(strings.blocked(now, due)[:, g.pitch_val_at] | at_end.unsqueeze(1))
+            keep(m, g.pitch_at, ~(strings.blocked(now, due)[:, g.pitch_val_at] | at_end.unsqueeze(1)))
         if g.kind == "MIDILike":
-            m[:, g.off_at] &= strings.open_notes()[:, g.off_val_at]
+            keep(m, g.off_at, strings.open_notes()[:, g.off_val_at])
             n_open = strings.n_open()  # (B,)
-            m[:, g.eos] &= n_open == 0
+            keep(m, g.eos, n_open == 0)
             if remaining is not None:  # close every note in time: NoteOn Velocity TimeShift + n+1 NoteOffs
-                m[:, g.pitch_at] &= (n_open + 4 <= remaining).unsqueeze(1)
-                m[:, g.time_at] &= (n_open + 1 <= remaining).unsqueeze(1)
+                keep(m, g.pitch_at, (n_open + 4 <= remaining).unsqueeze(1))
+                keep(m, g.time_at, (n_open + 1 <= remaining).unsqueeze(1))
         if may(g.may_timesig):
-            m[:, g.ts_at] &= time.timesigs(last, strings.rings_until())
+            keep(m, g.ts_at, time.timesigs(last, strings.rings_until()))
         if may(g.may_pos):  # REMI Position: forward, inside the bar, a string free on arrival
             t, ok = time.positions(limit)
-            m[:, g.pos_at] &= ok & strings.free_at(t)
+            keep(m, g.pos_at, ok & strings.free_at(t))
         if may(g.may_shift):  # TimeShift: not past the bar limit (Structured: a note follows, so a free string)
             needs_note = g.kind == "Structured"
             t, ok = time.shifts(limit, needs_note)
-            m[:, g.shift_at] &= (ok & strings.free_at(t)) if needs_note else ok
+            keep(m, g.shift_at, (ok & strings.free_at(t)) if needs_note else ok)
         if time.max_bars is not None:  # nothing rings past the last bar
             if may(g.may_dur):
-                m[:, g.dur_at] &= time.durations(limit)
+                keep(m, g.dur_at, time.durations(limit))
             if may(g.whole_after):  # a row may be done (past the limit) only where its last note is whole
                 mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
                 finished = ((now >= limit) & ~mid_note).unsqueeze(1)
@@ -231,23 +231,23 @@ class GuitarConstraint:
         if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
             if may(g.may_string):
                 ok, lowest_ok = strings.string_choice(now)
-                m[:, g.string_at] &= ok
+                keep(m, g.string_at, ok)
                 if due is not None:  # layout 3: no String ends the note on its lowest-fret string, if that one may
-                    m[:, g.note_end_at] &= (lowest_ok | ~due).unsqueeze(1)
+                    keep(m, g.note_end_at, (lowest_ok | ~due).unsqueeze(1))
             if may(g.may_hammer):
-                m[:, g.hammer] &= strings.hammer_allowed(due)
+                keep(m, g.hammer, strings.hammer_allowed(due))
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
         bars = g.kind == "REMI" and time.max_bars is not None
         if bars and may(g.may_bar):
-            m[:, g.bar_at] &= time.may_open_bar().unsqueeze(1)
+            keep(m, g.bar_at, time.may_open_bar().unsqueeze(1))
         if may(g.may_eos):
             may_end = time.started
             if bars and self.whole_riff:
                 # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
                 # riff after one note; `--bars 8` means eight).
                 may_end = may_end & ~time.bars_to_open() & (time.pos >= 0)
-            m[:, g.eos] &= may_end
+            keep(m, g.eos, may_end)
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
         if self.guards is not None:
@@ -260,5 +260,5 @@ class GuitarConstraint:
             m = torch.where((f >= 0).unsqueeze(1), only, m)
         if self.repeats is not None:  # a bar the form repeats: the earlier bar's tokens, where they are allowed
             m = self.repeats.restrict(m, time)
-        m[:, g.eos] |= ~m.any(1)  # a dead end can always finish
+        allow(m, g.eos, ~m.any(1))  # a dead end can always finish
         return m

@@ -67,6 +67,23 @@ def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
     return M
 
 
+def keep(m: torch.Tensor, cols: slice | int | torch.Tensor, ok: torch.Tensor) -> None:
+    """m[:, cols] &= ok in place: on a slice or one id, the view's own op (`m[:, cols] &= ok` would also write the
+    view back onto itself: one more op, ~1.2 µs a rule a token on a CPU); ids as a tensor index as usual."""
+    if isinstance(cols, torch.Tensor):
+        m[:, cols] &= ok
+    else:
+        m[:, cols].bitwise_and_(ok)
+
+
+def allow(m: torch.Tensor, cols: slice | int | torch.Tensor, ok: torch.Tensor) -> None:
+    """m[:, cols] |= ok in place, as `keep`."""
+    if isinstance(cols, torch.Tensor):
+        m[:, cols] |= ok
+    else:
+        m[:, cols].bitwise_or_(ok)
+
+
 def _cut(cols: torch.Tensor) -> slice | torch.Tensor:
     """`cols` (ids, ascending or not) as a slice where they are one ascending run, else as they are."""
     c = cols.tolist()

@@ -37,7 +37,7 @@ import torch
 
 from guitarformer.data.controls import DENSITY_THRESHOLDS, DENSITY_VALUES, MAJOR_PROFILE, MINOR_PROFILE
 from guitarformer.data.seen import Seen
-from guitarformer.generation.grammar import BAR, PITCH, POSITION, TIMESIG, Grammar
+from guitarformer.generation.grammar import BAR, PITCH, POSITION, TIMESIG, Grammar, allow, keep
 from guitarformer.generation.timing import TimeState
 from guitarformer.music.guitar import PITCH_NAMES, fret_of
 
@@ -265,34 +265,34 @@ class Guards:
             capped = self.onsets >= most
             owed = need > 0
             if may(g.may_pos):
-                m[:, g.pos_at] &= ~capped.unsqueeze(1)
+                keep(m, g.pos_at, ~capped.unsqueeze(1))
             if may(g.may_eos):  # no end while onsets are owed, nor after a full bar while bars are left
-                m[:, g.eos] &= ~(owed | (capped & more_bars)) if more_bars is not None else ~owed
+                keep(m, g.eos, ~(owed | (capped & more_bars)) if more_bars is not None else ~owed)
             # The rules below change nothing in rows that owe no onset: on a CPU, skipped where no row does.
             if m.device.type != "cpu" or bool(owed.any()):
-                m[:, g.bar_at] &= ~owed.unsqueeze(1)
+                keep(m, g.bar_at, ~owed.unsqueeze(1))
                 # Room for the owed onsets after a Position, a sixteenth apart: (ticks left) / sixteenth >= need.
                 room = self.sixteenths_left >= need.unsqueeze(1)
-                m[:, g.pos_at] &= room | ~owed.unsqueeze(1)
+                keep(m, g.pos_at, room | ~owed.unsqueeze(1))
                 # A bar that owes onsets moves on after one note: stacking a chord there would spend every string.
-                m[:, g.pitch_at] &= ~(owed & (self.notes_here > 0)).unsqueeze(1)
+                keep(m, g.pitch_at, ~(owed & (self.notes_here > 0)).unsqueeze(1))
                 # Owed onsets no Position can start (every string ringing, or no room): the bar may end after all.
                 stuck = owed & before[:, g.bar_at].any(1) & ~m[:, g.pos_at].any(1)
-                m[:, g.bar_at] |= before[:, g.bar_at] & stuck.unsqueeze(1)
-                m[:, g.eos] |= before[:, g.eos] & stuck
+                allow(m, g.bar_at, before[:, g.bar_at] & stuck.unsqueeze(1))
+                allow(m, g.eos, before[:, g.eos] & stuck)
             # The strings or the time left cannot meet a rule: the row goes on without it.
             m = torch.where(m.any(1, keepdim=True), m, before)
         if self.regions is not None and pending is not None and may(self.may_place):
             held = m.clone()
             r, pitches = time.kept("region", lambda: self._bar_region(bar))
             if may(g.may_pitch):
-                m[:, g.pitch_at] &= pitches
+                keep(m, g.pitch_at, pitches)
             if may(g.may_string) or implied is not None:
                 fits = self.regions[r, pending.clamp(max=128)]  # (B, nS)
-                m[:, g.string_at] &= fits
+                keep(m, g.string_at, fits)
                 if implied is not None:  # a note without a String is on its lowest-fret string: its fret in the region
                     there = fits.gather(1, implied.clamp(min=0).unsqueeze(1))[:, 0]
-                    m[:, g.note_end_at] &= (there | (implied < 0)).unsqueeze(1)
+                    keep(m, g.note_end_at, (there | (implied < 0)).unsqueeze(1))
             # No string free in the region: this token may leave it (the density rule still holds).
             m = torch.where(m.any(1, keepdim=True), m, held)
         return m

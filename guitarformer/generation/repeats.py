@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
-from guitarformer.generation.grammar import Grammar
+from guitarformer.generation.grammar import Grammar, keep
 
 END = -2  # after the copy: a Bar or the end
 NONE = -1
@@ -104,7 +104,7 @@ class Repeats:
         if any(before):  # notes end by the bar line before a repeat, where some duration still fits
             fits = time.durations(time.bar_start + time.bar_ticks)  # (B, nD)
             held = torch.tensor(before, device=m.device) & (m[:, self.dur_cols] & fits).any(1)
-            m[:, self.dur_cols] &= fits | ~held.unsqueeze(1)
+            keep(m, self.dur_cols, fits | ~held.unsqueeze(1))
         want = self.wanted()
         if all(w == NONE for w in want):
             return m
