@@ -144,8 +144,9 @@ class GuitarConstraint:
         if self.guards is not None:
             self.guards.reset(B, dev, self.time)
         repeats, self.repeats = self.repeats, None  # the prompt's bars are read whole by `Repeats.start`
-        for t in range(ids.shape[1]):
-            self.update(ids[:, t])
+        columns = ids.t().tolist() if self._host else [None] * ids.shape[1]  # each step's tokens, read at once
+        for t, chosen in enumerate(columns):
+            self.update(ids[:, t], chosen)
         self.time.set_limit(max_bars)
         self.repeats = repeats
         if repeats is not None:
@@ -169,11 +170,12 @@ class GuitarConstraint:
         """The next-token logits (B, V) with the guards' bias (unchanged without guards)."""
         return logits if not self.enabled or self.guards is None else self.guards.steer(logits)
 
-    def update(self, new: torch.Tensor) -> None:
-        """Advance the state with the tokens just chosen (B,)."""
+    def update(self, new: torch.Tensor, chosen: list[int] | None = None) -> None:
+        """Advance the state with the tokens just chosen (B,) (`chosen`: the same as a list, where the caller has it)."""
         if not self.enabled:
             return
-        chosen = new.tolist() if self._host or self.repeats is not None else None
+        if chosen is None and (self._host or self.repeats is not None):
+            chosen = new.tolist()
         if self.repeats is not None:
             self.repeats.update(chosen)
         kinds = self.grammar.kinds(chosen) if self._host else ALL_KINDS
@@ -260,5 +262,9 @@ class GuitarConstraint:
             m = torch.where((f >= 0).unsqueeze(1), only, m)
         if self.repeats is not None:  # a bar the form repeats: the earlier bar's tokens, where they are allowed
             m = self.repeats.restrict(m, time)
-        allow(m, g.eos, ~m.any(1))  # a dead end can always finish
+        if lasts is not None and len(lasts) == 1:  # a dead end can always finish
+            if not m.any():
+                m[:, g.eos] = True
+        else:
+            allow(m, g.eos, ~m.any(1))
         return m

@@ -36,6 +36,7 @@ class TimeState:
         self.now, self.bar_start, self.bars, self.pos = z(), z(), z(), z(-1)
         self.tpb, self.bar_ticks, self.tpp = z(tpb), z(bar), z(tpp)
         self.started = torch.zeros(B, dtype=torch.bool, device=device)
+        self.all_started = False  # host side: every row has struck a note (seen where a step's rows all did)
         self.had_ts = torch.zeros(B, dtype=torch.bool, device=device)
         self.max_bars: int | None = None
         self.per_bar: dict[str, torch.Tensor] = {}  # what moves only with a Bar or TimeSig (`kept`)
@@ -80,8 +81,12 @@ class TimeState:
                 self.now = torch.where(is_pos, self.bar_start + pos * self.tpp, self.now)
         if kinds & SHIFT:  # ...TimeShift moves it on
             self.now = self.now + torch.where(g.is_shift[new], self.step_ticks(new), 0)
-        if kinds & PITCH:
-            self.started |= g.is_pitch[new]
+        if kinds & PITCH and not self.all_started:
+            if every & PITCH:
+                self.started.fill_(True)
+                self.all_started = True
+            else:
+                self.started |= g.is_pitch[new]
 
     # ------------------------------------------------------------ what time allows next
 
