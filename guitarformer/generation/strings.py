@@ -168,11 +168,30 @@ class StringState:
             self.unnamed = torch.zeros(B, dtype=torch.bool, device=device)
             self.awaiting = False
             # (B, 3, n): each string's last note's end, free tick and pitch, in one tensor so a note taking a string
-            # is one gather and one scatter; string_end, string_free and string_pitch are views of it.
+            # is one gather and one scatter; string_end, string_free and string_pitch read views of it.
             self.on_string = torch.zeros(B, 3, self.n_strings, dtype=torch.long, device=device)
             self.on_string[:, 2] = NO_PITCH
-            self.string_end, self.string_free, self.string_pitch = self.on_string.unbind(1)
             self.hammer_ok = torch.zeros(B, dtype=torch.bool, device=device)
+
+    def _string_views(self) -> tuple[torch.Tensor, ...]:
+        """`on_string`'s three rows as (B, n) views, made again where `on_string` is another tensor (beam search
+        moves rows by replacing each per-row tensor: generation/fingering_rows.py), so views are never stale."""
+        views = self.__dict__.get("_views")
+        if views is None or views[0] is not self.on_string:
+            views = self.__dict__["_views"] = (self.on_string, *self.on_string.unbind(1))
+        return views
+
+    @property
+    def string_end(self) -> torch.Tensor:
+        return self._string_views()[1]
+
+    @property
+    def string_free(self) -> torch.Tensor:
+        return self._string_views()[2]
+
+    @property
+    def string_pitch(self) -> torch.Tensor:
+        return self._string_views()[3]
 
     def update(self, new: torch.Tensor, kinds: int, now: torch.Tensor, step: torch.Tensor | None,
                every: int = 0) -> None:
