@@ -205,7 +205,7 @@ class GuitarConstraint:
         # Layout 3: the rows right after a Duration, whose note goes on its lowest-fret string unless a String follows.
         due = g.is_dur[last] if g.implied and may(g.may_string) else None
         if may(g.may_pitch):  # a string for it, and room for a note before the limit
-            at_end = now + time.shortest() > limit  # (B,)
+            at_end = now > time.latest_start()  # (B,) no room for a note before the limit
             keep(m, g.pitch_at, ~(strings.blocked(now, due)[:, g.pitch_val_at] | at_end.unsqueeze(1)))
         if g.kind == "MIDILike":
             keep(m, g.off_at, strings.open_notes()[:, g.off_val_at])

@@ -119,6 +119,10 @@ class TimeState:
         assert self.max_bars is not None
         return (self.max_bars - (self.bars - self.bars_at_start) + 1).clamp(min=1)
 
+    def latest_start(self) -> torch.Tensor:
+        """(B,) the last tick a note of the shortest length may start on and still end by the limit."""
+        return self.kept("latest_start", lambda: self.limit() - self.shortest())
+
     def shortest(self) -> torch.Tensor:
         """(B,) the shortest note or time step the current time signature offers."""
         return self.min_step[self.tpb]
@@ -140,10 +144,14 @@ class TimeState:
         """REMI Positions: the tick each one lands on (B, nP), and whether it may come (forward, inside the
         bar, room for a note before `limit`)."""
         pv = self.grammar.pos_cols_val.unsqueeze(0)  # (1, nP)
-        t = self.bar_start.unsqueeze(1) + pv * self.tpp.unsqueeze(1)  # (B, nP)
-        ok = (pv > self.pos.unsqueeze(1)) & (pv * self.tpp.unsqueeze(1) < self.bar_ticks.unsqueeze(1))
-        ok &= t + self.shortest().unsqueeze(1) <= limit.unsqueeze(1)
-        return t, ok
+
+        def in_bar() -> tuple[torch.Tensor, torch.Tensor]:  # what only a Bar or TimeSig moves: made once a bar
+            t = self.bar_start.unsqueeze(1) + pv * self.tpp.unsqueeze(1)  # (B, nP)
+            ok = pv * self.tpp.unsqueeze(1) < self.bar_ticks.unsqueeze(1)
+            return t, ok & (t + self.shortest().unsqueeze(1) <= limit.unsqueeze(1))
+
+        t, ok = self.kept("positions", in_bar) if limit is self.kept("limit", self._limit) else in_bar()
+        return t, ok & (pv > self.pos.unsqueeze(1))
 
     def shifts(self, limit: torch.Tensor, needs_note: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """TimeShifts: the tick each one lands on (B, nS), and whether it may come (not past `limit`; before the
