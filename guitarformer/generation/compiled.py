@@ -147,6 +147,15 @@ def _save(found) -> None:
         pass
 
 
+def _holds(found, step: Step, tokens: Tensor, cache: KVCache) -> bool:
+    """Whether `found`'s guards accept these arguments; a program whose guards cannot even be checked (one read from
+    disk for other code) does not."""
+    try:
+        return bool(found.guard_check(step, tokens, cache))
+    except Exception:  # noqa: BLE001 - any failure to check is a no
+        return False
+
+
 def _program(step: Step, tokens: Tensor, cache: KVCache):
     """A compiled `_run` for these arguments: one of PROGRAMS (this process's, then those saved by earlier ones) whose
     guards hold for them, checked here once a riff, else a new one, compiled and saved. Compiled ahead of time, a
@@ -164,7 +173,7 @@ def _program(step: Step, tokens: Tensor, cache: KVCache):
         if fresh:
             _read_saved()
         for found in PROGRAMS:
-            if found.guard_check(step, tokens, cache):
+            if _holds(found, step, tokens, cache):
                 return found
     torch._dynamo.mark_dynamic(cache.span_of, 0)  # only to compile: a marked tensor fails a read program's guards
     found = program.aot_compile(((step, tokens, cache), {}))
