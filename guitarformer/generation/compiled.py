@@ -41,6 +41,12 @@ TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static ste
 # 1,185 -> 1,401, for ~15 s more compiling on the first call (docs/BENCH_GPU.md, scripts/gpu_decode_ab.py).
 CUDA_OPTIONS: dict = {"coordinate_descent_tuning": True}
 
+# Inductor's options for the CPU step (CompiledStep). A pointwise result with more than `realize_cpu_opcount_threshold`
+# ops is stored once instead of recomputed where it is read (default 50): at 5 the rotated query is stored, not
+# recomputed for every key inside the attention scores' loop (with its half swap a gather of 16 scalars a key): the
+# shipped model's step ~174 -> ~163 µs on the 2-core CPU, the same logits (docs/BENCH_SAMPLE.md).
+CPU_OPTIONS: dict = {"cpp_wrapper": True, "realize_cpu_opcount_threshold": 5}
+
 
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
@@ -165,7 +171,7 @@ def _program(step: Step, tokens: Tensor, cache: KVCache):
     ~3.6 s for torch.compile's wrapper with its caches warm and ~7 s to compile.) Where torch lacks `aot_compile`,
     or inductor's caches are off (which it needs), the torch.compile wrapper itself, which checks its guards at every
     call."""
-    program = torch.compile(_run, dynamic=False, fullgraph=True, options={"cpp_wrapper": True})
+    program = torch.compile(_run, dynamic=False, fullgraph=True, options=dict(CPU_OPTIONS))
     if not hasattr(program, "aot_compile") or torch._inductor.config.force_disable_caches:
         torch._dynamo.mark_dynamic(cache.span_of, 0)
         return program
