@@ -58,9 +58,9 @@ _threads = click.option("--threads", type=click.IntRange(0), default=0, show_def
                         "OMP_NUM_THREADS when set).")
 _compile = click.option("--compile", "compile_step", is_flag=True,
                         help="Compile the one-token decoding step (torch.compile; needs a C++ compiler on a CPU). "
-                        "Seconds of compiling (saved for later processes), then on a CPU about 2x the speed where riffs "
-                        "are drawn one at a time (--batch-size 1; guided ones too): for many or long riffs, and the "
-                        "studio. On a GPU the compiled step is what its CUDA graph replays.")
+                        "Seconds of compiling (saved for later processes), then on a CPU about 2x the speed where "
+                        "riffs are drawn one at a time (--batch-size 1; guided ones too): for many or long riffs, and "
+                        "the studio. On a GPU the compiled step is what its CUDA graph replays.")
 
 # ---------------------------------------------------------------- prepare / info
 

@@ -171,7 +171,8 @@ class GuitarConstraint:
         return logits if not self.enabled or self.guards is None else self.guards.steer(logits)
 
     def update(self, new: torch.Tensor, chosen: list[int] | None = None) -> None:
-        """Advance the state with the tokens just chosen (B,) (`chosen`: the same as a list, where the caller has it)."""
+        """Advance the state with the tokens just chosen (B,) (`chosen`: the same as a list, where the caller has
+        it)."""
         if not self.enabled:
             return
         if chosen is None and (self._host or self.repeats is not None):
