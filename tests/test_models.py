@@ -309,6 +309,23 @@ def test_a_compiled_program_is_read_back_by_a_later_process(programs, tmp_path, 
     assert len(programs.PROGRAMS) == 1 and len(list(tmp_path.glob("*.bin"))) == 2
 
 
+@pytest.mark.usefixtures("cxx")
+def test_compiled_steps_of_old_code_versions_are_pruned(tmp_path, monkeypatch) -> None:
+    """Saving a program keeps the folders of the KEEP_VERSIONS versions of the code saved to last, no others."""
+    from guitarformer.generation import compiled as compiled_mod
+
+    versions = tmp_path / "guitarformer-steps"
+    for i in range(compiled_mod.KEEP_VERSIONS + 2):
+        (versions / f"old{i}").mkdir(parents=True)
+        os.utime(versions / f"old{i}", (i, i))
+    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: versions / "now")
+    monkeypatch.setattr(compiled_mod, "PROGRAMS", [])
+    monkeypatch.setattr(compiled_mod, "_READ", set())
+    _compiled_logits(make("decoder", "rope", 1, block_size=24), torch.randint(1, V, (1, 10)), 4)
+    kept = sorted(d.name for d in versions.iterdir())
+    assert kept == ["now", *[f"old{i}" for i in range(3, compiled_mod.KEEP_VERSIONS + 2)]]
+
+
 class _Uncompiled:
     """torch.compile's result where a test must not compile: any compiling fails it."""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -100,6 +101,7 @@ def _run(step: Step, tokens: Tensor, cache: KVCache) -> Tensor:
 PROGRAMS: list = []
 _READ: set[str] = set()  # the files of `_saved_dir` read into PROGRAMS
 KEEP_SAVED = 16  # compiled steps kept on disk per version of the code (the oldest go): one a batch and model shape
+KEEP_VERSIONS = 4  # versions of the code whose compiled steps are kept (the least recently saved to go)
 
 
 @functools.cache
@@ -137,8 +139,9 @@ def _read_saved() -> None:
 
 
 def _save(found) -> None:
-    """`found` kept in `_saved_dir` for later processes (the oldest beyond KEEP_SAVED removed); where the folder
-    cannot be written, the program serves this process only."""
+    """`found` kept in `_saved_dir` for later processes (the oldest beyond KEEP_SAVED removed, and the folders of all
+    but the KEEP_VERSIONS versions of the code saved to last); where the folder cannot be written, the program serves
+    this process only."""
     folder = _saved_dir()
     if folder is None:
         return
@@ -149,6 +152,9 @@ def _save(found) -> None:
         _READ.add(str(path))
         for old in sorted(folder.glob("*.bin"))[:-KEEP_SAVED]:
             old.unlink(missing_ok=True)
+        versions = sorted((d for d in folder.parent.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
+        for old in versions[:-KEEP_VERSIONS]:
+            shutil.rmtree(old, ignore_errors=True)
     except Exception:  # noqa: BLE001 - saving is a convenience: the program in memory serves this riff either way
         pass
 
