@@ -2,19 +2,22 @@
 
     python scripts/gpu_decode_ab.py overlap --before OLD_ENGINE.py   # generate() now vs an older engine.py, alternating
     python scripts/gpu_decode_ab.py tuning                           # the compiled step with and without CUDA_OPTIONS
+    python scripts/gpu_decode_ab.py tuning --extra '{"realize_opcount_threshold": 5}' --dtypes fp32   # and one more
     python scripts/gpu_decode_ab.py tuning --device cpu --layers 2 --width 192 --new 8   # a CPU run checks the script
 
 `overlap`: both engines compiled (`SamplingParams(compile=True)`), the constraint where `sample` keeps it
 (`constraint_device`), fp32 and bf16 weights, three alternating rounds (best shown), and whether both wrote the same
 tokens. OLD_ENGINE.py: `git show REV:guitarformer/generation/engine.py > OLD_ENGINE.py`.
-`tuning`: generation/compiled.CUDA_OPTIONS (inductor's options for the step a GPU captures) as they are and empty,
-each compiled afresh; tokens/s plain and with the constraint on the host, GPU time a token (torch.profiler, kernels'
-self time over 128 tokens and their prefill) and the first call's seconds (the compiling)."""
+`tuning`: generation/compiled.CUDA_OPTIONS (inductor's options for the step a GPU captures) as they are, empty, and
+with `--extra` options added, each compiled afresh; tokens/s plain and with the constraint on the host, GPU time a
+token (torch.profiler, kernels' self time over 128 tokens and their prefill) and the first call's seconds (the
+compiling)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import time
 from pathlib import Path
@@ -89,11 +92,12 @@ def overlap(b: Bench, before: Path) -> None:
               f"{ratio} | {same} |")
 
 
-def tuning(b: Bench) -> None:
+def tuning(b: Bench, extra: dict, dtypes: list[str]) -> None:
     tuned = dict(compiled.CUDA_OPTIONS)
+    variants = [tuned, {}] + ([{**tuned, **extra}] if extra else [])
     print("| weights | inductor options | plain tokens/s | + constraint (host) | GPU µs a token | first call s |")
     print("|---|---|---:|---:|---:|---:|")
-    for dt, opts in (("fp32", tuned), ("fp32", {}), ("bf16", tuned), ("bf16", {})):
+    for dt, opts in ((dt, opts) for dt in dtypes for opts in variants):
         compiled.CUDA_OPTIONS.clear()
         compiled.CUDA_OPTIONS.update(opts)
         torch._dynamo.reset()
@@ -115,6 +119,10 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--new", type=int, default=256, help="tokens per timed call")
+    ap.add_argument("--extra", type=json.loads, default={},
+                    help="tuning: also CUDA_OPTIONS with these inductor options (JSON), e.g. "
+                         "'{\"realize_opcount_threshold\": 5}'")
+    ap.add_argument("--dtypes", default="fp32,bf16", help="tuning: the weights' dtypes, comma-separated")
     args = ap.parse_args()
     b = Bench(args)
     dev = torch.cuda.get_device_name() if b.dev.type == "cuda" else "CPU"
@@ -125,7 +133,7 @@ def main() -> None:
             ap.error("overlap needs --before OLD_ENGINE.py")
         overlap(b, args.before)
     else:
-        tuning(b)
+        tuning(b, args.extra, args.dtypes.split(","))
 
 
 if __name__ == "__main__":
