@@ -267,7 +267,7 @@ def programs(tmp_path, monkeypatch):
     """generation/compiled.py's programs as in a fresh process, saved in (and read from) tmp_path only."""
     from guitarformer.generation import compiled as compiled_mod
 
-    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: tmp_path)
+    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: tmp_path)  # not in a folder named as _saved_dir's
     monkeypatch.setattr(compiled_mod, "PROGRAMS", [])
     monkeypatch.setattr(compiled_mod, "_READ", set())
     return compiled_mod
@@ -311,19 +311,28 @@ def test_a_compiled_program_is_read_back_by_a_later_process(programs, tmp_path, 
 
 @pytest.mark.usefixtures("cxx")
 def test_compiled_steps_of_old_code_versions_are_pruned(tmp_path, monkeypatch) -> None:
-    """Saving a program keeps the folders of the KEEP_VERSIONS versions of the code saved to last, no others."""
+    """Saving a program keeps the folders of the KEEP_VERSIONS versions of the code saved to last, and nothing else
+    is touched: no folder but a version's, none outside `guitarformer-steps` (the tests' own programs are saved
+    straight into their tmp_path: pruning its siblings would delete other tests' folders)."""
     from guitarformer.generation import compiled as compiled_mod
 
-    versions = tmp_path / "guitarformer-steps"
-    for i in range(compiled_mod.KEEP_VERSIONS + 2):
-        (versions / f"old{i}").mkdir(parents=True)
-        os.utime(versions / f"old{i}", (i, i))
-    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: versions / "now")
+    versions = tmp_path / compiled_mod.STEPS_FOLDER
+    names = [f"{i:016x}" for i in range(compiled_mod.KEEP_VERSIONS + 2)]
+    for i, name in enumerate([*names, "not-a-version"]):
+        (versions / name).mkdir(parents=True)
+        os.utime(versions / name, (i, i))
+    (tmp_path / "beside").mkdir()
+    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: versions / "feedfacefeedface")
     monkeypatch.setattr(compiled_mod, "PROGRAMS", [])
     monkeypatch.setattr(compiled_mod, "_READ", set())
     _compiled_logits(make("decoder", "rope", 1, block_size=24), torch.randint(1, V, (1, 10)), 4)
-    kept = sorted(d.name for d in versions.iterdir())
-    assert kept == ["now", *[f"old{i}" for i in range(3, compiled_mod.KEEP_VERSIONS + 2)]]
+    assert sorted(d.name for d in versions.iterdir()) == sorted(["feedfacefeedface", "not-a-version", *names[3:]])
+    assert (tmp_path / "beside").is_dir()
+
+    monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: tmp_path / "elsewhere")  # not named as _saved_dir's
+    monkeypatch.setattr(compiled_mod, "PROGRAMS", [])
+    _compiled_logits(make("decoder", "rope", 2, block_size=24, n_embd=48), torch.randint(1, V, (1, 10)), 4)
+    assert (tmp_path / "beside").is_dir() and len(list(versions.iterdir())) == 5
 
 
 class _Uncompiled:

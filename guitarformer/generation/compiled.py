@@ -104,6 +104,13 @@ KEEP_SAVED = 16  # compiled steps kept on disk per version of the code (the olde
 KEEP_VERSIONS = 4  # versions of the code whose compiled steps are kept (the least recently saved to go)
 
 
+STEPS_FOLDER = "guitarformer-steps"  # in inductor's cache folder: one folder per version of the code inside
+
+
+def _is_digest(name: str) -> bool:
+    return len(name) == 16 and all(c in "0123456789abcdef" for c in name)
+
+
 @functools.cache
 def _saved_dir() -> Path | None:
     """Where compiled steps are kept between processes: a folder in inductor's cache (TORCHINDUCTOR_CACHE_DIR) named
@@ -116,7 +123,7 @@ def _saved_dir() -> Path | None:
         digest = hashlib.sha256(torch.__version__.encode())
         for source in [*sorted(Path(models.__file__).parent.glob("*.py")), Path(__file__)]:
             digest.update(source.read_bytes())
-        return Path(cache_dir()) / "guitarformer-steps" / digest.hexdigest()[:16]
+        return Path(cache_dir()) / STEPS_FOLDER / digest.hexdigest()[:16]
     except (ImportError, OSError):
         return None
 
@@ -152,9 +159,11 @@ def _save(found) -> None:
         _READ.add(str(path))
         for old in sorted(folder.glob("*.bin"))[:-KEEP_SAVED]:
             old.unlink(missing_ok=True)
-        versions = sorted((d for d in folder.parent.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
-        for old in versions[:-KEEP_VERSIONS]:
-            shutil.rmtree(old, ignore_errors=True)
+        if folder.parent.name == STEPS_FOLDER:  # only folders `_saved_dir` names: a digest each
+            versions = sorted((d for d in folder.parent.iterdir() if d.is_dir() and _is_digest(d.name)),
+                              key=lambda d: d.stat().st_mtime)
+            for old in versions[:-KEEP_VERSIONS]:
+                shutil.rmtree(old, ignore_errors=True)
     except Exception:  # noqa: BLE001 - saving is a convenience: the program in memory serves this riff either way
         pass
 
