@@ -2,6 +2,7 @@
 
     python scripts/bench_constraint.py                       # the shipped model, four asks, best of 3 each
     python scripts/bench_constraint.py --run RUN --repeat 5
+    python scripts/bench_constraint.py --compile             # the same riffs with the compiled one-token step
 
 Each ask is a `guitarformer sample` command line run in-process (one riff, batch 1, its own bars, guards, form and
 guidance, as a user gets them). The constraint's methods (`start`, `mask`, `update`, `steer`: generation/constraint.py)
@@ -69,6 +70,9 @@ def main() -> None:
     ap.add_argument("--run", default="pretrained")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compile", action="store_true",
+                    help="each ask with `sample --compile` (the compiled one-token step; its compiling falls in the "
+                         "first of the --repeat calls, which best-of leaves out)")
     args = ap.parse_args()
     from guitarformer.cli import main as cli
 
@@ -79,8 +83,8 @@ def main() -> None:
             best = None
             for _ in range(args.repeat):
                 acc.clear()
-                cli(["sample", "--run", args.run, "--threads", str(args.threads), "--out", f"{tmp}/r.mid", *ask],
-                    standalone_mode=False)
+                cli(["sample", "--run", args.run, "--threads", str(args.threads), "--out", f"{tmp}/r.mid", *ask,
+                     *(["--compile"] if args.compile else [])], standalone_mode=False)
                 got = dict(acc)
                 if best is None or got["generate"] < best["generate"]:
                     best = got
@@ -89,7 +93,8 @@ def main() -> None:
             rows.append((label, int(n), (gen - con - draw) / n * 1e6, con / n * 1e6, draw / n * 1e6, gen / (gen - con)))
             print(rows[-1], file=sys.stderr, flush=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\n`python scripts/bench_constraint.py --run {args.run} --repeat {args.repeat}`: torch {torch.__version__}, "
+    print(f"\n`python scripts/bench_constraint.py --run {args.run} --repeat {args.repeat}"
+          f"{' --compile' if args.compile else ''}`: torch {torch.__version__}, "
           f"{args.threads} thread(s), load average {load:.1f} at the end; microseconds per token drawn, best of "
           f"{args.repeat}\n")
     print("| ask | tokens | model and loop | constraint | draw | constraint cost |")
