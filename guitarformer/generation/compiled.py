@@ -102,8 +102,6 @@ PROGRAMS: list = []
 _READ: set[str] = set()  # the files of `_saved_dir` read into PROGRAMS
 KEEP_SAVED = 16  # compiled steps kept on disk per version of the code (the oldest go): one a batch and model shape
 KEEP_VERSIONS = 4  # versions of the code whose compiled steps are kept (the least recently saved to go)
-
-
 STEPS_FOLDER = "guitarformer-steps"  # in inductor's cache folder: one folder per version of the code inside
 
 
@@ -183,20 +181,21 @@ def _program(step: Step, tokens: Tensor, cache: KVCache):
     program is called without dynamo's frame hook, its cache lookup and its guards: ~40 µs a step less than
     torch.compile's wrapper (the shipped model on the 2-core CPU, the same logits bit for bit; docs/BENCH_SAMPLE.md).
     (Such a program misses inductor's own caches in a new process, so it is saved itself: read back, ~1.8 s, against
-    ~3.6 s for torch.compile's wrapper with its caches warm and ~7 s to compile.) Where torch lacks `aot_compile`,
-    or inductor's caches are off (which it needs), the torch.compile wrapper itself, which checks its guards at every
-    call."""
-    program = torch.compile(_run, dynamic=False, fullgraph=True, options=dict(CPU_OPTIONS))
-    if not hasattr(program, "aot_compile") or torch._inductor.config.force_disable_caches:
-        torch._dynamo.mark_dynamic(cache.span_of, 0)
-        return program
-    for fresh in (False, True):
+    ~3.6 s for torch.compile's wrapper with its caches warm and ~7 s to compile.) Where torch lacks `aot_compile` (and
+    `torch.compiler.load_compiled_function` with it), or inductor's caches are off (which it needs), the torch.compile
+    wrapper itself, which checks its guards at every call. The wrapper is made only to compile: a riff whose program
+    is found needs none."""
+    ahead = hasattr(torch.compiler, "load_compiled_function") and not torch._inductor.config.force_disable_caches
+    for fresh in (False, True) if ahead else ():
         if fresh:
             _read_saved()
         for found in PROGRAMS:
             if _holds(found, step, tokens, cache):
                 return found
     torch._dynamo.mark_dynamic(cache.span_of, 0)  # only to compile: a marked tensor fails a read program's guards
+    program = torch.compile(_run, dynamic=False, fullgraph=True, options=dict(CPU_OPTIONS))
+    if not ahead:
+        return program
     found = program.aot_compile(((step, tokens, cache), {}))
     found.disable_guard_check()  # checked above, once a riff, for the cache, model and shapes that stay
     PROGRAMS.append(found)

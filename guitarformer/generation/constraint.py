@@ -218,7 +218,7 @@ class GuitarConstraint:
         if may(g.may_timesig):
             keep(m, g.ts_at, time.timesigs(last, strings.rings_until()))
         if may(g.may_pos):  # REMI Position: forward, inside the bar, a string free on arrival
-            t, ok = time.positions(limit)
+            t, ok = time.positions()
             keep(m, g.pos_at, ok & strings.free_at(t))
         if may(g.may_shift):  # TimeShift: not past the bar limit (Structured: a note follows, so a free string)
             needs_note = g.kind == "Structured"

@@ -140,17 +140,17 @@ class TimeState:
             return ok
         return (~self.started & ~self.had_ts & (self.now == 0)).unsqueeze(1)
 
-    def positions(self, limit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def positions(self) -> tuple[torch.Tensor, torch.Tensor]:
         """REMI Positions: the tick each one lands on (B, nP), and whether it may come (forward, inside the
-        bar, room for a note before `limit`)."""
+        bar, room for a note before the limit); made once a bar but the 'forward'."""
         pv = self.grammar.pos_cols_val.unsqueeze(0)  # (1, nP)
 
         def in_bar() -> tuple[torch.Tensor, torch.Tensor]:  # what only a Bar or TimeSig moves: made once a bar
             t = self.bar_start.unsqueeze(1) + pv * self.tpp.unsqueeze(1)  # (B, nP)
             ok = pv * self.tpp.unsqueeze(1) < self.bar_ticks.unsqueeze(1)
-            return t, ok & (t + self.shortest().unsqueeze(1) <= limit.unsqueeze(1))
+            return t, ok & (t + self.shortest().unsqueeze(1) <= self.limit().unsqueeze(1))
 
-        t, ok = self.kept("positions", in_bar) if limit is self.kept("limit", self._limit) else in_bar()
+        t, ok = self.kept("positions", in_bar)
         return t, ok & (pv > self.pos.unsqueeze(1))
 
     def shifts(self, limit: torch.Tensor, needs_note: bool) -> tuple[torch.Tensor, torch.Tensor]:
