@@ -30,6 +30,18 @@ def constraint_device(model_device: torch.device | str, rows: int) -> torch.devi
     return torch.device("cpu") if model_device.type != "cpu" and rows <= HOST_ROWS else model_device
 
 
+def _may(lasts: list[int] | None):
+    """`may(table)`: whether any row's next token may be of the kind `table` says (per last token, host side: the
+    grammar's `may_*` lists); always True where the last tokens are not on the host (a GPU). At one row a lookup, not
+    a generator per question (a dozen questions a token)."""
+    if lasts is None:
+        return lambda table: True
+    if len(lasts) == 1:
+        only = lasts[0]
+        return lambda table: table[only]
+    return lambda table: any(table[t] for t in lasts)
+
+
 class GuitarConstraint:
     """Next-token masks from the tokenizer's own grammar, plus the state the grammar cannot see.
 
@@ -198,16 +210,18 @@ class GuitarConstraint:
         g, time, strings = self.grammar, self.time, self.strings
         m = g.allowed[last]  # (B, V), a fresh tensor (advanced indexing copies)
         lasts = last.tolist() if self._host else None
-
-        def may(table: list[bool]) -> bool:  # may any row's next token be of this kind (always True on a GPU)
-            return lasts is None or any(table[t] for t in lasts)
-
+        may, one = _may(lasts), lasts is not None and len(lasts) == 1  # `one`: one row, its last token on the host
         now, limit = time.now, time.limit()
         # Layout 3: the rows right after a Duration, whose note goes on its lowest-fret string unless a String follows.
         due = g.is_dur[last] if g.implied and may(g.may_string) else None
         if may(g.may_pitch):  # a string for it, and room for a note before the limit
             at_end = now > time.latest_start()  # (B,) no room for a note before the limit
-            keep(m, g.pitch_at, ~(strings.blocked(now, due)[:, g.pitch_val_at] | at_end.unsqueeze(1)))
+            if not one:
+                keep(m, g.pitch_at, strings.startable(now, due) & ~at_end.unsqueeze(1))
+            elif at_end.item():
+                m[:, g.pitch_at] = False
+            else:
+                keep(m, g.pitch_at, strings.startable(now, due))
         if g.kind == "MIDILike":
             keep(m, g.off_at, strings.open_notes()[:, g.off_val_at])
             n_open = strings.n_open()  # (B,)
@@ -228,9 +242,14 @@ class GuitarConstraint:
             if may(g.may_dur):
                 keep(m, g.dur_at, time.durations(limit))
             if may(g.whole_after):  # a row may be done (past the limit) only where its last note is whole
-                mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
-                finished = ((now >= limit) & ~mid_note).unsqueeze(1)
-                m &= ~finished | g.finishing  # finish notes, then end
+                past = now >= limit  # (B,)
+                if one:  # one row, whose last token left no note begun (`may`)
+                    if past.item():
+                        m &= g.finishing
+                else:
+                    mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
+                    finished = (past & ~mid_note).unsqueeze(1)
+                    m &= ~finished | g.finishing  # finish notes, then end
         if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
             if may(g.may_string):
                 ok, lowest_ok = strings.string_choice(now)
@@ -242,14 +261,15 @@ class GuitarConstraint:
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
         bars = g.kind == "REMI" and time.max_bars is not None
-        if bars and may(g.may_bar):
+        if bars and not time.all_started and may(g.may_bar):  # (once every row has a note, a Bar always may)
             keep(m, g.bar_at, time.may_open_bar().unsqueeze(1))
         if may(g.may_eos):
             may_end = time.started
             if bars and self.whole_riff:
                 # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
                 # riff after one note; `--bars 8` means eight).
-                may_end = may_end & ~time.bars_to_open() & (time.pos >= 0)
+                may_end = time.last_bar_open() & (time.pos >= 0)
+                may_end = may_end if time.all_started else may_end & time.started
             keep(m, g.eos, may_end)
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
@@ -263,7 +283,7 @@ class GuitarConstraint:
             m = torch.where((f >= 0).unsqueeze(1), only, m)
         if self.repeats is not None:  # a bar the form repeats: the earlier bar's tokens, where they are allowed
             m = self.repeats.restrict(m, time)
-        if lasts is not None and len(lasts) == 1:  # a dead end can always finish
+        if one:  # a dead end can always finish
             if not m.any():
                 m[:, g.eos] = True
         else:

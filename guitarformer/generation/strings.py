@@ -277,10 +277,11 @@ class StringState:
         """(B, n) bool: the slots whose note still sounds at tick `now` (B,) (beyond the grace)."""
         return self._slot_free() > now.unsqueeze(1)
 
-    def blocked(self, now: torch.Tensor, due: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, 129) bool: pitches that cannot start at `now`: no string left for them (Hall), outside the
-        tuning, or already sounding (never re-strike a sounding pitch). `due` (B,) bool, layout 3: rows whose last
-        token was a Duration, whose note a Pitch now would leave on its lowest-fret string (judged so)."""
+    def startable(self, now: torch.Tensor, due: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, nP) bool, over the grammar's Pitch columns (`pitch_val_at`): the pitches that may start at `now`, all
+        but those with no string left for them (Hall), outside the tuning, or already sounding (never re-strike a
+        sounding pitch). `due` (B,) bool, layout 3: rows whose last token was a Duration, whose note a Pitch now would
+        leave on its lowest-fret string (judged so)."""
         strings = self._implied_view(due) if self.tab else None
 
         def make() -> torch.Tensor:
@@ -291,9 +292,9 @@ class StringState:
             blocked |= self.unplayable
             if strings is not None:  # a free string of its own, where the note fits the hand with the notes sounding
                 blocked |= ~self._playable(now, strings=strings).any(-1)
-            return blocked.scatter_(1, slot_pitch, True)
+            return ~blocked.scatter_(1, slot_pitch, True)[:, self.grammar.pitch_val_at]
 
-        return self._remembered("blocked", self._ringing(now, strings, slots=True), make)
+        return self._remembered("startable", self._ringing(now, strings, slots=True), make)
 
     def _ringing(self, now: torch.Tensor, strings: tuple[torch.Tensor, torch.Tensor] | None,
                  slots: bool = False) -> torch.Tensor:
@@ -393,9 +394,9 @@ class StringState:
         return plays & free.unsqueeze(1) & span_ok
 
     def free_at(self, t: torch.Tensor) -> torch.Tensor:
-        """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits)."""
-        ringing = (self._slot_free().unsqueeze(1) > t.unsqueeze(2)).sum(-1)  # (B, K)
-        return ringing < self.n_strings
+        """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits): some slot
+        is free by t, so the earliest free one is."""
+        return t >= self._slot_free().amin(1, keepdim=True)
 
     def open_notes(self) -> torch.Tensor:
         """(B, 129) bool: MIDILike pitches held open (NoteOn without NoteOff yet)."""

@@ -114,6 +114,10 @@ class TimeState:
         assert self.max_bars is not None
         return self.kept("to_open", lambda: self.bars - self.bars_at_start < self.max_bars)
 
+    def last_bar_open(self) -> torch.Tensor:
+        """(B,) REMI with a bar limit: no bar is left to open after the current one (`~bars_to_open()`, kept alike)."""
+        return self.kept("last_open", lambda: ~self.bars_to_open())
+
     def bars_left(self) -> torch.Tensor:
         """(B,) REMI: bars that may still open, counting the current one (at least 1)."""
         assert self.max_bars is not None
@@ -163,7 +167,7 @@ class TimeState:
 
     def durations(self, limit: torch.Tensor) -> torch.Tensor:
         """(B, nD) which Durations end by `limit`."""
-        return self.now.unsqueeze(1) + self.dur_ticks[self.tpb] <= limit.unsqueeze(1)
+        return self.kept("durations", lambda: self.dur_ticks[self.tpb]) <= (limit - self.now).unsqueeze(1)
 
     def may_open_bar(self) -> torch.Tensor:
         """(B,) REMI with a bar limit: a Bar may come once a note was played or while bars are left (a Bar past
