@@ -111,6 +111,11 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
         frets_named = t["frets_named"] = t["frets"][:, :named].contiguous()
         t["open_named"], t["plays_named"] = frets_named == 0, frets_named >= 0
         t["cols"] = torch.arange(named, device=dev)
+        # Per token (V,): the string index a String token names (clamped: 0 for other tokens), and whether it names
+        # one this guitar has (`_take_string`)
+        string_val = grammar.string_val.cpu()
+        t["string_k"] = (string_val - 1).clamp(0, n - 1).to(dev)
+        t["string_takes"] = ((string_val > 0) & (string_val <= named)).to(dev)
     if grammar.implied:
         t["lowest"] = torch.tensor([lowest_fret_string(tuning, capo, p) - 1 for p in range(NO_PITCH + 1)],
                                    dtype=torch.long).clamp(0, n - 1).to(dev)
@@ -201,7 +206,7 @@ class StringState:
         no row keeps its old value."""
         g = self.grammar
         if self.tab and (kinds & STRING or self.awaiting):  # first, while `pending` is still the named note's
-            self._take_string(new)
+            self._take_string(new, every)
         p = g.pitch_val[new] if kinds & (PITCH | NOTE_OFF) else None
         if kinds & PITCH:
             self.pending = p if every & PITCH else torch.where(g.is_pitch[new], p, self.pending)
@@ -238,22 +243,24 @@ class StringState:
             self.unnamed = g.is_dur[new] if due else torch.zeros_like(self.unnamed)
             self.awaiting = due
 
-    def _take_string(self, new: torch.Tensor) -> None:
+    def _take_string(self, new: torch.Tensor, every: int = 0) -> None:
         """The pending note takes the string its String token names, or (layout 3, the token after its Duration is
-        not a String) its lowest-fret string: its end, its pitch, and whether it may carry Tech_Hammer."""
+        not a String) its lowest-fret string: its end, its pitch, and whether it may carry Tech_Hammer. `every`: the
+        kind bits every row's token has (where all are Strings, every row records its note)."""
         g = self.grammar
-        named = g.string_val[new]  # (B,) the string a String token names (0: another token)
-        k = named - 1
-        takes = (named > 0) & (named <= self.named)
-        records = named > 0
+        k, takes = self.string_k[new], self.string_takes[new]  # (B,) the string named (0 for other tokens), a real one
+        records = None if every & STRING else g.is_string[new]  # None: every row
         if self.implied:
             implied = self.unnamed & ~g.is_string[new]
             k = torch.where(implied, self.lowest[self.pending], k)
-            takes, records = takes | implied, records | implied
-        takes &= self.pending != NO_PITCH
-        k = k.clamp(0, self.n_strings - 1).view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
+            takes = takes | implied
+            records = None if records is None else records | implied
+        takes = takes & (self.pending != NO_PITCH)
+        k = k.view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
         before = self.on_string.gather(2, k)  # (B, 3, 1): the string's end, free tick and pitch
-        self.hammer_ok = torch.where(records, self._hammer_from(before[:, 0, 0], before[:, 2, 0]), self.hammer_ok)
+        end, _, pitch = before[:, :, 0].unbind(1)
+        hammer = self._hammer_from(end, pitch)
+        self.hammer_ok = hammer if records is None else torch.where(records, hammer, self.hammer_ok)
         self.on_string.scatter_(2, k, torch.where(takes.view(-1, 1, 1), self._pending3(), before))
 
     def _pending3(self) -> torch.Tensor:
@@ -294,7 +301,7 @@ class StringState:
                 blocked |= ~self._playable(now, strings=strings).any(-1)
             return ~blocked.scatter_(1, slot_pitch, True)[:, self.grammar.pitch_val_at]
 
-        return self._remembered("startable", self._ringing(now, strings, slots=True), make)
+        return self._remembered("startable", lambda: self._ringing(now, strings, slots=True)[0].tolist(), make)
 
     def _ringing(self, now: torch.Tensor, strings: tuple[torch.Tensor, torch.Tensor] | None,
                  slots: bool = False) -> torch.Tensor:
@@ -306,15 +313,15 @@ class StringState:
         ends, pitches = (torch.cat(ends, 1), torch.cat(pitches, 1)) if len(ends) > 1 else (ends[0], pitches[0])
         return torch.where(ends > now.unsqueeze(1), pitches, -1)
 
-    def _remembered(self, name: str, state: torch.Tensor, make):
-        """`make()`, or what it gave before for the same `state` (B, k) (what it reads that changes, `_ringing`; the
-        rest of what it reads is fixed for the guitar, `self.guitar`): one row on a CPU (`memos`), where riffs meet
-        the same few string states again and again and each of make's dozen small ops costs more than its arithmetic.
-        The answer is shared: not to be written into. Elsewhere (a batch, a GPU, where the key would wait for it)
-        make() every time."""
+    def _remembered(self, name: str, state, make):
+        """`make()`, or what it gave before for the same `state()` (a list, the one row's values: what make reads
+        that changes, `_ringing`; the rest of what it reads is fixed for the guitar, `self.guitar`): one row on a CPU
+        (`memos`), where riffs meet the same few string states again and again and each of make's dozen small ops
+        costs more than its arithmetic. The answer is shared: not to be written into. Elsewhere (a batch, a GPU, where
+        the key would wait for it) make() every time, and the state is not read."""
         if self.memos is None:
             return make()
-        key = (name, tuple(state.flatten().tolist()))
+        key = (name, *state())
         got = self.memos.get(key)
         if got is None:
             if len(self.memos) >= MEMO_SIZE:
@@ -357,8 +364,8 @@ class StringState:
             lowest_ok = ok.gather(1, k)[:, 0]
             return ok.scatter_(1, k, False), lowest_ok
 
-        state = torch.cat([self.pending.unsqueeze(1), self._ringing(now, (self.string_free, self.string_pitch))], 1)
-        return self._remembered("string", state, make)
+        ringing = lambda: self._ringing(now, (self.string_free, self.string_pitch))[0].tolist()  # noqa: E731
+        return self._remembered("string", lambda: [self.pending.item(), *ringing()], make)
 
     def hammer_allowed(self, due: torch.Tensor | None = None) -> torch.Tensor:
         """(B,) may Tech_Hammer come next: from an earlier note on the string of the note it follows (`hammer_ok`);
