@@ -3,6 +3,7 @@
     python scripts/bench_constraint.py                       # the shipped model, four asks, best of 3 each
     python scripts/bench_constraint.py --run RUN --repeat 5
     python scripts/bench_constraint.py --compile             # the same riffs with the compiled one-token step
+    python scripts/bench_constraint.py --replay              # the constraint's own calls replayed, no model between
 
 Each ask is a `guitarformer sample` command line run in-process (one riff, batch 1, its own bars, guards, form and
 guidance, as a user gets them). The constraint's methods (`start`, `mask`, `update`, `steer`: generation/constraint.py)
@@ -10,6 +11,11 @@ and the draw (`sample_next`) are timed inside `generate`; the rest of `generate`
 "constraint cost" is generate's time over generate's time less the constraint's: what the constraint multiplies a riff's
 sampling time by. The numbers are per token drawn, best of `--repeat` calls by generate's time. To compare two trees,
 run this script from one with `PYTHONPATH` set to the other's root, alternating.
+
+`--replay`: each ask's constraint calls (`start`, `mask`, `update`, `steer`, with the tokens the riff drew) are
+recorded once, then replayed on the same constraint `--rounds` times with nothing between them: the constraint's own
+cost, µs a token, best round, without the model's steps' noise (or their caches: inside `generate` the same work costs
+about twice as much, docs/BENCH_SAMPLE.md). For comparing two versions of the constraint's code.
 """
 
 from __future__ import annotations
@@ -65,6 +71,55 @@ def timers() -> dict[str, float]:
     return acc
 
 
+def replay(args) -> None:
+    """Record each ask's constraint calls, replay them `args.rounds` times (best round, µs a token drawn)."""
+    from guitarformer.cli import main as cli
+    from guitarformer.generation.constraint import GuitarConstraint
+
+    names = ("start", "mask", "update", "steer")
+    plain = {n: getattr(GuitarConstraint, n) for n in names}
+    calls: list = []  # [(constraint, [(method, args), ...]), ...] of the ask being recorded
+
+    def recording(name: str):
+        @functools.wraps(plain[name])
+        def record(self, *a):
+            if name == "start":
+                calls.append((self, []))
+            calls[-1][1].append((name, tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in a)))
+            return plain[name](self, *a)
+
+        return record
+
+    def once() -> float:
+        t = time.perf_counter()
+        for con, made in calls:
+            for name, a in made:
+                plain[name](con, *a)
+        return time.perf_counter() - t
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, ask in ASKS.items():
+            calls.clear()
+            for n in names:
+                setattr(GuitarConstraint, n, recording(n))
+            try:
+                cli(["sample", "--run", args.run, "--threads", str(args.threads), "--out", f"{tmp}/r.mid", *ask],
+                    standalone_mode=False)
+            finally:
+                for n in names:
+                    setattr(GuitarConstraint, n, plain[n])
+            tokens = sum(name == "mask" for _, made in calls for name, _ in made)
+            with torch.inference_mode():
+                once()  # the string rules' memos filled, as a process's later riffs find them
+                best = min(once() for _ in range(args.rounds))
+            rows.append(f"| {label} | {tokens} | {best / tokens * 1e6:.1f} |")
+    print(f"\n`python scripts/bench_constraint.py --run {args.run} --replay --rounds {args.rounds}`: torch "
+          f"{torch.__version__}, {args.threads} thread(s); best of {args.rounds} replays\n")
+    print("| ask | tokens | constraint µs a token, replayed |\n|---|---:|---:|")
+    print("\n".join(rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", default="pretrained")
@@ -73,7 +128,13 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true",
                     help="each ask with `sample --compile` (the compiled one-token step; its compiling falls in the "
                          "first of the --repeat calls, which best-of leaves out)")
+    ap.add_argument("--replay", action="store_true",
+                    help="time the constraint's recorded calls replayed without the model (see the module docstring)")
+    ap.add_argument("--rounds", type=int, default=15, help="--replay: replays of each ask; the best is shown")
     args = ap.parse_args()
+    if args.replay:
+        torch.set_num_threads(args.threads)
+        return replay(args)
     from guitarformer.cli import main as cli
 
     acc = timers()

@@ -283,34 +283,45 @@ def test_a_repeated_bar_is_copied_with_its_unnamed_strings(tok):
     assert (unnamed > 20) == implied_strings(tok) and (unnamed == 0) != implied_strings(tok)
 
 
-def test_a_batch_masks_each_row_as_it_would_alone(tok):
+@pytest.mark.parametrize("bars", [None, 1])
+def test_a_batch_masks_each_row_as_it_would_alone(tok, bars):
     """Rows at different places of different riffs (one at a String, one at a Tech, ...) must not leak state into
     each other: the batched masks equal each row's own, step by step. A row alone on a CPU remembers its string
     rules' answers by the string state they read (`StringState._remembered`), the batch makes them every step: so this
-    also holds the remembered answers to the made ones."""
+    also holds the remembered answers to the made ones, and the one-row shortcuts (a riff's last bar and its end:
+    `bars`) to the rules they shortcut."""
     sp = special_ids(tok)
     g = torch.Generator().manual_seed(3)
     B, steps = 6, 150
     c = GuitarConstraint(tok)
     last = torch.full((B,), sp["bos"])
-    c.start(last.unsqueeze(1))
+    c.start(last.unsqueeze(1), bars)
     ids, masks = [last], []
+    seen = torch.zeros(B, dtype=torch.long)  # Bars written
     for _ in range(steps):
         masks.append(c.mask(last))
         logits = torch.randn(B, len(tok), generator=g) * 3
         logits[:, sp["eos"]] -= 10  # rows that go on (layout 3 may end after any Duration)
+        if bars is not None:
+            logits[:, c.grammar.bar_cols] -= 6  # and fill their bars to the end
         last = torch.multinomial(torch.softmax(logits.masked_fill(~masks[-1], float("-inf")), -1), 1, generator=g)[:, 0]
+        seen += torch.isin(last, c.grammar.bar_cols)
+        if bars is not None:  # a Bar past the limit ends the row, as in generate
+            last = torch.where(seen > bars, sp["eos"], last)
         c.update(last)
         ids.append(last)
     ids = torch.stack(ids, 1)  # (B, steps + 1)
-    assert (ids == tok["Tech_Hammer"]).any() and torch.isin(ids, c.grammar.string_cols).any()
-    if implied_strings(tok):  # notes without a String, ended by each kind of token
+    if bars is not None:  # rows filled their last bar and ended there
+        assert (ids == sp["eos"]).any(), seen
+    else:
+        assert (ids == tok["Tech_Hammer"]).any() and torch.isin(ids, c.grammar.string_cols).any()
+    if implied_strings(tok) and bars is None:  # notes without a String, ended by each kind of token
         after = [tok[int(j)].split("_")[0] for b in range(B) for i, j in zip(ids[b], ids[b, 1:])
                  if tok[int(i)].startswith("Duration_")]
         assert {"String", "Pitch", "Position"} <= set(after), set(after)
     for b in range(B):
         alone = GuitarConstraint(tok)
-        alone.start(ids[b : b + 1, :1])
+        alone.start(ids[b : b + 1, :1], bars)
         for t in range(steps):
             assert torch.equal(alone.mask(ids[b, t : t + 1])[0], masks[t][b]), (b, t, tok[int(ids[b, t])])
             alone.update(ids[b, t + 1 : t + 2])

@@ -137,6 +137,54 @@ def test_generate_leaves_the_constraint_where_its_tokens_put_it(name):
         assert torch.equal(c.time.now, fresh.time.now)
 
 
+@pytest.mark.parametrize("name", ["TSD", "MIDILike"])
+def test_one_row_at_its_bar_limit_gets_the_full_masks(name):
+    """A row past its bar limit, or with no room left for a note before it, takes `mask`'s one-row shortcuts (one
+    comparison read on the host); its masks equal the full computation's (as on a GPU): step by step along riffs
+    whose time steps are drawn more often, so they get there, and at every tick around the limit after a time step
+    (on the grid a row reaches the limit's last room and the limit at once; off it, a tick may sit in between)."""
+    tok = build_tokenizer(DataConfig(tokenizer=name))
+    sp = special_ids(tok)
+    g = torch.Generator().manual_seed(5)
+    past = 0
+    for seed in range(4):
+        fast, full = GuitarConstraint(tok), GuitarConstraint(tok)
+        full._host = False
+        prompt = torch.full((1, 1), sp["bos"])
+        fast.start(prompt, 2)
+        full.start(prompt, 2)
+        last = prompt[:, 0]
+        for step in range(100):
+            past += int(fast.time.now >= fast.time.limit())
+            m = full.mask(last, 100 - step)
+            assert torch.equal(fast.mask(last, 100 - step), m), (name, seed, step)
+            logits = torch.randn(1, len(tok), generator=g) * 3
+            logits[:, fast.grammar.shift_cols] += 3
+            logits[:, sp["eos"]] -= 10
+            last = torch.multinomial(torch.softmax(logits.masked_fill(~m, float("-inf")), -1), 1, generator=g)[:, 0]
+            fast.update(last)
+            full.update(last)
+    assert past
+    fast, full = GuitarConstraint(tok), GuitarConstraint(tok)  # in 4/4, where the shortest step is 2 ticks
+    full._host = False
+    for c in (fast, full):
+        c.start(torch.full((1, 1), sp["bos"]), 2)
+    shift = fast.grammar.shift_cols[:1]
+    limit, shortest = int(fast.time.limit()), int(fast.time.shortest())
+    assert shortest >= 2
+    room = 0
+    for tick in range(limit - shortest - 2, limit + 2):
+        for c in (fast, full):
+            c.time.now = torch.tensor([tick])
+        m = full.mask(shift)
+        assert torch.equal(fast.mask(shift), m), tick
+        if tick > limit - shortest:  # no room for the shortest note
+            assert not m[0, fast.grammar.pitch_cols].any(), tick
+        else:
+            room += int(m[0, fast.grammar.pitch_cols].any())
+    assert room or name == "MIDILike", "no tick before the limit's last room allowed a note"
+
+
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_cpu_shortcuts_give_exactly_the_full_masks(name):
     """On CPU the constraint skips blocks the grammar rules out and tokens that change no state; the masks must
