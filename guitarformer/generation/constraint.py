@@ -203,6 +203,37 @@ class GuitarConstraint:
         step = self.time.step_ticks(new) if kinds & DURATION else None
         self.strings.update(new, kinds, self.time.now, step, every)
 
+    def _ending(self, m: torch.Tensor, last: torch.Tensor, now: torch.Tensor, limit: torch.Tensor, may, one: bool
+                ) -> None:
+        """`mask`'s rules for a riff's end, on `m` in place (the arguments as there): nothing rings past the last bar,
+        a row past it only finishes its note and ends, and no riff ends empty or short of its bars."""
+        g, time = self.grammar, self.time
+        if time.max_bars is not None:  # nothing rings past the last bar
+            if may(g.may_dur):
+                keep(m, g.dur_at, time.durations(limit))
+            if may(g.whole_after):  # a row may be done (past the limit) only where its last note is whole
+                past = now >= limit  # (B,)
+                if one:  # one row, whose last token left no note begun (`may`)
+                    if past.item():
+                        m &= g.finishing
+                else:
+                    mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
+                    finished = (past & ~mid_note).unsqueeze(1)
+                    m &= ~finished | g.finishing  # finish notes, then end
+        # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
+        # the middle of one: the grammar's table says so.)
+        bars = g.kind == "REMI" and time.max_bars is not None
+        if bars and not time.all_started and may(g.may_bar):  # (once every row has a note, a Bar always may)
+            keep(m, g.bar_at, time.may_open_bar().unsqueeze(1))
+        if may(g.may_eos):
+            may_end = time.started
+            if bars and self.whole_riff:
+                # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
+                # riff after one note; `--bars 8` means eight).
+                may_end = time.last_bar_open() & (time.pos >= 0)
+                may_end = may_end if time.all_started else may_end & time.started
+            keep(m, g.eos, may_end)
+
     def mask(self, last: torch.Tensor, remaining: int | None = None) -> torch.Tensor:
         """(B, V) bool: True where the next token is allowed. `remaining`: tokens left including this one."""
         if not self.enabled:
@@ -238,18 +269,6 @@ class GuitarConstraint:
             needs_note = g.kind == "Structured"
             t, ok = time.shifts(limit, needs_note)
             keep(m, g.shift_at, (ok & strings.free_at(t)) if needs_note else ok)
-        if time.max_bars is not None:  # nothing rings past the last bar
-            if may(g.may_dur):
-                keep(m, g.dur_at, time.durations(limit))
-            if may(g.whole_after):  # a row may be done (past the limit) only where its last note is whole
-                past = now >= limit  # (B,)
-                if one:  # one row, whose last token left no note begun (`may`)
-                    if past.item():
-                        m &= g.finishing
-                else:
-                    mid_note = g.mid_note[last]  # (B,) a note begun must be finished (Velocity, Duration, String) first
-                    finished = (past & ~mid_note).unsqueeze(1)
-                    m &= ~finished | g.finishing  # finish notes, then end
         if g.tab:  # a String names a free string that can play the pending pitch; Tech_Hammer needs a note before
             if may(g.may_string):
                 ok, lowest_ok = strings.string_choice(now)
@@ -258,19 +277,7 @@ class GuitarConstraint:
                     keep(m, g.note_end_at, (lowest_ok | ~due).unsqueeze(1))
             if may(g.may_hammer):
                 keep(m, g.hammer, strings.hammer_allowed(due))
-        # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
-        # the middle of one: the grammar's table says so.)
-        bars = g.kind == "REMI" and time.max_bars is not None
-        if bars and not time.all_started and may(g.may_bar):  # (once every row has a note, a Bar always may)
-            keep(m, g.bar_at, time.may_open_bar().unsqueeze(1))
-        if may(g.may_eos):
-            may_end = time.started
-            if bars and self.whole_riff:
-                # Bars asked are bars written: no end before the last one is open and has a note (a model may end a
-                # riff after one note; `--bars 8` means eight).
-                may_end = time.last_bar_open() & (time.pos >= 0)
-                may_end = may_end if time.all_started else may_end & time.started
-            keep(m, g.eos, may_end)
+        self._ending(m, last, now, limit, may, one)
         if self.keep is not None:  # no bar control but the asked ones (forced below); no other meter or tempo
             m &= self.keep
         if self.guards is not None:
