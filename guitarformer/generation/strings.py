@@ -76,8 +76,8 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
             dev: torch.device) -> dict[str, object]:
     """StringState's read-only tables for this guitar, by attribute name (the class docstring and the uses say what
     each holds): W (129, windows) whether pitch p needs a string inside window w, its transpose Wt, unplayable (129,),
-    win_size; with tab tokens fits (129, nS), frets (129, nS: -1 where it cannot play), named, frets_named,
-    open_named, plays_named, cols; with layout 3 lowest (129,)."""
+    win_size; with tab tokens fits (129, nS), frets (129, nS: -1 where it cannot play), named, frets_named, cols,
+    frets_cols, open_cols, plays_cols (the Pitch columns' pitches only); with layout 3 lowest (129,)."""
     t: dict[str, object] = {}
     opens = sorted(tuning)
     n = len(opens)
@@ -109,7 +109,9 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
         t["fits"] = fits.to(dev)  # (129, nS)
         # `_playable`'s constant side: (129, named) frets, whether they are open strings or play at all
         frets_named = t["frets_named"] = t["frets"][:, :named].contiguous()
-        t["open_named"], t["plays_named"] = frets_named == 0, frets_named >= 0
+        # ... and the same for the pitches of the grammar's Pitch columns only (`startable` answers for those)
+        frets_cols = t["frets_cols"] = frets_named[grammar.pitch_val_at].contiguous()
+        t["open_cols"], t["plays_cols"] = frets_cols == 0, frets_cols >= 0
         t["cols"] = torch.arange(named, device=dev)
         # Per token (V,): the string index a String token names (clamped: 0 for other tokens), and whether it names
         # one this guitar has (`_take_string`)
@@ -297,9 +299,10 @@ class StringState:
             count = self.W[slot_pitch].sum(1)  # (B, windows)
             blocked = (count >= self.win_size).float() @ self.Wt > 0  # (B, 129)
             blocked |= self.unplayable
+            ok = ~blocked.scatter_(1, slot_pitch, True)[:, self.grammar.pitch_val_at]  # (B, nP)
             if strings is not None:  # a free string of its own, where the note fits the hand with the notes sounding
-                blocked |= ~self._playable(now, strings=strings).any(-1)
-            return ~blocked.scatter_(1, slot_pitch, True)[:, self.grammar.pitch_val_at]
+                ok &= self._playable(now, strings=strings).any(-1)
+            return ok
 
         return self._remembered("startable", lambda: self._ringing(now, strings, slots=True)[0].tolist(), make)
 
@@ -378,7 +381,8 @@ class StringState:
 
     def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None,
                   strings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """(B, P, named) bool: pitch p on string k at `now` (P: every pitch, or the row's `pitch` (B,) alone): k can
+        """(B, P, named) bool: pitch p on string k at `now` (P: the pitches of the grammar's Pitch columns,
+        `pitch_val_at`, or the row's `pitch` (B,) alone): k can
         play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
         strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
         state's own (`_implied_view`).
@@ -392,8 +396,8 @@ class StringState:
         held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
         hi = held.amax(1).view(B, 1, 1)  # <= 0: no fretted note sounds
         lo = held.masked_fill(held <= 0, 10_000).amin(1).view(B, 1, 1)
-        if pitch is None:
-            F, open_, plays = self.frets_named.unsqueeze(0), self.open_named, self.plays_named
+        if pitch is None:  # the Pitch columns' pitches
+            F, open_, plays = self.frets_cols.unsqueeze(0), self.open_cols, self.plays_cols
         else:
             F = self.frets_named[pitch].unsqueeze(1)  # (B, 1, named)
             open_, plays = F == 0, F >= 0
