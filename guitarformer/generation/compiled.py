@@ -19,9 +19,12 @@ The model's own forward is what is compiled: there is no second decoding path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import json
 import os
+import platform
 import shutil
 import time
 from pathlib import Path
@@ -203,6 +206,45 @@ def _program(step: Step, tokens: Tensor, cache: KVCache):
     return found
 
 
+ISA_NOTE = "vec-isa.json"  # in `_saved_dir`: the CPU whose every listed vector ISA inductor's probe found usable
+
+
+@contextlib.contextmanager
+def _isa_probed_once():
+    """Around a process's first compiled CPU step. Inductor's first C++ code in a process probes which vector ISAs
+    (AVX2, AVX-512, ...) the compiler builds and a child Python loads: a build and a child process per ISA, ~1 s of
+    the first step on the 2-core CPU, a saved program read back included (a one-shot `sample --compile` 5.4-5.5 s
+    against 4.3-4.5 s without it, the studio's warm-up 2.7-2.8 s against 1.7 s). Where an earlier process on this CPU
+    (its ISA flags noted in `_saved_dir`) found every ISA the CPU lists usable, the probe is skipped
+    (`config.cpp.vec_isa_ok`): inductor then takes the ISAs the CPU lists, the list the probe gave, so it picks the
+    same one and reads the same programs (its extra checks of AVX-512's bf16 and VNNI still run). Elsewhere (no note,
+    another CPU, an ISA the compiler could not build or load, not x86) it probes, and a probe that found them all is
+    noted."""
+    try:
+        from torch._inductor import cpu_vec_isa as isa
+
+        cpu = isa.x86_isa_checker() if platform.machine() in ("x86_64", "AMD64") else None
+    except (ImportError, AttributeError):
+        cpu = None
+    folder = _saved_dir()
+    note = folder / ISA_NOTE if folder is not None and cpu is not None else None
+    try:
+        known = note is not None and json.loads(note.read_text()) == {"cpu": cpu}
+    except (OSError, ValueError):
+        known = False
+    with torch._inductor.config.patch({"cpp.vec_isa_ok": True} if known else {}):
+        yield
+    if note is None or known:
+        return
+    try:
+        listed = [str(i) for i in isa.supported_vec_isa_list if all(flag in cpu for flag in str(i).split())]
+        if [str(i) for i in isa.valid_vec_isa_list()] == listed:
+            folder.mkdir(parents=True, exist_ok=True)
+            note.write_text(json.dumps({"cpu": cpu}))
+    except (OSError, AttributeError):  # a convenience: the next process probes again
+        pass
+
+
 class CompiledStep:
     """`step(tokens (B, 1), cache) -> logits (B, 1, V)` through torch.compile, against the static cache it was made
     for (filled by an eager prompt first; `reset()` and an eager refill, a sliding window, keep its buffers). `model`:
@@ -237,8 +279,9 @@ class CompiledStep:
         try:
             if self.fn is not None:
                 return self.fn(self.step, self.tokens.copy_(tokens), cache)
-            fn = _first_call(_program, self.step, self.tokens, cache)
-            out = _first_call(fn, self.step, self.tokens.copy_(tokens), cache)
+            with _isa_probed_once():
+                fn = _first_call(_program, self.step, self.tokens, cache)
+                out = _first_call(fn, self.step, self.tokens.copy_(tokens), cache)
             self.fn = fn
             return out
         finally:
