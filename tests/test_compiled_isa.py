@@ -19,8 +19,9 @@ x86 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="
 
 @pytest.fixture
 def note(tmp_path, monkeypatch):
-    """The ISA note's path, in a `_saved_dir` of tmp_path's."""
+    """The ISA note's path, in a `_saved_dir` of tmp_path's, as in a process whose first step is still to come."""
     monkeypatch.setattr(compiled, "_saved_dir", lambda: tmp_path)
+    monkeypatch.setattr(compiled, "_ISA_SETTLED", [])
     return tmp_path / compiled.ISA_NOTE
 
 
@@ -34,13 +35,18 @@ def test_the_probe_is_skipped_only_for_the_cpu_noted(note) -> None:
     default = config.cpp.vec_isa_ok
     with compiled._isa_probed_once():
         assert config.cpp.vec_isa_ok == default  # no note: probe
+    note.unlink(missing_ok=True)  # (noted after the probe: every ISA this CPU lists was found usable)
+    compiled._ISA_SETTLED.clear()
     note.write_text(json.dumps({"cpu": ["avx2"] if x86_isa_checker() != ["avx2"] else ["avx512"]}))
     with compiled._isa_probed_once():
         assert config.cpp.vec_isa_ok == default  # another CPU's note
+    compiled._ISA_SETTLED.clear()
     note.write_text(json.dumps({"cpu": x86_isa_checker()}))
     with compiled._isa_probed_once():
         assert config.cpp.vec_isa_ok is True
     assert config.cpp.vec_isa_ok == default  # and only inside
+    with compiled._isa_probed_once():  # settled for the process: later steps pass through
+        assert config.cpp.vec_isa_ok == default
 
 
 @x86

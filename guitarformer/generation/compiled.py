@@ -207,6 +207,7 @@ def _program(step: Step, tokens: Tensor, cache: KVCache):
 
 
 ISA_NOTE = "vec-isa.json"  # in `_saved_dir`: the CPU whose every listed vector ISA inductor's probe found usable
+_ISA_SETTLED: list[bool] = []  # non-empty once this process's first compiled step has settled its ISA (probed or not)
 
 
 @contextlib.contextmanager
@@ -219,7 +220,11 @@ def _isa_probed_once():
     (`config.cpp.vec_isa_ok`): inductor then takes the ISAs the CPU lists, the list the probe gave, so it picks the
     same one and reads the same programs (its extra checks of AVX-512's bf16 and VNNI still run). Elsewhere (no note,
     another CPU, an ISA the compiler could not build or load, not x86) it probes, and a probe that found them all is
-    noted."""
+    noted. Inductor keeps its answer for the process, so later steps (the studio's riffs, from a thread pool) pass
+    through unchanged."""
+    if _ISA_SETTLED:
+        yield
+        return
     try:
         from torch._inductor import cpu_vec_isa as isa
 
@@ -234,6 +239,7 @@ def _isa_probed_once():
         known = False
     with torch._inductor.config.patch({"cpp.vec_isa_ok": True} if known else {}):
         yield
+    _ISA_SETTLED.append(True)
     if note is None or known:
         return
     try:
