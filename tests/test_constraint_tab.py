@@ -21,6 +21,7 @@ from guitarformer.data.tokenization import (
     special_ids,
 )
 from guitarformer.generation.constraint import GuitarConstraint
+from guitarformer.generation.repeats import END
 from guitarformer.generation.engine import generate
 from guitarformer.generation.guards import GuardSpec
 from guitarformer.generation.sampling import SamplingParams
@@ -283,22 +284,24 @@ def test_a_repeated_bar_is_copied_with_its_unnamed_strings(tok):
     assert (unnamed > 20) == implied_strings(tok) and (unnamed == 0) != implied_strings(tok)
 
 
-@pytest.mark.parametrize("bars", [None, 1])
-def test_a_batch_masks_each_row_as_it_would_alone(tok, bars):
+@pytest.mark.parametrize("bars, form", [(None, None), (1, None), (4, [[None, 0, None, 1]])])
+def test_a_batch_masks_each_row_as_it_would_alone(tok, bars, form):
     """Rows at different places of different riffs (one at a String, one at a Tech, ...) must not leak state into
     each other: the batched masks equal each row's own, step by step. A row alone on a CPU remembers its string
     rules' answers by the string state they read (`StringState._remembered`), the batch makes them every step: so this
     also holds the remembered answers to the made ones, and the one-row shortcuts (a riff's last bar and its end:
-    `bars`) to the rules they shortcut."""
+    `bars`; a form's copies: `form`) to the rules they shortcut."""
     sp = special_ids(tok)
     g = torch.Generator().manual_seed(3)
-    B, steps = 6, 150
-    c = GuitarConstraint(tok)
+    B, steps = 6, 150 if form is None else 400
+    c = GuitarConstraint(tok, form=form, prompt_opens_bar=form is None)
     last = torch.full((B,), sp["bos"])
     c.start(last.unsqueeze(1), bars)
     ids, masks = [last], []
     seen = torch.zeros(B, dtype=torch.long)  # Bars written
+    ends = 0  # steps where a row's copy was whole: a Bar or the end next
     for _ in range(steps):
+        ends += c.repeats is not None and END in c.repeats.wanted()
         masks.append(c.mask(last))
         logits = torch.randn(B, len(tok), generator=g) * 3
         logits[:, sp["eos"]] -= 10  # rows that go on (layout 3 may end after any Duration)
@@ -311,7 +314,9 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok, bars):
         c.update(last)
         ids.append(last)
     ids = torch.stack(ids, 1)  # (B, steps + 1)
-    if bars is not None:  # rows filled their last bar and ended there
+    if form is not None:  # rows copied bars: one token forced, step after step, then a Bar or the end
+        assert sum(int((m.sum(1) == 1).sum()) for m in masks) > 50 and ends
+    elif bars is not None:  # rows filled their last bar and ended there
         assert (ids == sp["eos"]).any(), seen
     else:
         assert (ids == tok["Tech_Hammer"]).any() and torch.isin(ids, c.grammar.string_cols).any()
@@ -320,7 +325,7 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok, bars):
                  if tok[int(i)].startswith("Duration_")]
         assert {"String", "Pitch", "Position"} <= set(after), set(after)
     for b in range(B):
-        alone = GuitarConstraint(tok)
+        alone = GuitarConstraint(tok, form=form, prompt_opens_bar=form is None)
         alone.start(ids[b : b + 1, :1], bars)
         for t in range(steps):
             assert torch.equal(alone.mask(ids[b, t : t + 1])[0], masks[t][b]), (b, t, tok[int(ids[b, t])])

@@ -108,6 +108,15 @@ class Repeats:
         want = self.wanted()
         if all(w == NONE for w in want):
             return m
+        if len(want) == 1:  # one row copying: the same, its next token read on the host (a few ops, not seventeen)
+            if want[0] >= 0:
+                if not m[0, want[0]]:
+                    return m
+                only = torch.zeros_like(m)
+                only[0, want[0]] = True
+                return only
+            ending = m & self.ends  # END: a Bar or the end, where the mask allows one
+            return ending if ending.any() else m
         w = torch.tensor(want, dtype=torch.long, device=m.device)
         col = w.clamp(min=0).unsqueeze(1)
         ok = (w >= 0) & m.gather(1, col).squeeze(1)
