@@ -26,13 +26,14 @@ def note(tmp_path, monkeypatch):
 
 
 @x86
-def test_the_probe_is_skipped_only_for_the_cpu_noted(note) -> None:
+def test_the_probe_is_skipped_only_for_the_cpu_noted(note, monkeypatch) -> None:
     """Inside the context inductor skips its probe (`cpp.vec_isa_ok`) where the note names this CPU's ISA flags, and
-    probes as usual (the setting untouched) without a note or with another CPU's."""
+    probes as usual (the setting untouched) without a note, with another CPU's, or where the user set it."""
     from torch._inductor import config
     from torch._inductor.cpu_vec_isa import x86_isa_checker
 
-    default = config.cpp.vec_isa_ok
+    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)  # as without TORCHINDUCTOR_VEC_ISA_OK
+    default = None
     with compiled._isa_probed_once():
         assert config.cpp.vec_isa_ok == default  # no note: probe
     note.unlink(missing_ok=True)  # (noted after the probe: every ISA this CPU lists was found usable)
@@ -47,6 +48,10 @@ def test_the_probe_is_skipped_only_for_the_cpu_noted(note) -> None:
     assert config.cpp.vec_isa_ok == default  # and only inside
     with compiled._isa_probed_once():  # settled for the process: later steps pass through
         assert config.cpp.vec_isa_ok == default
+    compiled._ISA_SETTLED.clear()
+    with config.patch({"cpp.vec_isa_ok": False}):  # the user's own setting (TORCHINDUCTOR_VEC_ISA_OK=0) stands
+        with compiled._isa_probed_once():
+            assert config.cpp.vec_isa_ok is False
 
 
 @x86

@@ -233,8 +233,9 @@ def _isa_probed_once():
         cpu = None
     folder = _saved_dir()
     note = folder / ISA_NOTE if folder is not None and cpu is not None else None
-    try:
-        known = note is not None and json.loads(note.read_text()) == {"cpu": cpu}
+    try:  # (a setting of the user's own, TORCHINDUCTOR_VEC_ISA_OK, stands)
+        known = note is not None and torch._inductor.config.cpp.vec_isa_ok is None and \
+            json.loads(note.read_text()) == {"cpu": cpu}
     except (OSError, ValueError):
         known = False
     with torch._inductor.config.patch({"cpp.vec_isa_ok": True} if known else {}):
