@@ -108,7 +108,7 @@ class Repeats:
         want = self.wanted()
         if all(w == NONE for w in want):
             return m
-        if len(want) == 1:  # one row copying: the same, its next token read on the host (a few ops, not seventeen)
+        if len(want) == 1 and m.device.type == "cpu":  # one row: the same, its next token read (a few ops, not 17)
             if want[0] >= 0:
                 if not m[0, want[0]]:
                     return m
