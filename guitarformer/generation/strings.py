@@ -257,17 +257,19 @@ class StringState:
             k = torch.where(implied, self.lowest[self.pending], k)
             takes = takes | implied
             records = None if records is None else records | implied
-        takes = takes & (self.pending != NO_PITCH)
-        k = k.view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
-        before = self.on_string.gather(2, k)  # (B, 3, 1): the string's end, free tick and pitch
+        k, before, after = self._pending_on(k, takes & (self.pending != NO_PITCH))
         end, _, pitch = before[:, :, 0].unbind(1)
         hammer = self._hammer_from(end, pitch)
         self.hammer_ok = hammer if records is None else torch.where(records, hammer, self.hammer_ok)
-        self.on_string.scatter_(2, k, torch.where(takes.view(-1, 1, 1), self._pending3(), before))
+        self.on_string.scatter_(2, k, after)
 
-    def _pending3(self) -> torch.Tensor:
-        """(B, 3, 1) the pending note's end, free tick and pitch, as `on_string` holds a string's."""
-        return torch.stack([self.pending_end, self.pending_free, self.pending], 1).unsqueeze(2)
+    def _pending_on(self, k: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """String k (B,) as `on_string` holds it (its last note's end, free tick and pitch) and with the pending note
+        on it in `rows` (B,) bool: (the (B, 3, 1) index to scatter them at, before, after)."""
+        k = k.view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
+        before = self.on_string.gather(2, k)
+        pending = torch.stack([self.pending_end, self.pending_free, self.pending], 1).unsqueeze(2)
+        return k, before, torch.where(rows.view(-1, 1, 1), pending, before)
 
     def _hammer_from(self, before_end: torch.Tensor, before_pitch: torch.Tensor) -> torch.Tensor:
         """(B,) may the pending note carry Tech_Hammer, given the earlier note on its string (its end and pitch, (B,)):
@@ -337,9 +339,8 @@ class StringState:
         lowest-fret string, as `update` records it once the next token is not a String."""
         if due is None:
             return self.string_free, self.string_pitch
-        k = self.lowest[self.pending].view(-1, 1, 1).expand(-1, 3, 1)  # (B, 3, 1)
-        before = self.on_string.gather(2, k)
-        held = self.on_string.scatter(2, k, torch.where(due.view(-1, 1, 1), self._pending3(), before))
+        k, _, after = self._pending_on(self.lowest[self.pending], due)
+        held = self.on_string.scatter(2, k, after)
         return held[:, 1], held[:, 2]
 
     def free_strings(self, now: torch.Tensor) -> torch.Tensor:

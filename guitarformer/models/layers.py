@@ -28,8 +28,6 @@ from guitarformer.models.ops import as_rows, dropout, layer_norm, linear
 RopeTables = tuple[Tensor, Tensor]  # (cos, signed sin), each (T, hs): broadcasts over (..., T, hs)
 
 
-# --------------------------------------------------------------------------- leaf layers: models/ops.py
-
 # --------------------------------------------------------------------------- positions
 
 
