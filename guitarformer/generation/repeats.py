@@ -51,6 +51,7 @@ class Repeats:
         if len(self.plans) != B:
             raise ValueError(f"{len(self.plans)} form plans for {B} rows")
         self.bars: list[list[list[int]]] = [[] for _ in range(B)]
+        self.noted: list[list[bool]] = [[] for _ in range(B)]  # per row and bar: the bar has a note (a Pitch)
         self.todo: list[list[int] | None] = [None] * B
         self.at = [0] * B
         if not opens:
@@ -59,6 +60,7 @@ class Repeats:
             last = max((k for k, t in enumerate(row) if self.is_bar[t]), default=None)
             if last is not None:
                 self.bars[r].append(row[last + 1:])
+                self.noted[r].append(any(self.is_pitch[t] for t in row[last + 1:]))
 
     def update(self, new: list[int]) -> None:
         """The tokens just chosen (one per row)."""
@@ -69,6 +71,8 @@ class Repeats:
                 continue
             if self.bars[r]:
                 self.bars[r][-1].append(t)
+                if self.is_pitch[t]:
+                    self.noted[r][-1] = True
             if todo is not None:
                 if todo[self.at[r]] == t:
                     self.at[r] += 1
@@ -79,10 +83,11 @@ class Repeats:
         """Row r's Bar: a new bar, and its copy if the plan repeats an earlier bar there."""
         bars, plan = self.bars[r], self.plans[r]
         bars.append([])
+        self.noted[r].append(False)
         j = len(bars) - 1
         i = plan[j] if j < len(plan) else None
         self.todo[r] = None
-        if i is not None and 0 <= i < j and any(self.is_pitch[t] for t in bars[i]):
+        if i is not None and 0 <= i < j and self.noted[r][i]:
             self.todo[r] = [t for t in bars[i] if self.restated[t]] + [END]
             self.at[r] = 0
 
@@ -90,7 +95,7 @@ class Repeats:
         """Row r writes a bar of its own and the next bar repeats a bar with notes."""
         j, plan = len(self.bars[r]), self.plans[r]
         i = plan[j] if j < len(plan) else None
-        return self.todo[r] is None and i is not None and i < j and any(self.is_pitch[t] for t in self.bars[r][i])
+        return self.todo[r] is None and i is not None and i < j and self.noted[r][i]
 
     def wanted(self) -> list[int]:
         """Per row, the token its copy needs next (NONE: no copy; END: a Bar or the end)."""

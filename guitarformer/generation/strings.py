@@ -77,7 +77,7 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
     """StringState's read-only tables for this guitar, by attribute name (the class docstring and the uses say what
     each holds): W (129, windows) whether pitch p needs a string inside window w, its transpose Wt, unplayable (129,),
     win_size; with tab tokens fits (129, nS), frets (129, nS: -1 where it cannot play), named, frets_named, cols,
-    frets_cols, open_cols, plays_cols (the Pitch columns' pitches only); with layout 3 lowest (129,)."""
+    span_top, span, span_cols (`_playable`'s hand rule); with layout 3 lowest (129,)."""
     t: dict[str, object] = {}
     opens = sorted(tuning)
     n = len(opens)
@@ -109,10 +109,20 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
         t["fits"] = fits.to(dev)  # (129, nS)
         # `_playable`'s constant side: (129, named) frets, whether they are open strings or play at all
         frets_named = t["frets_named"] = t["frets"][:, :named].contiguous()
-        # ... and the same for the pitches of the grammar's Pitch columns only (`startable` answers for those)
-        frets_cols = t["frets_cols"] = frets_named[grammar.pitch_val_at].contiguous()
-        t["open_cols"], t["plays_cols"] = frets_cols == 0, frets_cols >= 0
         t["cols"] = torch.arange(named, device=dev)
+        # `_playable`'s hand rule as a table: span[(hi + 1) * (top + 2) + lo] (129, named) whether pitch p on string k
+        # fits one hand with the fretted notes sounding, the highest at fret hi (-1: none sounds, 0: an open string)
+        # and the lowest fretted one at lo (top + 1: none), or is an open string; False where k cannot play p. One
+        # lookup a mask instead of the span's (B, P, named) arithmetic. span_cols: the Pitch columns' pitches only
+        # (`startable` answers for those).
+        top = t["span_top"] = max(int(frets_named.max()), 0)
+        F = frets_named
+        hi = torch.arange(-1, top + 1, device=dev).view(-1, 1, 1, 1)
+        lo = torch.arange(0, top + 2, device=dev).view(1, -1, 1, 1)
+        lo = lo.masked_fill(lo > top, 10_000)  # none fretted: no bound from below
+        span = (F >= 0) & ((F == 0) | (torch.maximum(hi, F) - torch.minimum(lo, F) <= HAND_SPAN))
+        span = span.reshape(-1, NO_PITCH + 1, named)
+        t["span"], t["span_cols"] = span, span[:, grammar.pitch_val_at].contiguous()
         # Per token (V,): the string index a String token names (clamped: 0 for other tokens), and whether it names
         # one this guitar has (`_take_string`)
         string_val = grammar.string_val.cpu()
@@ -388,22 +398,18 @@ class StringState:
         strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
         state's own (`_implied_view`).
 
-        One call per mask at batch 1 is a chain of small ops, so it is kept short: a string never played holds
-        NO_PITCH, whose frets are -1 (`frets`), so it needs no mask of its own; with no fretted note sounding, `lo`
-        is the sentinel and the span test below passes every fret (max(hi, F) - F = 0 where hi <= 0 <= F)."""
-        B, named = len(now), self.named
+        One call per mask is a chain of small ops, so it is kept short: a string never played holds NO_PITCH, whose
+        frets are -1 (`frets`), so it needs no mask of its own; whether a fret fits the hand depends only on the
+        highest and lowest fretted notes sounding, so it is one row of the `span` table (`_tables`)."""
+        named, top = self.named, self.span_top
         string_free, string_pitch = strings if strings is not None else (self.string_free, self.string_pitch)
         free = string_free[:, :named] <= now.unsqueeze(1)  # (B, named)
         held = self.frets_named[string_pitch[:, :named], self.cols].masked_fill_(free, -1)  # (B, named) sounding frets
-        hi = held.amax(1).view(B, 1, 1)  # <= 0: no fretted note sounds
-        lo = held.masked_fill(held <= 0, 10_000).amin(1).view(B, 1, 1)
-        if pitch is None:  # the Pitch columns' pitches
-            F, open_, plays = self.frets_cols.unsqueeze(0), self.open_cols, self.plays_cols
-        else:
-            F = self.frets_named[pitch].unsqueeze(1)  # (B, 1, named)
-            open_, plays = F == 0, F >= 0
-        span_ok = open_ | ((torch.maximum(hi, F) - torch.minimum(lo, F)) <= HAND_SPAN)
-        return plays & free.unsqueeze(1) & span_ok
+        hi = held.amax(1)  # (B,) <= 0: no fretted note sounds
+        lo = held.masked_fill_(held <= 0, top + 1).amin(1)  # (B,) top + 1: none
+        at = (hi + 1) * (top + 2) + lo  # (B,) the row of `span` for what sounds
+        fits = self.span_cols[at] if pitch is None else self.span[at, pitch].unsqueeze(1)  # (B, P, named)
+        return fits & free.unsqueeze(1)
 
     def free_at(self, t: torch.Tensor) -> torch.Tensor:
         """(B, K) bool: fewer notes than strings still sound at each tick t (B, K) (then some pitch fits): some slot
