@@ -4,6 +4,7 @@
     python scripts/bench_constraint.py --run RUN --repeat 5
     python scripts/bench_constraint.py --compile             # the same riffs with the compiled one-token step
     python scripts/bench_constraint.py --replay              # the constraint's own calls replayed, no model between
+    python scripts/bench_constraint.py --replay --rows 32    # ... for 32 riffs at once (a batch's masks)
 
 Each ask is a `guitarformer sample` command line run in-process (one riff, batch 1, its own bars, guards, form and
 guidance, as a user gets them). The constraint's methods (`start`, `mask`, `update`, `steer`: generation/constraint.py)
@@ -15,7 +16,9 @@ run this script from one with `PYTHONPATH` set to the other's root, alternating.
 `--replay`: each ask's constraint calls (`start`, `mask`, `update`, `steer`, with the tokens the riff drew) are
 recorded once, then replayed on the same constraint `--rounds` times with nothing between them: the constraint's own
 cost, µs a token, best round, without the model's steps' noise (or their caches: inside `generate` the same work costs
-about twice as much, docs/BENCH_SAMPLE.md). For comparing two versions of the constraint's code.
+about twice as much, docs/BENCH_SAMPLE.md). For comparing two versions of the constraint's code. `--rows N`: each ask
+with `--num-samples N` (N riffs drawn together), µs a step of N rows: the constraint's host side at a batch, which
+is also what a model on a GPU waits for up to 64 rows (generation/engine.py `_deciding_device`).
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ def timers() -> dict[str, float]:
 
 
 def replay(args) -> None:
-    """Record each ask's constraint calls, replay them `args.rounds` times (best round, µs a token drawn)."""
+    """Record each ask's constraint calls, replay them `args.rounds` times (best round, µs a step: a token of each of
+    `args.rows` rows)."""
     from guitarformer.cli import main as cli
     from guitarformer.generation.constraint import GuitarConstraint
 
@@ -104,8 +108,8 @@ def replay(args) -> None:
             for n in names:
                 setattr(GuitarConstraint, n, recording(n))
             try:
-                cli(["sample", "--run", args.run, "--threads", str(args.threads), "--out", f"{tmp}/r.mid", *ask],
-                    standalone_mode=False)
+                cli(["sample", "--run", args.run, "--threads", str(args.threads), "--out", f"{tmp}/r.mid", *ask,
+                     "--num-samples", str(args.rows)], standalone_mode=False)
             finally:
                 for n in names:
                     setattr(GuitarConstraint, n, plain[n])
@@ -114,9 +118,10 @@ def replay(args) -> None:
                 once()  # the string rules' memos filled, as a process's later riffs find them
                 best = min(once() for _ in range(args.rounds))
             rows.append(f"| {label} | {tokens} | {best / tokens * 1e6:.1f} |")
-    print(f"\n`python scripts/bench_constraint.py --run {args.run} --replay --rounds {args.rounds}`: torch "
-          f"{torch.__version__}, {args.threads} thread(s); best of {args.rounds} replays\n")
-    print("| ask | tokens | constraint µs a token, replayed |\n|---|---:|---:|")
+    print(f"\n`python scripts/bench_constraint.py --run {args.run} --replay --rounds {args.rounds} --rows {args.rows}`: "
+          f"torch {torch.__version__}, {args.threads} thread(s); best of {args.rounds} replays\n")
+    unit = "a token" if args.rows == 1 else f"a step of {args.rows} rows"
+    print(f"| ask | steps | constraint µs {unit}, replayed |\n|---|---:|---:|")
     print("\n".join(rows))
 
 
@@ -131,6 +136,7 @@ def main() -> None:
     ap.add_argument("--replay", action="store_true",
                     help="time the constraint's recorded calls replayed without the model (see the module docstring)")
     ap.add_argument("--rounds", type=int, default=15, help="--replay: replays of each ask; the best is shown")
+    ap.add_argument("--rows", type=int, default=1, help="--replay: riffs drawn together (`sample --num-samples`)")
     args = ap.parse_args()
     if args.replay:
         torch.set_num_threads(args.threads)
