@@ -504,9 +504,64 @@ def test_constraint_tables_are_built_once_per_guitar(tok3):
     c = GuitarConstraint(tok3, capo=2, region=(3, 7))
     assert not torch.equal(c.strings.frets, a.strings.frets) and c.time.ticks is a.time.ticks
     fresh = StringState(Grammar(tok3), STANDARD_TUNING, 2, MAX_FRET, region=(3, 7))
-    for name in ("W", "Wt", "unplayable", "win_size", "fits", "frets", "frets_named", "lowest"):
+    for name in ("W", "Wt", "unplayable", "win_size", "fits", "frets", "frets_named", "span", "span_cols", "lowest"):
         assert torch.equal(getattr(fresh, name), getattr(c.strings, name)), name
     g = Grammar.of(tok3)
     for capo in range(grammar_mod.DERIVED_KEPT + 3):  # a page's many asks: only the last few guitars are kept
         StringState(g, STANDARD_TUNING, capo % 12, MAX_FRET, region=(capo, capo + 4))
     assert len(g._derived) == grammar_mod.DERIVED_KEPT
+
+
+@pytest.mark.parametrize("tuning, capo, region", [
+    (STANDARD_TUNING, 0, None),
+    (TUNINGS["drop-d"], 5, None),
+    ((28, 33, 38, 43), 0, None),  # four strings (a bass)
+    (TUNINGS["seven-string"], 3, None),
+    (STANDARD_TUNING, 2, (3, 7)),  # an asked hand position
+], ids=["standard", "drop-d-capo5", "4-string", "7-string-capo3", "region"])
+def test_the_hand_rule_as_its_definition_reads(tok3, tuning, capo, region):
+    """`_playable` (read from the `span` table) against the rule written out note by note, over random string states:
+    pitch p may go on string k iff k plays it (from the capo, within the frets and the asked region, or open),
+    nothing sounds on k, and p is an open string or its fret and the fretted notes sounding on the other strings lie
+    within HAND_SPAN frets of each other."""
+    from guitarformer.generation.grammar import Grammar
+    from guitarformer.generation.strings import StringState
+    from guitarformer.music.guitar import fret_of
+
+    s = StringState(Grammar.of(tok3), tuning, capo, MAX_FRET, region=region)
+    n, B, now = len(tuning), 256, 100
+    s.reset(B, torch.device("cpu"))
+    pitches = torch.arange(129)[s.grammar.pitch_val_at].tolist()
+
+    def fret(p: int, k: int) -> int:  # string index k (String_{k+1}); -1: it cannot play p here
+        f = fret_of(p, k + 1, tuning, capo)
+        if f < 0 or f + capo > MAX_FRET or (region is not None and f and not region[0] <= f <= region[1]):
+            return -1
+        return f
+
+    gen = torch.Generator().manual_seed(sum(tuning) + capo)
+    state = []  # per row, per string: the fret sounding there, or None
+    for r in range(B):
+        row = []
+        for k in range(n):
+            plays = [p for p in pitches if fret(p, k) >= 0]
+            p = plays[int(torch.randint(len(plays), (1,), generator=gen))]
+            sounding = bool(torch.rand(1, generator=gen) < 0.4)
+            s.string_pitch[r, k] = p if sounding or torch.rand(1, generator=gen) < 0.5 else 128
+            s.string_free[r, k] = now + 1 + int(torch.randint(50, (1,), generator=gen)) if sounding else \
+                int(torch.randint(now + 1, (1,), generator=gen))
+            row.append(fret(p, k) if sounding else None)
+        state.append(row)
+    got = s._playable(torch.full((B,), now))
+    want = torch.zeros_like(got)
+    for r, row in enumerate(state):
+        for i, p in enumerate(pitches):
+            for k in range(n):
+                F = fret(p, k)
+                if F < 0 or row[k] is not None:
+                    continue
+                fretted = [f for j, f in enumerate(row) if j != k and f]
+                want[r, i, k] = F == 0 or max(fretted + [F]) - min(fretted + [F]) <= HAND_SPAN
+    assert got.shape == (B, len(pitches), n)
+    assert torch.equal(got, want), (got != want).nonzero()[:5]
+    assert 0.05 < want.float().mean() < 0.95  # the states ask both ways
