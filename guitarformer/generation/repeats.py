@@ -123,9 +123,12 @@ class Repeats:
             ending = m & self.ends  # END: a Bar or the end, where the mask allows one
             return ending if ending.any() else m
         w = torch.tensor(want, dtype=torch.long, device=m.device)
-        col = w.clamp(min=0).unsqueeze(1)
-        ok = (w >= 0) & m.gather(1, col).squeeze(1)
-        m = torch.where(ok.unsqueeze(1), torch.zeros_like(m).scatter_(1, col, True), m)
-        ending = m & self.ends.unsqueeze(0)
-        closes = (w == END) & ending.any(1)
-        return torch.where(closes.unsqueeze(1), ending, m)
+        if max(want) >= 0:  # some row copies a token (each part only where some row needs it: a few ops less a step)
+            col = w.clamp(min=0).unsqueeze(1)
+            ok = (w >= 0) & m.gather(1, col).squeeze(1)
+            m = torch.where(ok.unsqueeze(1), torch.zeros_like(m).scatter_(1, col, True), m)
+        if END in want:  # some row's copy is done: a Bar or the end
+            ending = m & self.ends.unsqueeze(0)
+            closes = (w == END) & ending.any(1)
+            m = torch.where(closes.unsqueeze(1), ending, m)
+        return m
