@@ -36,7 +36,7 @@ from guitarformer.generation.fingering import (
     refinger,
     token_note_of,
 )
-from guitarformer.generation.fingering_rows import _cuts, _windows
+from guitarformer.generation.fingering_rows import _cuts, _SlotCache, _windows
 from guitarformer.generation.fret_model import finger_combined, string_logprobs
 from guitarformer.models import build_model
 from guitarformer.music.guitar import STANDARD_TUNING
@@ -745,3 +745,27 @@ def test_a_tiny_decoder_fingers_a_tab_file(tmp_path, monkeypatch):
         written = sum(i in TabVocab(tk).string_of for i in ids)
         implied = sum(s == low for (s, _), low in zip(res.frets, _lowest(gs)))
         assert (written > 0 and implied > 0) if compete else (written == 0 and implied == len(gs.track.notes))
+
+
+def test_a_beam_cache_in_slots_reads_as_its_rows_moved(tok):
+    """`_SlotCache`: after beam search's re-rankings (each row a copy of some earlier row), every row's logits are what
+    the model gives that row's tokens read from scratch, and only a row's second and later descendants are copied
+    (a model with prev_token and the copy head, whose per-row cache state moves with the keys and values)."""
+    torch.manual_seed(0)
+    m = build_model(ModelConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=2, n_head=2, n_embd=32, dropout=0.0,
+                                prev_token=True, copy=True)).eval()
+    B, gen = 6, torch.Generator().manual_seed(1)
+    rows = torch.randint(4, 7, (B, 5), generator=gen)  # few ids: the copy head finds repeats to match
+    with torch.inference_mode():
+        cache = _SlotCache(m, B, BLOCK, torch.device("cpu"))
+        cache.read(rows)
+        for src in ([0, 0, 1, 2, 3, 4], [5, 5, 5, 0, 1, 1], [0, 1, 2, 3, 4, 5], [3, 2, 1, 0, 0, 4], [1, 1, 1, 1, 1, 1]):
+            src = torch.tensor(src)
+            copied = cache.reorder(src)
+            assert copied == B - len(set(src.tolist()))
+            rows = rows[src]
+            new = torch.randint(4, 7, (B, 2), generator=gen)
+            got = cache.read(new)
+            rows = torch.cat([rows, new], 1)
+            want = m(rows)[0][:, -2:]
+            assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()

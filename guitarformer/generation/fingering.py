@@ -99,6 +99,7 @@ from guitarformer.generation.fingering_rows import (
     _block,
     _cuts,
     _reorder,
+    _SlotCache,
     _start_groups,
     _string_windows,
     _strip_strings,
@@ -265,7 +266,7 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
     score = torch.zeros(W, K, dtype=torch.float64, device=device)
     score[:, 1:] = float("-inf")
     score = score.view(B)
-    cache = model.new_cache(B, T, device=device)
+    cache = _SlotCache(model, B, T, device)
     # The tokens up to the next choice of any window are known: the model reads them in one forward (a chunk: one
     # read of the KV cache for them all, where a token a forward read it once a token; `tab --run` 1.1-1.5x faster),
     # and the steps below walk its logits one position at a time (what a token a forward gives, but for rounding).
@@ -275,7 +276,7 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
     start = end = 0
     for t in range(T):
         if t == end:
-            chunk, start, end = model(x[:, t:stops[t]], cache=cache)[0], t, stops[t]  # (B, end - t, V)
+            chunk, start, end = cache.read(x[:, t:stops[t]]), t, stops[t]  # (B, end - t, V)
         tok = x[:, t]
         logits = chunk[:, t - start]  # (B, V)
         for g, rs in groups.values():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from guitarformer.data.tab_tokens import MAX_STRINGS
-from guitarformer.generation.fingering_rows import TabVocab, _Rows, _allowed, _reorder, _start_groups
+from guitarformer.generation.fingering_rows import TabVocab, _Rows, _SlotCache, _allowed, _reorder, _start_groups
 from guitarformer.generation.grammar import NO_PITCH
 
 
@@ -115,14 +115,14 @@ class _Search3:
         self.slots = torch.ones(B, dtype=torch.long, device=device)  # the window's first token is decided, unscored
         self.ref = torch.zeros(W, S + 3, dtype=torch.float64, device=device)  # ref[w, k]: the costs of slots 0 .. k-1
         self.front = torch.ones(W, dtype=torch.long, device=device)
-        self.cache = model.new_cache(B, S, device=device)
+        self.cache = _SlotCache(model, B, S, device)
 
     def step(self, t: int) -> bool:
         """Every row reads its token `nxt`; then, unless the search is over (False), the rows that just read a
         note's Duration choose its string (beam search re-ranking the rows) and every row moves on."""
         tok = self.nxt
         self.out[:, t] = tok
-        logits = self.model(tok.unsqueeze(1), cache=self.cache)[0][:, -1]  # (B, V)
+        logits = self.cache.read(tok.unsqueeze(1))[:, -1]  # (B, V)
         for g, grs in self.groups.values():
             g.constraint.update(tok[grs])
         self.taken &= ~torch.isin(tok, self.onset_ids).unsqueeze(1)

@@ -4,11 +4,11 @@ and layout 3, fingering_implied.py, where a note on its lowest-fret string write
 `TabVocab`: the token tables the refingering loop reads. The windows a sequence is read in (`_windows`, `_cuts`,
 `_string_windows`, which fret_model.py's `string_logprobs` reads too). A batch's rows: `_Rows`, one (tuning, capo)
 group's constraint and which strings can play each pitch, `_start_groups` starting each group's constraint on its
-rows, `_reorder` moving every per-row state (the KV cache and the constraints' `_row_state`) when beam search
-re-ranks rows. `_allowed`: the strings a row may take for a note (the constraint's, free at the onset, leaving room
-for the onset's later notes: `_leaves_room`, `_matchable`; else the fallbacks). Held apart from fingering.py so that
-module keeps the public API and layout 2's search, and fingering_implied.py layout 3's, neither importing the other's
-search; what each choice means is fingering.py's module docstring.
+rows, `_reorder` moving every per-row state (the KV cache, kept in slots by `_SlotCache`, and the constraints'
+`_row_state`) when beam search re-ranks rows. `_allowed`: the strings a row may take for a note (the constraint's,
+free at the onset, leaving room for the onset's later notes: `_leaves_room`, `_matchable`; else the fallbacks). Held
+apart from fingering.py so that module keeps the public API and layout 2's search, and fingering_implied.py layout
+3's, neither importing the other's search; what each choice means is fingering.py's module docstring.
 """
 
 from __future__ import annotations
@@ -233,20 +233,65 @@ def _allowed(rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor, p
     return ok
 
 
-def _reorder(src: torch.Tensor, cache, groups, local: torch.Tensor) -> None:
-    """Row r of every per-row state becomes what row src[r] was: the KV cache and each group's constraint."""
-    moved = (src != torch.arange(len(src), device=src.device)).nonzero().squeeze(1)
-    if not len(moved):
+class _SlotCache:
+    """A beam's KV cache whose rows live in slots: row r's keys and values, and the model's other per-row cache state
+    (its last token, the copy head's matches), are in slot `slot[r]`. When beam search re-ranks the rows, the first
+    row descended from each old row takes that row's slot as it is, and only its other descendants are copies (into
+    the slots of rows that left none): moving each re-ranked row to its own index copied every moved row's cache, up
+    to the whole context, every choice (a tenth of `tab --run`'s time on a long piece). `read` feeds the rows' tokens
+    to the model in slot order and gives their logits back in row order."""
+
+    def __init__(self, model, B: int, T: int, device: torch.device) -> None:
+        self.model, self.cache = model, model.new_cache(B, T, device=device)
+        self.slot = self.row = None  # row -> slot and slot -> row; None: each row in its own slot
+
+    def read(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The model's logits (B, T, V) for each row's next tokens (B, T), against the rows' caches."""
+        if self.slot is None:
+            return self.model(tokens, cache=self.cache)[0]
+        return self.model(tokens.index_select(0, self.row), cache=self.cache)[0].index_select(0, self.slot)
+
+    def reorder(self, src: torch.Tensor) -> int:
+        """Row r's cache becomes what row src[r]'s was; returns how many rows' caches were copied."""
+        B, parents = len(src), src.tolist()
+        slot = self.slot.tolist() if self.slot is not None else list(range(B))
+        has_child = set(parents)
+        spare = [slot[r] for r in range(B) if r not in has_child]  # slots whose row left no descendant
+        new, used, dst, frm = [], set(), [], []
+        for p in parents:
+            s = slot[p]
+            if s in used:  # a second descendant: a copy of its parent's slot in a spare one
+                dst.append(spare.pop())
+                frm.append(s)
+                s = dst[-1]
+            used.add(s)
+            new.append(s)
+        if dst:
+            cache, n = self.cache, self.cache.length
+            dst_t = torch.tensor(dst, device=src.device)
+            frm_t = torch.tensor(frm, device=src.device)
+            for kv in (cache.k, cache.v):
+                for buf in kv:
+                    if buf is not None:
+                        buf[dst_t, :, :n] = buf[frm_t, :, :n]
+            if cache.last is not None:  # a decoder with model.prev_token: each row's last token
+                cache.last[dst_t] = cache.last[frm_t]
+            if cache.match is not None:  # model.copy: each row's tokens and n-gram hashes
+                cache.match.reorder(dst_t, frm_t)
+        if new == list(range(B)):
+            self.slot = self.row = None
+        else:
+            self.slot = torch.tensor(new, device=src.device)
+            self.row = torch.argsort(self.slot)
+        return len(dst)
+
+
+def _reorder(src: torch.Tensor, cache: _SlotCache, groups, local: torch.Tensor) -> None:
+    """Row r of every per-row state becomes what row src[r] was: the KV cache (`_SlotCache.reorder`) and each
+    group's constraint."""
+    if not bool((src != torch.arange(len(src), device=src.device)).any()):
         return
-    dst, frm, n = moved, src[moved], cache.length
-    for kv in (cache.k, cache.v):
-        for buf in kv:
-            if buf is not None:
-                buf[dst, :, :n] = buf[frm, :, :n]
-    if cache.last is not None:  # a decoder with model.prev_token: each row's last token moves with it
-        cache.last[dst] = cache.last[frm]
-    if cache.match is not None:  # model.copy: each row's tokens and n-gram hashes
-        cache.match.reorder(dst, frm)
+    cache.reorder(src)
     for g, rs in groups:
         lsrc = local[src[rs]]  # a row's source is in its own window, so in its group
         if bool((lsrc != torch.arange(len(rs), device=rs.device)).any()):
