@@ -107,7 +107,7 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
             frets[:NO_PITCH, k] = torch.tensor([fret_of(p, k + 1, tuning, capo) for p in range(NO_PITCH)])
         t["frets"] = frets.masked_fill(~fits, -1).to(dev)
         t["fits"] = fits.to(dev)  # (129, nS)
-        # `_playable`'s constant side: (129, named) frets, whether they are open strings or play at all
+        # `_playable`'s frets: (129, named), -1 where the string cannot play the pitch
         frets_named = t["frets_named"] = t["frets"][:, :named].contiguous()
         t["cols"] = torch.arange(named, device=dev)
         # `_playable`'s hand rule as a table: span[(hi + 1) * (top + 2) + lo] (129, named) whether pitch p on string k
@@ -116,7 +116,7 @@ def _tables(grammar: Grammar, tuning: tuple[int, ...], capo: int, max_fret: int,
         # lookup a mask instead of the span's (B, P, named) arithmetic. span_cols: the Pitch columns' pitches only
         # (`startable` answers for those).
         top = t["span_top"] = max(int(frets_named.max()), 0)
-        F = frets_named
+        F = frets_named  # (129, named), broadcast against (hi, lo, 1, 1)
         hi = torch.arange(-1, top + 1, device=dev).view(-1, 1, 1, 1)
         lo = torch.arange(0, top + 2, device=dev).view(1, -1, 1, 1)
         lo = lo.masked_fill(lo > top, 10_000)  # none fretted: no bound from below
@@ -393,9 +393,8 @@ class StringState:
     def _playable(self, now: torch.Tensor, pitch: torch.Tensor | None = None,
                   strings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, P, named) bool: pitch p on string k at `now` (P: the pitches of the grammar's Pitch columns,
-        `pitch_val_at`, or the row's `pitch` (B,) alone): k can
-        play p, nothing sounds on k, and the fret fits one hand with the fretted notes still sounding on the other
-        strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
+        `pitch_val_at`, or the row's `pitch` (B,) alone): k can play p, nothing sounds on k, and the fret fits one
+        hand with the fretted notes still sounding on the other strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
         state's own (`_implied_view`).
 
         One call per mask is a chain of small ops, so it is kept short: a string never played holds NO_PITCH, whose
