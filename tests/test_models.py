@@ -431,7 +431,7 @@ def _copy_by_hand(x: list[int]) -> tuple[list[int], list[int]]:
     return L, c
 
 
-def test_copy_match_is_the_latest_longest_earlier_occurrence() -> None:
+def test_copy_match_is_the_latest_longest_earlier_occurrence(monkeypatch) -> None:
     from guitarformer.models.copy import MatchState, match_window
 
     g = torch.Generator().manual_seed(0)
@@ -441,10 +441,19 @@ def test_copy_match_is_the_latest_longest_earlier_occurrence() -> None:
     for b in range(3):
         assert (L[b].tolist(), c[b].tolist()) == _copy_by_hand(x[b].tolist())
     assert L[1, 75] == 6 and c[1, 75] == x[1, 36]  # the repeat predicts the token after its first playing
-    state = MatchState(3, 128, "cpu")  # the cache's way, in chunks, gives the same
-    parts = [state.extend(x[:, a:b], a) for a, b in ((0, 17), (17, 18), (18, 50), (50, 90))]
-    assert torch.equal(torch.cat([p[0] for p in parts], 1), L)
-    assert torch.equal(torch.cat([p[1] for p in parts], 1), c)
+    import guitarformer.models.copy as copy_module
+
+    # The cache's way, in chunks, gives the same: one token at a time, chunks read whole, chunks whose scan is cut
+    # into passes (the bound on its cells set low), and chunks that start before position 32 and end after it. Row 0
+    # opens with PAD (0), which weighs nothing in a hash: an n-gram longer than the window so far must not match.
+    x[0, :12] = 0
+    L, c = match_window(x)
+    for cells, cuts in ((1 << 22, (17, 18, 50, 90)), (1 << 22, (1, 2, 30, 34, 90)), (3 * 6 * 40, (5, 40, 41, 90))):
+        monkeypatch.setattr(copy_module, "_CHUNK_CELLS", cells)
+        state = MatchState(3, 128, "cpu")
+        parts = [state.extend(x[:, a:b], a) for a, b in zip((0,) + cuts, cuts)]
+        assert torch.equal(torch.cat([p[0] for p in parts], 1), L), cuts
+        assert torch.equal(torch.cat([p[1] for p in parts], 1), c), cuts
 
 
 def test_match_state_on_the_device_position_matches_the_host_one() -> None:

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 ORDERS = (1, 2, 4, 8, 16, 32)
 _M, _P = 2_147_483_647, 1_000_003  # n-grams compared by a polynomial hash mod a prime (int64 products stay exact)
 _POW = {n: pow(_P, n, _M) for n in ORDERS}
+_CHUNK_CELLS = 1 << 22  # MatchState.extend: a chunk's scan of (orders, rows, tokens, positions) at most this many cells
 
 
 def _grow(h: Tensor, before: Tensor, n: int) -> Tensor:
@@ -112,12 +113,35 @@ class MatchState:
             for j, h in enumerate(hashes):
                 self.hash[j, :, :T] = h
             return _pick([_latest_equal(h) for h in hashes], idx, T)
-        Ls, cs = [], []
-        for i in range(T):
-            L, c = self._step(idx[:, i], start + i)
-            Ls.append(L)
-            cs.append(c)
-        return torch.cat(Ls, 1), torch.cat(cs, 1)
+        if T == 1:
+            return self._step(idx[:, 0], start)
+        K, B = self.hash.shape[:2]
+        per = max(1, _CHUNK_CELLS // (K * B * (start + T)))  # tokens a pass: the scan's (K, B, T, S) bounded
+        parts = [self._chunk(idx[:, a:a + per], start + a) for a in range(0, T, per)]
+        return torch.cat([L for L, _ in parts], 1), torch.cat([c for _, c in parts], 1)
+
+    def _chunk(self, idx: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """`_step` for the T tokens idx (B, T) at positions [start, start + T) at once: each position's hashes from
+        the 32 tokens ending there (those before position 0 read as token 0, which weighs nothing, as `step_at`
+        reads them), each matched against the positions before it alone."""
+        K, B = self.hash.shape[:2]
+        T = idx.shape[1]
+        end, W = start + T, ORDERS[-1]
+        self.tokens[:, start:end] = idx
+        first = max(0, start + 1 - W)
+        window = F.pad(self.tokens[:, first:end], (W - 1 - (start - first), 0)).unfold(1, W, 1)  # (B, T, 32)
+        H = (window[:, None] * self._weights[:, None]).sum(-1).remainder_(_M).transpose(0, 1)  # (K, B, T)
+        p = torch.arange(start, end, device=idx.device)
+        H = torch.where((self._n <= p)[:, None], H, -1)  # the n-gram would start before the window
+        self.hash[:, :, start:end] = H
+        pos1 = self._pos1[:end]
+        same = (self.hash[:, :, None, :end] == H[..., None]) & (pos1 <= p[:, None])  # (K, B, T, end): earlier only
+        latest = (same.to(pos1.dtype) * pos1).amax(-1).long() - 1  # -1: none
+        latest = torch.where(H >= 0, latest, -1)  # (K, B, T)
+        L = ((latest >= 0) * self._orders[:, :, None]).amax(0)  # (B, T)
+        src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]
+        c = self.tokens.gather(1, src + 1)  # src < p: the token after is at most p (src -1: slot 0, not used)
+        return L, torch.where(L > 0, c, 0)
 
     def _step(self, x: Tensor, p: int) -> tuple[Tensor, Tensor]:
         """Write the tokens x (B,) at position p; (L, c), each (B, 1). Every order at once, in about fifteen ops: at
