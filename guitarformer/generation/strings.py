@@ -394,8 +394,8 @@ class StringState:
                   strings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, P, named) bool: pitch p on string k at `now` (P: the pitches of the grammar's Pitch columns,
         `pitch_val_at`, or the row's `pitch` (B,) alone): k can play p, nothing sounds on k, and the fret fits one
-        hand with the fretted notes still sounding on the other strings (an open string always does). `strings`: (string_free, string_pitch) to judge by instead of the
-        state's own (`_implied_view`).
+        hand with the fretted notes still sounding on the other strings (an open string always does). `strings`:
+        (string_free, string_pitch) to judge by instead of the state's own (`_implied_view`).
 
         One call per mask is a chain of small ops, so it is kept short: a string never played holds NO_PITCH, whose
         frets are -1 (`frets`), so it needs no mask of its own; whether a fret fits the hand depends only on the

@@ -136,12 +136,7 @@ class MatchState:
         self.hash[:, :, start:end] = H
         pos1 = self._pos1[:end]
         same = (self.hash[:, :, None, :end] == H[..., None]) & (pos1 <= p[:, None])  # (K, B, T, end): earlier only
-        latest = (same.to(pos1.dtype) * pos1).amax(-1).long() - 1  # -1: none
-        latest = torch.where(H >= 0, latest, -1)  # (K, B, T)
-        L = ((latest >= 0) * self._orders[:, :, None]).amax(0)  # (B, T)
-        src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]
-        c = self.tokens.gather(1, src + 1)  # src < p: the token after is at most p (src -1: slot 0, not used)
-        return L, torch.where(L > 0, c, 0)
+        return self._longest(same, pos1, H)
 
     def _step(self, x: Tensor, p: int) -> tuple[Tensor, Tensor]:
         """Write the tokens x (B,) at position p; (L, c), each (B, 1). Every order at once, in about fifteen ops: at
@@ -159,12 +154,8 @@ class MatchState:
             H[[n > p + 1 for n in ORDERS]] = -1  # the n-gram would start before the window
         self.hash[:, :, p] = H
         same = self.hash.view(K * B, -1)[:, :p] == H.reshape(-1, 1)  # (K * B, p): earlier positions with the hash
-        latest = (same.to(self._pos1.dtype) * self._pos1[:p]).amax(-1).view(K, B).long() - 1  # -1: none
-        latest = torch.where(H >= 0, latest, -1)  # (K, B): each order's latest match
-        L = ((latest >= 0) * self._orders).amax(0)  # (B,): the longest order with a match, as its index + 1; 0 none
-        src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]  # (B,)
-        c = self.tokens.gather(1, (src + 1).clamp(0, p)[:, None])[:, 0]  # the token after the match
-        return L[:, None], torch.where(L > 0, c, 0)[:, None]
+        L, c = self._longest(same, self._pos1[:p], H)
+        return L[:, None], c[:, None]
 
     @torch.no_grad()
     def step_at(self, x: Tensor, p: Tensor, span: int | None = None) -> tuple[Tensor, Tensor]:
@@ -182,12 +173,20 @@ class MatchState:
         n = self.hash.shape[2] if span is None else span
         pos1 = self._pos1[:n]
         same = (self.hash.view(K * B, -1)[:, :n] == H.reshape(-1, 1)) & (pos1 <= p)  # (K * B, n)
-        latest = (same.to(pos1.dtype) * pos1).amax(-1).view(K, B).long() - 1  # -1: none
-        latest = torch.where(H >= 0, latest, -1)
-        L = ((latest >= 0) * self._orders).amax(0)
+        L, c = self._longest(same, pos1, H)
+        return L[:, None], c[:, None]
+
+    def _longest(self, same: Tensor, pos1: Tensor, H: Tensor) -> tuple[Tensor, Tensor]:
+        """(L, c), each shaped as one order's H (K, B[, T]): from `same` (..., S), which positions (numbered + 1 by
+        `pos1`) hold each order's hash H, the longest order with a match, as its index + 1 (0: none), and the token
+        after its latest match (0 where none)."""
+        latest = (same.to(pos1.dtype) * pos1).amax(-1).view(H.shape).long() - 1  # -1: none
+        latest = torch.where(H >= 0, latest, -1)  # (K, B[, T]): each order's latest match
+        orders = self._orders if H.dim() == 2 else self._orders[:, :, None]
+        L = ((latest >= 0) * orders).amax(0)
         src = latest.gather(0, (L - 1).clamp(min=0)[None])[0]
-        c = self.tokens.gather(1, (src + 1).clamp(min=0)[:, None])[:, 0]  # src < p: the token after stays <= p
-        return L[:, None], torch.where(L > 0, c, 0)[:, None]
+        c = self.tokens.gather(1, (src + 1).view(src.shape[0], -1)).view(src.shape)  # src < p: at most p (-1: slot 0)
+        return L, torch.where(L > 0, c, 0)
 
     @classmethod
     def stack(cls, parts: list[MatchState], shifts: list[int], length: int) -> MatchState:
