@@ -18,10 +18,13 @@
 #                                      # GPU and the CPU; writes docs/BENCH_GPU.md between its compiled markers
 #   bash scripts/gpu_checks.sh trainbatch # #28, ~8 min, WHL=.whl-speed: decoder-base training vs HF GPT-2 at batch
 #                                      # $BATCHES (default "32 64"; the speed stage's is 16): does MFU rise toward 45%?
+#   bash scripts/gpu_checks.sh tuning  # #28, WHL=.whl-speed: the compiled batch-1 step under inductor options, each
+#                                      # compiled afresh (gpu_decode_ab.py tuning; TUNE_EXTRA='{"a": 1};{"b": true}')
 #   bash scripts/gpu_checks.sh release # a release candidate of the default preset (tab layout 3, controls read and not
 #                                      # scored, half the windows plain) at GPU length: $REL_STEPS steps (default 15000)
 #                                      # in a $REL_MIN-minute budget (default 5); the run comes back as run-release.tar
-#                                      # for scripts/release_model.py --from-run and the bench scripts on a CPU
+#                                      # for scripts/release_model.py --from-run and the bench scripts on a CPU;
+#                                      # REL_SET="--set model.n_embd=192 ..." changes the preset
 #   bash scripts/gpu_checks.sh ctl     # #18: a decoder with controls and infilling and an encoder-decoder with
 #                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
 #                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
@@ -140,9 +143,14 @@ elif [ "$STAGE" = trainbatch ]; then  # #28: does a bigger batch take decoder-ba
 elif [ "$STAGE" = release ]; then
   step "release candidate: guitarformer train (the default preset), ${REL_STEPS:-15000} steps in ${REL_MIN:-5} min"
   /usr/bin/time -f "%e s wall" -o "$LOG/release_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/release \
-    --max-steps ${REL_STEPS:-15000} --set train.time_budget_min=${REL_MIN:-5} --set train.eval_interval=1000 \
+    --max-steps ${REL_STEPS:-15000} --set train.time_budget_min=${REL_MIN:-5} --set train.eval_interval=1000 ${REL_SET:-} \
     > "$LOG/release.log" 2>&1; tail -3 "$LOG/release.log"; cat "$LOG/release_time.txt"
   pack /tmp/runs/release release
+elif [ "$STAGE" = tuning ]; then  # #28: inductor options for the captured batch-1 step, each compiled afresh
+  step "the compiled step's inductor options: as they are, and with each of \$TUNE_EXTRA (JSON objects, ';'-separated)"
+  extras=(); IFS=';' read -ra opts <<< "${TUNE_EXTRA:-}"; for o in "${opts[@]}"; do extras+=(--extra "$o"); done
+  timeout ${TUNE_S:-200} python3 scripts/gpu_decode_ab.py tuning --dtypes ${TUNE_DTYPES:-fp32} --no-untuned "${extras[@]}" \
+    > "$LOG/tuning.md" 2>&1; cat "$LOG/tuning.md"
 elif [ "$STAGE" = ctl ]; then
   step "decoder with controls and infilling on $CTL"
   python3 -m guitarformer train --data "$CTL" --set data.infill=${INFILL:-0.3} --max-steps ${CTL_STEPS:-2500} \

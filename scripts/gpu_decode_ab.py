@@ -92,9 +92,9 @@ def overlap(b: Bench, before: Path) -> None:
               f"{ratio} | {same} |")
 
 
-def tuning(b: Bench, extra: dict, dtypes: list[str]) -> None:
+def tuning(b: Bench, extras: list[dict], dtypes: list[str], untuned: bool = True) -> None:
     tuned = dict(compiled.CUDA_OPTIONS)
-    variants = [tuned, {}] + ([{**tuned, **extra}] if extra else [])
+    variants = [tuned] + ([{}] if untuned else []) + [{**tuned, **extra} for extra in extras]
     print("| weights | inductor options | plain tokens/s | + constraint (host) | GPU µs a token | first call s |")
     print("|---|---|---:|---:|---:|---:|")
     for dt, opts in ((dt, opts) for dt in dtypes for opts in variants):
@@ -119,9 +119,10 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--new", type=int, default=256, help="tokens per timed call")
-    ap.add_argument("--extra", type=json.loads, default={},
+    ap.add_argument("--extra", type=json.loads, action="append", default=[],
                     help="tuning: also CUDA_OPTIONS with these inductor options (JSON), e.g. "
-                         "'{\"realize_opcount_threshold\": 5}'")
+                         "'{\"realize_opcount_threshold\": 5}'; repeat it for more variants")
+    ap.add_argument("--no-untuned", action="store_true", help="tuning: leave out the variant without any options")
     ap.add_argument("--dtypes", default="fp32,bf16", help="tuning: the weights' dtypes, comma-separated")
     args = ap.parse_args()
     b = Bench(args)
@@ -133,7 +134,7 @@ def main() -> None:
             ap.error("overlap needs --before OLD_ENGINE.py")
         overlap(b, args.before)
     else:
-        tuning(b, args.extra, args.dtypes.split(","))
+        tuning(b, args.extra, args.dtypes.split(","), untuned=not args.no_untuned)
 
 
 if __name__ == "__main__":
