@@ -296,7 +296,10 @@ def _list_tunings(ctx, param, value):
 @click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
               help="Parts --track chooses among: guitar tracks only, or every non-drum track.")
 @click.option("--key", default=None, help="Run with controls: the key, e.g. E:minor, 'A major', F#m.")
-@click.option("--time-signature", default=None, help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs).")
+@click.option("--time-signature", default=None,
+              help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs); auto: each riff's drawn from the "
+              "meters of the run's training bars (of the asked style's), as often as they are there. Default: the "
+              "run's sample.time_signature, else the model's own choice.")
 @click.option("--density", default=None, help="Run with controls: onsets per beat: low, mid, high in every bar, or "
               "per bar: 1-4:low,5-8:high (so are --polyphony, --palm-mute, --techniques, --hand-position).")
 @click.option("--polyphony", default=None, help="Run with controls: single (notes), dyads, chords.")

@@ -142,6 +142,9 @@ class SampleConfig:
     # `sample --form` when none is asked: "auto" (a training tune's form) or "none" (the model's own); None: by the
     # model (none where it copies, model.copy). The release sets it by measurement (scripts/release_model.py).
     form: str | None = None
+    # `sample --time-signature` when none is asked: "auto" draws each riff's meter from the run's training bars
+    # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses.
+    time_signature: str | None = None
 
 
 @dataclass

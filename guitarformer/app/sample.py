@@ -15,12 +15,12 @@ from guitarformer.app.requests import SampleRequest, check_outputs
 from guitarformer.app.splice import continue_part
 from guitarformer.data.controls import option_value
 from guitarformer.data.tab_tokens import has_controls
-from guitarformer.data.tokenization import decode, special_ids
+from guitarformer.data.tokenization import bar_ids, decode, special_ids
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.engine import generate
 from guitarformer.generation.form import Plan, check_form, parse_letters
-from guitarformer.generation.riffs import Riff, generate_riffs, riff_forms, sample_rows
+from guitarformer.generation.riffs import Riff, generate_riffs, riff_forms, riff_meters, sample_rows
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models import kinds
 from guitarformer.models.kinds import kind_of
@@ -32,6 +32,7 @@ MAX_SEED = 2**63 - 1
 MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its own
 GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/EVAL.md, style: 63% -> 69.6% on
 # the quickstart's run, seed 1)
+AUTO_METER = "auto"  # --time-signature auto: each riff's meter drawn from the run's training bars (`_meters`)
 BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its last bar, so room costs nothing)
 
 
@@ -85,10 +86,31 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
     return parse_tuning(value) if isinstance(value, str) else tuple(int(p) for p in value)
 
 
-def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None):
-    """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them."""
-    return conditions(loaded.tokenizer, tuning, req.tempo, req.time_signature, req.hand_position, seen=loaded.seen,
+def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None):
+    """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them;
+    `meter`: the time signature drawn for the riffs (`_meters`) in place of the request's "auto"."""
+    ts = meter or (None if req.time_signature == AUTO_METER else req.time_signature)
+    return conditions(loaded.tokenizer, tuning, req.tempo, ts, req.hand_position, seen=loaded.seen,
                       guard=req.guard, continuing=req.prompt is not None, **req.controls())
+
+
+def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, str | None]:
+    """(riff k's time signature at k, None where the request's or the model's hold for every riff; a note for the
+    summary). `auto` (asked, or the run's sample.time_signature where no time signature is asked) draws riff k's
+    meter from the run's training bars (those of the asked style where one is asked), in proportion to them
+    (Seen.meters_to_draw), with a generator seeded by the riff's seed: the model alone opens its riffs in the meters it
+    leans to (the layout-3 candidates 2/2 and 2/4 where its tunes' bars are half 6/8), and each meter's bars it
+    fills as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its meter."""
+    asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
+    if asked != AUTO_METER or req.prompt is not None:
+        return None, None
+    style = None if req.style is None else option_value("Style", req.style)
+    meters = loaded.seen.meters_to_draw(style) if loaded.seen is not None else {}
+    if not meters or not bar_ids(loaded.tokenizer):
+        return None, None if req.time_signature is None else (
+            "--time-signature auto: this run has no counts of its training bars' meters, so its riffs take the "
+            "model's own; --time-signature 6/8 asks one")
+    return riff_meters(meters, req.seed, req.num_samples), None
 
 
 def default_form(loaded: LoadedRun) -> str:
@@ -134,35 +156,46 @@ def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> Sampl
     return params
 
 
-def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: Prompt | None,
-          tuning: tuple[int, ...], asked, forms: list[Plan] | None = None) -> list[Riff]:
-    """Every riff the request asks for, in batches of `batch_size` (riff k never depends on the batch); `forms`:
-    riff k's plan at k."""
-    model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
+def _batches(req: SampleRequest, meters: list[str] | None) -> list[tuple[str | None, list[int]]]:
+    """(the batch's drawn meter, its riffs' indices) for every batch: `batch_size` riffs in their order, or, with
+    drawn meters, each meter's riffs apart (riff k keeps its index, so its seed: it is the riff that meter asked for
+    by --time-signature would be)."""
     n = req.num_samples
     bs = max(1, min(req.batch_size or n, n))
-    riffs: list[Riff] = []
-    for first in range(0, n, bs):
-        count = min(bs, n - first)
-        plans = forms[first:first + count] if forms else None
+    groups = {None: list(range(n))} if meters is None else \
+        {m: [k for k in range(n) if meters[k] == m] for m in dict.fromkeys(meters)}
+    return [(m, ks[i:i + bs]) for m, ks in groups.items() for i in range(0, len(ks), bs)]
+
+
+def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: Prompt | None,
+          tuning: tuple[int, ...], asked: dict, forms: list[Plan] | None = None,
+          meters: list[str] | None = None) -> list[Riff]:
+    """Every riff the request asks for, in batches of `batch_size` (riff k never depends on the batch); `asked`:
+    the controls as tokens, {None: the request's} or, with drawn meters, {meter: the request's in it}; `forms`:
+    riff k's plan at k; `meters`: riff k's drawn time signature at k (`_meters`)."""
+    model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
+    riffs: dict[int, Riff] = {}
+    for meter, ks in _batches(req, meters):
+        count, plans = len(ks), [forms[k] for k in ks] if forms else None
         if file is None:
-            riffs += generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
-                                    params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
-                                    position=req.position, first=first, asked=asked, forms=plans,
-                                    guidance=params.guidance, compile=params.compile)
+            made = generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
+                                  params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
+                                  position=req.position, first=ks, asked=asked[meter], forms=plans,
+                                  guidance=params.guidance, compile=params.compile)
+            riffs.update(zip(ks, made))
             continue
         program = req.program
         if program is None:
             program = file.gs.track.program if file.gs.track.program in GUITAR_PROGRAMS else GUITAR_PROGRAM
-        drawn = sample_rows(model, tok, cfg, params, dev, count, req.seed, first, file.ids, tuning, file.gs.capo,
-                            asked, plans)
+        drawn = sample_rows(model, tok, cfg, params, dev, count, req.seed, ks, file.ids, tuning, file.gs.capo,
+                            asked[meter], plans)
         window = decode(tok, drawn.context)
-        for row, ended in zip(drawn.rows, drawn.ended):
+        for k, row, ended in zip(ks, drawn.rows, drawn.ended):
             riff = continue_part(file, decode(tok, drawn.body(row), program=program), window, tuning, req.tempo,
                                  program, req.position, req.bars)
             riff.ids, riff.ended = row, ended
-            riffs.append(riff)
-    return riffs
+            riffs[k] = riff
+    return [riffs[k] for k in sorted(riffs)]
 
 
 def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
@@ -176,6 +209,8 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
     asked = _asked(req, loaded, tuning)
+    meters, meter_note = _meters(req, loaded)
+    asked_in = {None: asked} if meters is None else {m: _asked(req, loaded, tuning, m) for m in dict.fromkeys(meters)}
     file = None
     if req.prompt is not None:
         room = kind_of(loaded.kind).prompt_room(loaded.cfg.model)
@@ -183,11 +218,11 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)
     forms, note = _forms(req, loaded)
-    riffs = _draw(req, loaded, params, file, tuning, asked, forms)
+    riffs = _draw(req, loaded, params, file, tuning, asked_in, forms, meters)
     empty = [r for r in riffs if not r.new_notes]
     if empty:
         raise _empty_error(riffs, empty, req, params, loaded, file)
-    result = SampleResult(riffs, [loaded.describe()], [note] if note else [], run=loaded.describe())
+    result = SampleResult(riffs, [loaded.describe()], [n for n in (note, meter_note) if n], run=loaded.describe())
     for i, riff in enumerate(riffs):
         riff.files = write_riff(riff, req.outputs, i, len(riffs), synth)
         result.lines.append(_summary(riff, riff.files, req.bars, file))

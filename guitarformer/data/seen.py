@@ -68,6 +68,14 @@ class Seen:
         meters = self.style_meters.get(style) or {}
         return max(meters, key=lambda m: (meters[m], m)) if meters else None
 
+    def meters_to_draw(self, style: str | None = None) -> dict[str, int]:
+        """{meter: bars} of the meters that make at least MIN_SHARE of the training bars (of `style`'s where one is
+        given and seen): what `--time-signature auto` draws a riff's meter from, in proportion to the bars (a rarer
+        meter is mostly pickups and odd bars, 1/4 or 5/8, not a meter tunes are written in)."""
+        values = (self.style_meters.get(style) if style else None) or self.counts.get("TimeSig", {})
+        total = max(1, sum(values.values()))
+        return {m: n for m, n in sorted(values.items()) if n / total >= MIN_SHARE}
+
     def to_json(self) -> dict:
         return {"counts": self.counts, "tempo": self.tempo, "pitch": self.pitch, "style_meters": self.style_meters,
                 "style_tempos": self.style_tempos, "min_share": MIN_SHARE,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -70,6 +71,23 @@ def riff_forms(forms: FormCounts, seed: int, num: int, style: str | None = None,
     return [forms.draw(random.Random(riff_seed(seed, k)), style, bars) for k in range(first, first + num)]
 
 
+def riff_meters(meters: dict[str, int], seed: int, num: int, first: int = 0) -> list[str]:
+    """The time signatures of riffs `first` .. `first + num - 1` of a call seeded `seed`: riff k's drawn from
+    `meters` ({meter: weight}, Seen.meters_to_draw) by a generator of its own, seeded by `riff_seed(seed, k)` in a
+    stream apart from its form's, so riff k's meter depends only on the seed and k."""
+    names, weights = list(meters), list(meters.values())
+    return [random.Random(f"meter {riff_seed(seed, k)}").choices(names, weights)[0] for k in range(first, first + num)]
+
+
+def riff_indices(first: int | Sequence[int], num: int) -> list[int]:
+    """The riffs a batch holds: `first` .. `first + num - 1`, or the `num` indices `first` lists (riffs grouped by
+    what they ask, such as a drawn meter)."""
+    ks = list(range(first, first + num)) if isinstance(first, int) else list(first)
+    if len(ks) != num:
+        raise ValueError(f"{num} riffs asked for and {len(ks)} indices given")
+    return ks
+
+
 def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bool, bars: int | None
              ) -> tuple[list[int], list[int], int | None, bool, bool]:
     """(prompt ids, the riff's first tokens after them, the bar limit for `generate`, whether the meter comes after
@@ -100,17 +118,19 @@ def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bo
 
 
 def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num: int = 1, seed: int = 0,
-                first: int = 0, prompt: list[int] | None = None, tuning: tuple[int, ...] = STANDARD_TUNING,
-                capo: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None) -> RiffRows:
-    """Rows `first` .. `first + num - 1` of a call seeded `seed`, in one batch; each row draws from its own generator
-    seeded `riff_seed(seed, k)`, so row k depends only on the model, the options, the seed and k.
+                first: int | Sequence[int] = 0, prompt: list[int] | None = None,
+                tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0, asked: Conditions | None = None,
+                forms: list[Plan] | None = None) -> RiffRows:
+    """Rows `first` .. `first + num - 1` of a call seeded `seed` (or the rows `first` lists), in one batch; each row
+    draws from its own generator seeded `riff_seed(seed, k)`, so row k depends only on the model, the options, the
+    seed and k.
 
     `prompt`: token ids (BOS first) to continue (a decoder continues them; an encoder-decoder encodes them as the
     source). `params.max_bars`: new bars at most. `asked` (a run with controls, generation/conditioning.py): piece
     controls after BOS, each bar's controls after its Bar (forced), the meter opening the first bar, the guards.
     `forms`: one plan per row (generation/form.py), the bars it repeats forced, where the asked bar controls agree."""
     sp = special_ids(tokenizer)
-    gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, first + i)) for i in range(num)]
+    gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, k)) for k in riff_indices(first, num)]
     asked = asked or Conditions()
     meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
     kind = kind_of(cfg.model.kind)
@@ -153,13 +173,14 @@ def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int 
                    prompt: list[int] | None = None, bars: int | None = None,
                    tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
                    program: int | None = None, use_cache: bool = True, position: int | None = None,
-                   first: int = 0, asked: Conditions | None = None, forms: list[Plan] | None = None,
-                   guidance: float = 0.0, compile: bool = False) -> list[Riff]:
-    """Riffs `first` .. `first + num - 1` of a call seeded `seed` (see `sample_rows`), decoded and fretted (in
-    `position` if given, see `fret`; a tab-token model's own strings are kept otherwise). `prompt`: token ids
-    decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"]). `forms`: one plan per
-    riff (generation/form.py), None: the model alone. `guidance`: classifier-free guidance on `asked`'s piece controls
-    (`SamplingParams.guidance`); `compile`: the one-token step compiled on a CPU (`SamplingParams.compile`)."""
+                   first: int | Sequence[int] = 0, asked: Conditions | None = None,
+                   forms: list[Plan] | None = None, guidance: float = 0.0, compile: bool = False) -> list[Riff]:
+    """Riffs `first` .. `first + num - 1` of a call seeded `seed` (or those `first` lists; see `sample_rows`),
+    decoded and fretted (in `position` if given, see `fret`; a tab-token model's own strings are kept otherwise).
+    `prompt`: token ids decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"]).
+    `forms`: one plan per riff (generation/form.py), None: the model alone. `guidance`: classifier-free guidance on
+    `asked`'s piece controls (`SamplingParams.guidance`); `compile`: the one-token step compiled on a CPU
+    (`SamplingParams.compile`)."""
     params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache, guidance=guidance,
                             compile=compile)
     drawn = sample_rows(model, tokenizer, cfg, params, device, num, seed, first, prompt, tuning, 0, asked, forms)

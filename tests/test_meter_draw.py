@@ -1,0 +1,101 @@
+"""`sample --time-signature auto` (app/sample.py `_meters`): each riff's meter drawn from the run's training bars,
+riff k the riff its meter asked by name would be, the run's sample.time_signature as the default."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from guitarformer.app import SampleRequest, load_run_once, sample
+from guitarformer.app.sample import check_sample_request
+from guitarformer.cli import main
+from guitarformer.data.seen import Seen
+from guitarformer.errors import GuitarformerError
+from guitarformer.generation.riffs import riff_indices, riff_meters
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_run_once(None, None, "cpu")
+
+
+def _meter(riff) -> str:
+    ts = riff.gs.score.time_signatures[0]
+    return f"{ts.numerator}/{ts.denominator}"
+
+
+def test_the_meters_drawn_are_the_tunes_own_in_their_bars_shares():
+    seen = Seen({"TimeSig": {"6/8": 500, "2/4": 250, "2/2": 240, "1/4": 6, "5/8": 4}},
+                style_meters={"jig": {"6/8": 90, "9/8": 10}, "reel": {"2/2": 60, "2/4": 40}})
+    assert seen.meters_to_draw() == {"2/2": 240, "2/4": 250, "6/8": 500}  # 1/4 and 5/8: under 1% of the bars
+    assert seen.meters_to_draw("reel") == {"2/2": 60, "2/4": 40}
+    assert seen.meters_to_draw("waltz") == seen.meters_to_draw()  # a style without bars: every bar's meters
+    drawn = Counter(riff_meters(seen.meters_to_draw(), 0, 3000))
+    assert set(drawn) == {"2/2", "2/4", "6/8"}
+    assert 0.47 < drawn["6/8"] / 3000 < 0.54 and 0.22 < drawn["2/4"] / 3000 < 0.28
+    # Riff k's meter is its own: the same whatever the riffs asked before it, another seed another draw.
+    assert riff_meters(seen.meters_to_draw(), 5, 4, first=10) == riff_meters(seen.meters_to_draw(), 5, 14)[10:]
+    assert riff_meters(seen.meters_to_draw(), 5, 40) != riff_meters(seen.meters_to_draw(), 6, 40)
+
+
+def test_riff_indices_are_a_range_or_the_list_given():
+    assert riff_indices(3, 2) == [3, 4] and riff_indices([5, 1], 2) == [5, 1]
+    with pytest.raises(ValueError):
+        riff_indices([1, 2], 3)
+
+
+def test_a_drawn_meter_gives_the_riff_that_meter_asks_for(shipped):
+    """Riff k under auto opens in its drawn meter and is, token for token, riff k asked in that meter by name: the
+    riffs of each meter go in a batch of their own and keep their indices, so their seeds."""
+    req = dict(num_samples=4, bars=2, seed=3)
+    auto = sample(SampleRequest(**req, time_signature="auto"), shipped)
+    meters = riff_meters(shipped.seen.meters_to_draw(), 3, 4)
+    assert len(set(meters)) > 1  # the test would not tell a batch per meter from one batch otherwise
+    for k, riff in enumerate(auto.riffs):
+        assert _meter(riff) == meters[k]
+        named = sample(SampleRequest(**req, time_signature=meters[k]), shipped)
+        assert riff.ids == named.riffs[k].ids
+    assert [r.ids for r in auto.riffs] == [r.ids for r in sample(SampleRequest(**req, time_signature="auto",
+                                                                              batch_size=1), shipped).riffs]
+
+
+def test_a_style_draws_among_its_own_meters(shipped):
+    res = sample(SampleRequest(num_samples=6, bars=1, seed=1, style="hornpipe", time_signature="auto"), shipped)
+    hornpipe = shipped.seen.meters_to_draw("hornpipe")
+    assert set(hornpipe) == {"2/2", "2/4", "4/4"}
+    assert [_meter(r) for r in res.riffs] == riff_meters(hornpipe, 1, 6)
+
+
+def test_the_runs_sample_time_signature_is_the_default(shipped):
+    cfg = shipped.cfg
+    auto = replace(shipped, cfg=replace(cfg, sample=replace(cfg.sample, time_signature="auto")))
+    req = dict(num_samples=3, bars=2, seed=5)
+    asked = sample(SampleRequest(**req, time_signature="auto"), shipped)
+    assert [r.ids for r in sample(SampleRequest(**req), auto).riffs] == [r.ids for r in asked.riffs]
+    own = sample(SampleRequest(**req), replace(shipped, cfg=replace(cfg, sample=replace(cfg.sample,
+                                                                                       time_signature=None))))
+    assert [r.ids for r in own.riffs] == [r.ids for r in sample(SampleRequest(**req), shipped).riffs]
+    named = sample(SampleRequest(**req, time_signature="3/4"), auto)  # a meter asked by name wins
+    assert {_meter(r) for r in named.riffs} == {"3/4"}
+
+
+def test_auto_without_meter_counts_says_so_and_a_prompt_keeps_its_meter(shipped, tmp_path):
+    bare = replace(shipped, seen=None)
+    res = sample(SampleRequest(num_samples=1, bars=1, seed=2, time_signature="auto"), bare)
+    assert any("--time-signature auto" in w for w in res.warnings)
+    assert res.riffs[0].ids == sample(SampleRequest(num_samples=1, bars=1, seed=2), bare).riffs[0].ids
+    with pytest.raises(GuitarformerError, match="time-signature"):
+        check_sample_request(SampleRequest(prompt=tmp_path / "song.mid", time_signature="auto"))
+
+
+def test_the_command_takes_auto(tmp_path):
+    out = tmp_path / "r.mid"
+    res = CliRunner().invoke(main, ["sample", "--time-signature", "auto", "--bars", "1", "--seed", "4",
+                                    "--num-samples", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r_000.mid").is_file() and (tmp_path / "r_001.mid").is_file()
