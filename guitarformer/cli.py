@@ -298,8 +298,8 @@ def _list_tunings(ctx, param, value):
 @click.option("--key", default=None, help="Run with controls: the key, e.g. E:minor, 'A major', F#m.")
 @click.option("--time-signature", default=None,
               help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs); auto: each riff's drawn from the "
-              "meters of the run's training bars (of the asked style's), as often as they are there. Default: the "
-              "run's sample.time_signature, else the model's own choice.")
+              "meters of the run's training bars (of the asked style's), as often as they are there; none: the "
+              "model's own choice. Default: the run's sample.time_signature, else none.")
 @click.option("--density", default=None, help="Run with controls: onsets per beat: low, mid, high in every bar, or "
               "per bar: 1-4:low,5-8:high (so are --polyphony, --palm-mute, --techniques, --hand-position).")
 @click.option("--polyphony", default=None, help="Run with controls: single (notes), dyads, chords.")

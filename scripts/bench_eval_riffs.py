@@ -34,15 +34,17 @@ MEANS = ("notes_per_second", "pitch_range", "used_pitch_classes")
 
 def parse_setting(text: str) -> dict[str, float | str]:
     """"default" -> {}; "top_p=0.9" -> {"top_p": 0.9}; "top_p=0.9+temperature=0.9" for both; "form=none" the
-    model's own form (`sample --form`)."""
+    model's own form (`sample --form`); "time_signature=auto" meters drawn from the run's bars, "time_signature=none"
+    the model's own (`sample --time-signature`), whatever the run's sample.time_signature."""
     if text == "default":
         return {}
     out: dict[str, float | str] = {}
+    named = ("top_p", "temperature", "top_k", "form", "time_signature")
     for part in text.split("+"):
         name, _, value = part.partition("=")
-        if name not in ("top_p", "temperature", "top_k", "form"):
-            raise SystemExit(f"--settings: {name!r} is not a sampler setting (top_p, temperature, top_k, form)")
-        out[name] = int(value) if name == "top_k" else value if name == "form" else float(value)
+        if name not in named:
+            raise SystemExit(f"--settings: {name!r} is not a sampler setting ({', '.join(named)})")
+        out[name] = int(value) if name == "top_k" else value if name in ("form", "time_signature") else float(value)
     return out
 
 

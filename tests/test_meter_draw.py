@@ -82,6 +82,8 @@ def test_the_runs_sample_time_signature_is_the_default(shipped):
     assert [r.ids for r in own.riffs] == [r.ids for r in sample(SampleRequest(**req), shipped).riffs]
     named = sample(SampleRequest(**req, time_signature="3/4"), auto)  # a meter asked by name wins
     assert {_meter(r) for r in named.riffs} == {"3/4"}
+    mine = sample(SampleRequest(**req, time_signature="none"), auto)  # and "none", the model's own
+    assert [r.ids for r in mine.riffs] == [r.ids for r in own.riffs] != [r.ids for r in asked.riffs]
 
 
 def test_auto_without_meter_counts_says_so_and_a_prompt_keeps_its_meter(shipped, tmp_path):
@@ -91,6 +93,7 @@ def test_auto_without_meter_counts_says_so_and_a_prompt_keeps_its_meter(shipped,
     assert res.riffs[0].ids == sample(SampleRequest(num_samples=1, bars=1, seed=2), bare).riffs[0].ids
     with pytest.raises(GuitarformerError, match="time-signature"):
         check_sample_request(SampleRequest(prompt=tmp_path / "song.mid", time_signature="auto"))
+    check_sample_request(SampleRequest(prompt=tmp_path / "song.mid", time_signature="none"))  # what a prompt does
 
 
 def test_the_command_takes_auto(tmp_path):

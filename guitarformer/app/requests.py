@@ -79,8 +79,8 @@ class SampleRequest:
     # A run with controls. The bar controls (hand_position, density, polyphony, palm_mute, techniques) take one value
     # for every bar or one per bar range: "1-4:low,5-8:high" (bars from 1; bars past the ranges get none asked).
     hand_position: int | str | None = None  # a fret: the hand position asked
-    time_signature: str | None = None  # "7/8"; "auto": drawn per riff (app/sample.py `_meters`); None: the run's
-    # sample.time_signature, else the model's own
+    time_signature: str | None = None  # "7/8"; "auto": drawn per riff (app/sample.py `_meters`); "none": the
+    # model's own; None: the run's sample.time_signature, else the model's own
     key: str | None = None
     density: str | None = None
     polyphony: str | None = None

@@ -33,6 +33,7 @@ MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its ow
 GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/EVAL.md, style: 63% -> 69.6% on
 # the quickstart's run, seed 1)
 AUTO_METER = "auto"  # --time-signature auto: each riff's meter drawn from the run's training bars (`_meters`)
+OWN_METER = "none"  # --time-signature none: the model's own, whatever the run's sample.time_signature says
 BUDGET_MARGIN = 2.0  # bars vary: budget twice the average (a riff stops at its last bar, so room costs nothing)
 
 
@@ -70,7 +71,7 @@ def check_sample_request(req: SampleRequest) -> None:
     for ok, what, value in checks:
         if not ok:
             raise GuitarformerError(f"{what}, not {value}", "see `guitarformer sample --help`")
-    if req.prompt is not None and req.time_signature is not None:
+    if req.prompt is not None and req.time_signature not in (None, OWN_METER):
         raise GuitarformerError("--time-signature opens a riff of its own; a --prompt's new bars go on in the "
                                 "prompt's time signature", "leave out --time-signature or --prompt")
     if req.track is not None and req.prompt is None:
@@ -89,7 +90,7 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
 def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None):
     """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them;
     `meter`: the time signature drawn for the riffs (`_meters`) in place of the request's "auto"."""
-    ts = meter or (None if req.time_signature == AUTO_METER else req.time_signature)
+    ts = meter or (None if req.time_signature in (AUTO_METER, OWN_METER) else req.time_signature)
     return conditions(loaded.tokenizer, tuning, req.tempo, ts, req.hand_position, seen=loaded.seen,
                       guard=req.guard, continuing=req.prompt is not None, **req.controls())
 
