@@ -29,15 +29,16 @@ def _meter(riff) -> str:
     return f"{ts.numerator}/{ts.denominator}"
 
 
-def test_the_meters_drawn_are_the_tunes_own_in_their_bars_shares():
-    seen = Seen({"TimeSig": {"6/8": 500, "2/4": 250, "2/2": 240, "1/4": 6, "5/8": 4}},
+def test_the_meters_drawn_are_the_tunes_own_as_long_as_they_are_heard():
+    seen = Seen({"TimeSig": {"6/8": 500, "2/4": 500, "2/2": 250, "1/4": 20, "5/8": 4}},
                 style_meters={"jig": {"6/8": 90, "9/8": 10}, "reel": {"2/2": 60, "2/4": 40}})
-    assert seen.meters_to_draw() == {"2/2": 240, "2/4": 250, "6/8": 500}  # 1/4 and 5/8: under 1% of the bars
-    assert seen.meters_to_draw("reel") == {"2/2": 60, "2/4": 40}
+    # Quarter notes: 1,500 in 6/8, 1,000 in 2/4 and in 2/2 (half the bars, twice as long); 1/4 and 5/8 under 1%.
+    assert seen.meters_to_draw() == {"2/2": 1000.0, "2/4": 1000.0, "6/8": 1500.0}
+    assert seen.meters_to_draw("reel") == {"2/2": 240.0, "2/4": 80.0}
     assert seen.meters_to_draw("waltz") == seen.meters_to_draw()  # a style without bars: every bar's meters
     drawn = Counter(riff_meters(seen.meters_to_draw(), 0, 3000))
     assert set(drawn) == {"2/2", "2/4", "6/8"}
-    assert 0.47 < drawn["6/8"] / 3000 < 0.54 and 0.22 < drawn["2/4"] / 3000 < 0.28
+    assert 0.40 < drawn["6/8"] / 3000 < 0.46 and 0.26 < drawn["2/4"] / 3000 < 0.31
     # Riff k's meter is its own: the same whatever the riffs asked before it, another seed another draw.
     assert riff_meters(seen.meters_to_draw(), 5, 4, first=10) == riff_meters(seen.meters_to_draw(), 5, 14)[10:]
     assert riff_meters(seen.meters_to_draw(), 5, 40) != riff_meters(seen.meters_to_draw(), 6, 40)

@@ -98,10 +98,10 @@ def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None
 def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, str | None]:
     """(riff k's time signature at k, None where the request's or the model's hold for every riff; a note for the
     summary). `auto` (asked, or the run's sample.time_signature where no time signature is asked) draws riff k's
-    meter from the run's training bars (those of the asked style where one is asked), in proportion to them
-    (Seen.meters_to_draw), with a generator seeded by the riff's seed: the model alone opens its riffs in the meters it
-    leans to (the layout-3 candidates 2/2 and 2/4 where its tunes' bars are half 6/8), and each meter's bars it
-    fills as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its meter."""
+    meter from the run's training bars (those of the asked style where one is asked), as often as the tunes are
+    heard in it (Seen.meters_to_draw), with a generator seeded by the riff's seed: the model alone opens its riffs in
+    the meters it leans to (the layout-3 candidates 2/2 and 2/4 where half the tunes' time is 6/8), while each meter's
+    bars it fills about as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its meter."""
     asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
     if asked != AUTO_METER or req.prompt is not None:
         return None, None
