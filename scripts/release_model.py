@@ -61,7 +61,10 @@ from guitarformer.data.seen import read_seen, write_seen
 from guitarformer.generation.form import forms_of_dataset, read_forms, write_forms
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
+from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 from guitarformer.app.loaded import count_dataset
+from guitarformer.evaluation.features import length_matched, notes_per_second, piece_of
+from guitarformer.evaluation.reference import reference_from_split
 from guitarformer.app.prompt import tokens_per_bar
 from guitarformer.generation.riffs import generate_riffs, riff_forms
 from guitarformer.pretrained import pretrained_dir
@@ -93,6 +96,7 @@ class Scores:
     controls: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> asked, unconditioned
     infill: dict = field(default_factory=dict)
     form: dict[str, float] = field(default_factory=dict)
+    meter: dict[str, float] = field(default_factory=dict)  # notes per second in its own meters and drawn ones
 
 
 def _script(name: str):
@@ -171,6 +175,36 @@ def form_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
     return out
 
 
+def meter_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
+    """Notes per second of 16-bar riffs sampled without controls and in the model's own form, in the meters the
+    model opens them in ("own") and in meters drawn from the training bars ("drawn", `sample --time-signature auto`),
+    beside the test tunes cut into segments as long as the riffs (evaluation/features.length_matched): the
+    layout-3 models open in the dense meters more often than the tunes are in them (docs/TAB_TOKENS.md)."""
+    loaded = load_run_once(run, None, str(device))
+    tunes = [p for p in reference_from_split(dataset, "test", loaded.tokenizer).pieces if len(p.pitch) >= 2]
+    out: dict[str, float] = {}
+    for key in ("own", "drawn"):
+        req = SampleRequest(outputs=Outputs(), num_samples=args.form_samples, bars=FORM_BARS, seed=args.seed,
+                            device=str(device), form="none", time_signature="auto" if key == "drawn" else "none")
+        riffs = [p for p in (piece_of(r.gs.score) for r in sample(req, loaded).riffs) if len(p.pitch) >= 2]
+        ref, _ = length_matched(riffs, tunes)
+        out[f"{key}_notes_per_s"] = float(np.mean([notes_per_second(p) for p in riffs])) if riffs else float("nan")
+        if ref:  # segments as long as the model's own riffs: one yardstick for both
+            out.setdefault("tunes_notes_per_s", float(np.mean([notes_per_second(p) for p in ref])))
+    out["riffs"] = args.form_samples
+    return out
+
+
+def default_meter_by_measure(meter: dict) -> str | None:
+    """The shipped model's default `--time-signature`: "auto" (each riff's meter drawn from the training bars) where
+    those riffs' notes per second are nearer the test tunes' than the model's own meters' (as a ratio), else None
+    (the model's own); None too where a figure is missing."""
+    own, drawn, tunes = (meter.get(f"{k}_notes_per_s") for k in ("own", "drawn", "tunes"))
+    if not all(isinstance(x, float) and x > 0 for x in (own, drawn, tunes)):
+        return None
+    return "auto" if abs(np.log(drawn / tunes)) < abs(np.log(own / tunes)) else None
+
+
 def default_form_by_measure(form: dict, tunes_share: float) -> str | None:
     """The shipped model's default `--form`: "none" (the model's own) or "auto" (a tune's form), whichever gives
     riffs a repeat share nearer the test tunes' (as a ratio: 0.7x and 1.43x are as far); None where a share is
@@ -225,6 +259,8 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     bench = _script("bench_infill")
     scores.infill = bench.bench_run(run, args.num_infill, args.seed, device)
     scores.form = form_scores(run, args, dataset, device)
+    if kind == "decoder":
+        scores.meter = meter_scores(run, args, dataset, device)
     return scores
 
 
@@ -276,12 +312,23 @@ def tokens_sentence(run: Path) -> str:
     return f"tab layout {layout}: {how}{plain}{read}"
 
 
+def _meter_sentence(scores: dict, meter: str | None) -> str:
+    """The card's words on the default `--time-signature`, from `meter_scores`."""
+    if not scores:
+        return ""
+    nps = lambda k: scores.get(f"{k}_notes_per_s", float("nan"))  # noqa: E731
+    return (f" Its riffs ({scores.get('riffs', 0)}, 16 bars, the model's own form) play {nps('own'):.2f} notes a "
+            f"second in the meters it opens them in and {nps('drawn'):.2f} in meters drawn from the training bars "
+            f"(`--time-signature auto`), the test tunes {nps('tunes'):.2f}; `sample`'s default: "
+            + ("drawn (config.yaml sample.time_signature: auto)." if meter == "auto" else "the model's own."))
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x == x else "n/a"
 
 
-def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args, form: str | None = None
-               ) -> str:
+def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args, form: str | None = None,
+               meter: str | None = None) -> str:
     """MODEL_CARD.md from the measured numbers."""
     lines = [
         "# guitarformer's shipped model", "",
@@ -329,7 +376,7 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
               + (f" `sample`'s default form for this model: `{form}` ("
                  + ("the model's own" if form == "none" else "each riff a training tune's form")
                  + ", the one whose repeat share is nearer the test tunes' as a ratio; config.yaml sample.form)."
-                 if form else ""), "",
+                 if form else "") + _meter_sentence(shipped.meter, meter), "",
               "Control adherence (share of riffs or bars that have the asked value, measured from the notes; "
               f"{args.num_samples} riffs of at most {args.bars} bars per value; scripts/bench_controls.py):", "",
               "| model | control | asked (guarded: the default) | asked, --no-guard | unconditioned |",
@@ -384,8 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     scores = [train_and_measure(kind, dataset, args, work, device) for kind in kinds]
     corpus = corpus_facts(dataset, args.limit)
     form = default_form_by_measure(scores[0].form, corpus["test_tunes_repeat_share"])
-    card = model_card(scores[0], scores[1:], meta, corpus, args, form)
-    exported = export_run(Path(scores[0].run), card, args.out, form)
+    meter = default_meter_by_measure(scores[0].meter)
+    card = model_card(scores[0], scores[1:], meta, corpus, args, form, meter)
+    exported = export_run(Path(scores[0].run), card, args.out, form, meter)
     # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
     seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
     exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)

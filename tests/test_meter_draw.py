@@ -14,7 +14,7 @@ from guitarformer.app.sample import check_sample_request
 from guitarformer.cli import main
 from guitarformer.data.seen import Seen
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.riffs import riff_indices, riff_meters
+from guitarformer.generation.riffs import meters_to_draw, riff_indices, riff_meters
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,15 +33,15 @@ def test_the_meters_drawn_are_the_tunes_own_as_long_as_they_are_heard():
     seen = Seen({"TimeSig": {"6/8": 500, "2/4": 500, "2/2": 250, "1/4": 20, "5/8": 4}},
                 style_meters={"jig": {"6/8": 90, "9/8": 10}, "reel": {"2/2": 60, "2/4": 40}})
     # Quarter notes: 1,500 in 6/8, 1,000 in 2/4 and in 2/2 (half the bars, twice as long); 1/4 and 5/8 under 1%.
-    assert seen.meters_to_draw() == {"2/2": 1000.0, "2/4": 1000.0, "6/8": 1500.0}
-    assert seen.meters_to_draw("reel") == {"2/2": 240.0, "2/4": 80.0}
-    assert seen.meters_to_draw("waltz") == seen.meters_to_draw()  # a style without bars: every bar's meters
-    drawn = Counter(riff_meters(seen.meters_to_draw(), 0, 3000))
+    assert meters_to_draw(seen) == {"2/2": 1000.0, "2/4": 1000.0, "6/8": 1500.0}
+    assert meters_to_draw(seen, "reel") == {"2/2": 240.0, "2/4": 80.0}
+    assert meters_to_draw(seen, "waltz") == meters_to_draw(seen)  # a style without bars: every bar's meters
+    drawn = Counter(riff_meters(meters_to_draw(seen), 0, 3000))
     assert set(drawn) == {"2/2", "2/4", "6/8"}
     assert 0.40 < drawn["6/8"] / 3000 < 0.46 and 0.26 < drawn["2/4"] / 3000 < 0.31
     # Riff k's meter is its own: the same whatever the riffs asked before it, another seed another draw.
-    assert riff_meters(seen.meters_to_draw(), 5, 4, first=10) == riff_meters(seen.meters_to_draw(), 5, 14)[10:]
-    assert riff_meters(seen.meters_to_draw(), 5, 40) != riff_meters(seen.meters_to_draw(), 6, 40)
+    assert riff_meters(meters_to_draw(seen), 5, 4, first=10) == riff_meters(meters_to_draw(seen), 5, 14)[10:]
+    assert riff_meters(meters_to_draw(seen), 5, 40) != riff_meters(meters_to_draw(seen), 6, 40)
 
 
 def test_riff_indices_are_a_range_or_the_list_given():
@@ -55,7 +55,7 @@ def test_a_drawn_meter_gives_the_riff_that_meter_asks_for(shipped):
     riffs of each meter go in a batch of their own and keep their indices, so their seeds."""
     req = dict(num_samples=4, bars=2, seed=3)
     auto = sample(SampleRequest(**req, time_signature="auto"), shipped)
-    meters = riff_meters(shipped.seen.meters_to_draw(), 3, 4)
+    meters = riff_meters(meters_to_draw(shipped.seen), 3, 4)
     assert len(set(meters)) > 1  # the test would not tell a batch per meter from one batch otherwise
     for k, riff in enumerate(auto.riffs):
         assert _meter(riff) == meters[k]
@@ -67,7 +67,7 @@ def test_a_drawn_meter_gives_the_riff_that_meter_asks_for(shipped):
 
 def test_a_style_draws_among_its_own_meters(shipped):
     res = sample(SampleRequest(num_samples=6, bars=1, seed=1, style="hornpipe", time_signature="auto"), shipped)
-    hornpipe = shipped.seen.meters_to_draw("hornpipe")
+    hornpipe = meters_to_draw(shipped.seen, "hornpipe")
     assert set(hornpipe) == {"2/2", "2/4", "4/4"}
     assert [_meter(r) for r in res.riffs] == riff_meters(hornpipe, 1, 6)
 

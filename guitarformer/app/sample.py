@@ -20,7 +20,14 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.engine import generate
 from guitarformer.generation.form import Plan, check_form, parse_letters
-from guitarformer.generation.riffs import Riff, generate_riffs, riff_forms, riff_meters, sample_rows
+from guitarformer.generation.riffs import (
+    Riff,
+    generate_riffs,
+    meters_to_draw,
+    riff_forms,
+    riff_meters,
+    sample_rows,
+)
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models import kinds
 from guitarformer.models.kinds import kind_of
@@ -99,14 +106,15 @@ def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, st
     """(riff k's time signature at k, None where the request's or the model's hold for every riff; a note for the
     summary). `auto` (asked, or the run's sample.time_signature where no time signature is asked) draws riff k's
     meter from the run's training bars (those of the asked style where one is asked), as often as the tunes are
-    heard in it (Seen.meters_to_draw), with a generator seeded by the riff's seed: the model alone opens its riffs in
-    the meters it leans to (the layout-3 candidates 2/2 and 2/4 where half the tunes' time is 6/8), while each meter's
-    bars it fills about as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its meter."""
+    heard in it (generation/riffs.py `meters_to_draw`), with a generator seeded by the riff's seed: the model alone
+    opens its riffs in the meters it leans to (the layout-3 candidates 2/2 and 2/4 where half the tunes' time is
+    6/8), while each meter's bars it fills about as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its
+    meter."""
     asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
     if asked != AUTO_METER or req.prompt is not None:
         return None, None
     style = None if req.style is None else option_value("Style", req.style)
-    meters = loaded.seen.meters_to_draw(style) if loaded.seen is not None else {}
+    meters = meters_to_draw(loaded.seen, style) if loaded.seen is not None else {}
     if not meters or not bar_ids(loaded.tokenizer):
         return None, None if req.time_signature is None else (
             "--time-signature auto: this run has no counts of its training bars' meters, so its riffs take the "

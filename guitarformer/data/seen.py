@@ -68,16 +68,6 @@ class Seen:
         meters = self.style_meters.get(style) or {}
         return max(meters, key=lambda m: (meters[m], m)) if meters else None
 
-    def meters_to_draw(self, style: str | None = None) -> dict[str, float]:
-        """{meter: quarter notes} of the time the training bars spend in each meter (of `style`'s bars where one is
-        given and seen), for the meters that hold at least MIN_SHARE of it: what `--time-signature auto` draws a
-        riff's meter from, as often as the tunes are heard in it (by time, not bars: a 2/4 bar is half a 2/2 one).
-        A rarer meter is mostly pickups and odd bars, 1/4 or 5/8, not one tunes are written in."""
-        bars = (self.style_meters.get(style) if style else None) or self.counts.get("TimeSig", {})
-        time = {m: n * _quarters(m) for m, n in sorted(bars.items())}
-        total = sum(time.values()) or 1.0
-        return {m: t for m, t in time.items() if t / total >= MIN_SHARE}
-
     def to_json(self) -> dict:
         return {"counts": self.counts, "tempo": self.tempo, "pitch": self.pitch, "style_meters": self.style_meters,
                 "style_tempos": self.style_tempos, "min_share": MIN_SHARE,
@@ -90,12 +80,6 @@ class Seen:
                    pair(d.get("tempo"), float), pair(d.get("pitch"), int),
                    {s: {m: int(n) for m, n in c.items()} for s, c in d.get("style_meters", {}).items()},
                    {s: pair(r, float) for s, r in d.get("style_tempos", {}).items()}, source)
-
-
-def _quarters(meter: str) -> float:
-    """Quarter notes in a bar of `meter` ("6/8" -> 3.0)."""
-    num, _, den = meter.partition("/")
-    return int(num) * 4 / int(den)
 
 
 def _split(token: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import symusic
 import torch
 
+from guitarformer.data.seen import MIN_SHARE, Seen
 from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, special_ids
 from guitarformer.fretting import finger_score
@@ -71,9 +72,26 @@ def riff_forms(forms: FormCounts, seed: int, num: int, style: str | None = None,
     return [forms.draw(random.Random(riff_seed(seed, k)), style, bars) for k in range(first, first + num)]
 
 
-def riff_meters(meters: dict[str, int], seed: int, num: int, first: int = 0) -> list[str]:
+def meters_to_draw(seen: Seen, style: str | None = None) -> dict[str, float]:
+    """{meter: quarter notes} of the time the training bars spend in each meter (of `style`'s bars where one is
+    given and seen), for the meters that hold at least MIN_SHARE of it: what `--time-signature auto` draws a riff's
+    meter from, as often as the tunes are heard in it (by time, not bars: a 2/4 bar is half a 2/2 one). A rarer
+    meter is mostly pickups and odd bars, 1/4 or 5/8, not one tunes are written in."""
+    bars = (seen.style_meters.get(style) if style else None) or seen.counts.get("TimeSig", {})
+    time = {m: n * _quarters(m) for m, n in sorted(bars.items())}
+    total = sum(time.values()) or 1.0
+    return {m: t for m, t in time.items() if t / total >= MIN_SHARE}
+
+
+def _quarters(meter: str) -> float:
+    """Quarter notes in a bar of `meter` ("6/8" -> 3.0)."""
+    num, _, den = meter.partition("/")
+    return int(num) * 4 / int(den)
+
+
+def riff_meters(meters: dict[str, float], seed: int, num: int, first: int = 0) -> list[str]:
     """The time signatures of riffs `first` .. `first + num - 1` of a call seeded `seed`: riff k's drawn from
-    `meters` ({meter: weight}, Seen.meters_to_draw) by a generator of its own, seeded by `riff_seed(seed, k)` in a
+    `meters` ({meter: weight}, `meters_to_draw`) by a generator of its own, seeded by `riff_seed(seed, k)` in a
     stream apart from its form's, so riff k's meter depends only on the seed and k."""
     names, weights = list(meters), list(meters.values())
     return [random.Random(f"meter {riff_seed(seed, k)}").choices(names, weights)[0] for k in range(first, first + num)]

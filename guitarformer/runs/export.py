@@ -54,11 +54,13 @@ def shipping_dtype(weights: dict[str, torch.Tensor], budget: int) -> torch.dtype
     return torch.float16 if big < FP16_MAX else torch.bfloat16
 
 
-def export_run(run: Path, card: str, out: Path | None = None, form: str | None = None) -> Exported:
+def export_run(run: Path, card: str, out: Path | None = None, form: str | None = None,
+               time_signature: str | None = None) -> Exported:
     """Write `run`'s best weights (no optimizer state), its config (dataset: the built-in corpus it was trained on),
     its tokenizer and the model card `card` into `out` (default: the package's pretrained folder), laid out as a
     run directory; the weights load with ``torch.load(weights_only=True)``. `form`: its sample.form (the default
-    `--form`), where the release chose one."""
+    `--form`), and `time_signature` its sample.time_signature (the default `--time-signature`), where the release
+    chose them."""
     run, out = Path(run), Path(out) if out is not None else pretrained_dir()
     state = load_checkpoint(best_checkpoint(run))
     weights = state["model"]
@@ -68,6 +70,8 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
     cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
     if form is not None:
         cfg.sample.form = form
+    if time_signature is not None:
+        cfg.sample.time_signature = time_signature
     save_checkpoint(out / CHECKPOINT, {"model": weights, "config": cfg.to_dict(), "step": state.get("step", 0)})
     save_config(cfg, out / "config.yaml")
     shutil.copyfile(run / "tokenizer.json", out / "tokenizer.json")
