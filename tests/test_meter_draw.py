@@ -85,6 +85,11 @@ def test_the_runs_sample_time_signature_is_the_default(shipped):
     assert {_meter(r) for r in named.riffs} == {"3/4"}
     mine = sample(SampleRequest(**req, time_signature="none"), auto)  # and "none", the model's own
     assert [r.ids for r in mine.riffs] == [r.ids for r in own.riffs] != [r.ids for r in asked.riffs]
+    # A style asked keeps the guard's usual meter under the run's default; asked by name, auto draws its meters.
+    hornpipes = sample(SampleRequest(**req, style="hornpipe"), auto)
+    assert {_meter(r) for r in hornpipes.riffs} == {shipped.seen.usual_meter("hornpipe")}
+    assert [r.ids for r in hornpipes.riffs] == [r.ids for r in sample(SampleRequest(**req, style="hornpipe"),
+                                                                 shipped).riffs]
 
 
 def test_auto_without_meter_counts_says_so_and_a_prompt_keeps_its_meter(shipped, tmp_path):

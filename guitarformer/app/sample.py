@@ -109,9 +109,11 @@ def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, st
     heard in it (generation/riffs.py `meters_to_draw`), with a generator seeded by the riff's seed: the model alone
     opens its riffs in the meters it leans to (the layout-3 candidates 2/2 and 2/4 where half the tunes' time is
     6/8), while each meter's bars it fills about as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its
-    meter."""
+    meter; a style asked under the guard keeps its usual meter (generation/guards.py) unless auto is asked by name."""
     asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
     if asked != AUTO_METER or req.prompt is not None:
+        return None, None
+    if req.time_signature is None and req.style is not None and req.guard:  # the guard gives the style's usual meter
         return None, None
     style = None if req.style is None else option_value("Style", req.style)
     meters = meters_to_draw(loaded.seen, style) if loaded.seen is not None else {}
