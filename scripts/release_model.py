@@ -58,15 +58,13 @@ from guitarformer.data.corpus import (
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.seen import read_seen, write_seen
-from guitarformer.generation.form import forms_of_dataset, read_forms, write_forms
+from guitarformer.generation.form import forms_of_dataset, write_forms
 from guitarformer.data.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 from guitarformer.app.loaded import count_dataset
 from guitarformer.evaluation.features import length_matched, notes_per_second, piece_of
 from guitarformer.evaluation.reference import reference_from_split
-from guitarformer.app.prompt import tokens_per_bar
-from guitarformer.generation.riffs import generate_riffs, riff_forms
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs.export import export_run
 from guitarformer.runs import load_run
@@ -156,21 +154,18 @@ def control_scores(run: Path, args, out: Path) -> dict[str, dict[str, float]]:
     return scores
 
 
-def form_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
-    """The repeat share of the first 16 bars in riffs sampled without controls: the model alone ("samples"), and with
-    each riff the form of a training tune ("form_samples"), as `sample` draws them by default (generation/form.py)."""
-    model, tok, cfg = load_run(run, None, str(device))
-    budget = int(FORM_BARS * tokens_per_bar(tok, cfg) * 1.5) + 32
-    s = cfg.sample
-    forms = read_forms(run) or forms_of_dataset(dataset, tok)
-    ways = {"samples": None}
-    if forms is not None:
-        ways["form_samples"] = riff_forms(forms, args.seed, args.form_samples, bars=FORM_BARS)
+def form_scores(run: Path, args, dataset: Path, device, meter: str | None = None) -> dict[str, float]:
+    """The repeat share of the first 16 bars in riffs sampled without controls, in the meters `meter` says (the
+    default `--time-signature` chosen before: "auto", else the model's own): the model alone ("samples"), and with
+    each riff the form of a training tune ("form_samples", `--form auto`), as `sample` draws them."""
+    loaded = load_run_once(run, None, str(device))
+    if loaded.forms is None:  # a run from before the forms were counted: its dataset's
+        loaded = replace(loaded, forms=forms_of_dataset(dataset, loaded.tokenizer))
     out: dict[str, float] = {}
-    for key, plans in ways.items():
-        riffs = generate_riffs(model, tok, cfg, device, args.form_samples, args.seed, budget, s.temperature,
-                               s.top_k or None, s.top_p, bars=FORM_BARS, forms=plans)
-        rep = form_report(r.gs.score for r in riffs)
+    for key, form in (("samples", "none"), ("form_samples", "auto")):
+        req = SampleRequest(outputs=Outputs(), num_samples=args.form_samples, bars=FORM_BARS, seed=args.seed,
+                            device=str(device), form=form, time_signature=meter or "none")
+        rep = form_report(r.gs.score for r in sample(req, loaded).riffs)
         out.update({f"{key}_repeat_share": rep.repeat_share, key: rep.pieces, f"{key}_bars": rep.bars})
     return out
 
@@ -258,9 +253,9 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     scores.controls = control_scores(run, args, work / f"CONTROLS-{kind}.md")
     bench = _script("bench_infill")
     scores.infill = bench.bench_run(run, args.num_infill, args.seed, device)
-    scores.form = form_scores(run, args, dataset, device)
-    if kind == "decoder":
+    if kind == "decoder":  # the default meter first: the forms' repeats are counted in the meters riffs will have
         scores.meter = meter_scores(run, args, dataset, device)
+    scores.form = form_scores(run, args, dataset, device, default_meter_by_measure(scores.meter))
     return scores
 
 
