@@ -97,23 +97,28 @@ def test_key_guard_reaches_the_key_on_the_shipped_model():
 def test_guidance_leans_only_where_the_piece_is_asked_something():
     """Classifier-free guidance reads a twin without the piece's controls: with none asked there is no twin and the
     riffs are the model's own; with a key asked (guards off, so only guidance and the model act) they change, and
-    riffs asked for E minor land in it at least as often."""
+    riffs asked for E minor and D major land in them at least as often (16 riffs a key: 8 of one key were too few
+    to tell, the shipped model's 32 a key read 19 -> 25% and 59 -> 78% at guidance 0 -> 1)."""
     loaded = load_run_once()
     tok, model, cfg = loaded.tokenizer, loaded.model, loaded.cfg
 
-    def riffs(guidance: float, **kw):
+    def riffs(guidance: float, num: int = 16, **kw):
         asked = conditions(tok, seen=loaded.seen, guard=False, **kw) if kw else None
-        return generate_riffs(model, tok, cfg, num=8, seed=4, max_new_tokens=300, bars=4, asked=asked,
+        return generate_riffs(model, tok, cfg, num=num, seed=4, max_new_tokens=300, bars=4, asked=asked,
                               guidance=guidance)
 
-    assert [r.ids for r in riffs(3.0)] == [r.ids for r in riffs(0.0)]
-    plain, guided = riffs(0.0, key="E:minor"), riffs(1.0, key="E:minor")
-    assert [r.ids for r in guided] != [r.ids for r in plain]
+    assert [r.ids for r in riffs(3.0, 4)] == [r.ids for r in riffs(0.0, 4)]
 
-    def share(rs) -> float:
-        return sum(estimate_key(notes_of(r.gs)) == "E:minor" for r in rs) / len(rs)
+    def landed(guidance: float) -> int:
+        out = 0
+        for key in ("E:minor", "D:major"):
+            rs = riffs(guidance, key=key)
+            out += sum(estimate_key(notes_of(r.gs)) == key for r in rs)
+            if key == "E:minor" and guidance:
+                assert [r.ids for r in rs] != [r.ids for r in riffs(0.0, key=key)]
+        return out
 
-    assert share(guided) >= share(plain)
+    assert landed(1.0) >= landed(0.0)
 
 
 def test_hand_position_per_bar_moves_the_hand():
