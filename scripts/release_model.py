@@ -236,9 +236,10 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     cfg.model.kind = kind
     cfg.data.dataset = str(dataset)
     given = args.from_run if kind == "decoder" else args.encdec_run
+    trained_on = str(device)
     if given is not None:
         run, summary = given, trained_by_recipe(given, args.limit, kind)
-        seconds = float(summary["seconds"])
+        seconds, trained_on = float(summary["seconds"]), str(summary.get("device", "an unrecorded device"))
     else:
         run = work / kind
         t0 = time.time()
@@ -248,7 +249,7 @@ def train_and_measure(kind: str, dataset: Path, args, work: Path, device) -> Sco
     per_note = summary.get("val_nats_per_note")  # the last evaluation's, on the plain stream
     if per_note is not None and summary.get("val_loss"):  # the best checkpoint's: the val split's notes per token
         per_note = float(per_note) * nll / float(summary["val_loss"])
-    scores = Scores(kind, cfg.name, str(run), int(summary["step"]), round(seconds, 1), str(device), nll,
+    scores = Scores(kind, cfg.name, str(run), int(summary["step"]), round(seconds, 1), trained_on, nll,
                     float(per_note) if per_note is not None else val_nll_per_note(dataset, nll))
     scores.controls = control_scores(run, args, work / f"CONTROLS-{kind}.md")
     bench = _script("bench_infill")
@@ -290,8 +291,28 @@ def from_run_recipe(run: Path) -> str:
         how = (f"with a {budget:g}-minute budget (`--set train.time_budget_min={budget:g}` and a `--max-steps` "
                f"above what fits: the schedule fitted to {cap} steps on the machine"
                if cfg.train.budget_fitted else f"for {cap} steps (`--max-steps {cap}`")
-    return f"The run was trained by `guitarformer train` {how}; run {run.name}), then measured and exported by the " \
-           "command above."
+    changed = _changed_settings(cfg, default)
+    return f"The run was trained by `guitarformer train` {how}; run {run.name})" + (
+        f" with {', '.join(f'`--set {c}`' for c in changed)}" if changed else "") + \
+        ", then measured and exported by the command above."
+
+
+# Settings of a run's config that say nothing about its recipe: where its data sat, its schedule's bookkeeping (said
+# apart: the budget and steps), how often it logged, evaluated and sampled, the seed (said apart).
+_NOT_RECIPE = {"data.dataset", "train.max_steps", "train.budget_fitted", "train.time_budget_min", "train.eval_interval",
+               "train.log_interval", "train.sample_interval", "train.seed", "train.device", "train.init",
+               "model.vocab_size", "name"}
+
+
+def _changed_settings(cfg: Config, default: Config) -> list[str]:
+    """`section.key=value` for each setting of a run's `cfg` that differs from the preset `default`'s: what the card
+    must say beside `guitarformer train` for the run to be trained again."""
+    out = []
+    for section in ("data", "model", "train"):
+        mine, base = asdict(getattr(cfg, section)), asdict(getattr(default, section))
+        out += [f"{section}.{k}={v}" for k, v in mine.items()
+                if v != base.get(k) and f"{section}.{k}" not in _NOT_RECIPE]
+    return out
 
 
 def tokens_sentence(run: Path) -> str:

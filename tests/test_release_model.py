@@ -128,6 +128,18 @@ def test_the_default_meter_is_drawn_only_where_that_brings_the_riffs_nearer_the_
     assert choose({"own_notes_per_s": 4.95, "tunes_notes_per_s": 3.97}) is None
 
 
+def test_the_card_names_what_a_given_run_changed_from_the_preset():
+    """A --from-run run's recipe is `guitarformer train` plus the settings it changed: its model's shape and batch
+    are said, where it logged, evaluated and sampled is not."""
+    from guitarformer.config import load_config, set_values
+
+    preset = load_config()
+    run = set_values(load_config(), {"model.n_embd": 192, "train.batch_size": 16, "train.eval_interval": 250,
+                                     "data.dataset": "/somewhere", "train.sample_interval": 100000})
+    assert _release_script()._changed_settings(run, preset) == ["model.n_embd=192", "train.batch_size=16"]
+    assert _release_script()._changed_settings(preset, preset) == []
+
+
 def test_weights_are_halved_only_where_full_precision_does_not_fit():
     w = {"a": torch.zeros(1000), "n": torch.zeros(3, dtype=torch.long)}
     assert shipping_dtype(w, 4000) == torch.float32
