@@ -143,8 +143,10 @@ class SampleConfig:
     # model (none where it copies, model.copy). The release sets it by measurement (scripts/release_model.py).
     form: str | None = None
     # `sample --time-signature` when none is asked: "auto" draws each riff's meter from the run's training bars
-    # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses.
-    time_signature: str | None = None
+    # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses. The preset draws: left to
+    # itself a layout-3 model opens too many riffs in the dense meters (the quickstart's riffs 4.97 notes/s own, 4.13
+    # drawn, the test tunes 3.96: docs/TAB_TOKENS.md). A run saved before the setting keeps its own (ADDED_SINCE).
+    time_signature: str | None = "auto"
 
 
 @dataclass
@@ -247,7 +249,8 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
 
 # Settings added after runs were saved without them, and the value that says what such a run did (a missing key
 # would otherwise take today's preset: a run resumed from before the plain share would start training with one).
-ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True, ("data", "piece_starts"): 0.0}
+ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True, ("data", "piece_starts"): 0.0,
+               ("sample", "time_signature"): None}
 
 
 def saved_config(d: dict[str, Any]) -> Config:

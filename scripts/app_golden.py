@@ -78,7 +78,10 @@ def tiny_run(folder: Path, data: DataConfig, kind: str = "decoder", seed: int = 
     cfg.model = ModelConfig(kind=kind, vocab_size=len(tok), block_size=256, src_block_size=128, n_layer=1,
                             n_enc_layer=0, n_head=2, n_embd=32, dropout=0.0, bias=False, pos="learned", ffn="gelu",
                             ffn_mult=4.0, tie_weights=True)
-    cfg.sample = SampleConfig(max_new_tokens=200, temperature=1.0, top_k=0, top_p=0.95)
+    # The model's own meter (the preset draws one per riff since sample.time_signature existed; a tree before it has
+    # no such field).
+    own_meter = {"time_signature": None} if "time_signature" in SampleConfig.__dataclass_fields__ else {}
+    cfg.sample = SampleConfig(max_new_tokens=200, temperature=1.0, top_k=0, top_p=0.95, **own_meter)
     folder.mkdir(parents=True)
     tok.save(folder / "tokenizer.json")
     torch.manual_seed(seed)

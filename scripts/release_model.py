@@ -192,12 +192,12 @@ def meter_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
 
 def default_meter_by_measure(meter: dict) -> str | None:
     """The shipped model's default `--time-signature`: "auto" (each riff's meter drawn from the training bars) where
-    those riffs' notes per second are nearer the test tunes' than the model's own meters' (as a ratio), else None
-    (the model's own); None too where a figure is missing."""
+    those riffs' notes per second are nearer the test tunes' than the model's own meters' (as a ratio), else "none"
+    (the model's own); None where a figure is missing (the run's own setting stays)."""
     own, drawn, tunes = (meter.get(f"{k}_notes_per_s") for k in ("own", "drawn", "tunes"))
     if not all(isinstance(x, float) and x > 0 for x in (own, drawn, tunes)):
         return None
-    return "auto" if abs(np.log(drawn / tunes)) < abs(np.log(own / tunes)) else None
+    return "auto" if abs(np.log(drawn / tunes)) < abs(np.log(own / tunes)) else "none"
 
 
 def default_form_by_measure(form: dict, tunes_share: float) -> str | None:

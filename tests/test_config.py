@@ -112,3 +112,5 @@ def test_a_saved_run_keeps_what_it_did_for_settings_it_predates():
     assert from_dict(old).data.control_targets is False and saved_config(old).data.control_targets is True
     del old["data"]["piece_starts"]  # a run from before windows opened at a piece's first token on purpose
     assert saved_config(old).data.piece_starts == 0.0
+    del old["sample"]["time_signature"]  # a run from before riffs' meters were drawn: its own, as it sampled then
+    assert saved_config(old).sample.time_signature is None and from_dict(old).sample.time_signature == "auto"

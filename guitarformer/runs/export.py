@@ -70,8 +70,8 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
     cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
     if form is not None:
         cfg.sample.form = form
-    if time_signature is not None:
-        cfg.sample.time_signature = time_signature
+    if time_signature is not None:  # "none": the model's own meter, which the config says as no setting
+        cfg.sample.time_signature = None if time_signature == "none" else time_signature
     save_checkpoint(out / CHECKPOINT, {"model": weights, "config": cfg.to_dict(), "step": state.get("step", 0)})
     save_config(cfg, out / "config.yaml")
     shutil.copyfile(run / "tokenizer.json", out / "tokenizer.json")
