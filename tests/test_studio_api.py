@@ -120,6 +120,20 @@ def test_sample_gives_candidates_with_their_files(client, riffs, tmp_path):
         notes_of(tmp_path / f"{riffs[1]['id']}.gp5")
 
 
+def test_meters_drawn_or_the_models_own(run, client, tmp_path):
+    """The page's time-signature choices `auto` (drawn from the run's tunes) and `none` (the model's own)."""
+    from guitarformer.generation.riffs import meters_to_draw
+
+    drawn = meters_to_draw(load_run_once(run).seen)
+    for choice in ("auto", "none"):
+        res = client.post("/api/sample", json={"bars": 2, "num_samples": 2, "seed": 3, "time_signature": choice})
+        assert res.status_code == 200, res.text
+        for r in res.json()["riffs"]:
+            ts = read_guitar(fetch(client, r["files"]["gp"], tmp_path, f"{choice}-{r['id']}.gp5"))[0] \
+                .score.time_signatures[0]
+            assert choice == "none" or f"{ts.numerator}/{ts.denominator}" in drawn
+
+
 @pytest.mark.parametrize("body, says", [
     ({"bars": "eight"}, "bars must be a whole number"),
     ({"bars": 0}, "bars must be 1..64"),

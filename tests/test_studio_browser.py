@@ -151,6 +151,8 @@ def wait_render(page, before: int) -> None:
 
 
 def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, tmp_path):
+    meters = page.eval_on_selector_all("#opt-time_signature option", "os => os.map(o => o.value)")
+    assert meters[:3] == ["", "auto", "none"] and len(meters) > 3  # the run's choice, drawn, its own, then meters
     seed = long_seed(server)
     page.fill("#opt-seed", str(seed))
     page.fill("#candidates", "2")

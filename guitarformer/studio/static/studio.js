@@ -59,6 +59,10 @@ function buildForm(info) {
     if (opt.values && opt.values.length) {
       input = document.createElement("select");
       input.append(new Option("(run's choice)", ""));
+      if (name === "time_signature") {  // `sample --time-signature auto | none`
+        input.append(new Option("drawn from its tunes' meters", "auto"));
+        input.append(new Option("the model's own", "none"));
+      }
       for (const v of opt.values) input.append(new Option(v, v));
     } else {
       input = document.createElement("input");
