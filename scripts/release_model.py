@@ -336,7 +336,8 @@ def _meter_sentence(scores: dict, meter: str | None) -> str:
     return (f" Its riffs ({scores.get('riffs', 0)}, 16 bars, the model's own form) play {nps('own'):.2f} notes a "
             f"second in the meters it opens them in and {nps('drawn'):.2f} in meters drawn from the training bars "
             f"(`--time-signature auto`), the test tunes {nps('tunes'):.2f}; `sample`'s default: "
-            + ("drawn (config.yaml sample.time_signature: auto)." if meter == "auto" else "the model's own."))
+            + {"auto": "drawn (config.yaml sample.time_signature: auto).", "none": "the model's own."}.get(
+                meter, "the run's own setting (a figure is missing)."))
 
 
 def _pct(x: float) -> str:
