@@ -388,7 +388,9 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
              cont_tgt, seed, json_out, device, fingering_dir, batch_size, threads):
     """Is this model any good? Likelihood vs a Kneser-Ney n-gram, music metrics vs real music, playability.
 
-    Numbers also go to the run's TensorBoard under eval/<split>/. docs/EVAL.md says how to read them.
+    Numbers also go to the run's TensorBoard under eval/<split>/. docs/EVAL.md says how to read them. The riffs it
+    samples are the model alone (its own meters and form, no controls); what `sample` writes with a run's defaults,
+    drawn meters and forms, is measured by scripts/bench_eval_riffs.py.
     With --fingering DIR, only the agreement of the model's fingering with human tabs (docs/FINGERING_MODEL.md).
     """
     import json
