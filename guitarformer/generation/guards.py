@@ -91,6 +91,12 @@ class GuardSpec:
         return bool(self.key) or any(self.density) or any(self.regions)
 
 
+def meter_quarters(meter: str) -> float:
+    """Quarter notes in a bar of `meter` ("6/8" -> 3.0, "9/8" -> 4.5)."""
+    num, _, den = meter.partition("/")
+    return int(num) * 4 / int(den)
+
+
 def implied_meter(seen: Seen | None, style: str | None) -> str | None:
     """The time signature most of `style`'s training bars are in (None: no style, or none seen)."""
     return seen.usual_meter(style) if seen is not None and style else None
@@ -149,8 +155,7 @@ class Guards:
         quarters = torch.zeros(g.V)
         for i, (t, v) in enumerate(zip(g.types, g.values)):
             if t == "TimeSig":
-                num, den = (int(x) for x in v.split("/"))
-                quarters[i] = num * 4 / den
+                quarters[i] = meter_quarters(v)
         self.ts_quarters = quarters.to(dev)
         self.density = [DENSITY_VALUES.index(v) if v else -1 for v in spec.density]
         # Per bar, the asked density's index (-1: none): made once, read every step.

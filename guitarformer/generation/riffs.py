@@ -21,6 +21,7 @@ from guitarformer.generation.conditioning import Conditions
 from guitarformer.generation.constraint import GuitarConstraint, constraint_device
 from guitarformer.generation.engine import generate
 from guitarformer.generation.form import FormCounts, Plan, agree
+from guitarformer.generation.guards import meter_quarters
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import bar_lines, bar_starts
@@ -78,15 +79,9 @@ def meters_to_draw(seen: Seen, style: str | None = None) -> dict[str, float]:
     meter from, as often as the tunes are heard in it (by time, not bars: a 2/4 bar is half a 2/2 one). A rarer
     meter is mostly pickups and odd bars, 1/4 or 5/8, not one tunes are written in."""
     bars = (seen.style_meters.get(style) if style else None) or seen.counts.get("TimeSig", {})
-    time = {m: n * _quarters(m) for m, n in sorted(bars.items())}
+    time = {m: n * meter_quarters(m) for m, n in sorted(bars.items())}
     total = sum(time.values()) or 1.0
     return {m: t for m, t in time.items() if t / total >= MIN_SHARE}
-
-
-def _quarters(meter: str) -> float:
-    """Quarter notes in a bar of `meter` ("6/8" -> 3.0)."""
-    num, _, den = meter.partition("/")
-    return int(num) * 4 / int(den)
 
 
 def riff_meters(meters: dict[str, float], seed: int, num: int, first: int = 0) -> list[str]:
