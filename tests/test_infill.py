@@ -303,17 +303,22 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
                 fits.append(sum(min(list(m).count(v) / len(m), list(n).count(v) / len(n)) for v in set(m)))
         by_hand.append((rows[r][1], (sum(fits) / len(fits) if fits else 0.0) + gi.LIKELIHOOD_WEIGHT * z[r]))
     assert filled.fill_ids == body(max(range(4), key=lambda r: by_hand[r]))  # closed fills first, then the fit
-    # One candidate's score by hand: the mean log-probability of its tokens after the context.
-    row = rows[0][0]
-    with torch.no_grad():
-        if cfg.model.kind == "decoder":
-            logits = model(torch.tensor([[*seen["context"], *row[:-1]]]))[0][0, len(seen["context"]) - 1:]
-        else:
-            src = torch.tensor([seen["context"]])
-            logits = model(src, torch.tensor([[tok.vocab["BOS_None"], *row[:-1]]]),
-                           src_key_mask=torch.ones_like(src, dtype=torch.bool))[0][0]
-    want = torch.log_softmax(logits.float(), -1)[torch.arange(len(row)), torch.tensor(row)].mean()
-    assert scores[0] == pytest.approx(float(want), abs=1e-5)
+    # Each candidate's score by hand: the mean log-probability of its tokens after the context, a whole pass each
+    # (a decoder's scores read the context once for all rows, the rows padded to the longest: the same numbers).
+    assert len({len(r) for r, _ in rows}) > 1
+    for r, (row, _) in enumerate(rows):
+        with torch.no_grad():
+            if cfg.model.kind == "decoder":
+                logits = model(torch.tensor([[*seen["context"], *row[:-1]]]))[0][0, len(seen["context"]) - 1:]
+            else:
+                src = torch.tensor([seen["context"]])
+                logits = model(src, torch.tensor([[tok.vocab["BOS_None"], *row[:-1]]]),
+                               src_key_mask=torch.ones_like(src, dtype=torch.bool))[0][0]
+        want = torch.log_softmax(logits.float(), -1)[torch.arange(len(row)), torch.tensor(row)].mean()
+        assert scores[r] == pytest.approx(float(want), abs=1e-5)
+    kind = gi.kind_of(cfg.model.kind)  # an empty fill is never scored (nor kept); the others as before
+    again = gi.fill_scores(model, kind, seen["context"], tok.vocab["BOS_None"], [([], False), rows[1]], "cpu")
+    assert again[0] == -math.inf and again[1] == pytest.approx(scores[1], abs=1e-5)
     # One candidate is the fill `candidates=1` writes (same seed): candidate 0.
     one = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=5)
     assert one.fill_ids == body(0)

@@ -190,6 +190,33 @@ def test_kv_cache_matches_full_forward(kind: str, pos: str) -> None:
     torch.testing.assert_close(static_chunked, full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("pos", ["learned", "rope"])
+def test_shared_prefix_cache_matches_full_forward(pos: str) -> None:
+    """KVCache.sharing: rows of one prompt, its keys kept once for all of them (attend.shared_prefix_attention), then
+    each row's own tokens, one at a time and several at once (causal among a row's own), give the full forward's
+    logits; with model.copy and prev_token on, whose state the shared cache gives every row."""
+    from guitarformer.models.layers import KVCache
+
+    model = make("decoder", pos, prev_token=True, copy=True, block_size=24)
+    torch.manual_seed(4)
+    prompt = torch.randint(1, V, (1, 7))
+    own = torch.randint(1, V, (3, 9))
+    own[1, 5:] = prompt[0, 1:5]  # a row that repeats the prompt: the copy matches into the shared part
+    full = run(model, None, torch.cat([prompt.expand(3, -1), own], 1))[:, 7:]
+    with torch.no_grad():
+        one = model.new_cache(1)
+        first = model(prompt, cache=one)[0][:, -1:]
+        shared = KVCache.sharing(one, 3)
+        assert shared.length == 7 and shared.prefix_len == 7 and shared.k[0] is None
+        steps = [model(own[:, :4], cache=shared)[0]]  # several tokens at once, then one by one
+        steps += [model(own[:, t:t + 1], cache=shared)[0] for t in range(4, 9)]
+        assert shared.length == 16 and shared.k[0].shape[2] == 24 - 7  # the rows' own slots follow the prefix
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(first[0, 0], run(model, None, prompt)[0, -1], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="one-row"):
+        KVCache.sharing(shared, 2)  # only a filled one-row cache gives a prefix
+
+
 @pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:

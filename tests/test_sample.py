@@ -365,6 +365,38 @@ def test_a_prompt_and_its_twin_in_one_batch_read_as_each_alone(kind, pos, static
     assert torch.isfinite(got[0]).all()  # padding queries see themselves: no NaN in the cache
 
 
+@pytest.mark.parametrize("kind", ["decoder", "decoder-copy"])
+def test_rows_of_one_long_prompt_share_its_cache_and_sample_what_their_own_caches_do(kind, monkeypatch):
+    """engine._Reader: B rows of one prompt long enough ((B - 1) x its tokens >= SHARED_KEYS_MIN, infill's candidates)
+    read it once into a cache they share (KVCache.sharing); each row then draws what it draws with a cache of its own,
+    through the constraint and past a slide of the window (a fresh cache of the rows' own, no longer one prompt)."""
+    from guitarformer.generation import engine
+    from guitarformer.models import layers
+
+    tok = build_tokenizer(DataConfig(tokenizer="REMI"))
+    model = tiny(tok, kind, block_size=64)
+    riff = [i for i in encode(tok, symusic.Score(str(FIXTURES / "riff_piano_program.mid"))) if i != special_ids(tok)["eos"]]
+    ids = (riff + riff[1:])[:40]  # the riff twice, behind one BOS: a prompt the copy finds repeats in
+    shared = []
+    real = layers.KVCache.sharing.__func__
+    monkeypatch.setattr(layers.KVCache, "sharing", classmethod(lambda cls, one, B: shared.append(B) or real(cls, one, B)))
+
+    def draw(rows: int, n: int = 48) -> torch.Tensor:
+        gens = [torch.Generator().manual_seed(r) for r in range(rows)]
+        return generate(model, torch.tensor([ids] * rows), SamplingParams(n, top_k=20), generator=gens,
+                        constraint=GuitarConstraint(tok))
+
+    together = draw(8)  # 40 + 48 tokens: the window slides past 64
+    assert together.shape[1] == 88
+    assert shared == [8]
+    monkeypatch.setattr(engine, "SHARED_KEYS_MIN", 10**9)
+    assert torch.equal(draw(8), together)
+    assert shared == [8]
+    monkeypatch.setattr(engine, "SHARED_KEYS_MIN", 200)
+    draw(2, 4)  # (2 - 1) x 40 keys saved: below the minimum, each row its own cache
+    assert shared == [8]
+
+
 @pytest.mark.parametrize("kind", ["encoder_decoder", "encoder_decoder-copy"])
 def test_guidance_twin_of_an_encoder_decoder_reads_its_source_without_the_controls(kind):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))

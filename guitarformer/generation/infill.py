@@ -30,6 +30,7 @@ from guitarformer.fretting import finger_score
 from guitarformer.generation.riffs import riff_seed
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
+from guitarformer.models.layers import KVCache
 from guitarformer.music.score import GuitarScore
 
 FILL_MARGIN = 2.0  # token budget: twice what the bars took in the song (or the song's mean bar), for a busier fill
@@ -288,20 +289,42 @@ def fill_scores(model, kind, context: list[int], bos: int, rows: list[tuple[list
                 ) -> list[float]:
     """Each candidate fill's mean log-probability per token (its end token included where it has one) under the
     model alone, without the sampler's filters: after `context` (a decoder's stream, an encoder-decoder's source)."""
+    if kind.streams:
+        return _stream_scores(model, context, [row for row, _ in rows], device)
     scores = []
     for row, _ in rows:
         if not row:
             scores.append(-math.inf)
             continue
-        if kind.streams:
-            x = torch.tensor([[*context, *row[:-1]]], device=device)
-            logits = model(x)[0][0, len(context) - 1:]
-        else:
-            s = torch.tensor([context], device=device)
-            tgt = torch.tensor([[bos, *row[:-1]]], device=device)
-            logits = model(s, tgt, src_key_mask=torch.ones_like(s, dtype=torch.bool))[0][0]
+        s = torch.tensor([context], device=device)
+        tgt = torch.tensor([[bos, *row[:-1]]], device=device)
+        logits = model(s, tgt, src_key_mask=torch.ones_like(s, dtype=torch.bool))[0][0]
         lp = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(row, device=device)[:, None])
         scores.append(float(lp.mean()))
+    return scores
+
+
+def _stream_scores(model, context: list[int], rows: list[list[int]], device) -> list[float]:
+    """`fill_scores` for a decoder: the context read once, into a cache every row then shares (KVCache.sharing), and
+    the rows after it read together, padded at their ends (causal attention leaves each row's own positions as they
+    would be alone): one pass over ~1,000 context tokens instead of one a candidate."""
+    scores = [-math.inf] * len(rows)
+    kept = [r for r, row in enumerate(rows) if row]
+    if not kept:
+        return scores
+    one = model.new_cache(1, device=device)
+    first = model(torch.tensor([context], device=device), cache=one)[0][:, -1:]  # (1, 1, V): each row's first token
+    logits = first.expand(len(kept), -1, -1)
+    T = max(len(rows[r]) for r in kept)
+    if T > 1:  # the rows' tokens but their last, each row's next token predicted
+        x = torch.zeros(len(kept), T - 1, dtype=torch.long, device=device)
+        for i, r in enumerate(kept):
+            x[i, :len(rows[r]) - 1] = torch.tensor(rows[r][:-1], dtype=torch.long)
+        logits = torch.cat([logits, model(x, cache=KVCache.sharing(one, len(kept)))[0]], 1)  # (rows, T, V)
+    lp = torch.log_softmax(logits.float(), -1)
+    for i, r in enumerate(kept):
+        row = torch.tensor(rows[r], device=device)
+        scores[r] = float(lp[i, :len(row)].gather(1, row[:, None]).mean())
     return scores
 
 

@@ -22,7 +22,8 @@ from torch import Tensor, nn
 from torch.autograd.graph import increment_version
 
 from guitarformer.config import ModelConfig
-from guitarformer.models.attend import attention, key_padding_to_attn_mask, lower_right_causal_mask
+from guitarformer.models.attend import (attention, key_padding_to_attn_mask, lower_right_causal_mask,
+                                        shared_prefix_attention)
 from guitarformer.models.ops import as_rows, dropout, layer_norm, linear
 
 RopeTables = tuple[Tensor, Tensor]  # (cos, signed sin), each (T, hs): broadcasts over (..., T, hs)
@@ -130,6 +131,10 @@ class KVCache:
     would have alone (slot - pads: rope and learned positions see what an unpadded row sees), and no query ever
     attends to a padding key. Padding stays in front when a window slides (it is part of the kept front), so the
     mask is the same for the cache's whole life.
+
+    `prefix` (`KVCache.sharing`): rows whose first `prefix_len` positions are one prompt's, its keys/values kept once,
+    (1, nh, P, hs) a layer, and read once a step for every row (attend.shared_prefix_attention); the rows' own
+    buffers hold the positions after it. What `generate` makes of B rows of one long prompt (infill's candidates).
     """
 
     def __init__(
@@ -161,6 +166,8 @@ class KVCache:
         self.span_of: Tensor | None = None
         self.last: Tensor | None = None  # (B, 1) the last token written (a decoder with model.prev_token reads it)
         self.match = None  # a model with model.copy: its MatchState (models/copy.py), made on a window's first call
+        self.prefix: list[tuple[Tensor, Tensor]] | None = None  # (k, v) (1, nh, P, hs) a layer, every row's
+        self.prefix_len = 0
         self.pads = self.real = None
         if pads is not None:
             self.pads = pads.to(self.device).view(-1, 1)  # (B, 1)
@@ -193,8 +200,25 @@ class KVCache:
                                                  out.length)
         return out
 
+    @classmethod
+    def sharing(cls, one: KVCache, batch_size: int) -> KVCache:
+        """A dynamic cache of `batch_size` rows that all begin with what the one-row cache `one` holds (a decoder's
+        prompt, read once): its keys/values become the rows' shared prefix, not copied; what each row writes after
+        it is its own."""
+        if one.batch_size != 1 or one.static or one.pads is not None or one.prefix is not None or one.length == 0 \
+                or any(c is not None for c in one.cross):
+            raise ValueError("a shared prefix comes from a filled one-row dynamic cache of a decoder")
+        out = cls(one.n_layer, batch_size, one.n_head, one.head_size, one.max_len, one.device, one.dtype)
+        out.length = out.prefix_len = one.length
+        out.prefix = [(k[:, :, :one.length], v[:, :, :one.length]) for k, v in zip(one.k, one.v)]
+        if one.last is not None:  # model.prev_token
+            out.last = one.last.expand(batch_size, -1).clone()
+        if one.match is not None:  # model.copy: each row matches its own tokens after the prompt
+            out.match = type(one.match).stack([one.match] * batch_size, [0] * batch_size, one.length)
+        return out
+
     def _alloc(self, like: Tensor) -> Tensor:
-        shape = (self.batch_size, self.n_head, self.max_len, self.head_size)
+        shape = (self.batch_size, self.n_head, self.max_len - self.prefix_len, self.head_size)
         return torch.zeros(shape, device=self.device or like.device, dtype=self.dtype or like.dtype)
 
     def positions(self, T: int) -> int | Tensor:
@@ -232,7 +256,7 @@ class KVCache:
 
     def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Write the new (B, nh, T, hs) k/v at [length, length+T); return all keys/values so far, (B, nh, L, hs)
-        (a static cache: its first `span` slots, read under `mask`)."""
+        (a static cache: its first `span` slots, read under `mask`; with a shared prefix: the rows' own, after it)."""
         T = k.shape[2]
         end = self.length + T
         if end > self.max_len:
@@ -245,8 +269,9 @@ class KVCache:
             ck.index_copy_(2, self.idx, k)
             cv.index_copy_(2, self.idx, v)
             return (ck, cv) if self.span_of is None else (ck[:, :, :self.span], cv[:, :, :self.span])
-        ck[:, :, self.length : end] = k
-        cv[:, :, self.length : end] = v
+        start, end = self.length - self.prefix_len, end - self.prefix_len  # the rows' own slots (all without a prefix)
+        ck[:, :, start:end] = k
+        cv[:, :, start:end] = v
         return ck[:, :, :end], cv[:, :, :end]
 
     def keep_last(self, tokens: Tensor) -> None:
@@ -271,6 +296,9 @@ class KVCache:
         self.length = 0
         if self.pos is not None:
             self.pos.zero_()
+        if self.prefix is not None:  # the rows' own buffers were sized for what follows the prefix
+            self.prefix, self.prefix_len = None, 0
+            self.k, self.v = [None] * self.n_layer, [None] * self.n_layer
         if not keep_memory:
             self.cross = [None] * self.n_layer
 
@@ -316,6 +344,9 @@ class SelfAttention(nn.Module):
             ck, cv = cache.update(layer, k, v)  # (B, nh, L, hs)
             if not fresh:  # a prompt into an empty cache attends to its own k/v: denser than the cache's views
                 k, v = ck, cv
+            if cache.prefix is not None:  # rows after one prompt: its keys read once for all of them
+                y = shared_prefix_attention(q, *cache.prefix[layer], k, v)
+                return self._out(y, B, T, C)
         L = k.shape[2]
 
         mask = key_padding_to_attn_mask(key_mask)  # (B, 1, 1, L) or None
@@ -332,6 +363,9 @@ class SelfAttention(nn.Module):
                 tri = lower_right_causal_mask(T, L, x.device)  # (T, L)
                 mask = tri if mask is None else mask & tri  # (B, 1, T, L)
         y = attention(q, k, v, mask, self.attn_dropout if self.training else 0.0, is_causal)  # (B, nh, T, hs)
+        return self._out(y, B, T, C)
+
+    def _out(self, y: Tensor, B: int, T: int, C: int) -> Tensor:
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C); a view when T == 1
         return dropout(linear(y, self.c_proj), self.dropout, self.training)
 
