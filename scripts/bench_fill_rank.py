@@ -2,7 +2,7 @@
 
 For each run and seed, the spans `bench_infill.py` measures (random 1-4 bar spans of the val pieces, bars on both
 sides); for each span `--candidates` fills drawn side by side as the command draws them (generation/infill.py
-`draw_fills`) and scored by the model (`fill_scores`); each rule keeps one, and the kept fills' OA against the true
+`draw_fills`), each scored by the model as it is drawn; each rule keeps one, and the kept fills' OA against the true
 bars (pitch / duration / onset-in-bar, the kernel-density OA of issue #26) is averaged over the spans, beside
 copying the bars before the gap. Every rule sees the same candidates, so their differences are the rules'.
 
@@ -26,9 +26,8 @@ from bench_infill import bars_before, fill_spans, span_split  # noqa: E402
 from bench_tab_doc import write_section  # noqa: E402
 
 from guitarformer.evaluation.features import overlap_area  # noqa: E402
-from guitarformer.generation.infill import bar_notes, check_infill_run, draw_fills, fill_scores, rank_fills  # noqa: E402
+from guitarformer.generation.infill import bar_notes, check_infill_run, draw_fills, rank_fills  # noqa: E402
 from guitarformer.generation.sampling import SamplingParams  # noqa: E402
-from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.runtime import resolve_device  # noqa: E402
@@ -62,14 +61,12 @@ def bench(run: Path, seed: int, num: int, candidates: int, device) -> dict[str, 
     model, tok, cfg = load_run(run, None, str(device))
     fill = check_infill_run(tok, cfg)
     split, _ = span_split(Path(cfg.data.dataset))
-    kind = kind_of(cfg.model.kind)
     params = SamplingParams.from_config(cfg.sample)
     kept: dict[str, list] = {name: [] for name in RULES}
     left = []
     for k, head, bars, first, layout in fill_spans(cfg, split, fill, num, seed):
-        rows, context = draw_fills(model, tok, cfg, fill, head, layout, params, STANDARD_TUNING, 0, device,
-                                   seed + k, candidates)
-        scores = fill_scores(model, kind, context, fill.bos, rows, device)
+        rows, scores = draw_fills(model, tok, cfg, fill, head, layout, params, STANDARD_TUNING, 0, device,
+                                  seed + k, candidates)
         real = bar_notes(tok, [t for b in layout.span for t in b])
         around = [*layout.before, *layout.after]
         for name, rule in RULES.items():

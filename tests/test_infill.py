@@ -269,18 +269,23 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
     model, tok, cfg = load_run(infill_run)
     gs = read_guitar(SONG)[0]
     seen: dict[str, list] = {}
-    real_scores, real_rank = gi.fill_scores, gi.rank_fills
+    real_draw, real_rank, real_generate = gi.draw_fills, gi.rank_fills, gi.generate
 
-    def spy_scores(model_, kind, context, bos, rows, device):
-        scores = real_scores(model_, kind, context, bos, rows, device)
-        seen.update(rows=rows, scores=scores, context=context)
-        return scores
+    def spy_generate(model_, prompt, *args, **kwargs):
+        seen.update(context=(prompt.ids if cfg.model.kind == "decoder" else prompt.src)[0].tolist())
+        return real_generate(model_, prompt, *args, **kwargs)
+
+    def spy_draw(*args, **kwargs):
+        rows, scores = real_draw(*args, **kwargs)
+        seen.update(rows=rows, scores=scores)
+        return rows, scores
 
     def spy_rank(tokenizer, rows, scores, around):
         seen.update(around=around)
         return real_rank(tokenizer, rows, scores, around)
 
-    monkeypatch.setattr(gi, "fill_scores", spy_scores)
+    monkeypatch.setattr(gi, "generate", spy_generate)
+    monkeypatch.setattr(gi, "draw_fills", spy_draw)
     monkeypatch.setattr(gi, "rank_fills", spy_rank)
     filled = fill_bars(model, tok, cfg, gs, 2, 3, seed=5, candidates=4)
     rows, scores = seen["rows"], seen["scores"]
@@ -303,8 +308,8 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
                 fits.append(sum(min(list(m).count(v) / len(m), list(n).count(v) / len(n)) for v in set(m)))
         by_hand.append((rows[r][1], (sum(fits) / len(fits) if fits else 0.0) + gi.LIKELIHOOD_WEIGHT * z[r]))
     assert filled.fill_ids == body(max(range(4), key=lambda r: by_hand[r]))  # closed fills first, then the fit
-    # Each candidate's score by hand: the mean log-probability of its tokens after the context, a whole pass each
-    # (a decoder's scores read the context once for all rows, the rows padded to the longest: the same numbers).
+    # Each candidate's score by hand: the mean log-probability of its tokens after the context, a whole
+    # teacher-forced pass each (the sampler sums them as it draws, up to each row's end: the same numbers).
     assert len({len(r) for r, _ in rows}) > 1
     for r, (row, _) in enumerate(rows):
         with torch.no_grad():
@@ -316,9 +321,6 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
                                src_key_mask=torch.ones_like(src, dtype=torch.bool))[0][0]
         want = torch.log_softmax(logits.float(), -1)[torch.arange(len(row)), torch.tensor(row)].mean()
         assert scores[r] == pytest.approx(float(want), abs=1e-5)
-    kind = gi.kind_of(cfg.model.kind)  # an empty fill is never scored (nor kept); the others as before
-    again = gi.fill_scores(model, kind, seen["context"], tok.vocab["BOS_None"], [([], False), rows[1]], "cpu")
-    assert again[0] == -math.inf and again[1] == pytest.approx(scores[1], abs=1e-5)
     # One candidate is the fill `candidates=1` writes (same seed): candidate 0.
     one = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=5)
     assert one.fill_ids == body(0)

@@ -229,7 +229,8 @@ def _static_cache(params: SamplingParams, device: torch.device) -> bool:
 def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,
              generator: torch.Generator | Sequence[torch.Generator] | None = None,
              constraint: GuitarConstraint | None = None, eos_id: int | None = None,
-             bar_ids: list[int] | None = None, guide: Prompt | None = None) -> torch.Tensor:
+             bar_ids: list[int] | None = None, guide: Prompt | None = None,
+             logprob: torch.Tensor | None = None) -> torch.Tensor:
     """Continue a prompt by up to params.max_new_tokens; returns (B, T0 + n) ids (the prompt's ids first).
 
     `prompt`: a models.kinds.Prompt, as the model's kind lays it out (`kind_of(model).prompt(...)`: a decoder
@@ -241,8 +242,10 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     past the limit (REMI) become EOS either way. `generator`: one for the batch or one per row (see
     `sample_next`). `guide`: the prompt's unconditioned twin (the same rows without what they are asked); with
     `params.guidance` > 0 each step's logits are c + guidance * (c - u) (classifier-free guidance: u read by the
-    twin, fed the same tokens, in the same forward: `Prompt.with_twin`). The model runs in eval mode and is left in
-    the mode it came in.
+    twin, fed the same tokens, in the same forward: `Prompt.with_twin`). `logprob` (B,) on the deciding device (the
+    constraint's): each row's log-probability under the model alone (its logits before guidance, guards, filters and
+    mask) of the tokens it holds, up to and including the one that ends it, added in place: what a teacher-forced
+    pass over the rows would give, without the pass. The model runs in eval mode and is left in the mode it came in.
     """
     max_new_tokens, max_bars = params.max_new_tokens, params.max_bars
     device = next(model.parameters()).device
@@ -267,13 +270,17 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         # The mask before the logits: with the constraint on the host and the model on a GPU, the constraint's work
         # (this mask, the update below) runs while the GPU computes the step, not while it waits for the next token.
         allowed = constraint.mask(last, max_new_tokens - step) if constraint is not None else None
-        logits = rows.logits()
+        logits = own = rows.logits()
         if guided:
             logits = logits[:B] + params.guidance * (logits[:B] - logits[B:])
         logits = logits.to(home)  # (B, V): on the host, the one transfer of a step (sampling waits for it anyway)
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/guards.py): a logit bias
             logits = constraint.steer(logits)
+        live = None if logprob is None else ~stops.done  # rows not ended before this token
         last = nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
+        if logprob is not None:  # the model's own log-probability of the token the row now holds
+            drawn = torch.log_softmax(own[:B].float(), -1).gather(1, nxt.to(own.device)[:, None])[:, 0]
+            logprob += torch.where(live, drawn.to(logprob), 0)
         rows.write((torch.cat([nxt, nxt]) if guided else nxt).to(device, non_blocking=True))
         finished = step + 1 == max_new_tokens or (
             eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()))

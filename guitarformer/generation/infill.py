@@ -30,7 +30,6 @@ from guitarformer.fretting import finger_score
 from guitarformer.generation.riffs import riff_seed
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
-from guitarformer.models.layers import KVCache
 from guitarformer.music.score import GuitarScore
 
 FILL_MARGIN = 2.0  # token budget: twice what the bars took in the song (or the song's mean bar), for a busier fill
@@ -187,10 +186,9 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
     `params`: the sampling filters (its token budget and bar limit are the plan's). `candidates` > 1 samples that
     many fills at once (`draw_fills`) and keeps the one that ranks first (`rank_fills`: its fit to `before` and
     `after`, and the model's likelihood)."""
-    rows, context = draw_fills(model, tokenizer, cfg, fill, head, layout, params, tuning, capo, device, seed,
-                               candidates)
+    rows, scores = draw_fills(model, tokenizer, cfg, fill, head, layout, params, tuning, capo, device, seed,
+                              candidates)
     if len(rows) > 1:
-        scores = fill_scores(model, kind_of(cfg.model.kind), context, fill.bos, rows, device)
         rows = [rows[rank_fills(tokenizer, rows, scores, [*layout.before, *layout.after])]]
     row, ended = rows[0]
     return (row[:-1] if ended else row), ended
@@ -198,10 +196,11 @@ def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: F
 
 def draw_fills(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: FillPlan, params: SamplingParams,
                tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0, candidates: int = 1
-               ) -> tuple[list[tuple[list[int], bool]], list[int]]:
-    """(one (tokens, closed) row per candidate, its end token kept where it has one; the context the model read):
-    `candidates` fills sampled side by side, candidate r from `riff_seed(seed, r)` (the first is the one fill of
-    `candidates=1`), as `sample_fill` describes."""
+               ) -> tuple[list[tuple[list[int], bool]], list[float]]:
+    """(one (tokens, closed) row per candidate, its end token kept where it has one; each row's mean log-probability
+    per token under the model alone, without the sampler's filters, -inf for an empty row): `candidates` fills sampled
+    side by side, candidate r from `riff_seed(seed, r)` (the first is the one fill of `candidates=1`), as
+    `sample_fill` describes. The log-probabilities are summed as the rows are drawn (`generate`'s `logprob`)."""
     before, span, after, budget = layout
     k = len(span)
     kind = kind_of(cfg.model.kind)
@@ -220,13 +219,14 @@ def draw_fills(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: Fi
     else:  # an encoder-decoder's source holds the placeholders; its target is the fill
         context, _ = seq2seq_layout(fill, head, before, span, after)
     prompt = kind.prompt(context, [], fill.bos, num=n, device=device)
-    out = generate(model, prompt, params, **stops)
+    logprob = torch.zeros(n, device=constraint.device)
+    out = generate(model, prompt, params, logprob=logprob, **stops)
     t0 = prompt.ids.shape[1]
     rows = []
     for row in out[:, t0:].tolist():
         ended = end_id in row
         rows.append((row[:row.index(end_id) + 1] if ended else row, ended))
-    return rows, context
+    return rows, [float(lp) / len(row) if row else -math.inf for lp, (row, _) in zip(logprob.tolist(), rows)]
 
 
 def bar_notes(tokenizer, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -264,7 +264,7 @@ def fill_fit(made, near, measure=share_overlap) -> float:
 def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float], around: list[list[int]],
                measure=share_overlap, weight: float = LIKELIHOOD_WEIGHT, standardize: bool = True) -> int:
     """The index of the candidate fill to keep: the highest fit to the bars `around` the gap (`fill_fit` by
-    `measure`) plus `weight` x its mean log-probability per token (`scores`, from `fill_scores`), by default in
+    `measure`) plus `weight` x its mean log-probability per token (`scores`, from `draw_fills`), by default in
     standard deviations from the candidates' mean, so the likelihood breaks near-ties whatever its scale. A fill the
     model closed wins over one cut short by the token budget, and a fill it could not score (empty) never wins.
     The other measures and weights are for comparing rules (scripts/bench_fill_rank.py)."""
@@ -282,50 +282,6 @@ def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float
             return False, -math.inf
         return ended, fill_fit(bar_notes(tokenizer, row[:-1] if ended else row), near, measure) + weight * z[r]
     return max(range(len(rows)), key=rank)
-
-
-@torch.no_grad()
-def fill_scores(model, kind, context: list[int], bos: int, rows: list[tuple[list[int], bool]], device
-                ) -> list[float]:
-    """Each candidate fill's mean log-probability per token (its end token included where it has one) under the
-    model alone, without the sampler's filters: after `context` (a decoder's stream, an encoder-decoder's source)."""
-    if kind.streams:
-        return _stream_scores(model, context, [row for row, _ in rows], device)
-    scores = []
-    for row, _ in rows:
-        if not row:
-            scores.append(-math.inf)
-            continue
-        s = torch.tensor([context], device=device)
-        tgt = torch.tensor([[bos, *row[:-1]]], device=device)
-        logits = model(s, tgt, src_key_mask=torch.ones_like(s, dtype=torch.bool))[0][0]
-        lp = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(row, device=device)[:, None])
-        scores.append(float(lp.mean()))
-    return scores
-
-
-def _stream_scores(model, context: list[int], rows: list[list[int]], device) -> list[float]:
-    """`fill_scores` for a decoder: the context read once, into a cache every row then shares (KVCache.sharing), and
-    the rows after it read together, padded at their ends (causal attention leaves each row's own positions as they
-    would be alone): one pass over ~1,000 context tokens instead of one a candidate."""
-    scores = [-math.inf] * len(rows)
-    kept = [r for r, row in enumerate(rows) if row]
-    if not kept:
-        return scores
-    one = model.new_cache(1, device=device)
-    first = model(torch.tensor([context], device=device), cache=one)[0][:, -1:]  # (1, 1, V): each row's first token
-    logits = first.expand(len(kept), -1, -1)
-    T = max(len(rows[r]) for r in kept)
-    if T > 1:  # the rows' tokens but their last, each row's next token predicted
-        x = torch.zeros(len(kept), T - 1, dtype=torch.long, device=device)
-        for i, r in enumerate(kept):
-            x[i, :len(rows[r]) - 1] = torch.tensor(rows[r][:-1], dtype=torch.long)
-        logits = torch.cat([logits, model(x, cache=KVCache.sharing(one, len(kept)))[0]], 1)  # (rows, T, V)
-    lp = torch.log_softmax(logits.float(), -1)
-    for i, r in enumerate(kept):
-        row = torch.tensor(rows[r], device=device)
-        scores[r] = float(lp[i, :len(row)].gather(1, row[:, None]).mean())
-    return scores
 
 
 def _context(bars: list[list[int]], a: int, b: int, room: int) -> tuple[list[list[int]], list[list[int]]]:
