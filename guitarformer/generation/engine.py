@@ -111,9 +111,10 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
 
 # Rows that all hold one prompt share its cache (KVCache.sharing: its keys read once a step for every row, not once a
 # row) where the keys that saves, (rows - 1) x prompt tokens, are at least this many. Below it the shared path's few
-# extra ops a layer cost more than they save: generating 96 tokens with the shipped model on the 2-core CPU, shared
-# against own caches, 1.06x the time at 2 rows of 128 tokens, 0.74x at 2 of 512, 1.03x at 8 of 4, 0.91x at 8 of 32,
-# 0.40x at 8 of 512, 0.33x at 32 of 512 (scripts/bench_shared_prompt.py, docs/BENCH_SAMPLE.md).
+# extra ops a layer cost about what they save: 96 tokens from the shipped model on the 2-core CPU, shared against own
+# caches, 1.18x the time at 2 rows of 32 tokens, 0.90x (1.06x in another sweep) at 2 of 128, 0.72x at 2 of 512, 1.00x
+# at 8 of 4, 0.99x at 8 of 32, 0.42x at 8 of 512, 0.28x at 32 of 512 (scripts/bench_shared_prompt.py,
+# docs/BENCH_SAMPLE.md).
 SHARED_KEYS_MIN = 200
 
 
