@@ -26,9 +26,10 @@ import symusic
 import torch
 
 
-def remi_prompt(tok, n: int) -> list[int]:
+def remi_prompt(tok, n: int, shift: int = 0) -> list[int]:
     """n ids of a real riff in the tokenizer's own layout (so the constraint's state is a real one); tab
-    tokenizers get the riff fretted by `fret()`, as `prepare` does for MIDI."""
+    tokenizers get the riff fretted by `fret()`, as `prepare` does for MIDI. `shift`: another riff of the same
+    rhythm, its pitch pattern moved (a batch's rows differ, as riffs do: rows of one prompt would share its cache)."""
     from guitarformer.data.tokenization import encode, is_tab_tokenizer
     from guitarformer.fretting.viterbi import fret
     from guitarformer.music.score import GuitarScore
@@ -38,7 +39,7 @@ def remi_prompt(tok, n: int) -> list[int]:
     s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
     tr = symusic.Track(program=25)
     for i in range(n):
-        tr.notes.append(symusic.Note(i * 240, 240, 40 + (i * 5) % 24, 90))
+        tr.notes.append(symusic.Note(i * 240, 240, 40 + (i * 5 + shift) % 24, 90))
     s.tracks.append(tr)
     if is_tab_tokenizer(tok):
         return encode(tok, GuitarScore(s, frets=fret(tr.notes)))[:n]
@@ -151,10 +152,10 @@ def main() -> None:
                                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2)).eval().to(dev)
     dtype = getattr(torch, args.dtype)
     ours, hf = ours.to(dtype), hf.to(dtype)
-    prompt = remi_prompt(tok, args.prompt)
+    prompts = [remi_prompt(tok, args.prompt, shift=r) for r in range(max(int(b) for b in args.batches.split(",")))]
     rows = []
     for B in (int(b) for b in args.batches.split(",")):
-        idx = torch.tensor([prompt] * B, device=dev)
+        idx = torch.tensor(prompts[:B], device=dev)  # rows that differ: one prompt repeated would share its cache
         gen = torch.Generator().manual_seed(0)
         gen_re = torch.Generator(device=dev).manual_seed(0)
         n, nr = args.new, args.recompute_new
