@@ -44,6 +44,9 @@ SONG = FIX / "tabs" / "lyrics_multistaff.txt"
 #   time signatures and markers.
 # - a GP5 file whose notes the model wrote after a prompt or in a gap marks that bar ("generated from here"), as
 #   the tab and the MIDI did already: these GP5 files are compared with their section markers cleared.
+# - the new bars of a continued prompt keep the strings and techniques a tab-token model wrote, as a riff without a
+#   prompt always did (they were fingered again by fret(), techniques dropped): sample-prompt and sample-prompt-encdec
+#   were recorded again (their tab, GP5 and MIDI: techniques sound, a harmonic at its sounding pitch).
 RUN_LINE = "run {tmp}/"
 SAME_NOTES = {("sample-prompt-encdec", "e.mid")}
 SAME_WITHOUT_MARKERS = {("infill", "f.gp5"), ("sample-prompt", "c.gp5")}

@@ -24,7 +24,7 @@ from guitarformer.data.controls import POS_VALUES
 from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.music.score import GuitarScore
+from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.studio.forms import sample_form
 from guitarformer.runs.checkpoint import save_checkpoint
 
@@ -162,12 +162,22 @@ def test_a_continuation_keeps_at_most_the_bars_asked_for():
     dec = window.copy()
     dec.tracks[0].notes.extend(symusic.Note(t, 8, 52, 90) for t in (64, 96, 128))  # bars 3, 4 and 5
     file = Prompt(gs=gs, ids=[], start=0, new_from=3840, bars=2, prompt_bars=2)
-    whole = continue_part(file, dec, window, gs.tuning, None, 25, None)
+    pitches = GuitarScore(score=dec, tuning=gs.tuning)  # a model of pitches alone: fret() fingers its notes
+    whole = continue_part(file, pitches, window, gs.tuning, None, 25, None)
     assert whole.new_notes == 3 and whole.new_bars == 3
-    one = continue_part(file, dec, window, gs.tuning, None, 25, None, bars=1)
+    one = continue_part(file, pitches, window, gs.tuning, None, 25, None, bars=1)
     assert one.new_notes == 1 and one.new_bars == 1
     assert [(n.time, n.pitch) for n in one.gs.track.notes] == [(0, 45), (1920, 47), (3840, 52)]
     assert one.gs.frets[:2] == [(5, 0), (5, 2)] and one.gs.extra["generated_from_tick"] == 3840
+    # A tab-token model's notes keep the strings and techniques it wrote (E3 on the A string's 7th fret, not fret()'s
+    # D string), unless a position asks the part fingered again.
+    tab = GuitarScore(score=dec, tuning=gs.tuning, frets=[(5, 0), (5, 2), (5, 7), (5, 7), (5, 7)],
+                      techniques=[PLAIN, PLAIN, Technique(hammer=True), PLAIN, PLAIN])
+    kept = continue_part(file, tab, window, gs.tuning, None, 25, None)
+    assert kept.gs.frets == [(5, 0), (5, 2), (5, 7), (5, 7), (5, 7)] != whole.gs.frets
+    assert kept.gs.techniques[2] == Technique(hammer=True)
+    again = continue_part(file, tab, window, gs.tuning, None, 25, 0)
+    assert again.gs.frets[2:] != [(5, 7)] * 3 and not any(again.gs.techniques or [])
 
 
 # ---------------------------------------------------------------- files in and out
@@ -195,6 +205,33 @@ def test_write_score_picks_the_writer_by_suffix_and_marks_generated_bars(tmp_pat
     assert markers == [None, None, GENERATED_MARK, None]
     with pytest.raises(GuitarformerError, match="no writer for .mp3"):
         write_score(gs, tmp_path / "s.mp3")
+
+
+def test_a_continuation_of_a_tab_keeps_the_strings_the_model_wrote(runs, monkeypatch):
+    """`sample --prompt` with a tab-token run: the new bars carry the strings and techniques of the model's tokens
+    (decode_guitar), the prompt's notes the file's own, and fret() is not asked to finger anything."""
+    import importlib
+
+    app_sample = importlib.import_module("guitarformer.app.sample")  # the module: the package exports `sample`
+    app_splice = importlib.import_module("guitarformer.app.splice")
+
+    seen, fingered = {}, []
+    real_continue, real_finger = app_splice.continue_part, app_splice.finger_score
+
+    def spy_continue(file, dec, window, *args):
+        seen.update(dec=dec, window=window)
+        return real_continue(file, dec, window, *args)
+
+    monkeypatch.setattr(app_sample, "continue_part", spy_continue)
+    monkeypatch.setattr(app_splice, "finger_score", lambda *a, **k: fingered.append(a) or real_finger(*a, **k))
+    song = read_user_file(SONG)
+    riff = sample(SampleRequest(prompt=SONG, bars=2, seed=4), load_run_once(runs["tab"])).riffs[0]
+    n, w = riff.new_notes, len(seen["window"].tracks[0].notes)
+    assert n > 0 and seen["dec"].frets is not None and not fingered
+    notes = list(riff.gs.track.notes)
+    assert riff.gs.frets[:len(song.frets)] == song.frets  # the file's own fingering, as written
+    assert [m.pitch for m in notes[-n:]] == [m.pitch for m in list(seen["dec"].track.notes)[w:w + n]]
+    assert riff.gs.frets[-n:] == seen["dec"].frets[w:w + n]
 
 
 def test_tab_api_gives_the_text_the_cli_prints():

@@ -15,7 +15,7 @@ from guitarformer.app.requests import SampleRequest, check_outputs
 from guitarformer.app.splice import continue_part
 from guitarformer.data.controls import option_value
 from guitarformer.data.tab_tokens import has_controls
-from guitarformer.data.tokenization import bar_ids, decode, special_ids
+from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, special_ids
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.engine import generate
@@ -202,8 +202,8 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
                             asked[meter], plans)
         window = decode(tok, drawn.context)
         for k, row, ended in zip(ks, drawn.rows, drawn.ended):
-            riff = continue_part(file, decode(tok, drawn.body(row), program=program), window, tuning, req.tempo,
-                                 program, req.position, req.bars)
+            played = decode_guitar(tok, drawn.body(row), tuning, file.gs.capo, program=program)
+            riff = continue_part(file, played, window, tuning, req.tempo, program, req.position, req.bars)
             riff.ids, riff.ended = row, ended
             riffs[k] = riff
     return [riffs[k] for k in sorted(riffs)]

@@ -45,31 +45,40 @@ def splice(part: GuitarScore, new: Sequence[Placed], at: int, drop: Sequence[boo
     return out
 
 
-def continue_part(file: Prompt, dec: symusic.Score, window: symusic.Score, tuning: tuple[int, ...],
+def continue_part(file: Prompt, dec: GuitarScore, window: symusic.Score, tuning: tuple[int, ...],
                   tempo: float | None, program: int, position: int | None, bars: int | None = None) -> Riff:
     """The prompt file's part, whole and as written, followed by the notes the model wrote after its window
-    (`dec`: the decoded window and continuation, in the tokenizer's ticks), at most `bars` bars of them."""
+    (`dec`: the decoded window and continuation, in the tokenizer's ticks, with the strings and techniques a tab-token
+    model wrote: `decode_guitar`), at most `bars` bars of them. The new notes keep the model's strings and techniques
+    unless `position` asks for the part fingered again; a model of pitches alone gets fret()'s, its notes first moved
+    by octaves into the tuning (as generate_riffs repairs a riff)."""
+    notes = list(dec.score.tracks[0].notes) if dec.score.tracks else []
+    played = dec.frets is not None and position is None
+    frets = dec.frets if played else [UNPLAYABLE] * len(notes)
+    techs = dec.techniques if played and dec.techniques else [PLAIN] * len(notes)
     ours = Counter(_key(n) for n in window.tracks[0].notes)
     new = []
-    for n in dec.tracks[0].notes:  # the decoded body less the window's own notes
+    for n, f, t in zip(notes, frets, techs):  # the decoded body less the window's own notes
         if ours[_key(n)] > 0:
             ours[_key(n)] -= 1
         else:
-            new.append(n)
+            new.append((n, f, t))
     # Decoded ticks count from the window's first bar at the tokenizer's resolution; map them onto the file's.
-    bar_dec = new_bars_from(dec, window)
-    scale = file.gs.score.ticks_per_quarter / dec.ticks_per_quarter
+    bar_dec = new_bars_from(dec.score, window)
+    scale = file.gs.score.ticks_per_quarter / dec.score.ticks_per_quarter
 
     def to_file(t: int) -> int:
         return file.new_from + round((t - bar_dec) * scale)
 
-    begin = to_file(min([bar_dec] + [n.time for n in new]))
-    part = symusic.Score(dec.ticks_per_quarter)
-    part.tracks.append(symusic.Track(program=program))
-    part.tracks[0].notes.extend(new)
-    placed = [(symusic.Note(to_file(n.time), max(1, round(n.duration * scale)), n.pitch, n.velocity), UNPLAYABLE,
-               PLAIN) for n in clamp_to_tuning(part, tuning).tracks[0].notes]
-    score = _score_of_continuation(file.gs.score, dec, bar_dec, begin, to_file, tempo)
+    begin = to_file(min([bar_dec] + [n.time for n, _, _ in new]))
+    if dec.frets is None:
+        part = symusic.Score(dec.score.ticks_per_quarter)
+        part.tracks.append(symusic.Track(program=program))
+        part.tracks[0].notes.extend(n for n, _, _ in new)
+        new = [(n, UNPLAYABLE, PLAIN) for n in clamp_to_tuning(part, tuning).tracks[0].notes]
+    placed = [(symusic.Note(to_file(n.time), max(1, round(n.duration * scale)), n.pitch, n.velocity), f, t)
+              for n, f, t in new]
+    score = _score_of_continuation(file.gs.score, dec.score, bar_dec, begin, to_file, tempo)
     score.tracks[0].program = program
     if bars is not None:  # the file's bar lines decide where the asked bars end, whatever the model counted
         end_of_new = file.new_from
