@@ -222,6 +222,25 @@ def test_continuation_scores_the_same_tokens_for_both_kinds(riff_runs):
     assert dec["ngram"]["nll"] < math.log(360)
 
 
+def test_eval_names_the_step_of_the_checkpoint_it_scores(riff_runs, tmp_path):
+    """A run's best.pt is often an earlier step than its last (summary.json's): eval reports the step of the weights
+    it scored, in its header and as TensorBoard's step."""
+    import json
+    import shutil
+
+    import torch
+
+    from guitarformer.evaluation.report import evaluate_run, format_table
+
+    run = shutil.copytree(riff_runs[1]["decoder"], tmp_path / "run")
+    ck = run / "ckpt" / "best.pt"
+    step = torch.load(ck, weights_only=True)["step"]
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "step": step + 1000}))  # the run went on past its best
+    res = evaluate_run(run, split="val", device="cpu", samples=False)
+    assert res["step"] == step and f"(decoder, step {step})" in format_table(res)
+
+
 def test_decoder_continuation_matches_plain_forward(riff_runs):
     """The decoder's continuation NLL equals scoring [source + target] by hand with the model."""
     import torch

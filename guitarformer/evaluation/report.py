@@ -60,8 +60,12 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
         raise GuitarformerError(f"the run's vocabulary ({cfg.model.vocab_size}) does not match {dataset}'s tokenizer",
                                 "evaluate on the dataset the run was trained on (--data)")
     kind, m = cfg.model.kind, cfg.model
+    # The evaluated checkpoint's step (best.pt is often an earlier step than the run's last); summary.json's where a
+    # checkpoint has none recorded.
+    step = checkpoint_facts(ck)[0]
     summ = run_dir / "summary.json"
-    step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else checkpoint_facts(ck)[0] or 0
+    if step is None:
+        step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else 0
     res: dict[str, Any] = {"run": str(run_dir), "kind": kind, "dataset": str(dataset), "split": split, "step": step}
     part = TokenSplit(dataset, split)
     bs = cfg.train.batch_size
