@@ -100,6 +100,29 @@ def test_prompt_window_opens_as_a_piece_does_and_fits_the_context(tok, prompt_fi
     assert tokens_per_bar(tok, Config(), p) == pytest.approx((len(p.ids) - 1) / p.bars)
 
 
+def test_a_prompt_that_ends_in_empty_bars_is_continued_after_its_last_note(tok, run_dir, prompt_file, tmp_path):
+    """A song that closes with empty bars and tempo changes in them (Guitar Pro files often do): the window stops
+    at the bar of its last note, so the model writes the bars after it; the file's closing tempo changes give way to
+    the new bars. (The window used to end in the empty bars, which the model went on after, past --bars: every
+    riff came out empty.)"""
+    s = symusic.Score(str(prompt_file))
+    end = PROMPT_BARS * 3 * 480
+    s.tempos.extend(symusic.Tempo(end + k * 3 * 480, 165 - 20 * k) for k in range(1, 6))  # a ritardando, no notes
+    s.time_signatures.append(symusic.TimeSignature(end + 3 * 3 * 480, 4, 4))
+    path = tmp_path / "ending.mid"
+    s.dump_midi(str(path))
+    p = read_prompt(tok, path, BLOCK // 2 - 1)
+    assert p.new_from == end and decode(tok, p.ids).end() <= end - p.start  # nothing past the last note's bar
+    assert read_prompt(tok, prompt_file, BLOCK // 2 - 1).ids == p.ids  # the window of the file without its ending
+    out = tmp_path / "cont.mid"
+    r = sample("--run", run_dir, "--prompt", path, "--out", out, "--bars", 2, "--seed", 2)
+    assert r.exit_code == 0, r.output
+    got = symusic.Score(str(out))
+    assert [round(t.qpm) for t in got.tempos] == [165]  # the ritardando belonged to the file's ending
+    assert (end + 3 * 3 * 480, 4, 4) not in [(ts.time, ts.numerator, ts.denominator) for ts in got.time_signatures]
+    assert any(n.time >= end for n in got.tracks[0].notes)
+
+
 def test_prompt_continues_the_whole_file_in_its_tempo_meter_and_program(run_dir, prompt_file, tmp_path):
     out = tmp_path / "cont.mid"
     r = sample("--run", run_dir, "--prompt", prompt_file, "--out", out, "--bars", 2, "--seed", 2,

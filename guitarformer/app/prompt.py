@@ -57,7 +57,7 @@ def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
         gs.frets = finger_score(gs).frets
 
     def window(i: int) -> list[int]:
-        part = _from_tick(score, starts[i])
+        part = _from_tick(score, starts[i], lines[-1])
         if tab:  # the window's notes keep their fingering and techniques (notes from `start` on, in order)
             keep = [k for k, n in enumerate(gs.track.notes) if n.time >= starts[i]]
             techs = gs.techniques
@@ -78,11 +78,14 @@ def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
                   prompt_bars=len(starts))
 
 
-def _from_tick(score: symusic.Score, start: int) -> symusic.Score:
-    """The score from `start` on, moved to tick 0, with the tempo and time signature in force at `start`."""
+def _from_tick(score: symusic.Score, start: int, end: int) -> symusic.Score:
+    """The score from `start` to `end` (the bar line after the last note's bar), moved to tick 0, with the tempo and
+    time signature in force at `start`. Tempo and meter changes from `end` on are left out: a file that ends in empty
+    bars (a Guitar Pro song's closing rests, its tempo automation) would give a window that ends in bars without a
+    note, which the model continues after them, past the bars asked for (`sample --prompt` wrote nothing)."""
     out = symusic.Score(score.ticks_per_quarter)
-    tempos = sorted(score.tempos, key=lambda e: e.time)
-    sigs = sorted(score.time_signatures, key=lambda e: e.time)
+    tempos = sorted((e for e in score.tempos if e.time < end), key=lambda e: e.time)
+    sigs = sorted((e for e in score.time_signatures if e.time < end), key=lambda e: e.time)
     at_start = [e for e in tempos if e.time <= start][-1:]
     out.tempos.extend([symusic.Tempo(0, e.qpm) for e in at_start] +
                       [symusic.Tempo(e.time - start, e.qpm) for e in tempos if e.time > start])

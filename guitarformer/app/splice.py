@@ -97,8 +97,12 @@ def continue_part(file: Prompt, dec: GuitarScore, window: symusic.Score, tuning:
 
 def _score_of_continuation(base: symusic.Score, dec: symusic.Score, bar_dec: int, begin: int, to_file,
                            tempo: float | None) -> symusic.Score:
-    """The file's score with the meter changes the model chose after its window and, from `begin`, the tempo asked."""
+    """The file's score with the meter changes the model chose after its window and, from `begin`, the tempo asked.
+    The file's own tempo and meter changes from `begin` on (its ending: closing rests, a ritardando) give way to the
+    new bars, which the model wrote without them (app/prompt.py's window stops before them)."""
     score = base.copy()
+    score.tempos = [t for t in score.tempos if t.time < begin] or list(score.tempos)[:1]
+    score.time_signatures = [ts for ts in score.time_signatures if ts.time < begin] or list(score.time_signatures)[:1]
     meter = signature_at(score.time_signatures, score.ticks_per_quarter, begin)
     for ts in sorted(dec.time_signatures, key=lambda ts: ts.time):
         if ts.time >= bar_dec and (ts.numerator, ts.denominator) != meter:
