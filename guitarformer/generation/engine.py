@@ -127,7 +127,7 @@ class _Reader:
     def __init__(self, model, prompt: Prompt, max_new_tokens: int, use_cache: bool, static: bool = False,
                  compiled: bool = False):
         self.model, self.use_cache, self.static, self.pads = model, use_cache, static, prompt.pads
-        # Rows of one prompt share its cache (KVCache.sharing): a decoder's dynamic cache, unpadded
+        # Rows of one prompt may share its cache (KVCache.sharing): a decoder's dynamic cache, unpadded
         self.shares = prompt.src is None and not static and prompt.pads is None
         self.step_fn = kind_of(model).stepper(model, prompt)  # (B, T) new tokens, cache -> logits (B, T, V)
         idx = prompt.ids
@@ -150,9 +150,11 @@ class _Reader:
                 self.captured = CompiledStep(self.step_fn, self.cache, model)
 
     def _prefill(self, tokens: torch.Tensor) -> torch.Tensor:
-        """A window (B, T) into the empty cache: its last position's logits (B, V). Padded rows (guidance's twin) on a
-        dynamic cache are read group by group, unpadded, and their caches stacked: a padded prompt would need a
-        (B, T, T) mask and attention without the causal kernel (up to twice the time for 32 rows of 512 tokens)."""
+        """A window (B, T) into the empty cache: its last position's logits (B, V). Rows that all hold one window
+        (infill's candidates, riffs continuing one file) read it once, into a cache they share (`SHARED_KEYS_MIN`).
+        Padded rows (guidance's twin) on a dynamic cache are read group by group, unpadded, and their caches stacked:
+        a padded prompt would need a (B, T, T) mask and attention without the causal kernel (up to twice the time for
+        32 rows of 512 tokens)."""
         B, T = tokens.shape
         if self.shares and (B - 1) * T >= SHARED_KEYS_MIN and bool((tokens == tokens[:1]).all()):
             one = self.model.new_cache(1, self.ctx, device=tokens.device)  # one prompt for every row: read once
