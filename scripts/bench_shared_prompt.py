@@ -38,8 +38,8 @@ def sweep(args) -> None:
     model, tok, _ = load_run("pretrained", device="cpu")
     tune = torch.tensor(remi_prompt(tok, max(args.prompts)))  # a riff's tokens, fretted as `prepare` frets MIDI
     print(f"\n`python scripts/bench_shared_prompt.py`: torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; "
-          f"the shipped model draws {args.new} tokens with the constraint after B copies of one riff's first tokens; seconds, "
-          f"best of {args.rounds}\n")
+          f"the shipped model draws {args.new} tokens with the constraint after B copies of one riff's first tokens; "
+          f"seconds, best of {args.rounds}\n")
     print("| rows | prompt tokens | own caches | one shared | shared / own |\n|---:|---:|---:|---:|---:|")
     keep = engine.SHARED_KEYS_MIN
     for B in args.rows:
@@ -71,7 +71,8 @@ def infill_runs(args) -> None:
         for _ in range(args.runs):
             for tree in trees:
                 env = dict(os.environ, PYTHONPATH=tree)
-                cmd = [sys.executable, "-m", "guitarformer", "infill", args.song, "--bars", args.bars, "--out", str(out)]
+                cmd = [sys.executable, "-m", "guitarformer", "infill", args.song, "--bars", args.bars,
+                       "--out", str(out)]
                 t = time.perf_counter()
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
                 times[tree].append(time.perf_counter() - t)

@@ -375,11 +375,13 @@ def test_rows_of_one_long_prompt_share_its_cache_and_sample_what_their_own_cache
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     model = tiny(tok, kind, block_size=64)
-    riff = [i for i in encode(tok, symusic.Score(str(FIXTURES / "riff_piano_program.mid"))) if i != special_ids(tok)["eos"]]
+    eos = special_ids(tok)["eos"]
+    riff = [i for i in encode(tok, symusic.Score(str(FIXTURES / "riff_piano_program.mid"))) if i != eos]
     ids = (riff + riff[1:])[:40]  # the riff twice, behind one BOS: a prompt the copy finds repeats in
     shared = []
     real = layers.KVCache.sharing.__func__
-    monkeypatch.setattr(layers.KVCache, "sharing", classmethod(lambda cls, one, B: shared.append(B) or real(cls, one, B)))
+    monkeypatch.setattr(layers.KVCache, "sharing",
+                        classmethod(lambda cls, one, B: shared.append(B) or real(cls, one, B)))
 
     def draw(rows: int, n: int = 48) -> torch.Tensor:
         gens = [torch.Generator().manual_seed(r) for r in range(rows)]
