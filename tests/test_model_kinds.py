@@ -7,7 +7,7 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.models import build_model, kind_of
-from guitarformer.models.kinds import KINDS, DecoderKind, EncoderDecoderKind
+from guitarformer.models.kinds import Prompt, KINDS, DecoderKind, EncoderDecoderKind
 from guitarformer.models.loss import nll, token_stats
 from test_models import tiny
 
@@ -76,7 +76,13 @@ def test_prompts_become_each_kinds_input_and_its_stepper_matches_forward():
     assert q.history().tolist() == [[1, 7, 8, 1, 3]] * 2
     assert set(q.generate_kwargs()) == {"src", "src_key_mask"}
     want = encdec(q.src, q.ids, src_key_mask=q.src_key_mask)[0]
-    assert torch.allclose(kind_of(encdec).stepper(encdec, q)(q.ids, None), want, atol=1e-6)
+    encoded, real_encode = [], encdec.encode
+    encdec.encode = lambda src, mask=None: encoded.append(src.shape[0]) or real_encode(src, mask)
+    got = kind_of(encdec).stepper(encdec, q)(q.ids, None)  # rows of one source: encoded once
+    assert torch.allclose(got, want, atol=1e-6)
+    other = Prompt(q.ids, torch.tensor([[1, 7, 8], [1, 8, 7]]), q.src_key_mask)
+    kind_of(encdec).stepper(encdec, other)
+    assert encoded == [1, 2]
     assert kind_of(encdec).heard([1, 7, 8], [1, 3]) == [1, 7, 8, 1, 3]
     assert kind_of(dec).heard([], [1, 3]) == [1, 3]
 

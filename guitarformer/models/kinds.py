@@ -197,8 +197,13 @@ class EncoderDecoderKind:
         return cfg.src_block_size
 
     def stepper(self, model: nn.Module, prompt: Prompt) -> Step:
-        memory = model.encode(prompt.src, prompt.src_key_mask)  # once: every step attends to the same memory
-        return lambda tokens, cache: model.decode(tokens, memory, prompt.src_key_mask, cache=cache, src=prompt.src)
+        src, mask = prompt.src, prompt.src_key_mask
+        if src.shape[0] > 1 and bool((src == src[:1]).all()) and (mask is None or bool((mask == mask[:1]).all())):
+            # Rows of one source (infill's candidates, riffs continuing one file): encoded once, the same memory
+            memory = model.encode(src[:1], None if mask is None else mask[:1]).repeat(src.shape[0], 1, 1)
+        else:
+            memory = model.encode(src, mask)  # once: every step attends to the same memory
+        return lambda tokens, cache: model.decode(tokens, memory, mask, cache=cache, src=src)
 
     def heard(self, prompt_src: Sequence[int], row: Sequence[int]) -> list[int]:
         """The tokens a listener hears for an output row: the continuation comes after its source."""
