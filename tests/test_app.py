@@ -15,7 +15,6 @@ from click.testing import CliRunner
 
 from guitarformer.app import InfillRequest, Outputs, SampleRequest, TabRequest, infill, load_run_once
 from guitarformer.app import read_user_file, run_info, sample, tab, write_score
-from guitarformer.app.files import GENERATED_MARK
 from guitarformer.app.prompt import Prompt
 from guitarformer.app.splice import continue_part
 from guitarformer.cli import main
@@ -25,6 +24,7 @@ from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.render.gp5 import GENERATED_MARK
 from guitarformer.studio.forms import sample_form
 from guitarformer.runs.checkpoint import save_checkpoint
 

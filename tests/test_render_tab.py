@@ -197,6 +197,23 @@ def test_gp5_bars_follow_time_signature_changes(tmp_path):
            [(3, 8), (3, 8), (2, 4)]
 
 
+def test_gp5_marks_the_bar_where_generated_notes_begin_among_the_bars_written(tmp_path):
+    from guitarformer.render.gp5 import GENERATED_MARK, write_gp5_parts
+
+    gs = _score([(k * 480, 480, 1, k % 5) for k in range(16)])  # four 4/4 bars
+    gs.extra["generated_from_tick"] = 2 * 1920 + 480  # inside bar 3
+
+    def markers(name: str, bars=None) -> list[str | None]:
+        write_gp5_parts([(gs, None)], tmp_path / name, bars)
+        return [h.marker.title if h.marker else None for h in guitarpro.parse(str(tmp_path / name)).measureHeaders]
+
+    assert markers("all.gp5") == [None, None, GENERATED_MARK, None]
+    assert markers("late.gp5", (2, 4)) == [None, GENERATED_MARK, None]  # bar 3 is the second written
+    assert markers("early.gp5", (1, 2)) == [None, None]  # the bar is not written: no marker
+    del gs.extra["generated_from_tick"]
+    assert markers("none.gp5") == [None] * 4
+
+
 def test_gp5_keeps_tempo_changes_and_every_part(tmp_path):
     from guitarformer.render.gp5 import write_gp5_parts
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import guitarpro
-
 from guitarformer.errors import GuitarformerError, SkipFile
-from guitarformer.music.bars import bar_index, bar_starts
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.render.ascii_tab import write_ascii_tab
@@ -20,7 +17,6 @@ from guitarformer.render.audio import find_synth, render_wav
 from guitarformer.render.gp5 import write_gp5
 from guitarformer.render.midi import write_midi
 
-GENERATED_MARK = "generated from here"  # the GP5 section marker on the bar where a model's notes begin
 READ_FIX = "pass a MIDI, Guitar Pro (3-8), ASCII tab, MusicXML or ABC file with a guitar part"
 
 
@@ -100,8 +96,7 @@ def write_score(gs: GuitarScore, path: str | Path, synth: tuple[str, str] | None
         elif suffix in (".txt", ".tab"):
             write_ascii_tab(gs, path, gs.frets)
         elif suffix == ".gp5":
-            write_gp5(gs, path, gs.frets)
-            _mark_generated_gp5(gs, path)
+            write_gp5(gs, path, gs.frets)  # marks the bar where generated notes begin, as the MIDI and tab do
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 midi = Path(tmp) / "audio.mid"
@@ -111,18 +106,3 @@ def write_score(gs: GuitarScore, path: str | Path, synth: tuple[str, str] | None
         raise GuitarformerError(f"cannot write {e.filename or path}: {e.strerror or e}",
                                 "choose output paths in a writable folder") from None
     return path
-
-
-def _mark_generated_gp5(gs: GuitarScore, path: Path) -> None:
-    """A section marker on the GP5 bar where the model's notes begin (a continued prompt, a filled gap), as the
-    tab's "[generated from here]" and the MIDI's "generated" marker show it. GP5 bars follow the score's bar lines
-    from its first bar, so the bar's index is the score's."""
-    tick = gs.extra.get("generated_from_tick")
-    if tick is None:
-        return
-    score = gs.score
-    k = bar_index(bar_starts(score.time_signatures, score.ticks_per_quarter, tick + 1), tick)
-    song = guitarpro.parse(str(path))
-    if k < len(song.measureHeaders):
-        song.measureHeaders[k].marker = guitarpro.models.Marker(title=GENERATED_MARK)
-        guitarpro.write(song, str(path), version=(5, 1, 0))

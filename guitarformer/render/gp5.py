@@ -22,6 +22,8 @@ _GP_GRID = _GP_Q // 16  # a 64th note: onsets are quantised to it
 _SLIDES = {"below": gp.SlideType.intoFromBelow, "above": gp.SlideType.intoFromAbove,
            "shift": gp.SlideType.shiftSlideTo, "legato": gp.SlideType.legatoSlideTo,
            "down": gp.SlideType.outDownwards, "up": gp.SlideType.outUpwards}
+GENERATED_MARK = "generated from here"  # the section marker on the bar where a model's notes begin
+
 _HARMONICS = {"natural": gp.NaturalHarmonic, "artificial": gp.ArtificialHarmonic, "pinch": gp.PinchHarmonic,
               "semi": gp.SemiHarmonic}
 
@@ -119,6 +121,7 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
         header.song = song
         song.measureHeaders.append(header)
         gp_start += header.length
+    _mark_generated(song, first_gs.extra.get("generated_from_tick"), chosen)
 
     left_out = []
     for i, (gs, frets) in enumerate(parts):
@@ -126,6 +129,18 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
     _write_tempo_changes(song, score, chosen)
     gp.write(song, str(path), version=(5, 1, 0))
     return left_out
+
+
+def _mark_generated(song, tick: int | None, chosen) -> None:
+    """A section marker on the written bar where a model's notes begin (`tick`: the first part's
+    `extra["generated_from_tick"]`: a continued prompt, a filled gap), as the tab's "[generated from here]" and the
+    MIDI's "generated" marker show it; none where that bar is not written."""
+    if tick is None:
+        return
+    for header, (start, length) in zip(song.measureHeaders, chosen):
+        if start <= tick < start + length:
+            header.marker = gp.models.Marker(title=GENERATED_MARK)
+            return
 
 
 def _write_tempo_changes(song, score, chosen) -> None:
