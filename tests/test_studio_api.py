@@ -207,6 +207,26 @@ def test_continue_an_uploaded_file(client, tmp_path):
     assert [n.pitch for n in out.track.notes[:5]] == [n.pitch for n in src.track.notes[:5]]
 
 
+def test_candidates_of_an_uploaded_file_read_it_once_and_are_the_cli_riffs(client, run, tmp_path, monkeypatch):
+    import guitarformer.app.prompt as prompt_module
+    from guitarformer.app import Outputs, SampleRequest, sample
+
+    reads = []
+    real = prompt_module.read_user_file
+    monkeypatch.setattr(prompt_module, "read_user_file", lambda *a, **k: reads.append(a) or real(*a, **k))
+    song = FIX / "drop_d_capo.gp5"
+    res = client.post("/api/continue", files={"file": ("song.gp5", song.read_bytes())},
+                      data={"options": json.dumps({"bars": 2, "num_samples": 3, "seed": 4})})
+    assert res.status_code == 200, res.text
+    assert len(reads) == 1  # one read for the three candidates
+    for k, riff in enumerate(res.json()["riffs"]):
+        got = notes_of(fetch(client, riff["files"]["midi"], tmp_path, f"c{k}.mid"))
+        alone = sample(SampleRequest(prompt=song, bars=2, seed=4 + k, outputs=Outputs(midi=tmp_path / f"a{k}.mid")),
+                       load_run_once(run))
+        assert got == notes_of(alone.riffs[0].files["midi"]), k
+    assert len(reads) == 4
+
+
 def test_upload_refusals(client):
     def up(name, data, options="{}"):
         return client.post("/api/continue", files={"file": (name, data)}, data={"options": options})

@@ -13,10 +13,11 @@ from guitarformer.app.files import read_user_file, read_user_parts, write_score
 from guitarformer.app.infill import InfillResult, infill
 from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, run_info
 from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest, TabRequest
-from guitarformer.app.sample import SampleResult, sample, warm_up
+from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
 from guitarformer.app.tab import TabResult, tab
 from guitarformer.generation.riffs import Riff
 
 __all__ = ["InfillRequest", "InfillResult", "LoadedRun", "OptionInfo", "Outputs", "Riff", "RunInfo", "SampleRequest",
-           "SampleResult", "TabRequest", "TabResult", "infill", "load_run_once", "read_user_file", "read_user_parts",
-           "run_info", "sample", "tab", "warm_up", "write_score"]
+           "SampleResult", "TabRequest", "TabResult", "check_sample_request", "infill", "load_run_once",
+           "read_sample_prompt", "read_user_file", "read_user_parts", "run_info", "sample", "tab", "warm_up",
+           "write_score"]

@@ -209,11 +209,21 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
     return [riffs[k] for k in sorted(riffs)]
 
 
-def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
+def read_sample_prompt(req: SampleRequest, loaded: LoadedRun) -> Prompt | None:
+    """The part of `req.prompt` to continue (its `track`) and the window of it the run's model reads; None without a
+    prompt."""
+    if req.prompt is None:
+        return None
+    room = kind_of(loaded.kind).prompt_room(loaded.cfg.model)
+    return read_prompt(loaded.tokenizer, req.prompt, room, req.track, req.tracks)
+
+
+def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | None = None) -> SampleResult:
     """The `sample` command: check the request, load the run (unless `loaded` is given), sample, write every output
     asked for (numbered riff_000.mid .. with several riffs) and summarise. Riff k depends only on the run, the
     options, the seed and k. A riff the token budget cut short is reported in `warnings`; riffs without a note are
-    an error (nothing of them is written)."""
+    an error (nothing of them is written). `file`: `read_sample_prompt(req, loaded)` already made, where one file is
+    continued request after request (the studio's candidates: a read and a window's encodings each, otherwise)."""
     check_sample_request(req)
     tuning = _tuning(req.tuning)
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
@@ -222,10 +232,7 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None) -> SampleResult:
     asked = _asked(req, loaded, tuning)
     meters, meter_note = _meters(req, loaded)
     asked_in = {None: asked} if meters is None else {m: _asked(req, loaded, tuning, m) for m in dict.fromkeys(meters)}
-    file = None
-    if req.prompt is not None:
-        room = kind_of(loaded.kind).prompt_room(loaded.cfg.model)
-        file = read_prompt(loaded.tokenizer, req.prompt, room, req.track, req.tracks)
+    file = read_sample_prompt(req, loaded) if file is None else file
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)
     forms, note = _forms(req, loaded)

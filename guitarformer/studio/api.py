@@ -36,7 +36,9 @@ from guitarformer.app import (
     LoadedRun,
     Outputs,
     SampleRequest,
+    check_sample_request,
     infill,
+    read_sample_prompt,
     read_user_file,
     run_info,
     sample,
@@ -103,11 +105,11 @@ class Studio:
 
     def sample_job(self, form: SampleForm, prompt: Path | None = None) -> Callable[[StopCheck], dict]:
         """Candidates one at a time, so a cancel is seen between riffs; candidate k is seed + k (the CLI's
-        `sample --seed S+k` gives the same riff)."""
+        `sample --seed S+k` gives the same riff). A `prompt` file is read once for them all."""
         base_seed = form.options.pop("seed", 0)
 
         def run(stop: StopCheck) -> dict:
-            out, lines = [], []
+            out, lines, file = [], [], None
             for k in range(form.candidates):
                 if stop():
                     raise JobCancelled(form.job or "")
@@ -115,7 +117,10 @@ class Studio:
                 try:
                     req = SampleRequest(outputs=self.outputs(riff), num_samples=1, seed=base_seed + k,
                                         prompt=prompt, compile=self.compile, **form.options)
-                    result = sample(req, self.loaded)
+                    if file is None and prompt is not None:
+                        check_sample_request(req)  # the request's own errors before the file's
+                        file = read_sample_prompt(req, self.loaded)
+                    result = sample(req, self.loaded, file)
                 except BaseException:
                     self.store.discard(riff)
                     raise
