@@ -52,6 +52,18 @@ def _progress() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
+def _dataset(ctx, param, value: Path | None) -> Path | None:
+    """A dataset folder, or the bare name of one that is not a folder here: a dataset `prepare` wrote under
+    data/prepared (its default --out) or into the cache (the built-in corpus's, e.g. builtin-tabremi-...)."""
+    if value is None or value.exists() or len(value.parts) != 1:
+        return value
+    from guitarformer.data.corpus import default_dataset_dir
+
+    for home in (Path("data") / "prepared", default_dataset_dir().parent):
+        if (home / value).is_dir():
+            return (home / value).resolve()
+    return value
+
 
 _threads = click.option("--threads", type=click.IntRange(0), default=0, show_default=True,
                         help="CPU threads (0: chosen for the work: one for small steps, the idle cores for big ones; "
@@ -135,7 +147,7 @@ def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, inclu
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("dataset", type=click.Path(path_type=Path), required=False)
+@click.argument("dataset", type=click.Path(path_type=Path), required=False, callback=_dataset)
 def info(dataset):
     """Summarise a prepared dataset (files, tokens, vocab, counts by format and status) or a run directory."""
     import json
@@ -168,8 +180,8 @@ def info(dataset):
               "default decoder-small.")
 @click.option("--model", "model_kind", type=click.Choice(["decoder", "encoder-decoder"]), default=None,
               help="Model family (default: the config's; encoder-decoder alone picks encdec-small).")
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="Prepared dataset folder (default: the built-in corpus, prepared on first use).")
+@click.option("--data", type=click.Path(path_type=Path), default=None, callback=_dataset,
+              help="Prepared dataset folder, or its name (default: the built-in corpus, prepared on first use).")
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None,
               help="Default: runs/<timestamp>. A folder that already holds a run needs --resume or --force.")
 @click.option("--force", is_flag=True, help="Start afresh in a --run-dir that holds a run (deletes its checkpoints "
@@ -361,7 +373,8 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
 @main.command("eval", context_settings=CONTEXT)
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
               help="Run directory, or `pretrained` (default: newest run, else the shipped model).")
-@click.option("--data", type=click.Path(path_type=Path), default=None, help="Dataset (default: the run's).")
+@click.option("--data", type=click.Path(path_type=Path), default=None, callback=_dataset,
+              help="Dataset folder or name (default: the run's).")
 @click.option("--split", type=click.Choice(["val", "test"]), default="test", show_default=True)
 @click.option("--reference", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
               help="Folder of real guitar files for the music metrics (default: the split decoded back).")

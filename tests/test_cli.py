@@ -72,6 +72,29 @@ def test_prepare_train_sample_end_to_end(tmp_path, cache_root):
     assert (tmp_path / "again.mid").read_bytes() == (tmp_path / "riff.mid").read_bytes()
 
 
+def test_a_dataset_is_found_by_its_name(tmp_path, cache_root, monkeypatch):
+    """`info NAME`, `train --data NAME`, `eval --data NAME`: a name that is no folder here is looked up where
+    `prepare` writes (data/prepared, its default --out; the cache's datasets, the built-in corpus's)."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from guitarformer.cli import main
+
+    _write_riffs(tmp_path / "in" / "tabs", 3)
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(main, ["prepare", "in/tabs"]).exit_code == 0  # into data/prepared/tabs
+    shutil.copytree(tmp_path / "data" / "prepared" / "tabs", cache_root / "datasets" / "cached-tabs")
+    for name in ("tabs", "cached-tabs"):
+        r = CliRunner().invoke(main, ["info", name])
+        assert r.exit_code == 0 and "files" in r.output, r.output
+    r = CliRunner().invoke(main, ["info", "no-such-set"])
+    assert r.exit_code != 0 and "no-such-set does not exist" in r.output
+    for cmd in ("train", "eval"):  # their --data takes the same names
+        data = next(p for p in main.commands[cmd].params if p.name == "data")
+        assert data.callback(None, data, Path("cached-tabs")) == (cache_root / "datasets" / "cached-tabs").resolve()
+
+
 def test_train_on_builtin_corpus_without_data_flag(tmp_path, cache_root):
     gf("train", "--config", "tiny", "--max-steps", "4", "--run-dir", tmp_path / "r", cwd=tmp_path)
     assert (tmp_path / "r" / "ckpt" / "last.pt").is_file()
