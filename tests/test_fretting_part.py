@@ -32,3 +32,53 @@ def test_finger_score_keeps_a_parts_own_fingering_only_when_asked():
     gs.frets = [(6, 0)] * len(gs.track.notes)  # not what fret() would choose
     assert finger_score(gs, keep_own=True).frets == gs.frets
     assert finger_score(gs).frets != gs.frets
+
+
+def test_the_lazy_hand_window_moves_as_its_rule_says():
+    """viterbi._window_move against its rule written out case by case, NaN (no hand yet, nothing fretted) included."""
+    import math
+
+    import numpy as np
+
+    from guitarformer.fretting.viterbi import _window_move
+
+    def rule(h, lo, hi):
+        if math.isnan(lo):
+            return h
+        if math.isnan(h) or lo < h:
+            return lo
+        return min(lo, hi - 3) if hi > h + 3 else h
+
+    values = [math.nan, *range(1, 25)]
+    spans = [(lo, hi) for lo in values for hi in values if math.isnan(lo) == math.isnan(hi) and not lo > hi]
+    h = np.array(values)[:, None]
+    lo = np.array([a for a, _ in spans])[None, :]
+    hi = np.array([b for _, b in spans])[None, :]
+    with np.errstate(invalid="ignore"):
+        new, moved = _window_move(h, lo, hi)
+    want = np.array([[rule(a, b, c) for b, c in spans] for a in values])
+    np.testing.assert_array_equal(new, want)
+    np.testing.assert_array_equal(moved, np.abs(want - h))
+
+
+def test_chord_candidates_kept_between_parts_are_those_of_each_parts_costs_and_guitar():
+    """fret() keeps each chord's candidate fingerings for later parts (viterbi._CANDS), per cost weights and guitar:
+    a part fingered after others gets what it gets alone."""
+    from dataclasses import replace
+
+    from guitarformer.fretting import viterbi
+    from guitarformer.fretting.costs import DEFAULT_COSTS, DISTORTED_COSTS
+
+    chords = [(k * 240, 240, p) for k, p in enumerate([40, 47, 52, 45, 52, 57, 43, 50, 55, 59, 64, 67])]
+    chords += [(3000, 480, p) for p in (40, 47, 52, 55, 59, 64)] + [(3480, 480, p) for p in (45, 52, 57, 61, 64)]
+    high = replace(DEFAULT_COSTS, fret=tuple(-2.0 * k for k in range(25)), first_pass=None)  # high frets cheap
+    asks = [dict(), dict(costs=DISTORTED_COSTS), dict(costs=high), dict(tuning=(38, 45, 50, 55, 59, 64)),
+            dict(capo=3), dict(position=7)]
+    alone = []
+    for ask in asks:
+        viterbi._CANDS.clear()
+        alone.append(fret(chords, **ask))
+    viterbi._CANDS.clear()
+    for _ in range(2):  # in turn, every list kept from the asks before
+        assert [fret(chords, **ask) for ask in asks] == alone
+    assert len(viterbi._CANDS) > 1 and alone[2] != alone[0]

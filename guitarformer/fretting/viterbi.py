@@ -140,9 +140,9 @@ def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, co
 
 def _window_move(h, lo, hi):
     """Lazy hand window: (new index-finger fret, frets moved) for a hand at `h` meeting fretted notes lo..hi
-    (NaN h: no hand yet; NaN lo: nothing fretted). Works elementwise on numpy arrays."""
-    up = np.minimum(lo, hi - 3)
-    new = np.where(lo < h, lo, np.where(hi > h + 3, up, h))
+    (NaN h: no hand yet; NaN lo: nothing fretted). Works elementwise on numpy arrays. The hand goes down to lo
+    where lo < h, up to hi - 3 (but not past lo) where hi > h + 3, else stays: min(max(h, hi - 3), lo)."""
+    new = np.minimum(np.maximum(h, hi - 3), lo)
     new = np.where(np.isnan(h), lo, new)
     new = np.where(np.isnan(lo), h, new)
     return new, np.abs(new - h)
@@ -250,14 +250,33 @@ def _nn_costs(notes_t, tuning, capo, max_fret, costs, model) -> np.ndarray | Non
     return None if c is None else costs.nn_weight * c
 
 
+# Chord candidates already made, per (cost weights, guitar): a chord's list depends on nothing else, and a folder's
+# parts (prepare's worker, eval) play the same chords again and again. Bounded: the oldest guitars' go first.
+_CANDS: dict[tuple, dict[tuple[int, ...], list[_Cand]]] = {}
+_CANDS_GUITARS = 8
+_CANDS_CHORDS = 50_000  # per guitar; then that guitar's lists are made afresh
+
+
+def _known_cands(costs: FretCosts, w: np.ndarray, opens: list[int], fret_room: int) -> dict[tuple[int, ...], list]:
+    """The remembered chord candidates of these costs on this guitar (an empty dict the first time)."""
+    key = (w.tobytes(), costs.dropped, costs.impossible, costs.max_span, tuple(opens), fret_room)
+    known = _CANDS.pop(key, None)
+    if known is None or len(known) > _CANDS_CHORDS:
+        known = {}
+    _CANDS[key] = known  # the newest last
+    while len(_CANDS) > _CANDS_GUITARS:
+        del _CANDS[next(iter(_CANDS))]
+    return known
+
+
 def _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold=None) -> list[list[_Cand]]:
-    """The cheapest fingerings of each onset's chord (layers of equal chords share one list); with `gold`, the
-    human fingering of each chord is among them."""
+    """The cheapest fingerings of each onset's chord (layers of equal chords share one list, kept for later parts:
+    `_CANDS`); with `gold`, the human fingering of each chord is among them."""
     n_strings = len(tuning)
     opens = [p + capo for p in tuning]  # index 0 = lowest string
     fret_room = max_fret - capo
     w = costs.vector()
-    cache: dict[tuple[int, ...], list[_Cand]] = {}
+    cache = _known_cands(costs, w, opens, fret_room) if gold is None else {}
     layers: list[list[_Cand]] = []
     for g in groups:
         pitches = tuple(notes_t[i][2] for i in g)
@@ -300,21 +319,16 @@ class _LayerTables:
         return pos, ms, cost, opens, mask, first, top
 
 
-def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, win, tabs
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """(total cost of every (previous candidate, candidate) pair from onset prev_g to onset g: `best` of the path
-    so far plus the move, the hand window after each pair). `hand`/`win`: the last fretted position / lazy hand
-    window along each previous path."""
-    move_tab, rest_tab, popcount, win_tab = tabs
-    onset = notes_t[g[0]][0]
-    pos_c, ms_c, _, opens_c, mask_c, first_c, top_c = cur
-    ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
-    d = np.abs(hand[:, None] - pos_c[None, :])
-    d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
-    total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
+def _pair_terms(notes_t, costs, prev_g, g, prev, cur) -> tuple[np.ndarray | None, ...]:
+    """The terms of a transition between two onsets' candidates that depend on the two candidate lists alone (so are
+    the same wherever the same two chords follow each other): the mean string's jump, and from one single note to
+    another the contrary-motion and same-string costs. None: a term that does not apply."""
+    ms_c, first_c = cur[1], cur[5]
+    jump = None
     if costs.string_jump:
         jump = np.abs(prev[1][:, None] - ms_c[None, :])
-        total += costs.string_jump * np.nan_to_num(jump)
+        jump = costs.string_jump * np.where(np.isnan(jump), 0.0, jump)
+    contrary = same_cost = None
     if len(prev_g) == 1 and len(g) == 1:
         pa, pb = notes_t[prev_g[0]][2], notes_t[g[0]][2]
         sa, fa = prev[5][:, 0], prev[5][:, 1]
@@ -322,8 +336,26 @@ def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, wi
         ok = (sa >= 0)[:, None] & (sb >= 0)[None, :]
         ds = sb[None, :] - sa[:, None]
         same = ok & (ds == 0)
-        total += costs.contrary * (ok & (ds * (pb - pa) < 0))
-        total += same * (costs.same_string + costs.slide * np.abs(fb[None, :] - fa[:, None]))
+        contrary = costs.contrary * (ok & (ds * (pb - pa) < 0))
+        same_cost = same * (costs.same_string + costs.slide * np.abs(fb[None, :] - fa[:, None]))
+    return jump, contrary, same_cost
+
+
+def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, win, tabs, pair
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(total cost of every (previous candidate, candidate) pair from onset prev_g to onset g: `best` of the path
+    so far plus the move, the hand window after each pair). `hand`/`win`: the last fretted position / lazy hand
+    window along each previous path; `pair`: the two lists' `_pair_terms`."""
+    move_tab, rest_tab, popcount, win_tab = tabs
+    onset = notes_t[g[0]][0]
+    pos_c, _, _, opens_c, mask_c, _, top_c = cur
+    ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
+    d = np.abs(hand[:, None] - pos_c[None, :])
+    d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
+    total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
+    for term in pair:  # in the order they were always added (a float sum's order is kept)
+        if term is not None:
+            total += term
     if costs.cut_sustain:
         sus = [k for k, e in enumerate(ends) if e > onset]
         if sus:
@@ -362,10 +394,14 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     hand = prev[0]
     win = prev[0]  # lazy hand window along each path
     back: list[np.ndarray] = []
+    pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (held in `layers` meanwhile)
     for t in range(1, len(layers)):
         cur = arrays(t)
+        key = (id(layers[t - 1]), id(layers[t]))
+        if key not in pairs:
+            pairs[key] = _pair_terms(notes_t, costs, groups[t - 1], groups[t], prev, cur)
         total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], prev, cur, layers[t - 1], best, hand,
-                                     win, tabs)
+                                     win, tabs, pairs[key])
         ptr = total.argmin(axis=0)
         cols = np.arange(len(ptr))
         best = total[ptr, cols] + cur[2]
