@@ -361,12 +361,10 @@ def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, wi
         if sus:
             sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in prev_layer])
             total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
-    if opens_c.any():
+    if opens_c.any():  # (NaN compares False: `_decode` runs this under np.errstate(invalid="ignore"))
         h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
-        with np.errstate(invalid="ignore"):
-            total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
-    with np.errstate(invalid="ignore"):
-        new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
+        total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
+    new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
     if any(costs.window):
         total += win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)]
     return total, new_win
@@ -395,20 +393,20 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     win = prev[0]  # lazy hand window along each path
     back: list[np.ndarray] = []
     pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (held in `layers` meanwhile)
-    for t in range(1, len(layers)):
-        cur = arrays(t)
-        key = (id(layers[t - 1]), id(layers[t]))
-        if key not in pairs:
-            pairs[key] = _pair_terms(notes_t, costs, groups[t - 1], groups[t], prev, cur)
-        total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], prev, cur, layers[t - 1], best, hand,
-                                     win, tabs, pairs[key])
-        ptr = total.argmin(axis=0)
-        cols = np.arange(len(ptr))
-        best = total[ptr, cols] + cur[2]
-        hand = np.where(np.isnan(cur[0]), hand[ptr], cur[0])
-        win = new_win[ptr, cols]
-        back.append(ptr)
-        prev = cur
+    with np.errstate(invalid="ignore"):  # NaN positions (no hand yet, nothing fretted) compare False, as meant
+        for t in range(1, len(layers)):
+            cur = arrays(t)
+            key = (id(layers[t - 1]), id(layers[t]))
+            if key not in pairs:
+                pairs[key] = _pair_terms(notes_t, costs, groups[t - 1], groups[t], prev, cur)
+            total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], prev, cur, layers[t - 1], best,
+                                         hand, win, tabs, pairs[key])
+            ptr = total.argmin(axis=0)
+            best = total.min(axis=0) + cur[2]  # the argmin's own values
+            hand = np.where(np.isnan(cur[0]), hand[ptr], cur[0])
+            win = np.take_along_axis(new_win, ptr[None, :], 0)[0]
+            back.append(ptr)
+            prev = cur
 
     j = int(best.argmin())
     chosen = [None] * len(layers)
