@@ -404,7 +404,7 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
             ptr = total.argmin(axis=0)
             best = total.min(axis=0) + cur[2]  # the argmin's own values
             hand = np.where(np.isnan(cur[0]), hand[ptr], cur[0])
-            win = np.take_along_axis(new_win, ptr[None, :], 0)[0]
+            win = new_win[ptr, np.arange(len(ptr))]
             back.append(ptr)
             prev = cur
 
