@@ -74,6 +74,21 @@ def test_low_a_below_a_string(tmp_path):
     _check_frets(gs)
 
 
+@pytest.mark.parametrize("labels,text,tuning", [
+    # two lines' labels swapped under the text's tuning (a classtab file's "e B D G A D"): the text's order
+    ("eBDGAD", "tuning - D A D G B E", (38, 45, 50, 55, 59, 64)),
+    ("eBDGAD", "", (26, 33, 43, 50, 59, 64)),  # no text to say otherwise: the labels, as written
+    ("EBGDAA", "tuning: A A D G B E", (33, 45, 50, 55, 59, 64)),  # the same order: Dyens' low A stays
+    ("eBGDAD", "tuning: E A D G B E", (38, 45, 50, 55, 59, 64)),  # other strings in the text: the labels
+])
+def test_labels_against_a_text_tuning(tmp_path, labels, text, tuning):
+    lines = [text, ""] + [f"{x}|-----------|" for x in labels[:-1]] + [f"{labels[-1]}|---0-------|"]
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
+    (gs,) = read_ascii_tab(tmp_path / "t.txt")
+    assert gs.tuning == tuning
+    _check_frets(gs)
+
+
 @pytest.mark.parametrize("text,tuning", [
     ("Sonata No. 2 in G, Op. 34 no.2 in G", STANDARD_TUNING),  # a title, not a retuned string
     ("Tuning: 6th string to D", TUNINGS["drop-d"]),

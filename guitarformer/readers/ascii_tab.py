@@ -96,6 +96,17 @@ def _tuning_from_classes(pcs_low_first: list[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _labelled_tuning(pcs_low_first: list[int], text_tuning: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The tuning a staff's line labels name (pitch classes, lowest string first), unless the text names the same
+    strings in another order and the labels' order would drop a string below the text's lowest: two lines'
+    labels swapped ("e B D G A D" under "tuning - D A D G B E" would read D1 A1 G2 D3 B3 E4)."""
+    tuning = _tuning_from_classes(pcs_low_first)
+    if (text_tuning is not None and len(text_tuning) == len(tuning) and min(tuning) < min(text_tuning)
+            and sorted(p % 12 for p in text_tuning) == sorted(pcs_low_first)):
+        return text_tuning
+    return tuning
+
+
 def _is_tab_line(line: str) -> re.Match | None:
     m = _LABEL.match(line)
     if not m:
@@ -459,7 +470,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
             if all(guitar[k][1]):
                 exact = [_label_pitch(x) for x in guitar[k][1][::-1]]
                 tuning = (tuple(exact) if None not in exact and exact == sorted(exact)
-                          else _tuning_from_classes([_pitch_class(x) for x in guitar[k][1][::-1]]))
+                          else _labelled_tuning([_pitch_class(x) for x in guitar[k][1][::-1]], text_tuning))
                 break
         if tuning is None and mark is not None and len(part_marks) > 1:
             tuning = _part_tuning(lines, marks, mark, n)
