@@ -341,18 +341,57 @@ def _pair_terms(notes_t, costs, prev_g, g, prev, cur) -> tuple[np.ndarray | None
     return jump, contrary, same_cost
 
 
-def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, win, tabs, pair
+class _HandTables:
+    """Per candidate list, what the path-dependent terms of a transition cost for every hand and hand window a path
+    can hold (none yet, or frets 1..`fret_room`: table rows 0..fret_room), made once: the hand's shift (after a rest
+    and not), open strings with the hand at the 5th/9th fret, the window's move and where it leaves the window. A
+    transition reads rows of them instead of computing them (the same numbers, made by the same ops), and a path
+    carries its hand and window as those rows."""
+
+    def __init__(self, costs: FretCosts, tabs, fret_room: int):
+        self.costs, self.tabs = costs, tabs
+        self.hs = np.array([math.nan, *range(1, fret_room + 1)], dtype=float)[:, None]  # row r: fret r; row 0: none
+        self.known: dict[int, tuple] = {}
+
+    def __call__(self, layer: list[_Cand], cur: tuple) -> tuple:
+        """(move, rest, opens or None, window or None, new window row, position row) of `layer` (`cur`: its
+        `_LayerTables` arrays); each table (rows, candidates), the position row (candidates,)."""
+        key = id(layer)
+        if key not in self.known:
+            self.known[key] = self._make(cur)
+        return self.known[key]
+
+    def _make(self, cur: tuple) -> tuple:
+        move_tab, rest_tab, _, win_tab = self.tabs
+        hs, costs = self.hs, self.costs
+        pos_c, _, _, opens_c, _, _, top_c = cur
+        d = np.abs(hs - pos_c[None, :])
+        d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
+        opens = None
+        if opens_c.any():
+            h = np.where(np.isnan(pos_c)[None, :], hs, pos_c[None, :])
+            opens = opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
+        new, moved = _window_move(hs, pos_c[None, :], top_c[None, :])
+        window = win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)] \
+            if any(costs.window) else None
+        return (move_tab[d], rest_tab[d], opens, window, _row(new), _row(pos_c))
+
+
+def _row(frets: np.ndarray) -> np.ndarray:
+    """Fret positions (NaN: none) as `_HandTables` rows."""
+    return np.where(np.isnan(frets), 0, frets).astype(np.intp)
+
+
+def _transition(notes_t, costs, prev_g, g, prev_layer, mask_c, best, hand, win, popcount, pair, hand_tables
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(total cost of every (previous candidate, candidate) pair from onset prev_g to onset g: `best` of the path
-    so far plus the move, the hand window after each pair). `hand`/`win`: the last fretted position / lazy hand
-    window along each previous path; `pair`: the two lists' `_pair_terms`."""
-    move_tab, rest_tab, popcount, win_tab = tabs
+    so far plus the move, the hand window after each pair, as rows). `hand`/`win`: the last fretted position / lazy
+    hand window along each previous path, as `_HandTables` rows; `pair`: the two lists' `_pair_terms`;
+    `hand_tables`: the current list's `_HandTables`."""
+    move, rest, opens, window, new_win, _ = hand_tables
     onset = notes_t[g[0]][0]
-    pos_c, _, _, opens_c, mask_c, _, top_c = cur
     ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
-    d = np.abs(hand[:, None] - pos_c[None, :])
-    d = np.where(np.isnan(d), 25, np.minimum(d, 24)).astype(np.intp)
-    total = best[:, None] + (rest_tab if max(ends) < onset else move_tab)[d]
+    total = best[:, None] + (rest if max(ends) < onset else move)[hand]
     for term in pair:  # in the order they were always added (a float sum's order is kept)
         if term is not None:
             total += term
@@ -361,13 +400,11 @@ def _transition(notes_t, costs, prev_g, g, prev, cur, prev_layer, best, hand, wi
         if sus:
             sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in prev_layer])
             total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
-    if opens_c.any():  # (NaN compares False: `_decode` runs this under np.errstate(invalid="ignore"))
-        h = np.where(np.isnan(pos_c)[None, :], hand[:, None], pos_c[None, :])
-        total += opens_c[None, :] * (costs.open_at_5 * (h >= 5) + costs.open_at_9 * (h >= 9))
-    new_win, moved = _window_move(win[:, None], pos_c[None, :], top_c[None, :])
-    if any(costs.window):
-        total += win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)]
-    return total, new_win
+    if opens is not None:
+        total += opens[hand]
+    if window is not None:
+        total += window[win]
+    return total, new_win[win]
 
 
 def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=None):
@@ -389,21 +426,22 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     # last fretted position along that path, so open strings do not make the hand forget where it was.
     prev = arrays(0)
     best = prev[2].copy()
-    hand = prev[0]
-    win = prev[0]  # lazy hand window along each path
-    back: list[np.ndarray] = []
-    pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (held in `layers` meanwhile)
     with np.errstate(invalid="ignore"):  # NaN positions (no hand yet, nothing fretted) compare False, as meant
+        hand_tables = _HandTables(costs, tabs, max_fret - capo)
+        hand = win = hand_tables(layers[0], prev)[5]  # lazy hand window along each path too; as table rows
+        back: list[np.ndarray] = []
+        pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (alive in `layers`)
         for t in range(1, len(layers)):
             cur = arrays(t)
             key = (id(layers[t - 1]), id(layers[t]))
             if key not in pairs:
                 pairs[key] = _pair_terms(notes_t, costs, groups[t - 1], groups[t], prev, cur)
-            total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], prev, cur, layers[t - 1], best,
-                                         hand, win, tabs, pairs[key])
+            here = hand_tables(layers[t], cur)
+            total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], layers[t - 1], cur[4], best, hand,
+                                         win, popcount, pairs[key], here)
             ptr = total.argmin(axis=0)
             best = total.min(axis=0) + cur[2]  # the argmin's own values
-            hand = np.where(np.isnan(cur[0]), hand[ptr], cur[0])
+            hand = np.where(here[5] == 0, hand[ptr], here[5])  # a candidate with nothing fretted keeps the hand
             win = new_win[ptr, np.arange(len(ptr))]
             back.append(ptr)
             prev = cur
