@@ -53,7 +53,11 @@ _PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # A string's line: its label (optional: "e", "F#", "E4|", an octave only right before the bar line: "C2----" is a
 # barre mark, not a string), then the line itself from a bar line, a dash or a bracket, or after a label from a
 # repeat's dot ("E*||--14-") or, past a space, the fret its first column holds ("G 2---|--0-").
-_LABEL = re.compile(r"^\s*(?P<label>[A-Ga-g](?:#|b|♯|♭)?(?:[0-8](?=\s*\|))?)?\s*:?\s*"
+# Each whitespace run is taken whole, never given back ((?=(?P<w>\s*))(?P=w): an atomic group before Python 3.11): a
+# match ends its runs anyway (what follows is never a blank), and three runs one after another, retried every way on
+# a prose line that is no tab line, cost O(n^2) a line (reading classtab's 1,109 files took twice as long).
+_LABEL = re.compile(r"^(?=(?P<w1>\s*))(?P=w1)(?P<label>[A-Ga-g](?:#|b|♯|♭)?(?:[0-8](?=\s*\|))?)?"
+                    r"(?=(?P<w2>\s*))(?P=w2):?(?=(?P<w3>\s*))(?P=w3)"
                     r"(?=[|\-\[]|(?(label)(?:\*|(?<=\s)\d)|(?!)))")
 # Notes in one text: the largest real tabs hold about 20,000; a 400,000-column staff of notes took 20 s and 700 MB.
 MAX_TAB_NOTES = 100_000
