@@ -77,6 +77,15 @@ def test_unclosed_tags_do_not_take_quadratic_time(tmp_path):
     assert time.time() - t0 < 5  # a full minute before
 
 
+def test_text_lines_opening_with_long_blank_runs_do_not_take_cubic_time(tmp_path):
+    """A line that is no tab line, opening with many blanks: the label pattern retried its three whitespace runs
+    every way (4,000 blanks took 166 s before)."""
+    path = write(tmp_path / "blanks.txt", hostile.tab_after_blanks(blanks=20_000, lines=20))
+    t0 = time.time()
+    (gs,) = read_guitar(path)
+    assert time.time() - t0 < 5 and len(gs.track.notes) == 30
+
+
 def test_an_inflated_mxl_is_refused_before_music21_sees_it(tmp_path, monkeypatch):
     from guitarformer.readers.notation import _musicxml_bytes
 

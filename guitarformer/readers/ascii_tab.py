@@ -350,8 +350,8 @@ def read_ascii_tab(path) -> list[GuitarScore]:
 # Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
 # "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
 # line of asterisks (the versions themselves are separated by two such lines).
-_VERSION_LINE = re.compile(r"^\s*-?\s*(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])|(?P<count>\d)\s+versions\b)",
-                           re.I)  # not "Version 2.0" (a revision)
+_VERSION_LINE = re.compile(r"^(?=(?P<lead>\s*-?\s*))(?P=lead)(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])|(?P<count>\d)\s+versions\b)",
+                           re.I)  # not "Version 2.0" (a revision); the lead taken whole, as _LABEL's blanks
 _STARS = re.compile(r"^\s*\*{20,}\s*$")
 
 
