@@ -91,8 +91,9 @@ def ascii_tab(staves: int, width: int = 64) -> bytes:
 
 
 def tab_after_blanks(blanks: int, lines: int) -> bytes:
-    """A one-staff ASCII tab under `lines` text lines that open with `blanks` blanks (a cubic regex before)."""
-    text = "\n".join(" " * blanks + "x" for _ in range(lines)) + "\n"
+    """A one-staff ASCII tab under `lines` text lines of `blanks` blanks, every other one after the word "time" (the
+    patterns that read tab lines, version lines and a time signature were quadratic or cubic in such runs)."""
+    text = "\n".join(("time" if k % 2 else "") + " " * blanks + "x" for k in range(lines)) + "\n"
     return (text + ascii_tab(staves=1, width=16).decode()).encode()
 
 

@@ -3,6 +3,8 @@ per bar."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -78,6 +80,14 @@ def test_per_bar_options_parse_and_refuse_overlaps():
         parse_per_bar("density", "1-4:low,4-8:high")
     with pytest.raises(GuitarformerError, match="BARS:VALUE"):
         parse_per_bar("density", "1-4:low,high")
+    # blanks anywhere in a part, and a long run of them (a page's field) without a pattern retrying it every way
+    assert parse_per_bar("density", " 1 - 4 :\tlow , 5:high ") == [(1, 4, "low"), (5, 5, "high")]
+    blanks = " " * 50_000
+    t0 = time.time()
+    assert parse_per_bar("density", f"1{blanks}-4{blanks}:{blanks}low") == [(1, 4, "low")]
+    with pytest.raises(GuitarformerError, match="BARS:VALUE"):
+        parse_per_bar("density", f"1{blanks}4:low")
+    assert time.time() - t0 < 5  # minutes before
 
 
 def test_key_guard_reaches_the_key_on_the_shipped_model():

@@ -29,7 +29,6 @@ from guitarformer.data.controls import (
     position_frets,
     position_value,
     prompt_tokens,
-    style_name,
     tuning_name,
 )
 from guitarformer.data.seen import Seen
@@ -51,7 +50,7 @@ TRAIN_ON_YOURS = ("guitarformer prepare my-tabs --like pretrained, then guitarfo
 UNSEEN_FIX = "or train a model on tabs that have it: " + TRAIN_ON_YOURS
 _CONTROL_NAME = {"key": "Key", "density": "Density", "polyphony": "Poly", "palm_mute": "PM", "techniques": "Tech",
                  "style": "Style", "hand_position": "Pos", "tuning": "Tuning", "time_signature": "TimeSig"}
-_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*:\s*([^,]+?)\s*")
+_RANGE = re.compile(r"(\d+)(?:\s*-\s*(\d+))?\s*:\s*(.+)")  # one stripped part; no two blank runs side by side
 
 
 @dataclass
@@ -87,7 +86,7 @@ def parse_per_bar(option: str, value: Any) -> list[tuple[int, int | None, Any]]:
         return [(1, None, value)]
     out: list[tuple[int, int | None, Any]] = []
     for part in value.split(","):
-        m = _RANGE.fullmatch(part)
+        m = _RANGE.fullmatch(part.strip())
         if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < int(m.group(1))):
             raise GuitarformerError(f"{option_flag(option)} {value!r}: {part.strip()!r} is not BARS:VALUE",
                                     f"write bar ranges like {option_flag(option)} 1-4:low,5-8:high (bars from 1)")

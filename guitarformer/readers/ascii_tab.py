@@ -64,8 +64,10 @@ MAX_TAB_NOTES = 100_000
 _TAB_CHARS = set("-|0123456789=*o:~")  # "=" sustain, "*"/"o" repeat dots in classtab, "~" vibrato (let ring)
 _NOTE_NAME = r"[A-Ga-g](?:#|b)?"
 # "time sig: 3/8", "Time Signature - 6/8", "Time: 3/4" (the header guitarformer writes)
-_TIME_SIG = re.compile(r"\btime(?:[ -]*sig(?:nature)?\.?)?\s*[:=-]?\s*(\d{1,2})\s*/\s*(\d{1,2})\b"
-                       r"|\b(\d{1,2})/(\d{1,2})\s+time\b", re.I)  # ... or "2/4 time"
+# ... or "2/4 time". The gap before the numbers is taken whole (as _LABEL's blanks): two runs retried every way.
+_TIME_SIG = re.compile(r"\btime(?:[ -]*sig(?:nature)?\.?)?(?=(?P<gap>\s*[:=-]?\s*))(?P=gap)"
+                       r"(?P<num>\d{1,2})\s*/\s*(?P<den>\d{1,2})\b"
+                       r"|\b(?P<num2>\d{1,2})/(?P<den2>\d{1,2})\s+time\b", re.I)
 
 
 def _pitch_class(name: str) -> int:
@@ -459,7 +461,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     capo = int(m.group(1)) if m and int(m.group(1)) <= 12 else 0
     qpm = _text_tempo(text)
     m = _TIME_SIG.search(text)
-    sig = [int(x) for x in m.groups() if x] if m else []
+    sig = [int(m.group("num") or m.group("num2")), int(m.group("den") or m.group("den2"))] if m else []
     meter = (sig[0], sig[1]) if sig and 1 <= sig[0] <= 16 and sig[1] in (2, 4, 8) else (4, 4)
 
     parsed, typical = _parse_staves(path, lines, guitar)
