@@ -91,9 +91,10 @@ def ascii_tab(staves: int, width: int = 64) -> bytes:
 
 
 def tab_after_blanks(blanks: int, lines: int) -> bytes:
-    """A one-staff ASCII tab under `lines` text lines of `blanks` blanks, every other one after the word "time" (the
-    patterns that read tab lines, version lines and a time signature were quadratic or cubic in such runs)."""
-    text = "\n".join(("time" if k % 2 else "") + " " * blanks + "x" for k in range(lines)) + "\n"
+    """A one-staff ASCII tab under `lines` text lines of `blanks` blanks, after nothing, the word "time" or "guitar" in
+    turn (the patterns that read tab lines, version lines, a time signature and a guitar's mark were quadratic or
+    cubic in such runs)."""
+    text = "\n".join(("", "time", "guitar")[k % 3] + " " * blanks + "x" for k in range(lines)) + "\n"
     return (text + ascii_tab(staves=1, width=16).decode()).encode()
 
 

@@ -168,12 +168,14 @@ def _text_tuning(text: str, n: int) -> tuple[int, ...] | None:
 
 _ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4}
 # "Gtr II", "guitar 2", "Git. 1", "Gtr #3": which guitar of an ensemble a line speaks of.
-_PART_MARK = re.compile(r"\b(?:gtr|guitar|git|gt)\.?\s*#?\s*(iv|i{1,3}|[1-4])\b(?![.,]?\d)", re.I)
+_PART_MARK = re.compile(r"\b(?:gtr|guitar|git|gt)\.?(?=(?P<gap>\s*#?\s*))(?P=gap)(?P<mark>iv|i{1,3}|[1-4])\b(?![.,]?\d)",
+                        re.I)  # the gap taken whole (as _LABEL's blanks)
 _ENSEMBLE = re.compile(r"\b(?:duet|duo|trio|quartet|(?:two|three|four|2|3|4)\s+guitars)\b", re.I)
 
 
 def _marks(line: str) -> list[int]:
-    return [int(m) if m.isdigit() else _ROMAN[m.lower()] for m in _PART_MARK.findall(line)]
+    marks = [m.group("mark") for m in _PART_MARK.finditer(line)]
+    return [int(m) if m.isdigit() else _ROMAN[m.lower()] for m in marks]
 
 
 def _assign_parts(lines: list[str], marks: list[list[int]], staves: list) -> tuple[list[int], list[int | None]]:
