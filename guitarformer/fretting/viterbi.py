@@ -427,7 +427,10 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     prev = arrays(0)
     best = prev[2].copy()
     with np.errstate(invalid="ignore"):  # NaN positions (no hand yet, nothing fretted) compare False, as meant
-        hand_tables = _HandTables(costs, tabs, max_fret - capo)
+        room = max_fret - capo  # the highest fret a candidate holds; a human fingering (`gold`) may hold more
+        if gold is not None:
+            room = max([room, *(int(c.top) for layer in layers for c in layer if not math.isnan(c.top))])
+        hand_tables = _HandTables(costs, tabs, room)
         hand = win = hand_tables(layers[0], prev)[5]  # lazy hand window along each path too; as table rows
         back: list[np.ndarray] = []
         pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (alive in `layers`)
