@@ -82,3 +82,14 @@ def test_chord_candidates_kept_between_parts_are_those_of_each_parts_costs_and_g
     for _ in range(2):  # in turn, every list kept from the asks before
         assert [fret(chords, **ask) for ask in asks] == alone
     assert len(viterbi._CANDS) > 1 and alone[2] != alone[0]
+
+
+def test_fitting_adds_a_human_fingering_past_the_top_fret_to_the_candidates():
+    """viterbi._decode with `gold` (bench_fretting --fit): each onset's human chord is a candidate, even one whose fret
+    is past max_fret, and the Viterbi's hand tables reach it."""
+    from guitarformer.fretting import viterbi
+
+    notes = [(k * 240, 240, p) for k, p in enumerate([64, 88, 90, 64, 67])]
+    gold = [(5, 0), (5, 24), (5, 26), (5, 0), (5, 3)]  # string index 5 = the high E string
+    groups, chosen = viterbi._decode(notes, (40, 45, 50, 55, 59, 64), 0, 24, viterbi.DEFAULT_COSTS, gold=gold)
+    assert len(chosen) == 5 and chosen[2].assign == ((5, 26),)  # fret 26 is the only way to play it here
