@@ -46,6 +46,19 @@ def test_help_is_instant_and_lists_commands(tmp_path):
     assert out == "False"
 
 
+def test_tab_of_a_file_with_its_own_fingering_loads_no_model_libraries(tmp_path):
+    """`tab song.gp5` (strings and frets in the file) reads, renders and writes without torch or the tokenizers: they
+    are imported where a fingering is computed (fret()'s string model) or a run is loaded (--run)."""
+    gp5 = Path(__file__).parent / "fixtures" / "io" / "drop_d_capo.gp5"
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom guitarformer.cli import main\n"
+            f"r = CliRunner().invoke(main, ['tab', {str(gp5)!r}, '--out', {str(tmp_path / 't.txt')!r}])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in ('torch', 'miditok', 'music21') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]" and "E" in (tmp_path / "t.txt").read_text()
+
+
 def test_prepare_train_sample_end_to_end(tmp_path, cache_root):
     _write_riffs(tmp_path / "tabs")
     (tmp_path / "tabs" / "junk.mid").write_bytes(b"not a midi file")

@@ -7,17 +7,64 @@ errors. A `LoadedRun` (load_run_once) can be passed to every call so that a run'
     run = load_run_once("runs/20261122-101500")
     result = sample(SampleRequest(bars=8, seed=3, key="E:minor", outputs=Outputs(midi="riff.mid")), run)
     print("\\n".join(result.lines))
+
+Each name is imported on first use (as the package root does), so a command imports only what it runs: `tab` of a
+file that keeps its own fingering never loads torch or the tokenizers.
 """
 
-from guitarformer.app.files import read_user_file, read_user_parts, write_score
-from guitarformer.app.infill import InfillResult, infill
-from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, run_info
-from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest, TabRequest
-from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
-from guitarformer.app.tab import TabResult, tab
-from guitarformer.generation.riffs import Riff
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_API = {
+    "read_user_file": "guitarformer.app.files",
+    "read_user_parts": "guitarformer.app.files",
+    "write_score": "guitarformer.app.files",
+    "InfillResult": "guitarformer.app.infill",
+    "infill": "guitarformer.app.infill",
+    "LoadedRun": "guitarformer.app.loaded",
+    "OptionInfo": "guitarformer.app.loaded",
+    "RunInfo": "guitarformer.app.loaded",
+    "load_run_once": "guitarformer.app.loaded",
+    "run_info": "guitarformer.app.loaded",
+    "InfillRequest": "guitarformer.app.requests",
+    "Outputs": "guitarformer.app.requests",
+    "SampleRequest": "guitarformer.app.requests",
+    "TabRequest": "guitarformer.app.requests",
+    "SampleResult": "guitarformer.app.sample",
+    "check_sample_request": "guitarformer.app.sample",
+    "read_sample_prompt": "guitarformer.app.sample",
+    "sample": "guitarformer.app.sample",
+    "warm_up": "guitarformer.app.sample",
+    "TabResult": "guitarformer.app.tab",
+    "tab": "guitarformer.app.tab",
+    "Riff": "guitarformer.generation.riffs",
+}
 
 __all__ = ["InfillRequest", "InfillResult", "LoadedRun", "OptionInfo", "Outputs", "Riff", "RunInfo", "SampleRequest",
            "SampleResult", "TabRequest", "TabResult", "check_sample_request", "infill", "load_run_once",
            "read_sample_prompt", "read_user_file", "read_user_parts", "run_info", "sample", "tab", "warm_up",
-           "write_score"]
+           "write_score"]  # _API's names
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
+    from guitarformer.app.files import read_user_file, read_user_parts, write_score
+    from guitarformer.app.infill import InfillResult, infill
+    from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, run_info
+    from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest, TabRequest
+    from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
+    from guitarformer.app.tab import TabResult, tab
+    from guitarformer.generation.riffs import Riff
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'guitarformer.app' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

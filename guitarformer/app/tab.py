@@ -6,20 +6,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from guitarformer.app.files import pick_track, read_user_parts
-from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.requests import TabRequest, check_outputs
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import finger_score
-from guitarformer.generation.fingering import check_fingering_run, finger
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import parse_tuning
 from guitarformer.music.score import GuitarScore
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.render.ascii_tab import describe_unplaced, render_ascii_tab, unplaced_notes
 from guitarformer.render.gp5 import write_gp5_parts
-from guitarformer.runtime import set_threads, step_work
+
+if TYPE_CHECKING:  # a run (torch, the models) is loaded only for --run: `tab song.gp5` imports neither
+    from guitarformer.app.loaded import LoadedRun
 
 
 @dataclass
@@ -75,6 +76,10 @@ def _fingered_by_model(req: TabRequest, parts: list[GuitarScore],
     if req.position is not None or req.program is not None:
         raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
                                 "drop --run to re-finger with fret(), or drop --position/--program")
+    from guitarformer.app.loaded import load_run_once
+    from guitarformer.generation.fingering import check_fingering_run, finger
+    from guitarformer.runtime import set_threads, step_work
+
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
     check_fingering_run(loaded.model, loaded.tokenizer)

@@ -1,0 +1,147 @@
+"""The learned string model's network (`FretNet`: a bidirectional GRU over a part's notes, string_model.py's
+features in, a log-probability per tab string out) and its training (`fit`, run by scripts/bench_fretting.py
+--train-nn). Apart from string_model.py so that reading files, which needs neither, does not import torch."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from guitarformer.fretting.string_model import N_FRET_EMB, N_INPUT, N_SLOTS, note_features
+
+
+class FretNet(nn.Module):
+    def __init__(self, hidden: int = 64, layers: int = 2):
+        super().__init__()
+        self.inp = nn.Sequential(nn.Linear(N_INPUT, hidden), nn.ReLU())
+        self.gru = nn.GRU(hidden, hidden, num_layers=layers, batch_first=True, bidirectional=True)
+        self.slot = nn.Linear(2 * hidden, N_SLOTS)
+        self.proj = nn.Linear(2 * hidden, 32)
+        self.fret_emb = nn.Embedding(N_FRET_EMB * N_SLOTS, 32)
+
+    def forward(self, x, frets, playable):
+        """x (B, T, inputs), frets/playable (B, T, N_SLOTS) -> log-probabilities (B, T, N_SLOTS)."""
+        h, _ = self.gru(self.inp(x))
+        slots = torch.arange(N_SLOTS, device=x.device) * N_FRET_EMB
+        e = self.fret_emb(frets + slots)  # (B, T, S, 32): embedding of (string, fret)
+        logits = self.slot(h) + (e * self.proj(h).unsqueeze(2)).sum(-1)
+        logits = logits.masked_fill(~playable, -1e4)
+        return torch.log_softmax(logits, -1)
+
+
+def _log(msg: str) -> None:  # pragma: no cover
+    print(msg, flush=True)
+
+
+Example = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # features, frets, playable, human slot per note
+
+
+def _examples(parts) -> list[Example]:
+    """One example per part: its note features and the human string's slot (-100 where not learnable)."""
+    data = []
+    for _, tuning, capo, notes, human in parts:
+        if len(tuning) > N_SLOTS:
+            continue
+        order, x, frets, playable = note_features(notes, tuning, capo, 24)
+        y = np.array([human[i][0] - 1 for i in order], dtype=np.int64)  # slot = tab string - 1
+        good = (y >= 0) & (y < N_SLOTS)
+        good[good] &= playable[np.flatnonzero(good), y[good]]
+        y[~good] = -100
+        data.append((x, frets, playable, y))
+    return data
+
+
+def _accuracy(model: FretNet, data: list[Example]) -> float:
+    """String accuracy over the learnable notes of `data`; the model is left in training mode."""
+    model.eval()
+    hit = tot = 0
+    with torch.inference_mode():
+        for x, frets, playable, y in data:
+            lp = model(torch.from_numpy(x)[None], torch.from_numpy(frets)[None], torch.from_numpy(playable)[None])[0]
+            pred = lp.argmax(-1).numpy()
+            hit += int(((pred == y) & (y >= 0)).sum())
+            tot += int((y >= 0).sum())
+    model.train()
+    return hit / max(tot, 1)
+
+
+def _epoch_windows(data: list[Example], window: int, rng: random.Random) -> list[tuple[int, int]]:
+    """(example, start) of every window of an epoch, shuffled; each part's windows start at a random offset."""
+    wins = []
+    for k, d in enumerate(data):
+        m = len(d[3])
+        off = rng.randrange(window) if m > window else 0
+        starts = [0] + list(range(off, m, window)) if off else list(range(0, m, window))
+        wins += [(k, s) for s in starts if s < m]
+    rng.shuffle(wins)
+    return wins
+
+
+def _batch(data: list[Example], wins: list[tuple[int, int]], window: int) -> tuple[torch.Tensor, ...]:
+    """Windows padded to one length: features (B, T, F), frets and playable (B, T, slots), targets (B, T)."""
+    sl = [(data[k], s, min(len(data[k][3]), s + window)) for k, s in wins]
+    T = max(e - s for _, s, e in sl)
+    B = len(sl)
+    x = torch.zeros(B, T, data[0][0].shape[1])
+    fr = torch.zeros(B, T, N_SLOTS, dtype=torch.long)
+    pl = torch.ones(B, T, N_SLOTS, dtype=torch.bool)
+    y = torch.full((B, T), -100, dtype=torch.long)
+    for j, (d, s, e) in enumerate(sl):
+        x[j, :e - s] = torch.from_numpy(d[0][s:e])
+        fr[j, :e - s] = torch.from_numpy(d[1][s:e])
+        pl[j, :e - s] = torch.from_numpy(d[2][s:e])
+        y[j, :e - s] = torch.from_numpy(d[3][s:e])
+    return x, fr, pl, y
+
+
+def fit(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int = 32, lr: float = 3e-3,
+          seed: int = 0, hidden: int = 64, layers: int = 2, out: Path | None = None):
+    """Fit on `parts` ((name, tuning, capo, notes, human (string, fret)) as in scripts/bench_fretting.py):
+    cross-entropy of the human tab string, windows of `window` notes. Returns the model (best epoch on
+    `val_parts` by string accuracy when given) and saves it to `out`."""
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    tr, va = _examples(parts), _examples(val_parts or [])
+    model = FretNet(hidden, layers)
+    n_par = sum(p.numel() for p in model.parameters())
+    _log(f"model: {n_par} parameters; {sum(len(d[3]) for d in tr)} training notes")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    total_steps = epochs * max(1, sum(math.ceil(len(d[3]) / window) for d in tr) // batch + 1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=total_steps, pct_start=0.1)
+    loss_fn = torch.nn.NLLLoss(ignore_index=-100)
+
+    best, best_state = -1.0, None
+    step = 0
+    for epoch in range(epochs):
+        t0 = time.perf_counter()
+        wins = _epoch_windows(tr, window, rng)
+        tot_loss = 0.0
+        for b in range(0, len(wins), batch):
+            x, fr, pl, y = _batch(tr, wins[b:b + batch], window)
+            lp = model(x, fr, pl)
+            loss = loss_fn(lp.reshape(-1, N_SLOTS), y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if step < total_steps - 1:
+                sched.step()
+            step += 1
+            tot_loss += float(loss.detach()) * len(x)
+        acc = _accuracy(model, va) if va else float("nan")
+        _log(f"nn epoch {epoch}: loss {tot_loss / len(wins):.4f}  val string acc {acc:.4f}  "
+             f"({time.perf_counter() - t0:.0f}s)")
+        if not va or acc > best:
+            best = acc
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    model.eval()
+    if out is not None:
+        torch.save({"config": {"hidden": hidden, "layers": layers}, "state": best_state}, out)
+    return model
