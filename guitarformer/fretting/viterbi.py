@@ -16,7 +16,6 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from guitarformer.fretting import string_model
 from guitarformer.fretting.costs import (
     _CONTRARY,
     _CUT,
@@ -239,6 +238,8 @@ def _nn_model(costs: FretCosts):
     """The learned string model when `costs` weighs it (nn_weight != 0) and its weights file loads, else None."""
     if not costs.nn_weight:
         return None
+    from guitarformer.fretting import string_model  # torch: imported only where fret() runs the model
+
     return string_model.load()
 
 
@@ -246,6 +247,8 @@ def _nn_costs(notes_t, tuning, capo, max_fret, costs, model) -> np.ndarray | Non
     """costs.nn_weight * -log p(string) per (note, string index; last column: unplayable), or None (no model)."""
     if model is None or not notes_t:
         return None
+    from guitarformer.fretting import string_model
+
     c = string_model.string_costs(notes_t, tuning, capo, max_fret, model=model)
     return None if c is None else costs.nn_weight * c
 
