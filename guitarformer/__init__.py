@@ -26,7 +26,7 @@ Each name is imported on first use, so `import guitarformer` stays cheap (no tor
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 __version__ = "0.1.0"
 
@@ -98,13 +98,22 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.runs import load_run
 
 
-def __getattr__(name: str) -> Any:
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'guitarformer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+def lazy_names(package: str, api: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A package's module `__getattr__` (PEP 562) importing each of its `api` names ({name: module}) on first use into
+    `namespace` (the package's globals), so later lookups skip it; here and guitarformer.app."""
+
+    def __getattr__(name: str) -> Any:
+        module = api.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
+
+
+__getattr__ = lazy_names(__name__, _API, globals())
 
 
 def __dir__() -> list[str]:

@@ -14,8 +14,9 @@ file that keeps its own fingering never loads torch or the tokenizers.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from guitarformer import lazy_names
 
 _API = {
     "read_user_file": "guitarformer.app.files",
@@ -57,14 +58,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.generation.riffs import Riff
 
 
-def __getattr__(name: str) -> Any:
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'guitarformer.app' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_names(__name__, _API, globals())
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_API})
+    return __all__
