@@ -168,8 +168,8 @@ def _text_tuning(text: str, n: int) -> tuple[int, ...] | None:
 
 _ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4}
 # "Gtr II", "guitar 2", "Git. 1", "Gtr #3": which guitar of an ensemble a line speaks of.
-_PART_MARK = re.compile(r"\b(?:gtr|guitar|git|gt)\.?(?=(?P<gap>\s*#?\s*))(?P=gap)(?P<mark>iv|i{1,3}|[1-4])\b(?![.,]?\d)",
-                        re.I)  # the gap taken whole (as _LABEL's blanks)
+_PART_MARK = re.compile(r"\b(?:gtr|guitar|git|gt)\.?(?=(?P<gap>\s*#?\s*))(?P=gap)"  # the gap taken whole (as _LABEL's)
+                        r"(?P<mark>iv|i{1,3}|[1-4])\b(?![.,]?\d)", re.I)
 _ENSEMBLE = re.compile(r"\b(?:duet|duo|trio|quartet|(?:two|three|four|2|3|4)\s+guitars)\b", re.I)
 
 
@@ -354,8 +354,9 @@ def read_ascii_tab(path) -> list[GuitarScore]:
 # Several versions (arrangements) of a piece in one text, as classtab publishes them: a header listing
 # "1st version - by ..., in Em" / "version 2 - ..." / "2 versions - ...", then each version's tab after a
 # line of asterisks (the versions themselves are separated by two such lines).
-_VERSION_LINE = re.compile(r"^(?=(?P<lead>\s*-?\s*))(?P=lead)(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])|(?P<count>\d)\s+versions\b)",
-                           re.I)  # not "Version 2.0" (a revision); the lead taken whole, as _LABEL's blanks
+_VERSION_LINE = re.compile(r"^(?=(?P<lead>\s*-?\s*))(?P=lead)"  # the lead taken whole, as _LABEL's blanks
+                           r"(?:(?P<nth>\d)(?:st|nd|rd|th)\s+version|version\s+(?P<num>\d)(?![.\d])"
+                           r"|(?P<count>\d)\s+versions\b)", re.I)  # not "Version 2.0" (a revision)
 _STARS = re.compile(r"^\s*\*{20,}\s*$")
 
 
