@@ -62,11 +62,11 @@ def test_the_lazy_hand_window_moves_as_its_rule_says():
 
 
 def test_chord_candidates_kept_between_parts_are_those_of_each_parts_costs_and_guitar():
-    """fret() keeps each chord's candidate fingerings for later parts (viterbi._CANDS), per cost weights and guitar:
+    """fret() keeps each chord's candidate fingerings for later parts (chords._CANDS), per cost weights and guitar:
     a part fingered after others gets what it gets alone."""
     from dataclasses import replace
 
-    from guitarformer.fretting import viterbi
+    from guitarformer.fretting.chords import _CANDS
     from guitarformer.fretting.costs import DEFAULT_COSTS, DISTORTED_COSTS
 
     chords = [(k * 240, 240, p) for k, p in enumerate([40, 47, 52, 45, 52, 57, 43, 50, 55, 59, 64, 67])]
@@ -76,12 +76,12 @@ def test_chord_candidates_kept_between_parts_are_those_of_each_parts_costs_and_g
             dict(capo=3), dict(position=7)]
     alone = []
     for ask in asks:
-        viterbi._CANDS.clear()
+        _CANDS.clear()
         alone.append(fret(chords, **ask))
-    viterbi._CANDS.clear()
+    _CANDS.clear()
     for _ in range(2):  # in turn, every list kept from the asks before
         assert [fret(chords, **ask) for ask in asks] == alone
-    assert len(viterbi._CANDS) > 1 and alone[2] != alone[0]
+    assert len(_CANDS) > 1 and alone[2] != alone[0]
 
 
 def test_fitting_adds_a_human_fingering_past_the_top_fret_to_the_candidates():
