@@ -26,6 +26,8 @@ Each name is imported on first use, so `import guitarformer` stays cheap (no tor
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any, Callable
 
 __version__ = "0.1.0"
@@ -100,7 +102,19 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 
 def lazy_names(package: str, api: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
     """A package's module `__getattr__` (PEP 562) importing each of its `api` names ({name: module}) on first use into
-    `namespace` (the package's globals), so later lookups skip it; here and guitarformer.app."""
+    `namespace` (the package's globals), so later lookups skip it; here and guitarformer.app.
+
+    A name may be its module's own name (guitarformer.app.sample's `sample`): importing that submodule binds the
+    submodule to the package under the name, which would then hide the function from `from package import name`.
+    The package's module class keeps the function there instead, as an eager `from .sample import sample` did."""
+
+    class LazyPackage(types.ModuleType):
+        def __setattr__(self, name: str, value: Any) -> None:
+            if isinstance(value, types.ModuleType) and api.get(name) == value.__name__ and hasattr(value, name):
+                value = getattr(value, name)  # the submodule `name` was just imported: its export stays the name
+            super().__setattr__(name, value)
+
+    sys.modules[package].__class__ = LazyPackage
 
     def __getattr__(name: str) -> Any:
         module = api.get(name)

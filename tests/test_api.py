@@ -79,3 +79,16 @@ def test_named_configs_ship_inside_the_package():
     names = {p.stem for p in PACKAGE_CONFIG_DIR.glob("*.yaml")}
     assert {"tiny", "decoder-small", "decoder-base", "encdec-small", "encdec-base"} <= names
     assert resolve_config_path("decoder-small").resolve().parent == PACKAGE_CONFIG_DIR.resolve()
+
+
+def test_a_command_is_its_function_whichever_import_comes_first():
+    """guitarformer.app imports its names on first use; `sample`, `tab` and `infill` are also its submodules' names, and
+    importing a submodule first (`from guitarformer.app.sample import ...`) must not leave the module where the
+    function is exported."""
+    code = ("import guitarformer.app.sample, guitarformer.app.tab, guitarformer.app.infill\n"
+            "from guitarformer.app import infill, sample, tab\n"
+            "import guitarformer\n"
+            "print(all(callable(f) for f in (infill, sample, tab, guitarformer.sample, guitarformer.tab)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
