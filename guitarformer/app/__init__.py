@@ -43,10 +43,7 @@ _API = {
     "Riff": "guitarformer.generation.riffs",
 }
 
-__all__ = ["InfillRequest", "InfillResult", "LoadedRun", "OptionInfo", "Outputs", "Riff", "RunInfo", "SampleRequest",
-           "SampleResult", "TabRequest", "TabResult", "check_sample_request", "infill", "load_run_once",
-           "read_sample_prompt", "read_user_file", "read_user_parts", "run_info", "sample", "tab", "warm_up",
-           "write_score"]  # _API's names
+__all__ = sorted(_API)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
     from guitarformer.app.files import read_user_file, read_user_parts, write_score

@@ -32,7 +32,8 @@ _BEAM = 16  # fingerings kept per onset (by chord cost) before the Viterbi pass
 
 
 def _chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.ndarray) -> tuple[int, int]:
-    """Add one chord's features to `acc`; return (dropped notes, 1 if the span is beyond reach else 0) for the fixed costs."""
+    """Add one chord's features to `acc`; return (dropped notes, 1 if the span is beyond reach else 0) for the fixed
+    costs."""
     played = [(s, f) for s, f in assign if s >= 0]
     fretted = [f for _, f in played if f > 0]
     for s, f in played:
@@ -72,7 +73,8 @@ def _chord_cost(assign, n_strings: int, w: np.ndarray, c: FretCosts) -> float:
     return float(acc @ w) + c.dropped * dropped + (c.impossible if span > c.max_span else 0.0)
 
 
-def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int, extra=None) -> list[_Cand]:
+def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int,
+                 extra=None) -> list[_Cand]:
     """The `beam` cheapest assignments of the chord's notes to distinct strings (plus `extra`, if given)."""
     options = []
     for p in pitches:
@@ -137,14 +139,17 @@ def _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold=None)
     fret_room = max_fret - capo
     w = costs.vector()
     cache = _known_cands(costs, w, opens, fret_room) if gold is None else {}
+
+    def cost(a) -> float:
+        return _chord_cost(a, n_strings, w, costs)
+
     layers: list[list[_Cand]] = []
     for g in groups:
         pitches = tuple(notes_t[i][2] for i in g)
         if gold is not None:
-            layers.append(_chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM,
-                                       tuple(gold[i] for i in g)))
-        else:
-            if pitches not in cache:
-                cache[pitches] = _chord_cands(pitches, opens, fret_room, lambda a: _chord_cost(a, n_strings, w, costs), _BEAM)
-            layers.append(cache[pitches])
+            layers.append(_chord_cands(pitches, opens, fret_room, cost, _BEAM, tuple(gold[i] for i in g)))
+            continue
+        if pitches not in cache:
+            cache[pitches] = _chord_cands(pitches, opens, fret_room, cost, _BEAM)
+        layers.append(cache[pitches])
     return layers

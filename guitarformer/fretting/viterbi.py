@@ -12,7 +12,7 @@ only fit on the same string). Callers rendering tab skip those notes; the MIDI k
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -212,6 +212,17 @@ def _pair_terms(notes_t, costs, prev_g, g, prev, cur) -> tuple[np.ndarray | None
     return jump, contrary, same_cost
 
 
+class _HandRows(NamedTuple):
+    """One candidate list's `_HandTables`: each table (rows, candidates), indexed by a path's hand or window row."""
+
+    move: np.ndarray  # the hand's shift to each candidate
+    rest: np.ndarray  # ... after a rest
+    opens: np.ndarray | None  # open strings with the hand at the 5th/9th fret (None: the list has none)
+    window: np.ndarray | None  # the window's move (None: its weights are 0)
+    new_win: np.ndarray  # the row of the window each candidate leaves
+    pos: np.ndarray  # (candidates,) each candidate's position row (0: nothing fretted)
+
+
 class _HandTables:
     """Per candidate list, what the path-dependent terms of a transition cost for every hand and hand window a path
     can hold (none yet, or frets 1..`fret_room`: table rows 0..fret_room), made once: the hand's shift (after a rest
@@ -222,17 +233,16 @@ class _HandTables:
     def __init__(self, costs: FretCosts, tabs, fret_room: int):
         self.costs, self.tabs = costs, tabs
         self.hs = np.array([math.nan, *range(1, fret_room + 1)], dtype=float)[:, None]  # row r: fret r; row 0: none
-        self.known: dict[int, tuple] = {}
+        self.known: dict[int, _HandRows] = {}
 
-    def __call__(self, layer: list[_Cand], cur: tuple) -> tuple:
-        """(move, rest, opens or None, window or None, new window row, position row) of `layer` (`cur`: its
-        `_LayerTables` arrays); each table (rows, candidates), the position row (candidates,)."""
+    def __call__(self, layer: list[_Cand], cur: tuple) -> _HandRows:
+        """The tables of `layer` (`cur`: its `_LayerTables` arrays)."""
         key = id(layer)
         if key not in self.known:
             self.known[key] = self._make(cur)
         return self.known[key]
 
-    def _make(self, cur: tuple) -> tuple:
+    def _make(self, cur: tuple) -> _HandRows:
         move_tab, rest_tab, _, win_tab = self.tabs
         hs, costs = self.hs, self.costs
         pos_c, _, _, opens_c, _, _, top_c = cur
@@ -245,7 +255,7 @@ class _HandTables:
         new, moved = _window_move(hs, pos_c[None, :], top_c[None, :])
         window = win_tab[np.where(np.isnan(moved), 25, np.minimum(moved, 24)).astype(np.intp)] \
             if any(costs.window) else None
-        return (move_tab[d], rest_tab[d], opens, window, _row(new), _row(pos_c))
+        return _HandRows(move_tab[d], rest_tab[d], opens, window, _row(new), _row(pos_c))
 
 
 def _row(frets: np.ndarray) -> np.ndarray:
@@ -259,10 +269,9 @@ def _transition(notes_t, costs, prev_g, g, prev_layer, mask_c, best, hand, win, 
     so far plus the move, the hand window after each pair, as rows). `hand`/`win`: the last fretted position / lazy
     hand window along each previous path, as `_HandTables` rows; `pair`: the two lists' `_pair_terms`;
     `hand_tables`: the current list's `_HandTables`."""
-    move, rest, opens, window, new_win, _ = hand_tables
     onset = notes_t[g[0]][0]
     ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
-    total = best[:, None] + (rest if max(ends) < onset else move)[hand]
+    total = best[:, None] + (hand_tables.rest if max(ends) < onset else hand_tables.move)[hand]
     for term in pair:  # in the order they were always added (a float sum's order is kept)
         if term is not None:
             total += term
@@ -271,11 +280,11 @@ def _transition(notes_t, costs, prev_g, g, prev_layer, mask_c, best, hand, win, 
         if sus:
             sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in prev_layer])
             total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
-    if opens is not None:
-        total += opens[hand]
-    if window is not None:
-        total += window[win]
-    return total, new_win[win]
+    if hand_tables.opens is not None:
+        total += hand_tables.opens[hand]
+    if hand_tables.window is not None:
+        total += hand_tables.window[win]
+    return total, hand_tables.new_win[win]
 
 
 def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=None):
@@ -302,7 +311,7 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
         if gold is not None:
             room = max([room, *(int(c.top) for layer in layers for c in layer if not math.isnan(c.top))])
         hand_tables = _HandTables(costs, tabs, room)
-        hand = win = hand_tables(layers[0], prev)[5]  # lazy hand window along each path too; as table rows
+        hand = win = hand_tables(layers[0], prev).pos  # lazy hand window along each path too; as table rows
         back: list[np.ndarray] = []
         pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (alive in `layers`)
         for t in range(1, len(layers)):
@@ -315,7 +324,7 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
                                          win, popcount, pairs[key], here)
             ptr = total.argmin(axis=0)
             best = total.min(axis=0) + cur[2]  # the argmin's own values
-            hand = np.where(here[5] == 0, hand[ptr], here[5])  # a candidate with nothing fretted keeps the hand
+            hand = np.where(here.pos == 0, hand[ptr], here.pos)  # a candidate with nothing fretted keeps the hand
             win = new_win[ptr, np.arange(len(ptr))]
             back.append(ptr)
             prev = cur
