@@ -48,8 +48,8 @@ from guitarformer.music.guitar import GUITAR_PROGRAM, MAX_FRET, STANDARD_TUNING,
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import add_pitch_bends, bend_points, sounding, tab_text
 from guitarformer.readers.limits import ReadLimits, too_much_text
+from guitarformer.readers.tab_tuning import label_pitch, labelled_tuning, pitch_class, text_tuning
 
-_PC = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # A string's line: its label (optional: "e", "F#", "E4|", an octave only right before the bar line: "C2----" is a
 # barre mark, not a string), then the line itself from a bar line, a dash or a bracket, or after a label from a
 # repeat's dot ("E*||--14-") or, past a space, the fret its first column holds ("G 2---|--0-").
@@ -62,55 +62,11 @@ _LABEL = re.compile(r"^(?=(?P<w1>\s*))(?P=w1)(?P<label>[A-Ga-g](?:#|b|♯|♭)?(
 # Notes in one text: the largest real tabs hold about 20,000; a 400,000-column staff of notes took 20 s and 700 MB.
 MAX_TAB_NOTES = 100_000
 _TAB_CHARS = set("-|0123456789=*o:~")  # "=" sustain, "*"/"o" repeat dots in classtab, "~" vibrato (let ring)
-_NOTE_NAME = r"[A-Ga-g](?:#|b)?"
 # "time sig: 3/8", "Time Signature - 6/8", "Time: 3/4" (the header guitarformer writes)
 # ... or "2/4 time". The gap before the numbers is taken whole (as _LABEL's blanks): two runs retried every way.
 _TIME_SIG = re.compile(r"\btime(?:[ -]*sig(?:nature)?\.?)?(?=(?P<gap>\s*[:=-]?\s*))(?P=gap)"
                        r"(?P<num>\d{1,2})\s*/\s*(?P<den>\d{1,2})\b"
                        r"|\b(?P<num2>\d{1,2})/(?P<den2>\d{1,2})\s+time\b", re.I)
-
-
-def _pitch_class(name: str) -> int:
-    pc = _PC[name[0].upper()]
-    accidental = name[1:].rstrip("0123456789")
-    if accidental in ("#", "♯"):
-        pc += 1
-    elif accidental in ("b", "♭"):
-        pc -= 1
-    return pc % 12
-
-
-def _label_pitch(name: str) -> int | None:
-    """The open string's MIDI pitch from a label with an octave ("E4" 64, "D2" 38, as guitarformer writes them)."""
-    if not name[-1].isdigit():
-        return None
-    return 12 * (int(name[-1]) + 1) + _pitch_class(name)
-
-
-def _tuning_from_classes(pcs_low_first: list[int]) -> tuple[int, ...]:
-    """Octave for each open string: the pitch of that class nearest the reference tuning's string."""
-    ref = TUNINGS["seven-string"] if len(pcs_low_first) == 7 else STANDARD_TUNING
-    out = []
-    for pc, r in zip(pcs_low_first, ref):
-        cands = [p for p in range(r - 8, r + 9) if p % 12 == pc]
-        out.append(min(cands, key=lambda p: (abs(p - r), p)))
-    # Guitar open strings rise from the lowest string up: a string at or above the one above it is an octave
-    # lower ("A A D G B E" is Dyens' low A, A1, not two equal A2 strings).
-    for i in range(len(out) - 2, -1, -1):
-        while out[i] >= out[i + 1]:
-            out[i] -= 12
-    return tuple(out)
-
-
-def _labelled_tuning(pcs_low_first: list[int], text_tuning: tuple[int, ...] | None) -> tuple[int, ...]:
-    """The tuning a staff's line labels name (pitch classes, lowest string first), unless the text names the same
-    strings in another order and the labels' order would drop a string below the text's lowest: two lines'
-    labels swapped ("e B D G A D" under "tuning - D A D G B E" would read D1 A1 G2 D3 B3 E4)."""
-    tuning = _tuning_from_classes(pcs_low_first)
-    if (text_tuning is not None and len(text_tuning) == len(tuning) and min(tuning) < min(text_tuning)
-            and sorted(p % 12 for p in text_tuning) == sorted(pcs_low_first)):
-        return text_tuning
-    return tuning
 
 
 def _is_tab_line(line: str) -> re.Match | None:
@@ -139,31 +95,6 @@ def _find_staves(lines: list[str]) -> list[tuple[int, list[str | None], list[str
             i += 1
         staves.append((start, labels, bodies))
     return staves
-
-
-def _text_tuning(text: str, n: int) -> tuple[int, ...] | None:
-    """Tuning from free text: 'tuning: D A D G B E', 'drop D', '6=D' / '6th string to D'."""
-    m = re.search(rf"tuning[^A-Ga-g\n]*((?:{_NOTE_NAME}[ \t,/-]*){{{n}}})(?![A-Za-z])", text, re.I)
-    if m:
-        pcs = [_pitch_class(x) for x in re.findall(_NOTE_NAME, m.group(1))]
-        fwd, rev = _tuning_from_classes(pcs), _tuning_from_classes(pcs[::-1])
-        base = TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING
-        dist = lambda t: sum(abs(a - b) for a, b in zip(t, base))  # noqa: E731
-        return fwd if dist(fwd) <= dist(rev) else rev
-    tuning = list(TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
-    changed = False
-    if re.search(r"\bdrop(?:ped)?[\s-]*d\b", text, re.I):
-        tuning[0], changed = tuning[0] - 2, True
-    # "6=D", "(6) = D", "6th string to D" / "6 string in D"; "to"/"in" only after the word string, so that
-    # "op. 34 no. 2 in G" is not read as the 2nd string tuned to G.
-    for num, name in re.findall(rf"(?:\(|\b)([1-7])(?:st|nd|rd|th)?\)?\s*(?:=|->|string\s*(?:=|to|->|in))\s*({_NOTE_NAME})(?![A-Za-z])", text):
-        k = n - int(num)  # string number -> index from the lowest
-        if 0 <= k < n:
-            pc = _pitch_class(name)
-            cands = [p for p in range(tuning[k] - 6, tuning[k] + 6) if p % 12 == pc]
-            if cands:
-                tuning[k], changed = min(cands, key=lambda p: abs(p - [*STANDARD_TUNING, 64][min(k, 5)] if n == 6 else 0)), True
-    return tuple(tuning) if changed else None
 
 
 _ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4}
@@ -223,7 +154,7 @@ def _part_tuning(lines: list[str], marks: list[list[int]], part_mark: int, n: in
         if ms != [part_mark]:
             continue
         rest = ln[_PART_MARK.search(ln).end():]
-        t = _text_tuning(rest if re.search("tuning", rest, re.I) else "tuning " + rest, n)
+        t = text_tuning(rest if re.search("tuning", rest, re.I) else "tuning " + rest, n)
         if t is not None:
             return t
     return None
@@ -459,7 +390,7 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
     marks = [[] if _is_tab_line(ln) else _marks(ln) for ln in lines]
     voices, part_marks = _assign_parts(lines, marks, guitar)
     # A tuning line that names one guitar of an ensemble ("Guitar 2 tuning: ...") is that guitar's alone.
-    text_tuning = _text_tuning(text if len(part_marks) == 1 else "\n".join(ln for ln, ms in zip(lines, marks) if not ms), n)
+    stated = text_tuning(text if len(part_marks) == 1 else "\n".join(ln for ln, ms in zip(lines, marks) if not ms), n)
     m = re.search(r"\bcapo\b\D{0,12}(\d{1,2})", text, re.I)
     capo = int(m.group(1)) if m and int(m.group(1)) <= 12 else 0
     qpm = _text_tempo(text)
@@ -477,14 +408,14 @@ def _read_lines(path: Path, lines: list[str], title: str) -> list[GuitarScore]:
         tuning = None
         for k in mine:
             if all(guitar[k][1]):
-                exact = [_label_pitch(x) for x in guitar[k][1][::-1]]
+                exact = [label_pitch(x) for x in guitar[k][1][::-1]]
                 tuning = (tuple(exact) if None not in exact and exact == sorted(exact)
-                          else _labelled_tuning([_pitch_class(x) for x in guitar[k][1][::-1]], text_tuning))
+                          else labelled_tuning([pitch_class(x) for x in guitar[k][1][::-1]], stated))
                 break
         if tuning is None and mark is not None and len(part_marks) > 1:
             tuning = _part_tuning(lines, marks, mark, n)
         if tuning is None:
-            tuning = text_tuning or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
+            tuning = stated or (TUNINGS["seven-string"] if n == 7 else STANDARD_TUNING)
         gs = _part_score(path, [parsed[k] for k in mine], typical, tuning, capo, qpm, n, meter)
         if gs is None:
             continue
