@@ -62,8 +62,21 @@ def playable_range(tuning: tuple[int, ...], capo: int = 0, frets: int = MAX_FRET
 GUITAR_PROGRAMS = range(24, 32)  # General MIDI guitars, 0-based
 BASS_PROGRAMS = range(32, 40)
 BASS_TUNING: tuple[int, ...] = (28, 33, 38, 43)  # E1 A1 D2 G2
+MUTED_GUITAR_PROGRAM = 28  # General MIDI's Electric Guitar (muted): how MIDI writes a palm-muted part
+# Tunings a part that names none (MIDI) is given by its lowest note: the first whose low string reaches it.
+LOW_TUNINGS = ("standard", "drop-d", "drop-c", "seven-string")
 PITCH_NAMES = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 LOWEST_OPEN, HIGHEST_OPEN = 20, 90  # open strings a tuning may have (G#0..F#6): 7-8 strings and baritones fit
+
+
+def tuning_for_lowest(pitch: int) -> tuple[int, ...]:
+    """The tuning a guitar part whose lowest note is `pitch` is played in, when its file names none: standard
+    where it reaches, else drop D, drop C, then a 7-string; a part lower than a 7-string's B stays in standard
+    (its lowest notes then lie off the neck, as before)."""
+    for name in LOW_TUNINGS:
+        if min(TUNINGS[name]) <= pitch:
+            return TUNINGS[name]
+    return STANDARD_TUNING
 
 
 def fret_of(pitch: int, string: int, tuning: tuple[int, ...], capo: int = 0) -> int:

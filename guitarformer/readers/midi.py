@@ -1,4 +1,11 @@
-"""MIDI files (symusic): every guitar track, or the one track of a riff file whatever its program."""
+"""MIDI files (symusic): every guitar track, or the one track of a riff file whatever its program.
+
+MIDI names no tuning and no technique; two of a guitar part's are read from what it holds:
+- its tuning, from its lowest note (music.guitar.tuning_for_lowest): a part that goes down to D2 is in drop D, to
+  C2 in drop C, to B1 on a 7-string, rather than fingered an octave off;
+- palm mutes: a track on General MIDI's Electric Guitar (muted) program is how MIDI writes a palm-muted guitar
+  part, so each of its notes is read as palm-muted.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,15 @@ from pathlib import Path
 
 import symusic
 
-from guitarformer.music.guitar import BASS_PROGRAMS, BASS_TUNING, GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING
-from guitarformer.music.score import GuitarScore
+from guitarformer.music.guitar import (
+    BASS_PROGRAMS,
+    BASS_TUNING,
+    GUITAR_PROGRAM,
+    GUITAR_PROGRAMS,
+    MUTED_GUITAR_PROGRAM,
+    tuning_for_lowest,
+)
+from guitarformer.music.score import GuitarScore, Technique
 from guitarformer.readers.base import copy_timing, no_guitar, part_name
 
 
@@ -42,9 +56,12 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
             track.program = GUITAR_PROGRAM  # the single-track riff kept above
         track.notes.sort(key=lambda n: (n.time, n.pitch))
         score.tracks.append(track)
+        lowest = min((n.pitch for n in track.notes), default=127)
+        muted = original_program == MUTED_GUITAR_PROGRAM and not is_bass
         parts.append(GuitarScore(
             score=score,
-            tuning=BASS_TUNING if is_bass else STANDARD_TUNING,
+            tuning=BASS_TUNING if is_bass else tuning_for_lowest(lowest),
+            techniques=[PALM_MUTED] * len(track.notes) if muted else None,
             name=part_name(path, track.name, len(keep)),
             source_format="midi",
             extra={"path": str(path), "track_name": track.name, "program": original_program},
@@ -52,6 +69,7 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     return parts
 
 
+PALM_MUTED = Technique(palm_mute=True)
 BEND_TRACK_SUFFIX = " (bends)"  # render.midi writes a part's bent and vibrato notes to such a companion track
 
 
