@@ -96,7 +96,9 @@ def test_the_corpus_records_each_tunes_type_and_key_as_its_labels(corpus):
     records = [json.loads(x) for x in (corpus / "tunes.jsonl").read_text().splitlines()]
     ok = [r for r in records if r["status"] == "ok"]
     assert ok and all({"key_label", "key", "type", "type_from", "number"} <= set(r) for r in records)
-    assert all((r["type_from"] == "header") == bool(r["type"]) for r in ok)  # Ryan's: one typed tune a file
+    fiddle = [r for r in ok if r["type_from"] != "source"]
+    assert all((r["type_from"] == "header") == bool(r["type"]) for r in fiddle)  # Ryan's: one typed tune a file
+    assert {r["type"] for r in ok if r["type_from"] == "source"} == {"rock", "classical"}  # the guitar corpora
     assert all((corpus / "midi" / r["file"]).is_file() for r in ok)
     given = json.loads((corpus / "labels.json").read_text())
     assert given == labels(records) and set(given) == {r["file"] for r in ok}
@@ -129,7 +131,9 @@ def test_the_builtin_dataset_with_controls_learns_the_written_keys(corpus, contr
     split = TokenSplit(controls_dataset, "train")
     tokens = [tok[int(i)] for k in range(split.num_sequences) for i in split.sequence(k)]
     keys = Counter(t.split("_", 1)[1] for t in tokens if t.startswith("CtrlKey_"))
-    written = Counter(given[str(Path(d["path"]).resolve())]["Key"] for d in lines if d["split"] == "train")
-    assert keys == written and any(k.endswith(":minor") for k in keys)
+    written = Counter(given[str(Path(d["path"]).resolve())].get("Key") for d in lines if d["split"] == "train")
+    estimated = written.pop(None, 0)  # the guitar corpora write no key: prepare estimates theirs from the notes
+    assert sum(keys.values()) == sum(written.values()) + estimated
+    assert all(keys[k] >= n for k, n in written.items()) and any(k.endswith(":minor") for k in keys)
     styles = Counter(t.split("_", 1)[1] for t in tokens if t.startswith("CtrlStyle_"))
     assert styles == Counter(given[str(Path(d["path"]).resolve())]["Style"] for d in lines if d["split"] == "train")

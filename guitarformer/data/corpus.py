@@ -1,4 +1,7 @@
-"""The built-in corpus: fiddle tunes shipped inside music21, written as steel-string guitar MIDI once and cached.
+"""The built-in corpus: fiddle tunes shipped inside music21, Mutopia's classical guitar pieces and Freedoom's rock
+guitar parts (data/guitar_corpora.py), written as guitar MIDI once and cached.
+
+Styles: a fiddle tune's type, "classical" for the Mutopia pieces, "rock" for Freedoom's guitar parts.
 
 Each tune keeps what its ABC header says about it: its key from ``K:`` (mode included, e.g. "A:dorian") and its
 type from ``R:`` or, where the tune has none, its title ("The Boys of Ballisodare -- Reel"), or in a book that
@@ -30,6 +33,7 @@ from guitarformer.music.guitar import (
     TPQ,
     playable_range,
 )
+from guitarformer.data.guitar_corpora import write_classical, write_rock
 from guitarformer.data.tune_labels import (
     header_of,
     key_control,
@@ -43,8 +47,11 @@ COLLECTIONS = ("ryansMammoth", "oneills1850")
 # Books that print their tunes grouped by type, in X: order: a tune there without R: is typed by its section.
 ORDERED_BY_TYPE = ("oneills1850",)
 # v2: sounding an octave below the written fiddle pitch, as guitarists play them; v3: each tune's type and K: key
-# in tunes.jsonl and labels.json
-CORPUS_VERSION = "fiddle-v3"
+# in tunes.jsonl and labels.json; guitar-v1: with the classical and rock guitar corpora
+CORPUS_VERSION = "guitar-v1"
+SOURCES = ("music21 fiddle tunes: ryansMammoth, oneills1850 (public domain)",
+           "Mutopia classical guitar pieces marked public domain or CC-BY (corpora/mutopia/CREDITS.tsv)",
+           "Freedoom level music, guitar parts (BSD-3-Clause; corpora/freedoom/COPYING.adoc, CREDITS-MUSIC)")
 DEFAULT_TEMPO = 120.0
 VELOCITY = 80  # the sources carry no dynamics
 LOW, HIGH = playable_range(STANDARD_TUNING, frets=22)  # E2 .. D6 (a 22-fret guitar)
@@ -234,23 +241,19 @@ def corpus_labels(corpus: Path) -> dict[str, dict[str, str]]:
     return {str((Path(corpus) / "midi" / f).resolve()): v for f, v in given.items()}
 
 
-def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, progress: bool = True) -> Path:
-    """Write the built-in corpus as MIDI files (once); returns the folder. `limit` keeps the first N source files."""
-    out_dir = Path(out_dir) if out_dir else corpus_dir()
-    if limit:
-        out_dir = out_dir.with_name(out_dir.name + f"-first{limit}")
-    done = out_dir / "corpus.json"
-    if done.is_file():
-        return out_dir
-    midi_dir = out_dir / "midi"
-    midi_dir.mkdir(parents=True, exist_ok=True)
+def fiddle_records(midi_dir: Path, limit: int = 0, workers: int = 0, progress: bool = True) -> list[dict]:
+    """The fiddle tunes as MIDI in midi_dir, one record per tune, typed by section where their book says. music21's
+    parse is the corpus's slow part: its records are kept in fiddle.jsonl beside midi_dir and read back on a later
+    build (the guitar corpora, quick to copy, are written on every build)."""
+    cached = midi_dir.parent / "fiddle.jsonl"
+    if cached.is_file():
+        return [json.loads(line) for line in cached.read_text().splitlines() if line.strip()]
     files = source_files()
     if limit:
         files = files[:limit]
     jobs = [(str(f), str(midi_dir)) for f in files]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     records: list[dict] = []
-
     bar = tqdm(total=len(jobs), desc="built-in corpus", unit="file", disable=not progress)
     if workers > 1:
         with ProcessPoolExecutor(workers) as ex:
@@ -263,11 +266,33 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
             bar.update(1)
     bar.close()
     type_by_sections(records)
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tmp.replace(cached)
+    return records
+
+
+def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, progress: bool = True) -> Path:
+    """Write the built-in corpus as MIDI files (once); returns the folder. `limit` keeps the first N fiddle source
+    files and a quarter as many files (at least one) of each guitar corpus."""
+    out_dir = Path(out_dir) if out_dir else corpus_dir()
+    if limit:
+        out_dir = out_dir.with_name(out_dir.name + f"-first{limit}")
+    done = out_dir / "corpus.json"
+    if done.is_file():
+        return out_dir
+    midi_dir = out_dir / "midi"
+    midi_dir.mkdir(parents=True, exist_ok=True)
+    records = fiddle_records(midi_dir, limit, workers, progress)
+    few = max(1, limit // 4) if limit else 0  # a quick test corpus: a quarter as many of each guitar corpus
+    records += write_classical(midi_dir, few) + write_rock(midi_dir, few)
     counts = Counter(r["status"] for r in records)
+    files = source_files()[:limit] if limit else source_files()
     reasons = Counter(r["reason"] for r in records if r.get("reason"))
     summary = {
         "version": CORPUS_VERSION,
         "collections": list(COLLECTIONS),
+        "sources": list(SOURCES),
         "source_files": len(files),
         "tunes": len(records),
         "counts": dict(counts),
@@ -289,7 +314,7 @@ def builtin_dataset_name(data_cfg) -> str:
     """Folder name of the built-in corpus prepared with this data config by this reader code (an upgrade that
     reads MIDI differently prepares it again, from the cached corpus MIDI: seconds, not the corpus build)."""
 
-    key = json.dumps([data_cfg.tokenizer, tokenizer_params(data_cfg), data_cfg.bpe_vocab_size, data_cfg.bpe_model,
+    key = json.dumps([CORPUS_VERSION, data_cfg.tokenizer, tokenizer_params(data_cfg), data_cfg.bpe_vocab_size, data_cfg.bpe_model,
                       reader_hash()], sort_keys=True, default=str)
     tag = hashlib.sha256(key.encode()).hexdigest()[:8]
     limit = data_cfg.corpus_limit
@@ -314,5 +339,5 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     # The tunes' types and K: keys as their Style and Key controls (see `labels_taken`).
     given = {"labels": corpus_labels(src)} if data_cfg.controls and labels_taken() else {}
     prepare([src / "midi"], out, data_cfg, progress=progress,
-            sources=[f"music21 corpus: {', '.join(COLLECTIONS)} ({CORPUS_VERSION})"], **given)
+            sources=[f"{s} ({CORPUS_VERSION})" for s in SOURCES], **given)
     return out

@@ -280,7 +280,7 @@ def labelled_tunes(dataset: Path, split: str) -> tuple[list[Path], list[str]]:
         if row.get("status") != "ok" or row.get("split") != split:
             continue
         path = Path(row["path"])
-        corpus = path.parent.parent
+        corpus = next((d for d in path.parents if (d / "labels.json").is_file()), path.parent.parent)
         if str(corpus) not in given:
             given[str(corpus)] = corpus_labels(corpus) if (corpus / "labels.json").is_file() else {}
         style = given[str(corpus)].get(str(path.resolve()), {}).get("Style")
