@@ -18,7 +18,9 @@ from guitarformer.fretting import finger_score
 from guitarformer.music.bars import bar_lines, count_bars
 from guitarformer.music.score import GuitarScore
 
-TOKENS_PER_BAR = 33  # without a prompt or the run's data: REMI tokens per bar, first 8 built-in tunes (32.7)
+# Without a prompt: at least the tokens of a dense bar, eighth-note power chords in tab tokens (a riff ends at its last
+# bar, so room costs nothing; the data's average is a fiddle tune's, a third of a rock bar's)
+TOKENS_PER_BAR = 128
 
 
 @dataclass
@@ -111,7 +113,7 @@ def tokens_per_bar(tokenizer, cfg, prompt: Prompt | None = None) -> float:
     """How many tokens a bar takes: the prompt's window, else the run's training data, else the built-in corpus's."""
     if prompt is not None and prompt.bars:
         return max(1.0, (len(prompt.ids) - 1) / prompt.bars)
-    return _data_tokens_per_bar(tokenizer, cfg.data.dataset) or TOKENS_PER_BAR
+    return max(_data_tokens_per_bar(tokenizer, cfg.data.dataset) or 0.0, TOKENS_PER_BAR)
 
 
 def _data_tokens_per_bar(tokenizer, dataset: str, max_tokens: int = 40_000) -> float | None:

@@ -223,7 +223,8 @@ class GuitarConstraint:
         # No empty riffs: EOS (and, in the last bar, a REMI Bar, which becomes EOS) only after a note. (Never in
         # the middle of one: the grammar's table says so.)
         bars = g.kind == "REMI" and time.max_bars is not None
-        if bars and not time.all_started and may(g.may_bar):  # (once every row has a note, a Bar always may)
+        # (once every row has a note, a Bar always may, but in a riff from nothing, whose every bar sounds)
+        if bars and (not time.all_started or time.every_bar) and may(g.may_bar):
             keep(m, g.bar_at, time.may_open_bar().unsqueeze(1))
         if may(g.may_eos):
             may_end = time.started

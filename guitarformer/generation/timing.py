@@ -36,6 +36,9 @@ class TimeState:
         self.now, self.bar_start, self.bars, self.pos = z(), z(), z(), z(-1)
         self.tpb, self.bar_ticks, self.tpp = z(tpb), z(bar), z(tpp)
         self.started = torch.zeros(B, dtype=torch.bool, device=device)
+        self.bar_struck = torch.zeros(B, dtype=torch.bool, device=device)  # a note struck since the last Bar
+        self.from_nothing = torch.zeros(B, dtype=torch.bool, device=device)
+        self.every_bar = False  # host side: some row must strike a note in every bar (`set_limit`)
         self.all_started = False  # host side: every row has struck a note (seen where a step's rows all did)
         self.had_ts = torch.zeros(B, dtype=torch.bool, device=device)
         self.max_bars: int | None = None
@@ -46,6 +49,8 @@ class TimeState:
         self.max_bars = max_bars
         self.per_bar.clear()
         self.bars_at_start = self.bars.clone()
+        self.from_nothing = ~self.started  # (B,) no note before the limit: every bar asked sounds
+        self.every_bar = bool(self.from_nothing.any()) if max_bars is not None else False
         # Time-based tokenizers: bars are counted from the prompt's (partial) last bar.
         self.limit_base = (self.now + self.bar_ticks - 1) // self.bar_ticks * self.bar_ticks
 
@@ -63,6 +68,8 @@ class TimeState:
             is_bar = g.is_bar[new]
             self.bar_start = torch.where(is_bar & (self.bars > 0), self.bar_start + self.bar_ticks, self.bar_start)
             self.bars = self.bars + is_bar.long()
+            if self.every_bar:
+                self.bar_struck = self.bar_struck & ~is_bar
             self.pos = torch.where(is_bar, -1, self.pos)
             self.now = torch.where(is_bar, self.bar_start, self.now)
         if kinds & TIMESIG:
@@ -81,6 +88,8 @@ class TimeState:
                 self.now = torch.where(is_pos, self.bar_start + pos * self.tpp, self.now)
         if kinds & SHIFT:  # ...TimeShift moves it on
             self.now = self.now + torch.where(g.is_shift[new], self.step_ticks(new), 0)
+        if kinds & PITCH and self.every_bar:
+            self.bar_struck = self.bar_struck | g.is_pitch[new]
         if kinds & PITCH and not self.all_started:
             if every & PITCH:
                 self.started.fill_(True)
@@ -170,10 +179,13 @@ class TimeState:
         return self.kept("durations", lambda: self.dur_ticks[self.tpb]) <= (limit - self.now).unsqueeze(1)
 
     def may_open_bar(self) -> torch.Tensor:
-        """(B,) REMI with a bar limit: a Bar may come once a note was played or while bars are left (a Bar past
-        the limit becomes EOS, and a riff must not end empty)."""
+        """(B,) REMI with a bar limit: a Bar may come once a note was played or while bars are left (a Bar past the
+        limit becomes EOS, and a riff must not end empty). A riff from nothing (`from_nothing`: no note in its prompt)
+        also strikes a note in every bar before the next Bar may come: a model trained on songs whose guitar rests
+        for many bars would otherwise spend a short riff waiting."""
         assert self.max_bars is not None
-        return self.started | self.bars_to_open()
+        ok = self.started | self.bars_to_open()
+        return ok & (self.bar_struck | ~self.from_nothing | (self.bars == 0))
 
 
 def _tables(tokenizer, g: Grammar, dev: torch.device) -> tuple:
