@@ -25,6 +25,9 @@
 #                                      # in a $REL_MIN-minute budget (default 5); the run comes back as run-release.tar
 #                                      # for scripts/release_model.py --from-run and the bench scripts on a CPU;
 #                                      # REL_SET="--set model.n_embd=192 ..." changes the preset
+#   bash scripts/gpu_checks.sh guitar  # the guitar-corpus release: the built-in corpus built and prepared on the
+#                                      # machine's cores, then `release`'s run; corpus.tar, dataset.tar and
+#                                      # run-release.tar come back for scripts/release_model.py --from-run
 #   bash scripts/gpu_checks.sh ctl     # #18: a decoder with controls and infilling and an encoder-decoder with
 #                                      # infilling on $CTL (a dataset prepared with --set data.controls=true);
 #                                      # control adherence (bench_controls.py) and infilling (bench_infill.py)
@@ -145,6 +148,18 @@ elif [ "$STAGE" = release ]; then
   /usr/bin/time -f "%e s wall" -o "$LOG/release_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/release \
     --max-steps ${REL_STEPS:-15000} --set train.time_budget_min=${REL_MIN:-5} --set train.eval_interval=1000 ${REL_SET:-} \
     > "$LOG/release.log" 2>&1; tail -3 "$LOG/release.log"; cat "$LOG/release_time.txt"
+  pack /tmp/runs/release release
+elif [ "$STAGE" = guitar ]; then  # the guitar corpus release: the corpus built and prepared on the machine's cores
+  # (set GUITARFORMER_CACHE to a path that exists on the CPU machine too: the dataset's manifest names its files), then trained as `release`; the dataset comes back too, for the benches on a CPU
+  step "the built-in corpus prepared"
+  python3 -m guitarformer prepare > "$LOG/prepare.log" 2>&1; tail -4 "$LOG/prepare.log"
+  ds=$(ls -d "$GUITARFORMER_CACHE"/datasets/builtin-* | head -1)
+  tar -cf "$OUT/dataset.tar" -C "$(dirname "$ds")" "$(basename "$ds")"
+  tar -cf "$OUT/corpus.tar" -C "$GUITARFORMER_CACHE" corpus  # the benches read the corpus's files and labels
+  step "release run: ${REL_STEPS:-40000} steps at most in ${REL_MIN:-6} min"
+  /usr/bin/time -f "%e s wall" -o "$LOG/release_time.txt" python3 -m guitarformer train --run-dir /tmp/runs/release \
+    --max-steps ${REL_STEPS:-40000} --set train.time_budget_min=${REL_MIN:-6} --set train.eval_interval=1000 \
+    ${REL_SET:-} > "$LOG/release.log" 2>&1; tail -4 "$LOG/release.log"; cat "$LOG/release_time.txt"
   pack /tmp/runs/release release
 elif [ "$STAGE" = tuning ]; then  # #28: inductor options for the captured batch-1 step, each compiled afresh
   step "the compiled step's inductor options: as they are, and with each of \$TUNE_EXTRA (JSON objects, ';'-separated)"

@@ -2,8 +2,9 @@
 
 One command makes the model `guitarformer sample` and `guitarformer infill` use when the user names no run:
 
-  1. the built-in corpus (public-domain fiddle tunes inside music21; no other data, whatever its licence) prepared
-     with controls: styles are the tunes' types, keys their K: fields (data/corpus.py);
+  1. the built-in corpus (public-domain fiddle tunes inside music21, Mutopia's PD and CC-BY classical guitar pieces,
+     Freedoom's BSD-3 guitar parts; no other data, whatever its licence) prepared with controls: styles are the
+     tunes' types, "classical" and "rock", keys the tunes' K: fields or estimated (data/corpus.py);
   2. the decoder trained with controls and infilling in the mix (`--minutes` of training on the GPU when there is
      one, else on the CPU: a long run);
   3. measured: val NLL per token and per note; control adherence (scripts/bench_controls.py, beside unconditioned
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -56,6 +58,7 @@ from guitarformer.data.corpus import (
     labels_taken,
 )
 from guitarformer.data.dataset import TokenSplit
+from guitarformer.data.guitar_corpora import FREEDOOM, classical_credits
 from guitarformer.data.prepare import load_meta
 from guitarformer.data.seen import read_seen, write_seen
 from guitarformer.generation.form import forms_of_dataset, write_forms
@@ -344,6 +347,25 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x == x else "n/a"
 
 
+def write_credits(out: Path) -> int:
+    """The training data's credits beside the shipped model: CREDITS.md (every classical piece, Freedoom, the fiddle
+    tunes) and Freedoom's licence and composers' credits as they come; returns the bytes written."""
+    pieces = classical_credits()
+    lines = ["# What the shipped model learned from", "",
+             f"- Fiddle tunes: the {', '.join(COLLECTIONS)} collections shipped inside music21 (public domain).",
+             "- Freedoom (https://freedoom.github.io), its level music's guitar parts: Copyright the Freedoom "
+             "contributors, BSD-3-Clause (freedoom-COPYING.adoc); composers in freedoom-CREDITS-MUSIC.",
+             f"- The Mutopia Project (https://www.mutopiaproject.org): {len(pieces)} classical guitar pieces, each "
+             "under the licence named below (CC-BY: Creative Commons Attribution; PD: public domain).", "",
+             "| composer | title | Mutopia id | licence |", "|---|---|---|---|"]
+    lines += [f"| {r['composer']} | {r['title']} | {r['mutopia_id']} | {r['license']} |" for r in pieces]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "CREDITS.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for name in ("COPYING.adoc", "CREDITS-MUSIC"):
+        shutil.copyfile(FREEDOOM / name, out / f"freedoom-{name}")
+    return sum((out / f).stat().st_size for f in ("CREDITS.md", "freedoom-COPYING.adoc", "freedoom-CREDITS-MUSIC"))
+
+
 def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, args, form: str | None = None,
                meter: str | None = None) -> str:
     """MODEL_CARD.md from the measured numbers."""
@@ -353,12 +375,20 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         "controls and bar infilling; `guitarformer sample` and `guitarformer infill` use it when no run is named and "
         "none has been trained.", "",
         "## Data", "",
-        f"The built-in corpus only: the fiddle-tune collections {', '.join(COLLECTIONS)} that ship inside music21 "
-        f"({CORPUS_VERSION}; public domain), read as ABC, an octave below written pitch, fretted by `fret()`. "
+        f"The built-in corpus ({CORPUS_VERSION}), every piece under a licence that lets a shipped model learn from "
+        f"it: the fiddle-tune collections {', '.join(COLLECTIONS)} that ship inside music21 (public domain; read as "
+        "ABC, an octave below written pitch); the Mutopia Project's classical guitar pieces marked public domain or "
+        "CC-BY (rendered from LilyPond by tools/render_mutopia.py; each piece's composer, title, Mutopia id and "
+        "licence in CREDITS.md beside this card; the CC-BY-SA pieces are not in the training data: they are the "
+        "classical test set); Freedoom's level music, its guitar parts (BSD-3-Clause: freedoom-COPYING.adoc and "
+        "freedoom-CREDITS-MUSIC beside this card), muted-guitar tracks read as palm mutes, parts below E2 in the "
+        "drop tuning that plays them. Notes without a fingering fretted by `fret()`. "
         f"{meta['files']} files; {meta['tokens']['train']:,} train / {meta['tokens']['val']:,} val / "
-        f"{meta['tokens']['test']:,} test tokens; vocabulary {meta['vocab_size']}. Styles (tune types from R: or the "
-        f"title): {', '.join(meta.get('control_styles') or []) or 'none'}. Keys: "
-        + ("the tunes' K: fields (mode kept by its third: dorian is minor, mixolydian major)." if labels_taken()
+        f"{meta['tokens']['test']:,} test tokens; vocabulary {meta['vocab_size']}. Styles: "
+        f"{', '.join(meta.get('control_styles') or []) or 'none'} (rock: Freedoom; classical: Mutopia; the others "
+        "the fiddle tunes' types from R: or the title). Keys: "
+        + ("the tunes' K: fields (mode kept by its third: dorian is minor, mixolydian major), estimated from the "
+           "notes for the guitar pieces." if labels_taken()
            else "estimated from the notes (this version's prepare takes no written keys)."), "",
         "## Recipe", "",
         f"    {args.command}", "",
@@ -451,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     meter = default_meter_by_measure(scores[0].meter)
     card = model_card(scores[0], scores[1:], meta, corpus, args, form, meter)
     exported = export_run(Path(scores[0].run), card, args.out, form, meter)
+    exported = replace(exported, bytes=exported.bytes + write_credits(exported.folder))
     # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
     seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
     exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)
