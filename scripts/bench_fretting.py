@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from guitarformer.fretting import DEFAULT_COSTS, DISTORTED_PROGRAMS, fingering_features, fret, fret_lowest, FretCosts  # noqa: E402
 from guitarformer.fretting import piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
-from guitarformer.fretting.costs import _N_FROM_FIRST, _PIECE0, N_FEATURES, WEIGHTS_FILE
+from guitarformer.fretting.costs import N_FROM_FIRST, PIECE0, N_FEATURES, WEIGHTS_FILE
 from guitarformer.fretting.notes import group_onsets as _group_onsets
 from guitarformer.fretting.viterbi import _decode, _piece_table
 
@@ -153,7 +153,7 @@ def fit(parts: list[Part], epochs: int = 3, lr: float = 0.05, seed: int = 0, fir
         first = dataclasses.replace(first, nn_weight=0.0)
         tables = [piece_table(notes, tuning, capo, 24, first) for _, tuning, capo, notes, _ in parts]
     print(f"piece tables for {len(parts)} parts ({time.perf_counter() - t0:.0f}s)", flush=True)
-    from_first = slice(_PIECE0, _PIECE0 + _N_FROM_FIRST)
+    from_first = slice(PIECE0, PIECE0 + N_FROM_FIRST)
     pieces = chunks(parts, tables, size)
     w = np.zeros(N_FEATURES)
     if w0 is not None:

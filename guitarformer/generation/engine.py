@@ -60,7 +60,7 @@ def _deciding_device(device: torch.device, constraint, generator) -> torch.devic
     return home
 
 
-def _in_eval_mode(fn):
+def in_eval_mode(fn):
     """Run `fn(model, ...)` in eval mode (no dropout) and give the model back in the mode it came in:
     training samples riffs mid-run, and dropout must be back on for the steps after."""
 
@@ -227,7 +227,7 @@ def _static_cache(params: SamplingParams, device: torch.device) -> bool:
 
 
 @_threads_for_steps
-@_in_eval_mode
+@in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,
              generator: torch.Generator | Sequence[torch.Generator] | None = None,
