@@ -113,7 +113,7 @@ class TrainConfig:
     budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
     lr: float = 3e-3
     min_lr: float = 1e-4
-    warmup_steps: int = 100
+    warmup_steps: int = 100  # at most a tenth of max_steps is warm-up (training/loop.py warmup_steps)
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
