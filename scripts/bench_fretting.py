@@ -1,6 +1,6 @@
-"""Score tab.fret() against human fingerings (Guitar Pro files and ASCII tabs) on held-out files; write docs/FRETTING.md.
+"""Score tab.fret() against human fingerings (Guitar Pro files and ASCII tabs) on held-out files; write docs/results/FRETTING.md.
 
-    python scripts/bench_fretting.py [--data ../shared/data/guitar] [--doc docs/FRETTING.md] [--every N]
+    python scripts/bench_fretting.py [--data ../shared/data/guitar] [--doc docs/results/FRETTING.md] [--every N]
     python scripts/bench_fretting.py --fit [--epochs 3]     # refit both passes on the fit half, print the table
     python scripts/bench_fretting.py --train-nn [--nn-epochs 15]  # train the learned string model, pick its weight
     python scripts/bench_fretting.py --fit-distorted         # refit the distorted-guitar costs (programs 29-30)
@@ -270,7 +270,7 @@ def human_agreement(tab_files, min_run: int = 12) -> tuple[int, int, float, floa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
-    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "FRETTING.md")
+    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "results" / "FRETTING.md")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--every", type=int, default=1, help="score every Nth part only (quick iterations; no doc)")
     ap.add_argument("--fit", action="store_true", help="refit the weights on half 0 and print them (no doc)")

@@ -109,7 +109,7 @@ from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
-BEAM = 8  # rows kept per window by default: the best of 1, 4, 8 on held-out classtab (docs/FINGERING_MODEL.md)
+BEAM = 8  # rows kept per window by default: the best of 1, 4, 8 on held-out classtab (docs/results/FINGERING_MODEL.md)
 
 _TRAIN_TAB = ("train a run on tab tokens: `guitarformer prepare DIR --tokenizer TabREMI` then `guitarformer train "
               "--data THAT_DATASET` (or `guitarformer train --set data.tokenizer=TabREMI`), without BPE")
@@ -148,7 +148,7 @@ def _windows_a_batch(device: torch.device, v: TabVocab, batch_size: int, beam: i
     """How many windows one `_refinger_batch` call reads: as many as `batch_size` rows hold (`beam` rows each),
     except one on a CPU in layout 2. There a batch reads the tokens up to the next choice of any of its windows in
     one forward, so one window a batch reads the longest chunks, and a CPU gains more from that than from wide
-    batches: `tab --run` 1.07-1.4x faster than with 8 windows, the same tabs (docs/FINGERING_MODEL.md). A GPU,
+    batches: `tab --run` 1.07-1.4x faster than with 8 windows, the same tabs (docs/results/FINGERING_MODEL.md). A GPU,
     and layout 3 (one token a forward), keep the wide batches."""
     if device.type == "cpu" and not v.implied:
         return 1

@@ -13,7 +13,7 @@ decodes the part again. The context the model reads is the part fingered by fret
 forward pass per window, no search.
 
 `weight` is in fret()'s cost units per nat; `MODEL_WEIGHT` was chosen on the validation files of the training
-half (docs/FINGERING_MODEL.md), never on the held-out half the benchmark scores.
+half (docs/results/FINGERING_MODEL.md), never on the held-out half the benchmark scores.
 """
 
 from __future__ import annotations

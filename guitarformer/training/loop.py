@@ -393,7 +393,8 @@ def announce_init(run: Run) -> None:
 
 
 class Throughput:
-    """Training and performance scalars every log_interval steps: loss, lr, gradient norm, tokens/s, MFU."""
+    """Training and performance scalars every log_interval steps: loss, lr, gradient norm, throughput, model FLOPs
+    utilisation."""
 
     def __init__(self, run: Run):
         self.run, self.last, self.tokens = run, time.time(), 0
