@@ -578,7 +578,7 @@ if __name__ == "__main__":
 @_compile
 def studio(run_dir, checkpoint, port, host, device, threads, compile_step):
     """A page in your browser: generate riffs, see their tab and notation, hear them, regenerate bars, continue a
-    file, download MIDI, Guitar Pro 5, ASCII tab and WAV (docs/results/STUDIO.md; the JSON API under /api)."""
+    file, download MIDI, Guitar Pro 5, ASCII tab and WAV (docs/studio.md; the JSON API under /api)."""
     from guitarformer.studio import serve
 
     serve(run_dir, checkpoint, host=host, port=port, device=device, threads=threads, compile=compile_step)
