@@ -70,7 +70,7 @@ _threads = click.option("--threads", type=click.IntRange(0), default=0, show_def
                         "OMP_NUM_THREADS when set).")
 _compile = click.option("--compile", "compile_step", is_flag=True,
                         help="Compile the one-token decoding step (torch.compile; needs a C++ compiler on a CPU). "
-                        "Seconds of compiling (saved for later processes), then on a CPU about 2x the speed where "
+                        "Seconds of compiling first (saved for later processes), then a quicker step on a CPU where "
                         "riffs are drawn one at a time (--batch-size 1; guided ones too): for many or long riffs, and "
                         "the studio. On a GPU the compiled step is what its CUDA graph replays.")
 
@@ -401,10 +401,10 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
              cont_tgt, seed, json_out, device, fingering_dir, batch_size, threads):
     """Is this model any good? Likelihood vs a Kneser-Ney n-gram, music metrics vs real music, playability.
 
-    Numbers also go to the run's TensorBoard under eval/<split>/. docs/EVAL.md says how to read them. The riffs it
+    Numbers also go to the run's TensorBoard under eval/<split>/. docs/results/EVAL.md says how to read them. The riffs it
     samples are the model alone (its own meters and form, no controls); what `sample` writes with a run's defaults,
     drawn meters and forms, is measured by scripts/bench_eval_riffs.py.
-    With --fingering DIR, only the agreement of the model's fingering with human tabs (docs/FINGERING_MODEL.md).
+    With --fingering DIR, only the agreement of the model's fingering with human tabs (docs/results/FINGERING_MODEL.md).
     """
     import json
 
@@ -479,7 +479,7 @@ def _bar_range(ctx, param, value):
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
               help="Let this run's model (a decoder on TabREMI tab tokens) choose every note's string and fret. "
                    "fret() (the default) matches human tabs more often than any model measured so far "
-                   "(docs/FINGERING_MODEL.md); a run that only saw fret()'s strings says so.")
+                   "(docs/results/FINGERING_MODEL.md); a run that only saw fret()'s strings says so.")
 @click.option("--checkpoint", type=click.Path(path_type=Path), default=None,
               help="As --run, from a checkpoint file inside its run directory.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda", "mps"]), default="auto", show_default=True,
@@ -578,7 +578,7 @@ if __name__ == "__main__":
 @_compile
 def studio(run_dir, checkpoint, port, host, device, threads, compile_step):
     """A page in your browser: generate riffs, see their tab and notation, hear them, regenerate bars, continue a
-    file, download MIDI, Guitar Pro 5, ASCII tab and WAV (docs/STUDIO.md; the JSON API under /api)."""
+    file, download MIDI, Guitar Pro 5, ASCII tab and WAV (docs/studio.md; the JSON API under /api)."""
     from guitarformer.studio import serve
 
     serve(run_dir, checkpoint, host=host, port=port, device=device, threads=threads, compile=compile_step)

@@ -62,7 +62,7 @@ def preset_data() -> DataConfig:
     the preset trains with controls and infilling in the mix (the shipped model's share), so every `sample` option
     and `infill` work on the quickstart's run; half of its windows without any control, so the plain stream
     (`sample` without options) is trained too; and the control tokens read but not scored (the sampler writes them).
-    docs/TAB_TOKENS.md, "Control tokens read, not scored": at the quickstart's length, 1.001x REMI's nats per note
+    docs/results/TAB_TOKENS.md, "Control tokens read, not scored": at the quickstart's length, 1.001x REMI's nats per note
     over four seeds, against 1.010x (two seeds) with a quarter plain and the controls scored; guarded adherence
     the same, and the model alone follows density and a style's meter better. With another tokenizer they are off
     (`validate`)."""
@@ -113,7 +113,7 @@ class TrainConfig:
     budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
     lr: float = 3e-3
     min_lr: float = 1e-4
-    warmup_steps: int = 100
+    warmup_steps: int = 100  # at most a tenth of max_steps is warm-up (training/loop.py warmup_steps)
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
@@ -145,7 +145,7 @@ class SampleConfig:
     # `sample --time-signature` when none is asked: "auto" draws each riff's meter from the run's training bars
     # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses. The preset draws: left to
     # itself a layout-3 model opens too many riffs in the dense meters (the quickstart's riffs 4.97 notes/s own, 4.13
-    # drawn, the test tunes 3.96: docs/TAB_TOKENS.md). A run saved before the setting keeps its own (ADDED_SINCE).
+    # drawn, the test tunes 3.96: docs/results/TAB_TOKENS.md). A run saved before the setting keeps its own (ADDED_SINCE).
     time_signature: str | None = "auto"
 
 

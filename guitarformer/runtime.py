@@ -83,7 +83,7 @@ def resolve_device(pref: str, dist: Dist | None = None) -> torch.device:
 
 
 def cpu_has_fast_bf16() -> bool:
-    """True on CPUs with native bf16 matmul (AVX512-BF16 or AMX), where CPU autocast to bf16 pays off."""
+    """True on CPUs with native bf16 matmul, where CPU autocast to bf16 pays off."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -16,7 +16,7 @@ run this script from one with `PYTHONPATH` set to the other's root, alternating.
 `--replay`: each ask's constraint calls (`start`, `mask`, `update`, `steer`, with the tokens the riff drew) are
 recorded once, then replayed on the same constraint `--rounds` times with nothing between them: the constraint's own
 cost, µs a token, best round, without the model's steps' noise (or their caches: inside `generate` the same work costs
-about twice as much, docs/BENCH_SAMPLE.md). For comparing two versions of the constraint's code. `--rows N`: each ask
+about twice as much, docs/results/BENCH_SAMPLE.md). For comparing two versions of the constraint's code. `--rows N`: each ask
 with `--num-samples N` (N riffs drawn together), µs a step of N rows: the constraint's host side at a batch, which
 is also what a model on a GPU waits for up to 64 rows (generation/engine.py `_deciding_device`).
 """

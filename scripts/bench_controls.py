@@ -19,7 +19,7 @@ previous pitch), beside the same for the run's val tunes cut into segments of `-
 their first time signature), so that a guard which reaches the key by droning one note shows.
 
     python scripts/bench_controls.py RUN [--bars 4] [--num-samples 16] [--guard both|on|off] [--form auto|none]
-        [--out docs/CONTROLS.md]
+        [--out docs/results/CONTROLS.md]
 
 `--form auto` draws each riff's form from the run's tunes (of the asked style) as `sample` does by default
 (generation/form.py); `none` (the default, as the published table was measured) leaves the form to the model.
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--form", choices=("auto", "none"), default="none", help="auto: each riff a real tune's form, "
                     "as `sample` draws it by default; none: the model's own")
-    ap.add_argument("--out", type=Path, default=None, help="also write the report here (docs/CONTROLS.md for the "
+    ap.add_argument("--out", type=Path, default=None, help="also write the report here (docs/results/CONTROLS.md for the "
                     "page; a run of a few controls would otherwise replace the whole page)")
     args = ap.parse_args(argv)
     loaded = load_run_once(args.run, None, args.device)
@@ -337,7 +337,7 @@ def report(args, loaded, names, modes, rows, base, seconds, ref: dict | None = N
         mine = [r for r in rows if r["name"] == name]
         if mine:
             target = f">= {TARGETS[name]}%" if name in TARGETS else "-"
-            label = "style (its usual meter; judged: docs/EVAL.md)" if name == "style" else name
+            label = "style (its usual meter; judged: docs/results/EVAL.md)" if name == "style" else name
             lines.append(f"| {label} | " + " | ".join(_mean(mine, g) for g in modes) +
                          f" | {_mean(mine, 'chance')} | {target} |")
     lines += key_music(args, modes, rows, base, ref)
@@ -345,7 +345,7 @@ def report(args, loaded, names, modes, rows, base, seconds, ref: dict | None = N
         lines += ["", "A style's row here counts riffs in the meter most of that style's training bars have (the meter "
                   "a style brings under the guard). Whether a riff sounds like the style is judged by a classifier "
                   "fitted on real tunes (evaluation/style.py): `scripts/bench_style.py`, section `style` of "
-                  "docs/EVAL.md, with the classifier's own accuracy on val tunes as the ceiling."]
+                  "docs/results/EVAL.md, with the classifier's own accuracy on val tunes as the ceiling."]
     refusals = [f"{n} {', '.join(v)}" for n in names if (v := refused(loaded, n))]
     if refusals:
         lines += ["", "Refused (in the vocabulary, never learned from the training data): " + "; ".join(refusals) + "."]

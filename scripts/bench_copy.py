@@ -1,7 +1,7 @@
 """Does a model copy? NLL of the val stream's tokens in bars that repeat an earlier bar of their window, vs the rest.
 
 Fiddle tunes play their parts twice: 38% of the val stream's tokens sit in a bar whose tokens repeat an earlier bar
-of the same 1,024-token window (docs/TAB_TOKENS.md, "The quickstart's recipe"). A model that copies predicts those
+of the same 1,024-token window (docs/results/TAB_TOKENS.md, "The quickstart's recipe"). A model that copies predicts those
 almost free once the bar's first notes match; one that does not reads them as it reads new music. The script cuts
 the val split into consecutive windows of the run's context, scores every token, and splits the scores by whether
 the token's bar (its tokens after the Bar token) occurred earlier in the window.

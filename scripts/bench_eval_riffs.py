@@ -7,7 +7,7 @@ Issue 26's targets: OA at least 0.95x the ceiling on pitch-class entropy, pitch 
 second and inter-onset interval; repeats within 0.75-1.25x the tunes'. The reference is length-matched as in eval.
 
     GUITARFORMER_CACHE=... python scripts/bench_eval_riffs.py --data DATASET [--run RUN] [--riffs 64]
-        [--settings default,top_p=0.9,top_p=0.8,temperature=0.9] [--out docs/EVAL.md]
+        [--settings default,top_p=0.9,top_p=0.8,temperature=0.9] [--out docs/results/EVAL.md]
 
 With no --run, the shipped model. The section `riffs` of --out is written whole.
 """
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="the built-in corpus dataset the run was trained on "
                     "(a folder, or its name in $GUITARFORMER_CACHE/datasets)")
-    ap.add_argument("--out", type=Path, default=Path("docs/EVAL.md"))
+    ap.add_argument("--out", type=Path, default=Path("docs/results/EVAL.md"))
     ap.add_argument("--run", type=Path, default=None, help="default: the shipped model")
     ap.add_argument("--riffs", type=int, default=64)
     ap.add_argument("--split", default="test")

@@ -6,7 +6,7 @@ sides); for each span `--candidates` fills drawn side by side as the command dra
 bars (pitch / duration / onset-in-bar, the kernel-density OA of issue #26) is averaged over the spans, beside
 copying the bars before the gap. Every rule sees the same candidates, so their differences are the rules'.
 
-    python scripts/bench_fill_rank.py RUN [RUN ...] [--seeds 0 1] [--num 200] [--candidates 8] [--doc docs/INFILL.md]
+    python scripts/bench_fill_rank.py RUN [RUN ...] [--seeds 0 1] [--num 200] [--candidates 8] [--doc docs/results/INFILL.md]
 
 About 4 minutes per run and seed for 200 spans of 8 candidates on one thread of a 2-core CPU.
 """

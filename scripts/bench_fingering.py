@@ -1,5 +1,5 @@
 """How often a tab-token model fingers held-out human tabs as their authors did, vs fret() (issue #17); writes
-docs/FINGERING_MODEL.md.
+docs/results/FINGERING_MODEL.md.
 
     python scripts/bench_fingering.py RUN [--data ../shared/data/guitar] [--every N] [--device auto]
     python scripts/bench_fingering.py --list-split train.txt     # the fit half's files, one path per line
@@ -8,7 +8,7 @@ docs/FINGERING_MODEL.md.
 Files are split in two exactly as scripts/bench_fretting.py does (its `half()`: a hash of the file name without
 extension, so a song's .gp3/.gp4/.gp5 copies land together): half 0 is for training, half 1 is held out and
 scored here. Parts are de-duplicated by their notes and fingering, then every Nth is kept (`--every`).
-Sources: classtab's ASCII tabs, Guitar Pro 3-5 files (the two sources of docs/FRETTING.md) and Guitar Pro 6-8
+Sources: classtab's ASCII tabs, Guitar Pro 3-5 files (the two sources of docs/results/FRETTING.md) and Guitar Pro 6-8
 files. Agreement is counted in token space on the same notes for the model and fret()
 (guitarformer/evaluation/fingering.py: the model re-chooses every note's string of the part encoded with the
 human fingering, in the run's tab layout: 2, a String on every note, or 3, a String only off the lowest-fret
@@ -138,7 +138,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (on a shared 2-core machine one thread "
                     "stepped 35 rows 4x faster than two, with the other core busy)")
-    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "FINGERING_MODEL.md")
+    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "results" / "FINGERING_MODEL.md")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--list-split", type=Path, default=None, help="write half 0's files here, one path a line")
     ap.add_argument("--copy-split", type=Path, default=None, help="copy half 0's files under this folder")
@@ -268,7 +268,7 @@ The split is bench_fretting.py's: a hash of the file name without extension, hal
 `--list-split FILE` as one path a line, or `--copy-split DIR` as a folder of copies that `guitarformer prepare DIR
 --tokenizer TabREMI` reads), half 1 held out. fret()'s own weights were fit on half 0 too.
 
-Differences from docs/FRETTING.md's table: the parts here are read by guitarformer's readers (Guitar Pro through
+Differences from docs/results/FRETTING.md's table: the parts here are read by guitarformer's readers (Guitar Pro through
 `read_guitar`, not the benchmark's own minimal loop), fret() fingers every note of a part (dead notes and
 harmonics included, as `tab` does) before those notes are left out of the count, and a note counts as the
 tokenizer sees it (notes its quantisation merges are one note). The fret() column should land within a few

@@ -1,6 +1,6 @@
-"""Score tab.fret() against human fingerings (Guitar Pro files and ASCII tabs) on held-out files; write docs/FRETTING.md.
+"""Score tab.fret() against human fingerings (Guitar Pro files and ASCII tabs) on held-out files; write docs/results/FRETTING.md.
 
-    python scripts/bench_fretting.py [--data ../shared/data/guitar] [--doc docs/FRETTING.md] [--every N]
+    python scripts/bench_fretting.py [--data ../shared/data/guitar] [--doc docs/results/FRETTING.md] [--every N]
     python scripts/bench_fretting.py --fit [--epochs 3]     # refit both passes on the fit half, print the table
     python scripts/bench_fretting.py --train-nn [--nn-epochs 15]  # train the learned string model, pick its weight
     python scripts/bench_fretting.py --fit-distorted         # refit the distorted-guitar costs (programs 29-30)
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from guitarformer.fretting import DEFAULT_COSTS, DISTORTED_PROGRAMS, fingering_features, fret, fret_lowest, FretCosts  # noqa: E402
 from guitarformer.fretting import piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
-from guitarformer.fretting.costs import _N_FROM_FIRST, _PIECE0, N_FEATURES, WEIGHTS_FILE
+from guitarformer.fretting.costs import N_FROM_FIRST, PIECE0, N_FEATURES, WEIGHTS_FILE
 from guitarformer.fretting.notes import group_onsets as _group_onsets
 from guitarformer.fretting.viterbi import _decode, _piece_table
 
@@ -153,7 +153,7 @@ def fit(parts: list[Part], epochs: int = 3, lr: float = 0.05, seed: int = 0, fir
         first = dataclasses.replace(first, nn_weight=0.0)
         tables = [piece_table(notes, tuning, capo, 24, first) for _, tuning, capo, notes, _ in parts]
     print(f"piece tables for {len(parts)} parts ({time.perf_counter() - t0:.0f}s)", flush=True)
-    from_first = slice(_PIECE0, _PIECE0 + _N_FROM_FIRST)
+    from_first = slice(PIECE0, PIECE0 + N_FROM_FIRST)
     pieces = chunks(parts, tables, size)
     w = np.zeros(N_FEATURES)
     if w0 is not None:
@@ -270,7 +270,7 @@ def human_agreement(tab_files, min_run: int = 12) -> tuple[int, int, float, floa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "guitar")
-    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "FRETTING.md")
+    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "results" / "FRETTING.md")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--every", type=int, default=1, help="score every Nth part only (quick iterations; no doc)")
     ap.add_argument("--fit", action="store_true", help="refit the weights on half 0 and print them (no doc)")
@@ -425,7 +425,7 @@ to the chord costs of both passes (the model runs once per call; the perceptron 
 (`--train-nn`: AdamW, one-cycle lr 3e-3, 15 epochs, 256-note windows, one CPU thread, seed 0, about 4 minutes)
 on 7/8 of the half-0 files; the other 1/8 (a second file-name hash) picks the epoch and the weight (pooled there:
 0 83.83%, 0.5 84.14%, 1.0 84.13%, 1.5 83.92%, 2.0 83.81%). Without the weights file (or torch) `fret()` uses the hand-made costs alone.
-The shipped weights were trained on the second session's reading of the data (duets as one part, harmonics kept);
+The shipped weights were trained on an earlier reading of the data (duets as one part, harmonics kept);
 `--train-nn` now trains on the current reading and gives a different model (validation eighth 84.19% at weight 1.0,
 the shipped one 84.36% at 0.5 on the same notes), so it was not replaced.
 
@@ -471,7 +471,7 @@ the default costs (`costs_for_program`). `guitarformer tab FILE --program 30` re
 | (same, nn_weight 1.0) | 84.58% | 45.54% | 83.76% |
 | dropped: the model applied in pass 1 only / pass 2 only / 0.5 + 1 / 1 + 0.5 (validation eighth, classtab: 84.78 / 84.67 / 84.75 / 84.82 vs 84.78 both at 1) | noise | | |
 | dropped: the model reading the hand-made fret()'s fingering as input, decoded again with its term (a "corrector"; validation eighth: classtab 84.37% vs 84.78% for the plain model at weight 1, GP 72.9% vs 69.7%) | | | |
-| *third session; from here on the held-out half is read with the two reader/benchmark changes below* | | | |
+| *from here on the held-out half is read with the two reader/benchmark changes below* | | | |
 | reader fix: duet/trio tabs read as one part per guitar (stacked systems or "Gtr N" sections, a guitar's own tuning line; 35 files, 32,002 held-out notes at 76.9% -> 77.7%) | 84.58% (+0.07) | 45.78% | 83.78% |
 | benchmark: natural harmonics left out (GP harmonic effect, "<12>" in ASCII tab; 1,187 held-out classtab notes, fret() matched 41% of them) | 84.77% | 45.75% | 83.96% |
 | dropped: power-chord features (strings not adjacent, open root, root string 6/5/4/other), refit | 84.5% (=) | 45.6% (-0.2; fit half 79.3 -> 81.1) | |
@@ -485,7 +485,7 @@ the default costs (`costs_for_program`). `guitarformer tab FILE --program 30` re
 | dropped: dropout 0.3 in the string model (input, between and after the GRU layers; two seeds: validation eighth 84.04% / 83.92% at weight 0.5 vs 84.36%) | | | |
 | dropped: max-marginal decoding (forward-backward over the same lattice, the costs as energies at temperature T, each onset's most probable fingering; validation T = 1 / 2 / 3 / 5: 84.40 / 84.44 / 84.36 / 84.24% vs 84.36% for the Viterbi) | | | |
 | dropped: classtab notes held over the next onset too (ASCII tab has no sustain, so the "string re-used while still sounding" feature never fires there), refit: validation 84.41% vs 84.36% for the same refit without it | 84.77% vs 84.73% | 46.15% vs 45.71% | |
-| *fourth session* | | | |
+| *later changes* | | | |
 | reader fix: several versions (arrangements) of a piece in one text are one part per version, each with its own header line's tuning and capo (classtab's "1st version - ...", "2nd version - drop D, capo 2"; 116 files) | 84.76% (-0.01) | | |
 | reader: "=" after a fret (classtab's "note held") sets the note's length (383 files, 24,307 notes longer); weights not refit | 84.76% (=) | | |
 | dropped: both passes refit on the new reading (with the '=' lengths the "string re-used while still sounding" weight goes from 0.05 to 11.0 in pass 1) | 84.80% (+0.04: noise) | | |
@@ -506,8 +506,8 @@ last row in the second decimal.
   {acc['Guitar Pro (gp3/4/5)']:.1%}, pooled {pooled:.1%} held out (pooled = all held-out notes of both
   sources; classtab is 98% of them). Everything tried together bought about +2.2 points on classtab
   and +9.5 on GP (+7.7 of it from the distorted-guitar costs); the per-feature gains shrank to noise level at
-  the end. The fourth session's changes to classtab (versions split, held notes' lengths, a refit on that reading,
-  an ensemble of string models) moved it by at most 0.04 points. The third session's modelling
+  the end. Later changes to classtab (versions split, held notes' lengths, a refit on that reading,
+  an ensemble of string models) moved it by at most 0.04 points. The earlier modelling
   attempts (power chords, a wider string model, the model's output as fitted features, melody transitions,
   fitting with the model present, voting) each moved the validation eighth by less than its seed-to-seed noise
   (about 0.2 points), so none shipped; the numbers moved only through reading the data right (duets split,

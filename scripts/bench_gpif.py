@@ -5,7 +5,7 @@ The twins are alphaTab's and slundi/guitarpro's test scores saved by Guitar Pro 
 (else GP4/GP3) twin, each round times, interleaved: read_guitar(.gp), read_guitar(.gpx),
 guitarpro.parse(GP5 twin) and read_guitar(GP5 twin) (PyGuitarPro plus our conversion). Each file's time
 is its best of --rounds; every side reads all pitched tracks (tracks="all"), as PyGuitarPro does.
-Per-note time = summed time / notes read. Prints a Markdown table (docs/BENCH_GPIF.md).
+Per-note time = summed time / notes read. Prints a Markdown table (docs/results/BENCH_GPIF.md).
 
     python scripts/bench_gpif.py [--rounds 7] [--data ../shared/data/guitar]
 """

@@ -16,7 +16,7 @@ pieces of the run's val split (train when it has none):
                    (sampled as the command samples them) and of the real bars they replace, per span, averaged;
                    beside it the same OA for the bars right before the span (copying the left side: a baseline).
 
-    python scripts/bench_infill.py RUN [RUN ...] [--num 200] [--device auto]   # writes docs/INFILL.md
+    python scripts/bench_infill.py RUN [RUN ...] [--num 200] [--device auto]   # writes docs/results/INFILL.md
 
 Small settings run on a CPU (a tiny run, --num 20: seconds); a GPU takes a few minutes for decoder-small at 200.
 """
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
                     "each run's sample.temperature, as `guitarformer infill` uses it)")
     ap.add_argument("--candidates", type=int, default=InfillRequest.candidates, help="fills sampled per span, one "
                     "kept as `guitarformer infill` keeps it (default: the command's)")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "INFILL.md")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "INFILL.md")
     a = ap.parse_args(argv)
     device = resolve_device(a.device)
     rows = []

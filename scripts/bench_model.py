@@ -2,7 +2,7 @@
 
     python scripts/bench_model.py                                   # CPU: speed + memory, a few minutes
     python scripts/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m   # GPU: speed, MFU, memory
-    python scripts/bench_model.py --out docs/BENCH_MODELS.md.part   # also write the markdown report
+    python scripts/bench_model.py --out docs/results/BENCH_MODELS.md.part   # also write the markdown report
 
 Both models get the same width, depth, heads, context, vocabulary, batch, loss (cross-entropy computed
 outside the model, so HF's label shift is not timed) and optimizer (torch AdamW, decay on matrices only),

@@ -1,6 +1,6 @@
 """Benchmark: `prepare` vs plain miditok on the same MIDI files (files/s, tokens/s), side by side in one run.
 
-    python scripts/bench_prepare.py [--data ../shared/data/guitar] [--repeat 3] [--out docs/BENCH_PREPARE.md]
+    python scripts/bench_prepare.py [--data ../shared/data/guitar] [--repeat 3] [--out docs/results/BENCH_PREPARE.md]
 
 (Another tree's prepare: PYTHONPATH=TREE python scripts/bench_prepare.py ...)
 

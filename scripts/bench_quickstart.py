@@ -3,7 +3,7 @@ note on the plain val stream (no control tokens, no infilling examples) in the t
 
     python scripts/bench_quickstart.py time --dataset DS --out times.json [--rounds 6] [--threads 2]
     python scripts/bench_quickstart.py train --dataset DS --times times.json --work DIR [--only NAME ...]
-    python scripts/bench_quickstart.py doc --times times.json --work DIR [DIR ...] --doc docs/TAB_TOKENS.md
+    python scripts/bench_quickstart.py doc --times times.json --work DIR [DIR ...] --doc docs/results/TAB_TOKENS.md
 
 Loss against steps does not depend on the machine, step time does, and the CPU this was measured on is shared: so
 `time` measures each recipe's training step on this CPU in one interleaved run (a few steps of each recipe in

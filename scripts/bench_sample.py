@@ -4,7 +4,7 @@ Same dims on every side (`--dims`; `--pretrained`: the shipped model itself agai
 512-token prompt so the cache matters, sampling at temperature 1 with no top-k/top-p and no constraints for
 fairness; ours is also timed with the guitar constraint on, and with the constraint and classifier-free guidance
 (an unconditioned twin read beside each row, as `sample --key/--style` runs). Prints a Markdown table
-(docs/BENCH_SAMPLE.md).
+(docs/results/BENCH_SAMPLE.md).
 
     python scripts/bench_sample.py [--threads 1] [--new 256] [--prompt 512] [--repeat 3]
     python scripts/bench_sample.py --pretrained --batches 1                   # what `guitarformer sample` runs

@@ -14,7 +14,7 @@ with their strings, and counts the share of notes each rule names right, i.e. th
   cut at any Bar decodes alone. Nothing of it is built; this measures what it would save.
 - again in the bar: a pitch already played in the bar takes the string it took last (a riff's repeated notes, an
   arpeggio's strings); any other note the hand-in-the-bar string. Bar-local too. Built once as tab layout 4 and
-  measured: fewer tokens, worse nats per note on the corpus and on human tabs (docs/TAB_TOKENS.md, "Layout 4").
+  measured: fewer tokens, worse nats per note on the corpus and on human tabs (docs/results/TAB_TOKENS.md, "Layout 4").
 
 Each piece's tuning and capo come from its opening CtrlTuning/CtrlCapo; a piece without them is read in standard
 tuning, and one whose tuning is "other" is left out (its open strings are not in the tokens).

@@ -2,7 +2,7 @@
 
     python scripts/bench_studio.py                       # an untrained tiny run (tests/studio_runs.py), CPU
     python scripts/bench_studio.py --run runs/X --device cuda
-    python scripts/bench_studio.py --write docs/STUDIO.md   # replace the measured block in the doc
+    python scripts/bench_studio.py --write docs/results/STUDIO.md   # replace the measured block in the doc
 
 Click -> drawn: headless Chromium (Playwright on the system browser) opens the page, asks for 8 bars with one
 candidate and clicks Generate; the page records performance.now() from the click to alphaTab's renderFinished

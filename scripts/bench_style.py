@@ -7,7 +7,7 @@ of every train tune of a style with at least 20 train tunes (fewer: it is not ju
 without a share).
 
     GUITARFORMER_CACHE=... python scripts/bench_style.py [--run RUN] [--data DATASET] [--riffs 16] [--bars 8]
-        [--out docs/EVAL.md]
+        [--out docs/results/EVAL.md]
 
 With no --run, the shipped model; with no --data, the built-in corpus dataset the run's data config names in the
 cache. The section `style` of --out is written whole.
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--guidance", type=float, default=None, help="classifier-free guidance on the asked style "
                     "(default: the sampler's, app/sample.py GUIDANCE)")
-    ap.add_argument("--out", type=Path, default=Path("docs/EVAL.md"))
+    ap.add_argument("--out", type=Path, default=Path("docs/results/EVAL.md"))
     args = ap.parse_args(argv)
     t0 = time.time()
     loaded = load_run_once(args.run, None, args.device)

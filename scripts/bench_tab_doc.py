@@ -1,4 +1,4 @@
-"""The tables the tab-token benches write into docs/TAB_TOKENS.md: each between its own pair of marks, so a bench
+"""The tables the tab-token benches write into docs/results/TAB_TOKENS.md: each between its own pair of marks, so a bench
 run replaces its table and leaves the prose around it alone.
 
     <!-- table:NAME -->

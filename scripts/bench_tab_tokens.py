@@ -2,8 +2,8 @@
 the round trip of every note through `tok.encode` / `tok.decode`, and how often each technique occurs.
 
     python scripts/bench_tab_tokens.py --limit 80                      # ../shared/data/guitar, per source kind
-    python scripts/bench_tab_tokens.py --limit 80 --doc docs/TAB_TOKENS.md   # also writes the tables there
-    python scripts/bench_tab_tokens.py --corpus REMI_DATASET TAB_DATASET --doc docs/TAB_TOKENS.md
+    python scripts/bench_tab_tokens.py --limit 80 --doc docs/results/TAB_TOKENS.md   # also writes the tables there
+    python scripts/bench_tab_tokens.py --corpus REMI_DATASET TAB_DATASET --doc docs/results/TAB_TOKENS.md
 
 Parts without a human fingering (MIDI) get `fret()`'s, as `prepare` gives them. The tab layouts counted: layout 3,
 the default (a String only where a note leaves its lowest-fret string; Velocity only with dynamics: these sources

@@ -2,7 +2,7 @@
 the same val tunes, the same steps and seeds (nats/note is the unit that compares tokenizations).
 
     python scripts/bench_tab_train.py --midi CORPUS_MIDI_DIR --work /tmp/tabpair --steps 300 --seeds 1337 2 \\
-        --set model.n_layer=4 --set model.n_embd=128 --doc docs/TAB_TOKENS.md
+        --set model.n_layer=4 --set model.n_embd=128 --doc docs/results/TAB_TOKENS.md
 
 Prepares the folder twice (REMI, TabREMI: the split follows each file's content hash, so both hold the same val
 tunes), trains one run per tokenizer and seed with the given config (default decoder-small, compile off, fp32, no

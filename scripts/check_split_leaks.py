@@ -1,5 +1,5 @@
 """Split leaks: does any piece of music sit in two splits of a prepared dataset? Writes the numbers for
-docs/RELIABILITY.md.
+docs/results/RELIABILITY.md.
 
 Two sources:
 - the shared real files (../shared/data/guitar): "same-score groups" are files with one name in one folder in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU numbers in docs/BENCH_GPU.md, in two device calls of under 10 minutes each (one H100):
+# The GPU numbers in docs/results/BENCH_GPU.md, in two device calls of under 10 minutes each (one H100):
 #   bash scripts/gpu_checks.sh train   # default run wall time; decoder-base tokens/s, MFU, peak memory; sampling tokens/s
 #   bash scripts/gpu_checks.sh bench   # 2-process DDP with NCCL; ours vs HF GPT-2 (gpt2-85m, bf16, torch.compile)
 #   bash scripts/gpu_checks.sh tab     # the default run with tab tokens and with pitch-only REMI, their NLL per note
@@ -10,12 +10,12 @@
 #                                      # constraint vs HF generate (captured and eager steps; the constraint on the
 #                                      # GPU and where `sample` keeps it; fp32 and bf16 weights); gpu_profile_step.py's
 #                                      # tables into $LOG; writes the section of
-#                                      # docs/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
+#                                      # docs/results/BENCH_GPU.md between its speed markers (a copy comes back in $OUT)
 #   bash scripts/gpu_checks.sh compiled # #28, ~5-6 min, WHL=.whl-speed as the speed stage: the step compiled, then
 #                                      # captured (SamplingParams(compile=True)
 #                                      # on CUDA: tests, decoder-base and the shipped model at batch 1 and 32 vs the plain
 #                                      # captured step and HF) and a 16-bar riff from the command to the files on the
-#                                      # GPU and the CPU; writes docs/BENCH_GPU.md between its compiled markers
+#                                      # GPU and the CPU; writes docs/results/BENCH_GPU.md between its compiled markers
 #   bash scripts/gpu_checks.sh trainbatch # #28, ~8 min, WHL=.whl-speed: decoder-base training vs HF GPT-2 at batch
 #                                      # $BATCHES (default "32 64"; the speed stage's is 16): does MFU rise toward 45%?
 #   bash scripts/gpu_checks.sh tuning  # #28, WHL=.whl-speed: the compiled batch-1 step under inductor options, each
@@ -116,7 +116,7 @@ elif [ "$STAGE" = speed ]; then
   timeout ${PROFILE_S:-90} python3 scripts/gpu_profile_step.py --new 128 --out "$LOG" > "$LOG/profile.txt" 2>&1
   grep -v USDT "$LOG/profile.txt" | tail -8
   python3 scripts/gpu_sections.py speed "$LOG"
-  cp docs/BENCH_GPU.md "$LOG/BENCH_GPU.md"; cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
+  cp docs/results/BENCH_GPU.md "$LOG/BENCH_GPU.md"; cp docs/results/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = compiled ]; then
   step "tests: the compiled step captured on CUDA, the captured step"
   timeout ${TEST_S:-200} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "compiled or captured" \
@@ -135,7 +135,7 @@ elif [ "$STAGE" = compiled ]; then
   done
   cat "$LOG/riff_times.txt"
   python3 scripts/gpu_sections.py compiled "$LOG"
-  cp docs/BENCH_GPU.md "$OUT/BENCH_GPU.md"
+  cp docs/results/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = trainbatch ]; then  # #28: does a bigger batch take decoder-base training toward 45% MFU?
   for b in ${BATCHES:-32 64}; do
     step "training at batch $b: ours vs HF GPT-2, decoder-base dims (gpt2-85m), bf16 autocast, torch.compile"

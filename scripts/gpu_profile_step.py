@@ -2,7 +2,7 @@
 prompt, tokens/s plain, with the constraint on the GPU and with it on the host (fp32 and bf16 weights), then
 cProfile (host Python) and torch.profiler (host ops, kernel launches, GPU kernels) of `generate`.
 
-    python scripts/gpu_profile_step.py --out DIR          # on a GPU machine (docs/BENCH_GPU.md, speed section)
+    python scripts/gpu_profile_step.py --out DIR          # on a GPU machine (docs/results/BENCH_GPU.md, speed section)
     python scripts/gpu_profile_step.py --device cpu --new 8 --out /tmp   # a CPU run checks the script itself
 
 Writes DIR/cprof_{plain,host}.txt and DIR/tprof_{plain,host}.txt; prints the tokens/s."""

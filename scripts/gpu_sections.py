@@ -1,4 +1,4 @@
-"""The sections of docs/BENCH_GPU.md that `scripts/gpu_checks.sh` writes from its logs, one per stage:
+"""The sections of docs/results/BENCH_GPU.md that `scripts/gpu_checks.sh` writes from its logs, one per stage:
 
     python3 scripts/gpu_sections.py speed LOG      # after `gpu_checks.sh speed`: between the speed marks
     python3 scripts/gpu_sections.py compiled LOG   # after `gpu_checks.sh compiled`: between the compiled marks
@@ -14,7 +14,7 @@ import datetime
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "BENCH_GPU.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "results" / "BENCH_GPU.md"
 
 
 def table(log: Path, name: str, failed: str = "") -> str:

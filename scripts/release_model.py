@@ -17,7 +17,7 @@ One command makes the model `guitarformer sample` and `guitarformer infill` use 
      decoder ships).
 
     python scripts/release_model.py --minutes 15                  # the release (GPU: about 15 min + benches)
-    python scripts/release_model.py --minutes 15 --encdec --docs  # also the encoder-decoder; docs/CONTROLS.md, INFILL.md
+    python scripts/release_model.py --minutes 15 --encdec --docs  # also the encoder-decoder; docs/results/CONTROLS.md, INFILL.md
     python scripts/release_model.py --from-run runs/qs --docs     # measure and ship a run `guitarformer train` made
     python scripts/release_model.py --from-run runs/qs --encdec --encdec-run runs/qs-encdec --docs  # and measure an
         # encoder-decoder `guitarformer train --config encdec-small --set data.controls=true --set data.infill=0.3` made
@@ -177,7 +177,7 @@ def meter_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
     """Notes per second of 16-bar riffs sampled without controls and in the model's own form, in the meters the
     model opens them in ("own") and in meters drawn from the training bars ("drawn", `sample --time-signature auto`),
     beside the test tunes cut into segments as long as the riffs (evaluation/features.length_matched): the
-    layout-3 models open in the dense meters more often than the tunes are in them (docs/TAB_TOKENS.md)."""
+    layout-3 models open in the dense meters more often than the tunes are in them (docs/results/TAB_TOKENS.md)."""
     loaded = load_run_once(run, None, str(device))
     tunes = [p for p in reference_from_split(dataset, "test", loaded.tokenizer).pieces if len(p.pitch) >= 2]
     out: dict[str, float] = {}
@@ -399,7 +399,7 @@ def model_card(shipped: Scores, others: list[Scores], meta: dict, corpus: dict, 
         "Filled bars are sampled as `guitarformer infill` samples them: of "
         f"{shipped.infill.get('candidates', 1)} fills drawn side by side (`--candidates`), the one that best fits the "
         "bars around the gap, the model's likelihood breaking near-ties; OA copy-left: the bars "
-        "before the gap copied in its place (docs/INFILL.md).", "",
+        "before the gap copied in its place (docs/results/INFILL.md).", "",
         "| model | val NLL / token | val NLL / note | infill NLL both sides | left only | ratio | "
         "OA fill pitch/duration/onset | OA copy-left | riffs repeating (16 bars) |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -453,7 +453,7 @@ def parse_args(argv):
     ap.add_argument("--form-samples", type=int, default=60, help="unconditioned riffs for the repeat share")
     ap.add_argument("--work", type=Path, default=None, help="folder for runs and tables (default runs/release-*)")
     ap.add_argument("--out", type=Path, default=pretrained_dir(), help="where the shipped model goes")
-    ap.add_argument("--docs", action="store_true", help="write docs/CONTROLS.md and docs/INFILL.md from this release")
+    ap.add_argument("--docs", action="store_true", help="write docs/results/CONTROLS.md and docs/results/INFILL.md from this release")
     ap.add_argument("--from-run", type=Path, default=None, help="release this decoder run, already trained by the "
                     "recipe (e.g. the quickstart's `guitarformer train`), instead of training one")
     ap.add_argument("--encdec-run", type=Path, default=None, help="with --encdec: measure this encoder-decoder run "
@@ -493,8 +493,8 @@ def main(argv: list[str] | None = None) -> int:
               "exported": {**asdict(exported), "folder": str(exported.folder)}, "torch": torch.__version__}
     (work / "release.json").write_text(json.dumps(report, indent=2, default=str))
     if args.docs:
-        (ROOT / "docs" / "CONTROLS.md").write_text((work / "CONTROLS-decoder.md").read_text())
-        _script("bench_infill").write_doc([s.infill for s in scores], ROOT / "docs" / "INFILL.md",
+        (ROOT / "docs" / "results" / "CONTROLS.md").write_text((work / "CONTROLS-decoder.md").read_text())
+        _script("bench_infill").write_doc([s.infill for s in scores], ROOT / "docs" / "results" / "INFILL.md",
                                           args.command)
     print(f"exported {exported.folder}: {exported.parameters:,} parameters as {exported.dtype}, "
           f"{exported.bytes / 2**20:.2f} MiB; numbers in {work / 'release.json'}")

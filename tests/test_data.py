@@ -10,7 +10,7 @@ import torch
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
 from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
-from guitarformer.data.prepare import load_meta, prepare, split_of
+from guitarformer.data.prepare import VAL_MIN_PIECES, assign_splits, load_meta, prepare, split_of
 from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, encode, load_tokenizer
 from guitarformer.errors import GuitarformerError
 
@@ -103,7 +103,9 @@ def test_prepare_manifest_splits_duplicates_and_cache(tmp_path):
     assert by["broken.mid"]["status"] == "failed" and by["broken.mid"]["reason"]
     assert by["notes.pdf"]["status"] == "skipped" and "unsupported" in by["notes.pdf"]["reason"]
     ok = [d for d in lines if d["status"] == "ok"]
-    assert len(ok) == 12 and all(d["split"] == split_of(d["piece"]) for d in ok)  # by the music, not the bytes
+    splits = assign_splits(d["piece"] for d in ok)
+    assert len(ok) == 12 and all(d["split"] == splits[d["piece"]] for d in ok)  # by the music, not the bytes
+    assert sum(d["split"] == "val" for d in ok) >= 2  # 12 pieces: val holds one in five at least
     assert sum(d["n_tokens"] for d in ok) == sum(meta["tokens"].values())
     for k in ("path", "sha256", "format", "status", "reason", "tracks", "n_tokens", "split", "piece"):
         assert k in lines[0]
@@ -144,6 +146,22 @@ def test_split_is_stable_when_files_are_added():
     assert [split_of(s) for s in shas] == [split_of(s) for s in shas]
     val = sum(split_of(s) == "val" for s in shas) / len(shas)
     assert 0.03 < val < 0.07
+
+
+def test_a_small_datasets_val_split_holds_enough_pieces():
+    """The hash gives 18 pieces about one val piece, too few to judge a run: train pieces move to val until it has
+    VAL_MIN_PIECES, the same ones every time; 8 pieces, and a large set, keep the hash's split."""
+    import hashlib
+
+    shas = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2000)]
+    few = [s for s in shas if split_of(s) != "val"][:18]
+    splits = assign_splits(few)
+    assert sum(v == "val" for v in splits.values()) == VAL_MIN_PIECES
+    assert sum(v == "train" for v in splits.values()) == sum(split_of(s) == "train" for s in few) - VAL_MIN_PIECES
+    assert all(splits[s] == split_of(s) for s in few if split_of(s) == "test")
+    assert assign_splits(reversed(few)) == splits
+    assert assign_splits(few[:8]) == {s: split_of(s) for s in few[:8]}
+    assert assign_splits(shas) == {s: split_of(s) for s in shas}
 
 
 def test_incomplete_dataset_is_refused(tmp_path):

@@ -36,7 +36,7 @@ from guitarformer.generation.fingering import (
     refinger,
     token_note_of,
 )
-from guitarformer.generation.fingering_rows import _cuts, _SlotCache, _windows
+from guitarformer.generation.fingering_rows import window_cuts, SlotCache, window_spans
 from guitarformer.generation.fret_model import finger_combined, string_logprobs
 from guitarformer.models import build_model
 from guitarformer.music.guitar import STANDARD_TUNING
@@ -209,7 +209,7 @@ def test_refinger_changes_only_string_tokens_and_not_with_the_batching(model, to
     _wide_batches(monkeypatch)
     seqs = [encode(tok, replace(gs, frets=fret(list(gs.track.notes), gs.tuning, gs.capo))) for gs in parts]
     if _layout3(tok):  # several windows per part (a note counts two tokens there)
-        assert max(len(_cuts(s, BLOCK, TabVocab(tok))) for s in seqs) > 2
+        assert max(len(window_cuts(s, BLOCK, TabVocab(tok))) for s in seqs) > 2
     else:
         assert max(map(len, seqs)) > 2 * BLOCK  # several windows per part
     guitars = [(gs.tuning, gs.capo) for gs in parts]
@@ -431,13 +431,13 @@ def test_greedy_takes_the_bait_and_beam_search_does_not(model, tok, parts, monke
 
 
 def test_the_constraint_rows_beam_search_reorders_are_all_its_per_row_state(tok, parts):
-    from guitarformer.generation.fingering_rows import _Rows
+    from guitarformer.generation.fingering_rows import RowGroup
 
     seqs, _ = _seqs(tok, parts)
     n = min(map(len, seqs))
     ids = torch.tensor([s[:n] for s in seqs])  # one row per part, each with its own strings sounding
     perm = torch.tensor([2, 0, 0, 3, 1])[:len(seqs) + 1] % len(seqs)
-    moved, replayed = _Rows(tok, ((40, 45, 50, 55, 59, 64), 0), torch.device("cpu")), _Rows(
+    moved, replayed = RowGroup(tok, ((40, 45, 50, 55, 59, 64), 0), torch.device("cpu")), RowGroup(
         tok, ((40, 45, 50, 55, 59, 64), 0), torch.device("cpu"))
     assert len(moved.row_state) >= 8
     moved.constraint.start(ids)
@@ -479,7 +479,7 @@ def test_string_logprobs_are_each_windows_own_forward(model, tok, parts):
         where = [j for j, t in enumerate(seq) if t in v.string_of]
         assert lp.shape == (len(where), MAX_STRINGS)
         want = {}
-        for a, b in _windows(seq, BLOCK, v):
+        for a, b in window_spans(seq, BLOCK, v):
             with torch.inference_mode():
                 logits = model(torch.tensor([seq[a:b]]))[0][0]
             for j in range(a + 1, b):
@@ -692,7 +692,7 @@ def test_layout3_string_logprobs_are_read_at_each_duration(model, tok, parts):
         ends = [j for j, e in enumerate(v.note_ends(seq)) if e]
         assert lp.shape == (len(ends), MAX_STRINGS)
         want = {}
-        for a, b in _cuts(seq, BLOCK, v):
+        for a, b in window_cuts(seq, BLOCK, v):
             with torch.inference_mode():
                 logits = model(torch.tensor([seq[a:b]]))[0][0]
             for j in range(a, b):
@@ -716,7 +716,7 @@ def test_layout3_windows_hold_a_string_for_every_note(tok, parts):
     for gs in parts:
         teach = _strip(tok, _seqs(tok, [gs])[0][0])
         ends = v.note_ends(teach)
-        cuts = _windows(teach, BLOCK, v, ends)
+        cuts = window_spans(teach, BLOCK, v, ends)
         assert len(cuts) > 1 and cuts[0][0] == 0 and cuts[-1][1] == len(teach)
         for (a, b), (c, _) in zip(cuts, cuts[1:] + [(len(teach), None)]):
             assert b == c and (b - a) + sum(ends[a:b]) <= BLOCK
@@ -748,7 +748,7 @@ def test_a_tiny_decoder_fingers_a_tab_file(tmp_path, monkeypatch):
 
 
 def test_a_beam_cache_in_slots_reads_as_its_rows_moved(tok):
-    """`_SlotCache`: after beam search's re-rankings (each row a copy of some earlier row), every row's logits are what
+    """`SlotCache`: after beam search's re-rankings (each row a copy of some earlier row), every row's logits are what
     the model gives that row's tokens read from scratch, and only a row's second and later descendants are copied
     (a model with prev_token and the copy head, whose per-row cache state moves with the keys and values)."""
     torch.manual_seed(0)
@@ -757,7 +757,7 @@ def test_a_beam_cache_in_slots_reads_as_its_rows_moved(tok):
     B, gen = 6, torch.Generator().manual_seed(1)
     rows = torch.randint(4, 7, (B, 5), generator=gen)  # few ids: the copy head finds repeats to match
     with torch.inference_mode():
-        cache = _SlotCache(m, B, BLOCK, torch.device("cpu"))
+        cache = SlotCache(m, B, BLOCK, torch.device("cpu"))
         cache.read(rows)
         for src in ([0, 0, 1, 2, 3, 4], [5, 5, 5, 0, 1, 1], [0, 1, 2, 3, 4, 5], [3, 2, 1, 0, 0, 4], [1, 1, 1, 1, 1, 1]):
             src = torch.tensor(src)

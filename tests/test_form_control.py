@@ -161,7 +161,7 @@ def test_the_default_form_is_the_runs_measured_one_else_the_models_own_where_it_
 def test_form_none_is_the_model_alone_as_before(shipped):
     """`--form none` leaves the riffs to the model: pinned riffs of the shipped model, seed 7 (its default meters,
     drawn, and its own). The form control's first version wrote, with `none`, exactly the riffs recorded before it
-    existed; the pins are recorded again when the shipped model (last: the twenty-third session's GPU release), a
+    existed; the pins are recorded again when the shipped model (last: an earlier GPU release), a
     guard, the default guidance or the meters' draw changes."""
     want = {"": "b50b6f4da3ced956", "controls": "65918eaa0a65d088", "unguided": "ca743cbb4248d3e5",
             "own meter": "63576f5d752cd7e4"}

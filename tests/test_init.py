@@ -155,6 +155,21 @@ def test_fine_tuned_run_samples_its_new_style_and_infills(fine_tuned, tabs, tmp_
     assert r.exit_code == 0 and "bars 2-3 written again" in r.output, r.output
 
 
+def test_sample_says_which_run_it_takes_and_the_way_back(fine_tuned, tmp_path, monkeypatch):
+    """A fine-tuned run under ./runs becomes the default model: `sample` says it took it, why, and that
+    `--run pretrained` goes back to the shipped model, which then says it is the one used."""
+    run, _ = fine_tuned
+    shutil.copytree(run, tmp_path / "runs" / "my-tabs")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["sample", "--out", "a.mid", "--bars", "1", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "run runs/my-tabs (" in r.output and "the newest under ./runs, as no --run was named" in r.output
+    assert "--run pretrained: the shipped model" in r.output
+    r = CliRunner().invoke(main, ["sample", "--run", "pretrained", "--out", "b.mid", "--bars", "1", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "using the shipped model" in r.output and "runs/my-tabs" not in r.output
+
+
 def test_fine_tune_resumes_exactly(like_dataset, tmp_path):
     cfg = _cfg(like_dataset)
     full = train(copy.deepcopy(cfg), run_dir=tmp_path / "full", progress=False)

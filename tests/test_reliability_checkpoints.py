@@ -1,4 +1,4 @@
-"""Hostile and damaged checkpoints: refused or reported in one line, never executed (docs/RELIABILITY.md).
+"""Hostile and damaged checkpoints: refused or reported in one line, never executed (docs/results/RELIABILITY.md).
 """
 
 from __future__ import annotations

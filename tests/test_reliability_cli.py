@@ -1,5 +1,5 @@
 """Bad command lines: empty or junk datasets, bad configs, missing paths, a prompt that is not music: one clear
-line each, a traceback only with --debug (docs/RELIABILITY.md).
+line each, a traceback only with --debug (docs/results/RELIABILITY.md).
 """
 
 from __future__ import annotations

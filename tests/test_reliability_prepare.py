@@ -1,5 +1,5 @@
 """Reliability of `prepare`: fuzzed and damaged files, a reader that spins, hogs memory or kills its worker,
-Ctrl-C in the middle (docs/RELIABILITY.md).
+Ctrl-C in the middle (docs/results/RELIABILITY.md).
 """
 
 from __future__ import annotations

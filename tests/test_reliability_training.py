@@ -1,5 +1,5 @@
 """Reliability of training: SIGKILL, SIGTERM and Ctrl-C mid-run, a full disk, a failing rename: the last
-checkpoint survives and resumes (docs/RELIABILITY.md).
+checkpoint survives and resumes (docs/results/RELIABILITY.md).
 """
 
 from __future__ import annotations

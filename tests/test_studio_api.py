@@ -360,7 +360,7 @@ def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_pa
 
 
 def test_the_studio_removes_its_temporary_folder_and_keeps_a_given_one(run, tmp_path):
-    """Riffs go to a temporary folder of the studio's own, removed when the server stops (docs/STUDIO.md says so);
+    """Riffs go to a temporary folder of the studio's own, removed when the server stops (docs/studio.md says so);
     a folder the caller gave is the caller's and stays."""
     loaded = load_run_once(run)
     app = create_app(loaded)

@@ -4,7 +4,7 @@ them (the other bars stay), upload a broken file and read the message.
 
 Needs Playwright for Python and a Chromium on the machine (Debian: `apt-get install chromium`; Playwright's own
 browser downloads are not used). Skips, saying which is missing, elsewhere. Set STUDIO_SCREENSHOTS=docs to keep
-the screenshots it takes (docs/STUDIO.md shows them).
+the screenshots it takes (docs/studio.md shows them).
 """
 
 from __future__ import annotations

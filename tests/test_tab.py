@@ -179,7 +179,7 @@ def test_real_gp_files_fret_validly():
 
 def test_costs_vector_round_trip():
     from guitarformer.fretting import DEFAULT_COSTS, FretCosts
-    from guitarformer.fretting.costs import _N_FROM_FIRST, N_BASE, N_FEATURES
+    from guitarformer.fretting.costs import N_FROM_FIRST, N_BASE, N_FEATURES
 
     w = DEFAULT_COSTS.vector()
     assert w.shape == (N_FEATURES,)
@@ -188,8 +188,8 @@ def test_costs_vector_round_trip():
         FretCosts.from_vector(w[:-1])
     # The first pass: its own weights, none on features computed from a first pass, so fret() runs it once.
     first = DEFAULT_COSTS.first()
-    assert first.first_pass is None and not any(first.piece[:_N_FROM_FIRST])
-    assert any(DEFAULT_COSTS.piece[:_N_FROM_FIRST])
+    assert first.first_pass is None and not any(first.piece[:N_FROM_FIRST])
+    assert any(DEFAULT_COSTS.piece[:N_FROM_FIRST])
     assert list(first.vector()) == pytest.approx(list(DEFAULT_COSTS.first_pass))
     assert list(first.vector()[:N_BASE]) != pytest.approx(list(DEFAULT_COSTS.vector()[:N_BASE]))  # two weight sets
 
@@ -197,7 +197,7 @@ def test_costs_vector_round_trip():
 def test_piece_features_come_from_the_first_pass():
     """A pitch played four times: each note's pitch share is the first pass's choice on the OTHER three."""
     from guitarformer.fretting import DEFAULT_COSTS, piece_table
-    from guitarformer.fretting.costs import _P_PITCH, _PIECE0
+    from guitarformer.fretting.costs import P_PITCH, PIECE0
 
     notes = [(i * 240, 240, p) for i, p in enumerate([69, 71, 69, 72, 69, 71, 69])]
     first = fret(notes, costs=DEFAULT_COSTS.first())
@@ -206,7 +206,7 @@ def test_piece_features_come_from_the_first_pass():
     for i in (0, 2, 4, 6):
         others = [6 - first[j][0] for j in (0, 2, 4, 6) if j != i]
         for s in range(6):
-            assert table[i, s, _P_PITCH - _PIECE0] == pytest.approx(others.count(s) / 3)
+            assert table[i, s, P_PITCH - PIECE0] == pytest.approx(others.count(s) / 3)
 
 
 def _brute_force_lines():
@@ -233,10 +233,10 @@ def test_viterbi_finds_the_cheapest_fingering():
 
     from guitarformer.music.guitar import MAX_FRET
     from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
-    from guitarformer.fretting.costs import _N_WIN
+    from guitarformer.fretting.costs import N_WIN
     from guitarformer.fretting.viterbi import _piece_table
 
-    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN, nn_weight=0.0)  # hand-made costs only
+    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * N_WIN, nn_weight=0.0)  # hand-made costs only
     assert any(costs.piece)
     w = costs.vector()
     for notes, options in _brute_force_lines():
@@ -247,7 +247,7 @@ def test_viterbi_finds_the_cheapest_fingering():
         _check(notes, got)
         assert float(w @ fingering_features(notes, got, piece=piece)) == pytest.approx(best)
     # The first pass alone (only the pitch-only piece features: one pass) is exact too.
-    first = dataclasses.replace(DEFAULT_COSTS.first(), window=(0.0,) * _N_WIN, nn_weight=0.0)
+    first = dataclasses.replace(DEFAULT_COSTS.first(), window=(0.0,) * N_WIN, nn_weight=0.0)
     assert any(first.piece)  # the pitch-only piece features
     w = first.vector()
     for notes, options in _brute_force_lines():
@@ -277,13 +277,13 @@ def test_viterbi_with_hand_window_is_near_the_cheapest():
 
 def test_fingering_features_count_what_they_say():
     from guitarformer.fretting import fingering_features
-    from guitarformer.fretting.costs import _FRET0, _MOVE0, _SAME, _SLIDE, _STRING0
+    from guitarformer.fretting.costs import FRET0, MOVE0, SAME, SLIDE, STRING0
 
     notes = [(0, 240, 64 + 5), (240, 240, 64 + 7)]  # A4 then B4, both on the high E string at frets 5, 7
     f = fingering_features(notes, [(1, 5), (1, 7)])
-    assert f[_FRET0 + 5] == 1 and f[_FRET0 + 7] == 1 and f[_STRING0 + 0] == 2
-    assert f[_MOVE0 + 2] == 1  # hand (lowest fretted fret) moved 5 -> 7
-    assert f[_SAME] == 1 and f[_SLIDE] == 2
+    assert f[FRET0 + 5] == 1 and f[FRET0 + 7] == 1 and f[STRING0 + 0] == 2
+    assert f[MOVE0 + 2] == 1  # hand (lowest fretted fret) moved 5 -> 7
+    assert f[SAME] == 1 and f[SLIDE] == 2
 
 
 def test_custom_costs_change_the_choice():
@@ -335,9 +335,9 @@ def test_learned_term_enters_the_viterbi_exactly():
 
     from guitarformer.fretting import string_model
     from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
-    from guitarformer.fretting.costs import _N_WIN
+    from guitarformer.fretting.costs import N_WIN
 
-    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * _N_WIN, nn_weight=2.0)
+    costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * N_WIN, nn_weight=2.0)
     w = costs.vector()
     changed = False
     for notes, options in _brute_force_lines():

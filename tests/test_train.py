@@ -22,7 +22,7 @@ from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.runtime import Dist
 from guitarformer.training.budget import Budget, Costs, fit_steps_to_budget, work_after
 from guitarformer.training.data import Data
-from guitarformer.training.loop import evaluate, lr_at, train
+from guitarformer.training.loop import evaluate, lr_at, schedule_line, train, warmup_steps
 
 
 def _cfg(tiny_cfg, tiny_dataset, **train_kw):
@@ -137,6 +137,23 @@ def test_lr_schedule(tiny_cfg):
     assert lr_at(9, cfg) == pytest.approx(1.0)
     assert lr_at(55, cfg) == pytest.approx(0.55)
     assert lr_at(100, cfg) == pytest.approx(0.1)
+
+
+def test_a_short_run_warms_up_within_its_steps_and_says_so(tiny_cfg):
+    """train.warmup_steps 100 and a 40-step fine-tune: the warm-up is cut to a tenth of the run, so the run reaches
+    its learning rate and decays to min_lr; the log line gives the schedule that runs."""
+    cfg = copy.deepcopy(tiny_cfg)
+    cfg.train.warmup_steps, cfg.train.max_steps, cfg.train.lr, cfg.train.min_lr = 100, 40, 1.0, 0.1
+    assert warmup_steps(cfg.train) == 4
+    lrs = [lr_at(s, cfg) for s in range(40)]
+    assert lrs[3] == pytest.approx(1.0) and max(lrs) == pytest.approx(1.0)
+    assert all(a > b for a, b in zip(lrs[4:], lrs[5:])) and lrs[-1] < 0.12
+    line = schedule_line(cfg.train)
+    assert "warm-up 4 step(s) (train.warmup_steps 100, at most a tenth of the run)" in line and "at step 40" in line
+    cfg.train.max_steps = 2000  # a long run keeps the configured warm-up, and says nothing of a cap
+    assert warmup_steps(cfg.train) == 100 and "at most" not in schedule_line(cfg.train)
+    cfg.train.warmup_steps, cfg.train.max_steps = 0, 5
+    assert warmup_steps(cfg.train) == 0 and lr_at(0, cfg) == pytest.approx(1.0)
 
 
 def test_time_budget_arithmetic(tiny_cfg):

@@ -63,7 +63,10 @@ class LoadedRun:
             return f"{shipped_note(named=self.named)} ({', '.join(facts)})"
         if self.cfg.train.init:
             facts.append(f"fine-tuned from {self.cfg.train.init}")
-        return f"run {self.run_dir} ({', '.join(facts)})"
+        line = f"run {self.run_dir} ({', '.join(facts)})"
+        if not self.named:  # a run of the user's took the shipped model's place: say why, and how to go back
+            line += "; the newest under ./runs, as no --run was named (--run pretrained: the shipped model)"
+        return line
 
 
 def load_run_once(run: str | Path | None = None, checkpoint: str | Path | None = None,

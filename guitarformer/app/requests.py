@@ -123,7 +123,7 @@ class InfillRequest:
     top_k: int | None = None
     top_p: float | None = None
     max_new_tokens: int | None = None  # None: twice what the bars take in the song
-    candidates: int = 8  # fills sampled at once, the one fitting the bars around best kept (docs/INFILL.md)
+    candidates: int = 8  # fills sampled at once, the one fitting the bars around best kept (docs/results/INFILL.md)
 
 
 @dataclass

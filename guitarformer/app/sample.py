@@ -37,7 +37,7 @@ from guitarformer.runtime import set_threads, step_work
 
 MAX_SEED = 2**63 - 1
 MAX_AUTO_TOKENS = 16384  # the most tokens `bars` raises the budget to on its own
-GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/EVAL.md, style: 63% -> 69.6% on
+GUIDANCE = 1.0  # classifier-free guidance on asked piece controls by default (docs/results/EVAL.md, style: 63% -> 69.6% on
 # the quickstart's run, seed 1)
 AUTO_METER = "auto"  # --time-signature auto: each riff's meter drawn from the run's training bars (`_meters`)
 OWN_METER = "none"  # --time-signature none: the model's own, whatever the run's sample.time_signature says
@@ -108,7 +108,7 @@ def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, st
     meter from the run's training bars (those of the asked style where one is asked), as often as the tunes are
     heard in it (generation/riffs.py `meters_to_draw`), with a generator seeded by the riff's seed: the model alone
     opens its riffs in the meters it leans to (the layout-3 candidates 2/2 and 2/4 where half the tunes' time is
-    6/8), while each meter's bars it fills about as the tunes do (docs/TAB_TOKENS.md). A continued file keeps its
+    6/8), while each meter's bars it fills about as the tunes do (docs/results/TAB_TOKENS.md). A continued file keeps its
     meter; a style asked under the guard keeps its usual meter (generation/guards.py) unless auto is asked by name."""
     asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
     if asked != AUTO_METER or req.prompt is not None:

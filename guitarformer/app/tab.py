@@ -32,13 +32,12 @@ class TabResult:
     notes: list[str] = field(default_factory=list)  # what the user should know of the fingering asked for
 
 
-# A model that learned its strings from fret()'s fingering can only imitate it: measured on the held-out half of the
-# shared human tabs (scripts/bench_fingering.py guitarformer/pretrained --every 16 --beam 8 --combine 1: 39 classtab
-# parts, 21,525 notes), the shipped model fingered 76.3% of notes as their authors did, fret() 84.1%.
+# A model that learned its strings from fret()'s fingering can only imitate it: on held-out human tabs it matches
+# their authors less often than fret() does (scripts/bench_fingering.py; docs/results/FINGERING_MODEL.md).
 FRET_TAUGHT = ("{who} learned its strings from fret()'s fingering ({data}), so it fingers like fret() at "
-               "best: on held-out human tabs the shipped model matched 76% of notes as their authors played them, "
-               "fret() 84% (docs/FINGERING_MODEL.md). Without --run, tab fingers with fret() (or keeps the file's "
-               "own).")
+               "best: on held-out human tabs the shipped model matches fewer notes as their authors played them "
+               "than fret() does (docs/results/FINGERING_MODEL.md). Without --run, tab fingers with fret() (or keeps "
+               "the file's own).")
 
 
 def strings_taught_by(cfg) -> str | None:

@@ -16,6 +16,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
+from typing import Iterable
 
 import miditok
 import numpy as np
@@ -48,14 +49,16 @@ from guitarformer.readers import detect_format, read_guitar
 from guitarformer.readers.formats import binary_reason, readable_types, unsupported_reason
 
 # Callers import these from here too (the commands, training, evaluation, the corpus).
-__all__ = ["SPLITS", "binary_reason", "load_meta", "piece_split", "prepare", "readable_types", "reader_hash", "sha256_file", "split_of",
-           "suggested_out", "summary_lines", "train_bpe", "unsupported_reason"]
+__all__ = ["SPLITS", "VAL_MIN_PIECES", "VAL_TOP_UP_FROM", "assign_splits", "binary_reason", "load_meta",
+           "piece_split", "prepare", "readable_types", "reader_hash", "sha256_file", "split_of", "suggested_out", "summary_lines", "train_bpe",
+           "unsupported_reason"]
 
 Results = dict[str, tuple[dict, list[list[int]]]]  # content hash -> (record, token sequences)
 
 
 def piece_split(path: str | Path, tracks: str = "guitar") -> str:
-    """The split `prepare` gives a file read alone: its piece's (for tests and tools that want a file in a split)."""
+    """The split `prepare` gives a file read alone: its piece's hash split (for tests and tools that want a file in a
+    split; a small dataset's val also takes some train pieces, see `assign_splits`)."""
     return split_of(piece_of(read_guitar(path, tracks=tracks)))
 
 
@@ -64,6 +67,24 @@ def split_of(key: str) -> str:
     val 1/20, test 1/20."""
     r = int(key[:8], 16) % 20
     return "val" if r == 0 else "test" if r == 1 else "train"
+
+
+VAL_MIN_PIECES = 3  # the fewest pieces the val split of a dataset of VAL_TOP_UP_FROM pieces or more gets
+VAL_TOP_UP_FROM = 10  # below this, every piece the hash puts in train stays there: each is a large share of it
+
+
+def assign_splits(pieces: Iterable[str]) -> dict[str, str]:
+    """Each piece's split (a piece's hash, see prepare_file.piece_of): `split_of`, except that where the hash leaves
+    val fewer than VAL_MIN_PIECES pieces of VAL_TOP_UP_FROM or more, train pieces move to val (in hash order) until
+    it has that many or one piece in five: a val split of one short piece cannot judge a run. Once the hash alone
+    gives val that many, it alone decides, and adding files never moves old ones."""
+    keys = sorted(set(pieces))
+    split = {k: split_of(k) for k in keys}
+    want = min(VAL_MIN_PIECES, len(keys) // 5) if len(keys) >= VAL_TOP_UP_FROM else 0
+    short = want - sum(s == "val" for s in split.values())
+    for k in [k for k in keys if split[k] == "train"][:max(0, short)]:
+        split[k] = "val"
+    return split
 
 
 @functools.lru_cache(maxsize=1)
@@ -277,6 +298,7 @@ def _assemble(todo: list[tuple[Path, str]], results: Results, lines: list[dict])
     let-ring.gp5, whose readers differ in a grace note or a harmonic), named in the manifest by `piece`."""
     ok = sorted(((f, sha) for f, sha in todo if results[sha][0]["status"] == "ok"), key=lambda item: str(item[0]))
     group = _pieces([(f, results[sha][0]["piece"]) for f, sha in ok])
+    splits = assign_splits(group.values())
     first_of: dict[str, Path] = {}  # notes hash -> the file read for them: the richest format, then the first path
     for f, sha in sorted(ok, key=lambda item: (_RICHEST.get(item[0].suffix.lower(), len(_RICHEST)), str(item[0]))):
         first_of.setdefault(results[sha][0]["piece"], f)
@@ -287,7 +309,7 @@ def _assemble(todo: list[tuple[Path, str]], results: Results, lines: list[dict])
         if status == "ok":
             notes = rec["piece"]
             extra["piece"] = group[f]
-            split = split_of(group[f])
+            split = splits[group[f]]
             if rec.get("fingering"):
                 extra["fingering"] = rec["fingering"]
             if first_of[notes] != f:

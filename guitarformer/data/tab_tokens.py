@@ -20,8 +20,8 @@ quantisation cannot mix two strings' notes up. tokenizer.json save/load, BPE, `t
 with String, Bend and Tech) and `tokens_errors` are MidiTok's. Techniques as tokens: data/tab_techniques.py.
 
 The layout is versioned (the ``tab_layout`` parameter; `data.tab_layout` chooses it at prepare time): 3, the
-above; 2, a String on every note (``Pitch Duration String``: the shipped model's layout, still read, sampled and
-fingered); a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
+above, the default and the shipped model's; 2, a String on every note (``Pitch Duration String``: older runs',
+still read, sampled and fingered); a dataset or run of the first layout (``Pitch Velocity Duration String`` always) is refused by
 `check_layout` with the fix (prepare again). Decoding needs the tuning and capo to give a note without a String its
 string (`resolve_strings`): the same tokens are another fingering in another tuning, as a tab's numbers are.
 

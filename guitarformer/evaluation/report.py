@@ -35,7 +35,7 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
                  samples: bool = True, ngram_order: int = 5, cont_src: int | None = None,
                  cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None,
                  threads: int = 0) -> dict:
-    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/EVAL.md). `threads`: CPU
+    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/results/EVAL.md). `threads`: CPU
     threads (0: runtime.set_threads picks them for the likelihood's batches; sampling picks its own)."""
     say = progress or (lambda s: None)
     dev = resolve_device(device)

@@ -1,7 +1,7 @@
 """Each onset's candidate fingerings for fret()'s Viterbi (viterbi.py): the `_BEAM` cheapest assignments of a chord's
-notes to distinct strings by the fitted chord cost (`_chord_cands`, each a `_Cand`), one list per onset
-(`_candidate_layers`), lists of equal chords shared and kept per (cost weights, guitar) for later parts (`_CANDS`).
-`_chord_features` is also the chord half of viterbi.fingering_features, the cost's reference."""
+notes to distinct strings by the fitted chord cost (`chord_cands`, each a `Cand`), one list per onset
+(`candidate_layers`), lists of equal chords shared and kept per (cost weights, guitar) for later parts (`_CANDS`).
+`chord_features` is also the chord half of viterbi.fingering_features, the cost's reference."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from typing import Sequence
 import numpy as np
 
 from guitarformer.fretting.costs import (
-    _FRET0,
-    _GAP,
-    _N_FRET,
-    _N_SP,
-    _N_SPAN,
-    _N_STRING,
-    _SF0,
-    _SP0,
-    _SP_BIN,
-    _SPAN0,
-    _STRING0,
+    FRET0,
+    GAP,
+    N_FRET,
+    N_SP,
+    N_SPAN,
+    N_STRING,
+    SF0,
+    SP0,
+    SP_BIN,
+    SPAN0,
+    STRING0,
     N_FEATURES,
     FretCosts,
 )
@@ -31,26 +31,26 @@ from guitarformer.fretting.notes import UNPLAYABLE
 _BEAM = 16  # fingerings kept per onset (by chord cost) before the Viterbi pass
 
 
-def _chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.ndarray) -> tuple[int, int]:
+def chord_features(assign: Sequence[tuple[int, int]], n_strings: int, acc: np.ndarray) -> tuple[int, int]:
     """Add one chord's features to `acc`; return (dropped notes, 1 if the span is beyond reach else 0) for the fixed
     costs."""
     played = [(s, f) for s, f in assign if s >= 0]
     fretted = [f for _, f in played if f > 0]
     for s, f in played:
-        acc[_FRET0 + min(f, _N_FRET - 1)] += 1
-        acc[_STRING0 + min(n_strings - s, _N_STRING) - 1] += 1
-        acc[_SP0 + (min(n_strings - s, _N_STRING) - 1) * _N_SP + _SP_BIN[min(f, 24)]] += 1
-        acc[_SF0 + (min(n_strings - s, _N_STRING) - 1) * _N_FRET + min(f, _N_FRET - 1)] += 1
+        acc[FRET0 + min(f, N_FRET - 1)] += 1
+        acc[STRING0 + min(n_strings - s, N_STRING) - 1] += 1
+        acc[SP0 + (min(n_strings - s, N_STRING) - 1) * N_SP + SP_BIN[min(f, 24)]] += 1
+        acc[SF0 + (min(n_strings - s, N_STRING) - 1) * N_FRET + min(f, N_FRET - 1)] += 1
     span = max(fretted) - min(fretted) if fretted else 0
     if fretted:
-        acc[_SPAN0 + min(span, _N_SPAN - 1)] += 1
+        acc[SPAN0 + min(span, N_SPAN - 1)] += 1
     if len(played) > 1:
         strings = [s for s, _ in played]
-        acc[_GAP] += max(strings) - min(strings) + 1 - len(played)
+        acc[GAP] += max(strings) - min(strings) + 1 - len(played)
     return len(assign) - len(played), span
 
 
-class _Cand:
+class Cand:
     """One fingering of one onset's chord: a string index (0 = lowest) and fret per note, or (-1, -1)."""
 
     __slots__ = ("assign", "cost", "pos", "top", "mean_string", "mask", "opens")
@@ -69,12 +69,12 @@ class _Cand:
 
 def _chord_cost(assign, n_strings: int, w: np.ndarray, c: FretCosts) -> float:
     acc = np.zeros(N_FEATURES)
-    dropped, span = _chord_features(assign, n_strings, acc)
+    dropped, span = chord_features(assign, n_strings, acc)
     return float(acc @ w) + c.dropped * dropped + (c.impossible if span > c.max_span else 0.0)
 
 
-def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int,
-                 extra=None) -> list[_Cand]:
+def chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, cost_fn, beam: int,
+                 extra=None) -> list[Cand]:
     """The `beam` cheapest assignments of the chord's notes to distinct strings (plus `extra`, if given)."""
     options = []
     for p in pitches:
@@ -109,12 +109,12 @@ def _chord_cands(pitches: Sequence[int], opens: Sequence[int], max_fret: int, co
     kept = results[:beam]
     if extra is not None and all(a != extra for _, a in kept):
         kept.append((cost_fn(list(extra)), extra))
-    return [_Cand(a, c) for c, a in kept]
+    return [Cand(a, c) for c, a in kept]
 
 
 # Chord candidates already made, per (cost weights, guitar): a chord's list depends on nothing else, and a folder's
 # parts (prepare's worker, eval) play the same chords again and again. Bounded: the oldest guitars' go first.
-_CANDS: dict[tuple, dict[tuple[int, ...], list[_Cand]]] = {}
+_CANDS: dict[tuple, dict[tuple[int, ...], list[Cand]]] = {}
 _CANDS_GUITARS = 8
 _CANDS_CHORDS = 50_000  # per guitar; then that guitar's lists are made afresh
 
@@ -131,7 +131,7 @@ def _known_cands(costs: FretCosts, w: np.ndarray, opens: list[int], fret_room: i
     return known
 
 
-def _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold=None) -> list[list[_Cand]]:
+def candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold=None) -> list[list[Cand]]:
     """The cheapest fingerings of each onset's chord (layers of equal chords share one list, kept for later parts:
     `_CANDS`); with `gold`, the human fingering of each chord is among them."""
     n_strings = len(tuning)
@@ -143,13 +143,13 @@ def _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold=None)
     def cost(a) -> float:
         return _chord_cost(a, n_strings, w, costs)
 
-    layers: list[list[_Cand]] = []
+    layers: list[list[Cand]] = []
     for g in groups:
         pitches = tuple(notes_t[i][2] for i in g)
         if gold is not None:
-            layers.append(_chord_cands(pitches, opens, fret_room, cost, _BEAM, tuple(gold[i] for i in g)))
+            layers.append(chord_cands(pitches, opens, fret_room, cost, _BEAM, tuple(gold[i] for i in g)))
             continue
         if pitches not in cache:
-            cache[pitches] = _chord_cands(pitches, opens, fret_room, cost, _BEAM)
+            cache[pitches] = chord_cands(pitches, opens, fret_room, cost, _BEAM)
         layers.append(cache[pitches])
     return layers

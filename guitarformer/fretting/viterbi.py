@@ -17,31 +17,31 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from guitarformer.fretting.costs import (
-    _CONTRARY,
-    _CUT,
-    _JUMP,
-    _MOVE0,
-    _MOVE_BIN,
-    _MOVE_REST,
-    _N_FROM_FIRST,
-    _N_PIECE,
-    _N_SP,
-    _OPEN5,
-    _OPEN9,
-    _P_REACH,
-    _PIECE0,
-    _REACH_BANDS,
-    _SAME,
-    _SLIDE,
-    _SP_BIN,
-    _WIN0,
-    _WIN_BIN,
+    CONTRARY,
+    CUT,
+    JUMP,
+    MOVE0,
+    MOVE_BIN,
+    MOVE_REST,
+    N_FROM_FIRST,
+    N_PIECE,
+    N_SP,
+    OPEN5,
+    OPEN9,
+    P_REACH,
+    PIECE0,
+    REACH_BANDS,
+    SAME,
+    SLIDE,
+    SP_BIN,
+    WIN0,
+    WIN_BIN,
     DEFAULT_COSTS,
     N_FEATURES,
     FretCosts,
     costs_for_program,
 )
-from guitarformer.fretting.chords import _Cand, _candidate_layers, _chord_cands, _chord_features
+from guitarformer.fretting.chords import Cand, candidate_layers, chord_cands, chord_features
 from guitarformer.fretting.notes import UNPLAYABLE, group_onsets, note_tuple
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
 
@@ -57,20 +57,20 @@ def _window_move(h, lo, hi):
 
 def _shift_tables(c: FretCosts) -> tuple[np.ndarray, np.ndarray]:
     """Cost of a hand shift by 0..24 frets (index 25 = no shift known: free), without and with a rest before it."""
-    move = np.array([c.move[b] for b in _MOVE_BIN] + [0.0])
+    move = np.array([c.move[b] for b in MOVE_BIN] + [0.0])
     rest = move + c.move_after_rest * np.minimum(np.arange(len(move)), 12)
     rest[-1] = 0.0
     return move, rest
 
 
 def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
-    """Piece-level features of every (note, string index 0 = lowest): (notes, strings, _N_PIECE) counts/shares,
+    """Piece-level features of every (note, string index 0 = lowest): (notes, strings, N_PIECE) counts/shares,
     from `first` ((string, fret) per note, a first-pass fingering). Each note's own first-pass choice is left
     out of its shares (leave-one-out), so a note seen once in a part gets no piece signal. `first` None: only
     the pitch-only features (what the first pass itself uses), the first-pass columns are 0."""
     n = len(tuning)
     n_notes = len(notes_t)
-    out = np.zeros((n_notes, n, _N_PIECE))
+    out = np.zeros((n_notes, n, N_PIECE))
     if n_notes == 0:
         return out
     opens = np.array([p + capo for p in tuning])
@@ -78,7 +78,7 @@ def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
     own = np.array([n - s if s >= 0 else -1 for s, _ in first]) if first is not None else np.full(n_notes, -1)
     frets = pitch[:, None] - opens[None, :]
     ok = (frets >= 0) & (frets <= max_fret - capo)
-    bins = np.array(_SP_BIN)[np.clip(frets, 0, 24)]
+    bins = np.array(SP_BIN)[np.clip(frets, 0, 24)]
     groups = group_onsets(notes_t)
     onset_of = np.empty(n_notes, dtype=np.intp)
     for t, g in enumerate(groups):
@@ -118,12 +118,12 @@ def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
         last[keys1[i]] = own[i]
     # Fret regions pass 1 played in: the whole part, and 8 onsets either side (own onset left out).
     own_bin = np.where(played, bins[np.arange(n_notes), own_c], -1)
-    hist = np.array([(own_bin == b).sum() for b in range(_N_SP)], dtype=float)
-    loo = hist[None, :] - (own_bin[:, None] == np.arange(_N_SP)[None, :])
+    hist = np.array([(own_bin == b).sum() for b in range(N_SP)], dtype=float)
+    loo = hist[None, :] - (own_bin[:, None] == np.arange(N_SP)[None, :])
     tot = loo.sum(1, keepdims=True)
     region = np.divide(loo, tot, out=np.zeros_like(loo), where=tot > 0)
     out[:, :, 5] = np.take_along_axis(region, bins, axis=1)
-    per_onset = np.zeros((len(groups) + 1, _N_SP))
+    per_onset = np.zeros((len(groups) + 1, N_SP))
     np.add.at(per_onset, (onset_of[played] + 1, own_bin[played]), 1)
     cum = per_onset.cumsum(0)
     lo = np.clip(onset_of - 8, 0, len(groups))
@@ -135,9 +135,9 @@ def _piece_table(notes_t, tuning, capo, max_fret, first) -> np.ndarray:
     top_arr = np.array(top)
     n_on = len(groups)
     reach = np.array([top_arr[max(0, t - 6): t + 7].max() for t in range(n_on)])
-    band = np.searchsorted(np.array(_REACH_BANDS), reach, side="right")[onset_of]  # per note
-    cols = _P_REACH - _PIECE0 + band[:, None] * _N_SP + bins  # (notes, strings)
-    np.put_along_axis(out.reshape(n_notes * n, _N_PIECE), cols.reshape(-1, 1), 1.0, axis=1)
+    band = np.searchsorted(np.array(REACH_BANDS), reach, side="right")[onset_of]  # per note
+    cols = P_REACH - PIECE0 + band[:, None] * N_SP + bins  # (notes, strings)
+    np.put_along_axis(out.reshape(n_notes * n, N_PIECE), cols.reshape(-1, 1), 1.0, axis=1)
     out[~ok] = 0.0
     return out
 
@@ -235,7 +235,7 @@ class _HandTables:
         self.hs = np.array([math.nan, *range(1, fret_room + 1)], dtype=float)[:, None]  # row r: fret r; row 0: none
         self.known: dict[int, _HandRows] = {}
 
-    def __call__(self, layer: list[_Cand], cur: tuple) -> _HandRows:
+    def __call__(self, layer: list[Cand], cur: tuple) -> _HandRows:
         """The tables of `layer` (`cur`: its `_LayerTables` arrays)."""
         key = id(layer)
         if key not in self.known:
@@ -293,12 +293,12 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     pass; its terms are weighted by `costs.piece`). `nn`: extra cost per (note, string index), `_nn_costs`."""
     n_strings = len(tuning)
     groups = group_onsets(notes_t)
-    layers = _candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold)
+    layers = candidate_layers(notes_t, groups, tuning, capo, max_fret, costs, gold)
     if not layers:
         return groups, []
     move_tab, rest_tab = _shift_tables(costs)
     popcount = np.array([bin(i).count("1") for i in range(1 << n_strings)])
-    win_tab = np.array([costs.window[b] for b in _WIN_BIN] + [0.0])  # index 25: no move known
+    win_tab = np.array([costs.window[b] for b in WIN_BIN] + [0.0])  # index 25: no move known
     tabs = (move_tab, rest_tab, popcount, win_tab)
     arrays = _LayerTables(notes_t, groups, layers, n_strings, costs, piece, nn)
 
@@ -372,7 +372,7 @@ def fret(
         if extra.shape != (len(notes_t), len(tuning) + 1):
             raise ValueError(f"extra costs of shape {extra.shape} for {len(notes_t)} notes on {len(tuning)} strings")
         nn = extra if nn is None else nn + extra
-    if not any(costs.piece[:_N_FROM_FIRST]):
+    if not any(costs.piece[:N_FROM_FIRST]):
         return _one_pass(notes_t, tuning, capo, max_fret, costs, nn)
     piece = _piece_table(notes_t, tuning, capo, max_fret, _one_pass(notes_t, tuning, capo, max_fret, costs.first(), nn))
     return _frets_of(notes_t, *_decode(notes_t, tuning, capo, max_fret, costs, piece=piece, nn=nn), len(tuning))
@@ -403,7 +403,7 @@ def _one_pass(notes_t, tuning, capo, max_fret, costs, nn=None) -> list[tuple[int
 
 def piece_table(notes: Iterable[Any], tuning: Sequence[int] = STANDARD_TUNING, capo: int = 0,
                 max_fret: int = MAX_FRET, costs: FretCosts = DEFAULT_COSTS) -> np.ndarray:
-    """Run the first pass (`costs.first()`) and return its piece-level feature table, (notes, strings, _N_PIECE)
+    """Run the first pass (`costs.first()`) and return its piece-level feature table, (notes, strings, N_PIECE)
     with strings indexed from the lowest: what the second pass of `fret()` adds to the cost (`costs.piece`)."""
     notes_t = [note_tuple(n) for n in notes]
     first = costs.first()
@@ -434,13 +434,13 @@ def fingering_features(
     if piece is not None:
         for i, (s, _) in enumerate(frets):
             if s >= 1:
-                acc[_PIECE0:] += piece[i, n_strings - s]
+                acc[PIECE0:] += piece[i, n_strings - s]
     hand = None
     win = math.nan
     prev = None  # (group, assign, mean string)
     for g in group_onsets(notes_t):
         assign = tuple(UNPLAYABLE if frets[i][0] < 0 else (n_strings - frets[i][0], frets[i][1]) for i in g)
-        _chord_features(assign, n_strings, acc)
+        chord_features(assign, n_strings, acc)
         played = [(s, f) for s, f in assign if s >= 0]
         fretted = [f for _, f in played if f > 0]
         pos = min(fretted) if fretted else None
@@ -451,29 +451,29 @@ def fingering_features(
             ends = [notes_t[i][0] + notes_t[i][1] for i in pg]
             if hand is not None and pos is not None:
                 d = min(abs(hand - pos), 24)
-                acc[_MOVE0 + _MOVE_BIN[d]] += 1
+                acc[MOVE0 + MOVE_BIN[d]] += 1
                 if max(ends) < onset:
-                    acc[_MOVE_REST] += min(d, 12)
+                    acc[MOVE_REST] += min(d, 12)
             if pms is not None and ms is not None:
-                acc[_JUMP] += abs(pms - ms)
+                acc[JUMP] += abs(pms - ms)
             if len(pg) == 1 and len(g) == 1 and pa[0][0] >= 0 and assign[0][0] >= 0:
                 ds = assign[0][0] - pa[0][0]
                 if ds * (notes_t[g[0]][2] - notes_t[pg[0]][2]) < 0:
-                    acc[_CONTRARY] += 1
+                    acc[CONTRARY] += 1
                 if ds == 0:
-                    acc[_SAME] += 1
-                    acc[_SLIDE] += abs(assign[0][1] - pa[0][1])
+                    acc[SAME] += 1
+                    acc[SLIDE] += abs(assign[0][1] - pa[0][1])
             used = {s for s, _ in played}
-            acc[_CUT] += sum(1 for k, e in enumerate(ends) if e > onset and pa[k][0] >= 0 and pa[k][0] in used)
+            acc[CUT] += sum(1 for k, e in enumerate(ends) if e > onset and pa[k][0] >= 0 and pa[k][0] in used)
             h = pos if pos is not None else hand
             if h is not None:
                 n_open = sum(1 for _, f in played if f == 0)
-                acc[_OPEN5] += n_open * (h >= 5)
-                acc[_OPEN9] += n_open * (h >= 9)
+                acc[OPEN5] += n_open * (h >= 5)
+                acc[OPEN9] += n_open * (h >= 9)
         if pos is not None:
             new, moved = _window_move(np.float64(win), np.float64(pos), np.float64(max(fretted)))
             if not math.isnan(moved):
-                acc[_WIN0 + _WIN_BIN[min(int(moved), 24)]] += 1
+                acc[WIN0 + WIN_BIN[min(int(moved), 24)]] += 1
             win = float(new)
             hand = pos
         prev = (g, assign, ms)
@@ -493,7 +493,7 @@ def fret_lowest(
         return sum(1000 if s < 0 else f for s, f in a)
 
     for g in group_onsets(notes_t):
-        st = _chord_cands([notes_t[i][2] for i in g], opens, max_fret - capo, cost, 1)[0]
+        st = chord_cands([notes_t[i][2] for i in g], opens, max_fret - capo, cost, 1)[0]
         for k, i in enumerate(g):
             s, f = st.assign[k]
             out[i] = UNPLAYABLE if s < 0 else (n_strings - s, f)

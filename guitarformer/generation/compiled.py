@@ -42,13 +42,13 @@ TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static ste
 
 # Inductor's options for the step a GPU captures (HeldStep). Coordinate-descent tuning of the generated kernels' launch
 # settings: decoder-base dims at batch 1 on an H200, GPU time a token 513 -> 410 µs, tokens/s with the constraint
-# 1,185 -> 1,401, for ~15 s more compiling on the first call (docs/BENCH_GPU.md, scripts/gpu_decode_ab.py).
+# 1,185 -> 1,401, for ~15 s more compiling on the first call (docs/results/BENCH_GPU.md, scripts/gpu_decode_ab.py).
 CUDA_OPTIONS: dict = {"coordinate_descent_tuning": True}
 
 # Inductor's options for the CPU step (CompiledStep). A pointwise result with more than `realize_cpu_opcount_threshold`
 # ops is stored once instead of recomputed where it is read (default 50): at 5 the rotated query is stored, not
 # recomputed for every key inside the attention scores' loop (with its half swap a gather of 16 scalars a key): the
-# shipped model's step ~174 -> ~163 µs on the 2-core CPU, the same logits (docs/BENCH_SAMPLE.md).
+# shipped model's step ~174 -> ~163 µs on the 2-core CPU, the same logits (docs/results/BENCH_SAMPLE.md).
 CPU_OPTIONS: dict = {"cpp_wrapper": True, "realize_cpu_opcount_threshold": 5}
 
 
@@ -181,10 +181,10 @@ def _holds(found, step: Step, tokens: Tensor, cache: KVCache) -> bool:
 def _program(step: Step, tokens: Tensor, cache: KVCache):
     """A compiled `_run` for these arguments: one of PROGRAMS (this process's, then those saved by earlier ones) whose
     guards hold for them, checked here once a riff, else a new one, compiled and saved. Compiled ahead of time, a
-    program is called without dynamo's frame hook, its cache lookup and its guards: ~40 µs a step less than
-    torch.compile's wrapper (the shipped model on the 2-core CPU, the same logits bit for bit; docs/BENCH_SAMPLE.md).
-    (Such a program misses inductor's own caches in a new process, so it is saved itself: read back, ~1.8 s, against
-    ~3.6 s for torch.compile's wrapper with its caches warm and ~7 s to compile.) Where torch lacks `aot_compile` (and
+    program is called without dynamo's frame hook, its cache lookup and its guards: less per step than torch.compile's
+    wrapper, the same logits bit for bit (docs/results/BENCH_SAMPLE.md). (Such a program misses inductor's own caches in
+    a new process, so it is saved itself: reading it back is quicker than the wrapper with its caches warm, and much
+    quicker than compiling.) Where torch lacks `aot_compile` (and
     `torch.compiler.load_compiled_function` with it), or inductor's caches are off (which it needs), the torch.compile
     wrapper itself, which checks its guards at every call. The wrapper is made only to compile: a riff whose program
     is found needs none."""
@@ -212,13 +212,12 @@ _ISA_SETTLED: list[bool] = []  # non-empty once this process's first compiled st
 
 @contextlib.contextmanager
 def _isa_probed_once():
-    """Around a process's first compiled CPU step. Inductor's first C++ code in a process probes which vector ISAs
-    (AVX2, AVX-512, ...) the compiler builds and a child Python loads: a build and a child process per ISA, ~1 s of
-    the first step on the 2-core CPU, a saved program read back included (a one-shot `sample --compile` 5.4-5.5 s
-    against 4.3-4.5 s without it, the studio's warm-up 2.7-2.8 s against 1.7 s). Where an earlier process on this CPU
+    """Around a process's first compiled CPU step. Inductor's first C++ code in a process probes which vector ISAs the
+    compiler builds and a child Python loads: a build and a child process per ISA, a noticeable share of a one-shot
+    `sample --compile` and of the studio's warm-up (docs/results/BENCH_SAMPLE.md). Where an earlier process on this CPU
     (its ISA flags noted in `_saved_dir`) found every ISA the CPU lists usable, the probe is skipped
     (`config.cpp.vec_isa_ok`): inductor then takes the ISAs the CPU lists, the list the probe gave, so it picks the
-    same one and reads the same programs (its extra checks of AVX-512's bf16 and VNNI still run). Elsewhere (no note,
+    same one and reads the same programs (its extra checks of the wider ISAs' bf16 and VNNI still run). Elsewhere (no note,
     another CPU, an ISA the compiler could not build or load, not x86) it probes, and a probe that found them all is
     noted. Inductor keeps its answer for the process, so later steps (the studio's riffs, from a thread pool) pass
     through unchanged."""

@@ -19,7 +19,7 @@ from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING
 
 # Up to this many rows a constraint for a model on a GPU is kept on the host (`constraint_device`): there its ~100
 # ops a token cost ~1 µs each, on the GPU ~6 µs of launch each whatever the batch (measured on an H200 at batch 1
-# and 32: docs/BENCH_GPU.md). Past it the GPU's parallel arithmetic may win; not measured.
+# and 32: docs/results/BENCH_GPU.md). Past it the GPU's parallel arithmetic may win; not measured.
 HOST_ROWS = 64
 
 

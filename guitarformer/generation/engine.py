@@ -46,9 +46,9 @@ def _on(prompt: Prompt | torch.Tensor | Sequence, device) -> Prompt:
 def _deciding_device(device: torch.device, constraint, generator) -> torch.device:
     """Where `generate` chooses each token (the constraint's masks, the guards' bias, the draw, the stops): the
     model's device, or the host when the constraint lives there and the model does not. On a GPU the constraint's
-    ~100 small tensor ops a token are ~570 kernel launches (~6 µs of host time each): sampling decoder-base dims at
-    batch 1 on an H200 took 2.3-4.1x as long with it as without (docs/BENCH_GPU.md, scripts/gpu_profile_step.py);
-    on the host the same ops take ~1 µs and its remembered answers apply (generation/strings.py). The logits come
+    many small tensor ops a token are hundreds of kernel launches, each costing host time, so sampling with it took
+    several times as long as without (docs/results/BENCH_GPU.md, scripts/gpu_profile_step.py); on the host the same
+    ops are cheap and its remembered answers apply (generation/strings.py). The logits come
     to the host once a step, as a CPU generator's draw needs anyway; the drawn tokens go back to the model's device."""
     home = getattr(constraint, "device", None)
     if home is None or home.type != "cpu" or device.type == "cpu":
@@ -60,7 +60,7 @@ def _deciding_device(device: torch.device, constraint, generator) -> torch.devic
     return home
 
 
-def _in_eval_mode(fn):
+def in_eval_mode(fn):
     """Run `fn(model, ...)` in eval mode (no dropout) and give the model back in the mode it came in:
     training samples riffs mid-run, and dropout must be back on for the steps after."""
 
@@ -114,7 +114,7 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
 # extra ops a layer cost about what they save: 96 tokens from the shipped model on the 2-core CPU, shared against own
 # caches, 1.18x the time at 2 rows of 32 tokens, 0.90x (1.06x in another sweep) at 2 of 128, 0.72x at 2 of 512, 1.00x
 # at 8 of 4, 0.99x at 8 of 32, 0.42x at 8 of 512, 0.28x at 32 of 512 (scripts/bench_shared_prompt.py,
-# docs/BENCH_SAMPLE.md).
+# docs/results/BENCH_SAMPLE.md).
 SHARED_KEYS_MIN = 200
 
 
@@ -227,7 +227,7 @@ def _static_cache(params: SamplingParams, device: torch.device) -> bool:
 
 
 @_threads_for_steps
-@_in_eval_mode
+@in_eval_mode
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,
              generator: torch.Generator | Sequence[torch.Generator] | None = None,

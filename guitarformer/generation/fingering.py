@@ -90,26 +90,26 @@ from guitarformer.data.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.runtime import step_work, threads, threads_for
-from guitarformer.generation.fingering_implied import _refinger_batch3
+from guitarformer.generation.fingering_implied import refinger_batch3
 from guitarformer.generation.fingering_rows import (
     Guitar,
     TabVocab,
-    _Rows,
-    _allowed,
-    _block,
-    _cuts,
-    _reorder,
-    _SlotCache,
-    _start_groups,
-    _string_windows,
-    _strip_strings,
-    _windows,
+    RowGroup,
+    allowed_strings,
+    window_size,
+    window_cuts,
+    reorder_rows,
+    SlotCache,
+    start_groups,
+    string_windows,
+    strip_strings,
+    window_spans,
 )
 from guitarformer.generation.grammar import NO_PITCH
 from guitarformer.music.guitar import MAX_FRET, TOKEN_PITCH_RANGE, fret_of
 from guitarformer.music.score import UNPLAYABLE, GuitarScore
 
-BEAM = 8  # rows kept per window by default: the best of 1, 4, 8 on held-out classtab (docs/FINGERING_MODEL.md)
+BEAM = 8  # rows kept per window by default: the best of 1, 4, 8 on held-out classtab (docs/results/FINGERING_MODEL.md)
 
 _TRAIN_TAB = ("train a run on tab tokens: `guitarformer prepare DIR --tokenizer TabREMI` then `guitarformer train "
               "--data THAT_DATASET` (or `guitarformer train --set data.tokenizer=TabREMI`), without BPE")
@@ -148,7 +148,7 @@ def _windows_a_batch(device: torch.device, v: TabVocab, batch_size: int, beam: i
     """How many windows one `_refinger_batch` call reads: as many as `batch_size` rows hold (`beam` rows each),
     except one on a CPU in layout 2. There a batch reads the tokens up to the next choice of any of its windows in
     one forward, so one window a batch reads the longest chunks, and a CPU gains more from that than from wide
-    batches: `tab --run` 1.07-1.4x faster than with 8 windows, the same tabs (docs/FINGERING_MODEL.md). A GPU,
+    batches: `tab --run` 1.07-1.4x faster than with 8 windows, the same tabs (docs/results/FINGERING_MODEL.md). A GPU,
     and layout 3 (one token a forward), keep the wide batches."""
     if device.type == "cpu" and not v.implied:
         return 1
@@ -167,12 +167,12 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     out = [list(map(int, s)) for s in sequences]
     v = TabVocab(tokenizer)
     if v.implied:  # every note's string is chosen: the placeholders' String tokens go
-        out = [_strip_strings(v, s) for s in out]
-    device, v, rows = _string_windows(model, tokenizer, out, device, context)
+        out = [strip_strings(v, s) for s in out]
+    device, v, rows = string_windows(model, tokenizer, out, device, context)
     per_batch = _windows_a_batch(device, v, batch_size, beam)
     chosen_windows: dict[tuple[int, int], list[int]] = {}  # layout 3: (sequence, start) -> the window as chosen
     scores = [0.0] * len(out)
-    groups: dict[Guitar, _Rows] = {}
+    groups: dict[Guitar, RowGroup] = {}
     was_training = model.training
     model.eval()
     try:
@@ -181,11 +181,11 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
                 batch = rows[b:b + per_batch]
                 for g in {tuple(guitars[k]) for k, _, _ in batch}:
                     if g not in groups:
-                        groups[g] = _Rows(tokenizer, (tuple(g[0]), int(g[1])), device)
+                        groups[g] = RowGroup(tokenizer, (tuple(g[0]), int(g[1])), device)
                 # Small steps on a CPU run fastest on one thread, unless the command asked for a count.
                 with threads(threads_for(step_work(model, len(batch) * beam)) if device.type == "cpu"
                              else torch.get_num_threads()):
-                    run = _refinger_batch3 if v.implied else _refinger_batch
+                    run = refinger_batch3 if v.implied else _refinger_batch
                     chosen = run(model, v, [out[k][a:c] for k, a, c in batch],
                                  [groups[tuple(guitars[k])] for k, _, _ in batch], device, beam)
                 for (k, a, _), (row, ll) in zip(batch, chosen):
@@ -198,8 +198,8 @@ def _refinger(model, tokenizer, sequences, guitars, device, batch_size, context,
     finally:
         model.train(was_training)
     if v.implied:  # each window as its best row read it (Strings in), the windows without a note as they were
-        block = _block(model, context)
-        out = [[i for a, b in _windows(s, block, v, v.note_ends(s)) for i in chosen_windows.get((k, a), s[a:b])]
+        block = window_size(model, context)
+        out = [[i for a, b in window_spans(s, block, v, v.note_ends(s)) for i in chosen_windows.get((k, a), s[a:b])]
                for k, s in enumerate(out)]
     return out, scores
 
@@ -219,7 +219,7 @@ class _Plan:
     later: dict[tuple[int, int], tuple[int, ...]]
 
 
-def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], K: int) -> _Plan:
+def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup], K: int) -> _Plan:
     T = max(len(r) for r in windows)
     B = len(windows) * K
     x = torch.full((B, T), v.pad, dtype=torch.long)
@@ -247,7 +247,7 @@ def _plan(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], K: int
     return _Plan(x, pitch, scored, need, later)
 
 
-def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup], device: torch.device,
                     beam: int = 1) -> list[tuple[list[tuple[int, int]], float]]:
     """Teacher-force the windows, `beam` rows per window (module docstring: beam search), the tokens between two
     choices in one forward; returns, per window, the (position, chosen String id) pairs of its best row and that
@@ -259,14 +259,14 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
     x = plan.x
     string_ids = torch.tensor(v.string_ids, device=device)
     onset_ids = torch.tensor(sorted(v.onset), device=device)
-    groups, local = _start_groups(win_groups, K, x, device)
+    groups, local = start_groups(win_groups, K, x, device)
     taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings struck at the current onset
     # score: log-likelihood of each row's tokens so far; one row per window starts (the others, -inf, are filled
     # by the first String's alternatives), and row 0 of each window always follows the greedy choice.
     score = torch.zeros(W, K, dtype=torch.float64, device=device)
     score[:, 1:] = float("-inf")
     score = score.view(B)
-    cache = _SlotCache(model, B, T, device)
+    cache = SlotCache(model, B, T, device)
     # The tokens up to the next choice of any window are known: the model reads them in one forward (a chunk: one
     # read of the KV cache for them all, where a token a forward read it once a token; `tab --run` 1.1-1.5x faster),
     # and the steps below walk its logits one position at a time (what a token a forward gives, but for rounding).
@@ -297,14 +297,14 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
         if not ws:
             continue
         rs = torch.tensor([w * K + j for w in ws for j in range(K)], device=device)
-        ok = _allowed(rs, [(w, t + 1) for w in ws for _ in range(K)], tok, plan.pitch[rs, t + 1], taken,
+        ok = allowed_strings(rs, [(w, t + 1) for w in ws for _ in range(K)], tok, plan.pitch[rs, t + 1], taken,
                       plan.later, groups, win_groups, string_ids, v)
         greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rs),)
         if K == 1:
             x[rs, t + 1] = string_ids[greedy]
             continue
         src, pick, new_score = _beam_step(ws, K, B, score[rs], logp[rs][:, string_ids], ok, greedy)
-        _reorder(src, cache, groups.values(), local)
+        reorder_rows(src, cache, groups.values(), local)
         x, taken, score = x[src], taken[src], score[src]
         x[rs, t + 1] = string_ids[pick]
         score[rs] = new_score
@@ -337,14 +337,14 @@ def _beam_step(ws: list[int], K: int, B: int, score: torch.Tensor, logp: torch.T
 def log_likelihood(model, tokenizer, sequences: Sequence[Sequence[int]], device: torch.device | str | None = None,
                    context: int | None = None) -> list[float]:
     """Each sequence's log-likelihood under the model as `refinger` reads it: the sum, over its windows (the same
-    cuts, `_cuts`), of the log-probability of every token of the window after the first, given the window's
+    cuts, `window_cuts`), of the log-probability of every token of the window after the first, given the window's
     earlier tokens; in layout 3, where a window ends on a note's Duration (its string the lowest-fret one), also
     the log-probability that no String follows it. What beam search maximises for each window; one plain forward
     pass per window, no cache."""
     check_fingering_run(model, tokenizer)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     v = TabVocab(tokenizer)
-    block = _block(model, context)
+    block = window_size(model, context)
     not_string = torch.tensor(v.not_string, device=device)
     was_training = model.training
     model.eval()
@@ -354,7 +354,7 @@ def log_likelihood(model, tokenizer, sequences: Sequence[Sequence[int]], device:
             for seq in sequences:
                 total = 0.0
                 ends = v.note_ends(seq) if v.implied else None
-                for a, b in _cuts(seq, block, v):
+                for a, b in window_cuts(seq, block, v):
                     open_note = ends is not None and ends[b - 1]  # the window ends on a note: no String after it
                     if b - a < 2 and not open_note:
                         continue

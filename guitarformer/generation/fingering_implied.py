@@ -4,9 +4,9 @@ A row chooses each note's string at the note's Duration: writing a String for a 
 the row a step, the lowest string none (the row reads the next teacher-forced token at once), so the rows of a
 window drift apart, each with its own pointer into the window's tokens, and beam search ranks them against
 reference costs of the window's slots rather than by their log-likelihoods as they stand (fingering.py's module
-docstring says why and how). `_plan3` lays out the windows, `_refinger_batch3` runs the search (its state and
+docstring says why and how). `_plan3` lays out the windows, `refinger_batch3` runs the search (its state and
 steps: `_Search3`), `_extend_reference` and `_beam_select` are its ranking. Apart from fingering.py, which keeps
-the public API and layout 2's search and calls `_refinger_batch3` for layout 3; the machinery both layouts share
+the public API and layout 2's search and calls `refinger_batch3` for layout 3; the machinery both layouts share
 is fingering_rows.py.
 """
 
@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import torch
 
 from guitarformer.data.tab_tokens import MAX_STRINGS
-from guitarformer.generation.fingering_rows import TabVocab, _Rows, _SlotCache, _allowed, _reorder, _start_groups
+from guitarformer.generation.fingering_rows import (RowGroup, SlotCache, TabVocab, allowed_strings, reorder_rows,
+                                                    start_groups)
 from guitarformer.generation.grammar import NO_PITCH
 
 
 @dataclass
 class _Plan3:
-    """Layout 3's teacher-forced windows of one `_refinger_batch3` call, one row per window, (W, longest + 1):
+    """Layout 3's teacher-forced windows of one `refinger_batch3` call, one row per window, (W, longest + 1):
     `teach` the window's ids without Strings (PAD from its end on), `length` (W,) how many, `note` where a note's
     Duration is, `pitch` and `low` that note's pitch and lowest-fret string index, `later[(w, i)]` the fit masks
     of the onset's notes after the one whose Duration is at i, `steps` the most tokens a row may read (its window
@@ -38,7 +39,7 @@ class _Plan3:
     steps: int
 
 
-def _plan3(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows]) -> _Plan3:
+def _plan3(v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup]) -> _Plan3:
     W, L = len(windows), max(len(r) for r in windows)
     teach = torch.full((W, L + 1), v.pad, dtype=torch.long)
     note = torch.zeros(W, L + 1, dtype=torch.bool)
@@ -65,7 +66,7 @@ def _plan3(v: TabVocab, windows: list[list[int]], win_groups: list[_Rows]) -> _P
     return _Plan3(teach, torch.tensor([len(r) for r in windows]), note, pitch, low, later, steps)
 
 
-def _refinger_batch3(model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+def refinger_batch3(model, v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup], device: torch.device,
                      beam: int = 1) -> list[tuple[list[int], float]]:
     """Layout 3's `_refinger_batch`: teacher-force the windows (ids without String tokens), `beam` rows per window,
     each row with its own pointer into its window's tokens, choosing every note's string at its Duration (module
@@ -79,7 +80,7 @@ def _refinger_batch3(model, v: TabVocab, windows: list[list[int]], win_groups: l
 
 
 class _Search3:
-    """One `_refinger_batch3` call: row w * K + j is beam j of window w. Fixed: the plan's tensors on the device
+    """One `refinger_batch3` call: row w * K + j is beam j of window w. Fixed: the plan's tensors on the device
     (`win` each row's window, `n_teach` its window's length) and the token tables. Per row, moved with it when beam
     search re-ranks the rows: `taken` the strings taken at the current onset, `nxt` the token it reads at this step,
     `ptr` the teacher tokens decided (the next is teach[ptr]), `fed` the teacher index of the token read now (-1: a
@@ -87,7 +88,7 @@ class _Search3:
     starts, as in `_refinger_batch`), `slots` the slots it has decided, and per window `ref` the reference cost of
     its slots, cumulative, `front` how many of them are known (module docstring)."""
 
-    def __init__(self, model, v: TabVocab, windows: list[list[int]], win_groups: list[_Rows], device: torch.device,
+    def __init__(self, model, v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup], device: torch.device,
                  beam: int) -> None:
         K, W = beam, len(windows)
         plan = _plan3(v, windows, win_groups)
@@ -102,7 +103,7 @@ class _Search3:
         self.string_ids = torch.tensor(v.string_ids, device=device)
         self.not_string = torch.tensor(v.not_string, device=device)
         self.onset_ids = torch.tensor(sorted(v.onset), device=device)
-        self.groups, self.local = _start_groups(win_groups, K, torch.zeros(B, 0, dtype=torch.long, device=device),
+        self.groups, self.local = start_groups(win_groups, K, torch.zeros(B, 0, dtype=torch.long, device=device),
                                                 device)
         self.taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
         self.nxt = teach[self.win, 0]
@@ -115,7 +116,7 @@ class _Search3:
         self.slots = torch.ones(B, dtype=torch.long, device=device)  # the window's first token is decided, unscored
         self.ref = torch.zeros(W, S + 3, dtype=torch.float64, device=device)  # ref[w, k]: the costs of slots 0 .. k-1
         self.front = torch.ones(W, dtype=torch.long, device=device)
-        self.cache = _SlotCache(model, B, S, device)
+        self.cache = SlotCache(model, B, S, device)
 
     def step(self, t: int) -> bool:
         """Every row reads its token `nxt`; then, unless the search is over (False), the rows that just read a
@@ -162,7 +163,7 @@ class _Search3:
         win = self.win
         lows = self.low[win[rs], at[rs]]
         low_all[rs] = lows
-        ok = _allowed(rs, [(r // self.K, j) for r, j in zip(rows, self.fed[rs].tolist())], tok,
+        ok = allowed_strings(rs, [(r // self.K, j) for r, j in zip(rows, self.fed[rs].tolist())], tok,
                       self.pitch[win[rs], at[rs]], self.taken, self.later, self.groups, self.win_groups, string_ids,
                       self.v, lows)
         ar = torch.arange(len(rows), device=device)
@@ -227,7 +228,7 @@ class _Search3:
         rank = raw[in_ws] - self.ref[self.win[in_ws].unsqueeze(1), reached[in_ws]]
         src, pick = _beam_select(ws, K, self.B, rank, first[in_ws])
         self.score, self.slots = raw[src, pick], reached[src, pick]
-        _reorder(src, self.cache, self.groups.values(), self.local)
+        reorder_rows(src, self.cache, self.groups.values(), self.local)
         self.ptr, self.taken, self.out = self.ptr[src], self.taken[src], self.out[src]
         return pick, at_end[src], x[src], choosing[src], low_all[src]
 

@@ -1,12 +1,13 @@
 """The row machinery both of fingering.py's beam searches share (tab layout 2, where every note writes a String,
 and layout 3, fingering_implied.py, where a note on its lowest-fret string writes none).
 
-`TabVocab`: the token tables the refingering loop reads. The windows a sequence is read in (`_windows`, `_cuts`,
-`_string_windows`, which fret_model.py's `string_logprobs` reads too). A batch's rows: `_Rows`, one (tuning, capo)
-group's constraint and which strings can play each pitch, `_start_groups` starting each group's constraint on its
-rows, `_reorder` moving every per-row state (the KV cache, kept in slots by `_SlotCache`, and the constraints'
-`_row_state`) when beam search re-ranks rows. `_allowed`: the strings a row may take for a note (the constraint's,
-free at the onset, leaving room for the onset's later notes: `_leaves_room`, `_matchable`; else the fallbacks). Held
+`TabVocab`: the token tables the refingering loop reads. The windows a sequence is read in (`window_spans`,
+`window_cuts`, `string_windows`, which fret_model.py's `string_logprobs` reads too). A batch's rows: `RowGroup`, one
+(tuning, capo) group's constraint and which strings can play each pitch, `start_groups` starting each group's
+constraint on its rows, `reorder_rows` moving every per-row state (the KV cache, kept in slots by `SlotCache`, and the
+constraints' `_row_state`) when beam search re-ranks rows. `allowed_strings`: the strings a row may take for a note
+(the constraint's, free at the onset, leaving room for the onset's later notes: `_leaves_room`, `_matchable`; else the
+fallbacks). These names are public because fingering.py and fingering_implied.py both run on them. Held
 apart from fingering.py so that module keeps the public API and layout 2's search, and fingering_implied.py layout
 3's, neither importing the other's search; what each choice means is fingering.py's module docstring.
 """
@@ -68,7 +69,7 @@ class TabVocab:
         return self.pitch_of[ids[j - self.offset + 1]]
 
 
-def _windows(ids: Sequence[int], block: int, v: TabVocab,
+def window_spans(ids: Sequence[int], block: int, v: TabVocab,
              notes: Sequence[bool] | None = None) -> list[tuple[int, int]]:
     """[start, end) pieces of at most `block` tokens covering ids, each cut before a Bar in its second half,
     else before a Position there (an onset's notes stay together), else before a Pitch, else at the block;
@@ -106,24 +107,24 @@ def _windows(ids: Sequence[int], block: int, v: TabVocab,
     return out
 
 
-def _strip_strings(v: TabVocab, ids: Sequence[int]) -> list[int]:
+def strip_strings(v: TabVocab, ids: Sequence[int]) -> list[int]:
     """Layout 3's teacher-forced tokens: the ids without their String tokens (placeholders: every note's string
     is chosen)."""
     return [int(i) for i in ids if i not in v.string_of]
 
 
-def _cuts(ids: Sequence[int], block: int, v: TabVocab) -> list[tuple[int, int]]:
-    """The windows `refinger` reads ids in, as [start, end) of ids themselves: `_windows` in layout 2; in layout 3
-    `_windows` of the ids without Strings (`notes` counted), each window taking the Strings after its last note."""
+def window_cuts(ids: Sequence[int], block: int, v: TabVocab) -> list[tuple[int, int]]:
+    """The windows `refinger` reads ids in, as [start, end) of ids themselves: `window_spans` in layout 2; in layout 3
+    `window_spans` of the ids without Strings (`notes` counted), each window taking the Strings after its last note."""
     if not v.implied:
-        return _windows(ids, block, v)
+        return window_spans(ids, block, v)
     keep = [j for j, i in enumerate(ids) if i not in v.string_of]
     teach = [int(ids[j]) for j in keep]
     at = keep + [len(ids)]
-    return [(at[a] if a else 0, at[b]) for a, b in _windows(teach, block, v, v.note_ends(teach))]
+    return [(at[a] if a else 0, at[b]) for a, b in window_spans(teach, block, v, v.note_ends(teach))]
 
 
-class _Rows:
+class RowGroup:
     """One (tuning, capo) group of rows of a batch: its constraint and which strings can play each pitch."""
 
     def __init__(self, tokenizer, guitar: Guitar, device: torch.device) -> None:
@@ -156,22 +157,22 @@ def _row_state(constraint: GuitarConstraint) -> list[tuple[object, str]]:
     return [(o, k) for (i, k), (o, b) in one.items() if b == 1 and two.get((i, k), (None, 0))[1] == 2]
 
 
-def _block(model, context: int | None) -> int:
+def window_size(model, context: int | None) -> int:
     """The most tokens a window holds: `context`, at most the model's block_size."""
     return min(context or model.config.block_size, model.config.block_size)
 
 
-def _string_windows(model, tokenizer, sequences: Sequence[Sequence[int]], device, context: int | None
+def string_windows(model, tokenizer, sequences: Sequence[Sequence[int]], device, context: int | None
                     ) -> tuple[torch.device, TabVocab, list[tuple[int, int, int]]]:
     """(the device, the vocabulary's tables, the windows (sequence, start, end) that choose a string, longest
     first: little padding in a batch): how `refinger` and fret_model's `string_logprobs` cut what they read
-    (`_cuts`). A window chooses a string where it holds a String after its first token (layout 2), a note's
+    (`window_cuts`). A window chooses a string where it holds a String after its first token (layout 2), a note's
     Duration (layout 3). `device` None: the model's; `context`: windows of at most this many tokens (and the
     block_size)."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     v = TabVocab(tokenizer)
-    block = _block(model, context)
-    rows = [(k, a, b) for k, s in enumerate(sequences) for a, b in _cuts(s, block, v)]
+    block = window_size(model, context)
+    rows = [(k, a, b) for k, s in enumerate(sequences) for a, b in window_cuts(s, block, v)]
     if v.implied:
         ends = [v.note_ends(s) for s in sequences]
         rows = [r for r in rows if any(ends[r[0]][r[1]:r[2]])]
@@ -181,15 +182,15 @@ def _string_windows(model, tokenizer, sequences: Sequence[Sequence[int]], device
     return device, v, rows
 
 
-def _start_groups(win_groups: list[_Rows], K: int, x: torch.Tensor, device: torch.device
-                  ) -> tuple[dict[int, tuple[_Rows, torch.Tensor]], torch.Tensor]:
+def start_groups(win_groups: list[RowGroup], K: int, x: torch.Tensor, device: torch.device
+                  ) -> tuple[dict[int, tuple[RowGroup, torch.Tensor]], torch.Tensor]:
     """Each (tuning, capo) group with its rows, its constraint started on them; and each row's index among its
     group's rows (which beam search's reordering needs)."""
-    member: dict[int, tuple[_Rows, list[int]]] = {}
+    member: dict[int, tuple[RowGroup, list[int]]] = {}
     for r in range(x.shape[0]):
         g = win_groups[r // K]
         member.setdefault(id(g), (g, []))[1].append(r)
-    groups: dict[int, tuple[_Rows, torch.Tensor]] = {}
+    groups: dict[int, tuple[RowGroup, torch.Tensor]] = {}
     local = torch.zeros(x.shape[0], dtype=torch.long)
     for key, (g, rs) in member.items():
         groups[key] = (g, torch.tensor(rs, device=device))
@@ -198,9 +199,9 @@ def _start_groups(win_groups: list[_Rows], K: int, x: torch.Tensor, device: torc
     return groups, local.to(device)
 
 
-def _allowed(rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor, pitch: torch.Tensor,
-             taken: torch.Tensor, later: dict, groups: dict[int, tuple[_Rows, torch.Tensor]],
-             win_groups: list[_Rows], string_ids: torch.Tensor, v: TabVocab,
+def allowed_strings(rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor, pitch: torch.Tensor,
+             taken: torch.Tensor, later: dict, groups: dict[int, tuple[RowGroup, torch.Tensor]],
+             win_groups: list[RowGroup], string_ids: torch.Tensor, v: TabVocab,
              low: torch.Tensor | None = None) -> torch.Tensor:
     """(len(rs), MAX_STRINGS) bool: the strings each row of `rs` may take for its note (pitch `pitch`, per row of
     rs; `keys[i]`: its (window, position) in `later`): the constraint's, free at the onset, leaving room for the
@@ -233,7 +234,7 @@ def _allowed(rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor, p
     return ok
 
 
-class _SlotCache:
+class SlotCache:
     """A beam's KV cache whose rows live in slots: row r's keys and values, and the model's other per-row cache state
     (its last token, the copy head's matches), are in slot `slot[r]`. When beam search re-ranks the rows, the first
     row descended from each old row takes that row's slot as it is, and only its other descendants are copies (into
@@ -286,8 +287,8 @@ class _SlotCache:
         return len(dst)
 
 
-def _reorder(src: torch.Tensor, cache: _SlotCache, groups, local: torch.Tensor) -> None:
-    """Row r of every per-row state becomes what row src[r] was: the KV cache (`_SlotCache.reorder`) and each
+def reorder_rows(src: torch.Tensor, cache: SlotCache, groups, local: torch.Tensor) -> None:
+    """Row r of every per-row state becomes what row src[r] was: the KV cache (`SlotCache.reorder`) and each
     group's constraint."""
     if not bool((src != torch.arange(len(src), device=src.device)).any()):
         return
@@ -300,7 +301,7 @@ def _reorder(src: torch.Tensor, cache: _SlotCache, groups, local: torch.Tensor) 
 
 
 def _leaves_room(keys: list[tuple[int, int]], later: dict, free: torch.Tensor,
-                 win_groups: list[_Rows]) -> torch.Tensor:
+                 win_groups: list[RowGroup]) -> torch.Tensor:
     """(len(keys), MAX_STRINGS) bool, one row per (window, position) of `keys` (`free`: the row's free strings):
     choosing that string for the row's note at that position still leaves distinct free strings for the notes
     after it at the same onset (all True for a note that is last at its onset). Without this a greedy choice can

@@ -69,7 +69,7 @@ def phrase_repeats(plan: Plan) -> Plan:
     """A tune's form with its phrase-level repeats only: bar i stays a repeat of bar j where the bar before it repeats
     bar j-1 or the bar after it repeats bar j+1 (two or more bars in a row repeat bars in a row); a single bar
     repeated alone is left free. Forcing every repeat a tune has, single bars too, made riffs repeat more than tunes
-    and narrowed them (docs/EVAL.md: pitch range 0.93x, repeats 1.22x; phrases only 0.99x and 1.06x)."""
+    and narrowed them (docs/results/EVAL.md: pitch range 0.93x, repeats 1.22x; phrases only 0.99x and 1.06x)."""
     def kept(i: int, j: int | None) -> bool:
         return j is not None and ((i > 0 and plan[i - 1] == j - 1) or (i + 1 < len(plan) and plan[i + 1] == j + 1))
     return [j if kept(i, j) else None for i, j in enumerate(plan)]

@@ -13,7 +13,7 @@ decodes the part again. The context the model reads is the part fingered by fret
 forward pass per window, no search.
 
 `weight` is in fret()'s cost units per nat; `MODEL_WEIGHT` was chosen on the validation files of the training
-half (docs/FINGERING_MODEL.md), never on the held-out half the benchmark scores.
+half (docs/results/FINGERING_MODEL.md), never on the held-out half the benchmark scores.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ import torch
 from guitarformer.data.tab_tokens import MAX_STRINGS, lowest_fret_string
 from guitarformer.data.tokenization import encode
 from guitarformer.fretting import fret
-from guitarformer.generation.engine import _in_eval_mode
+from guitarformer.generation.engine import in_eval_mode
 from guitarformer.generation.fingering import Guitar, TabVocab, check_fingering_run, token_note_of
-from guitarformer.generation.fingering_rows import _string_windows
+from guitarformer.generation.fingering_rows import string_windows
 from guitarformer.music.score import GuitarScore
 
 MODEL_WEIGHT = 1.0  # fret() cost units per nat of the model's -log p(string)
 
 
-@_in_eval_mode
+@in_eval_mode
 @torch.inference_mode()
 def string_logprobs(model, tokenizer, sequences: Sequence[Sequence[int]], device=None, batch_size: int = 64,
                     context: int | None = None, guitars: Sequence[Guitar] | None = None) -> list[np.ndarray]:
@@ -46,7 +46,7 @@ def string_logprobs(model, tokenizer, sequences: Sequence[Sequence[int]], device
     (module docstring). The model runs in eval mode under inference mode and is given back in the mode it came
     in."""
     check_fingering_run(model, tokenizer)
-    device, v, jobs = _string_windows(model, tokenizer, sequences, device, context)
+    device, v, jobs = string_windows(model, tokenizer, sequences, device, context)
     if v.implied and (guitars is None or len(guitars) != len(sequences)):
         raise ValueError("tab layout 3 writes no String for a note on its lowest-fret string: string_logprobs "
                          "needs each sequence's (tuning, capo)")

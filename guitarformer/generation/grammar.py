@@ -69,7 +69,7 @@ def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
 
 def keep(m: torch.Tensor, cols: slice | int | torch.Tensor, ok: torch.Tensor) -> None:
     """m[:, cols] &= ok in place: on a slice or one id, the view's own op (`m[:, cols] &= ok` would also write the
-    view back onto itself: one more op, ~1.2 µs a rule a token on a CPU); ids as a tensor index as usual."""
+    view back onto itself: one more op a rule a token); ids as a tensor index as usual."""
     if isinstance(cols, torch.Tensor):
         m[:, cols] &= ok
     else:
@@ -112,8 +112,8 @@ class Grammar:
     @classmethod
     def of(cls, tokenizer, device: torch.device | str = "cpu") -> Grammar:
         """The tokenizer's grammar on `device`, built once for the last few tokenizers asked (a grammar is read-only:
-        nothing writes its tables once built). Building one takes ~5 ms, which every constrained `generate` call paid
-        (a riff's whole constrained sampling is ~200 ms). The entry holds its tokenizer, so an id in the key is never
+        nothing writes its tables once built). Building one is a real share of a riff's constrained sampling, which every
+        constrained `generate` call paid before. The entry holds its tokenizer, so an id in the key is never
         another tokenizer's; one grown since (`prepare --like` adds styles) has another length and gets its own."""
         key = (id(tokenizer), len(tokenizer), str(torch.device(device)))
         with _BUILT_LOCK:  # the studio serves requests from a thread pool
@@ -210,8 +210,7 @@ class Grammar:
         """`build()`, made once per grammar and `key` (the last DERIVED_KEPT keys are kept): the read-only tables a
         constraint's parts derive from the tokenizer and the guitar (timing.TimeState's tick tables,
         strings.StringState's per-pitch ones for a tuning, capo and hand region). Building them is Python loops over
-        the vocabulary and the pitches, ~3 ms a constraint (~0.5 ms more per small tensor op when torch has 2 threads
-        and a core is busy); the grammar itself is kept per tokenizer (`of`), so a process's later riffs find them
+        the vocabulary and the pitches, too slow to repeat for every constraint; the grammar itself is kept per tokenizer (`of`), so a process's later riffs find them
         built. Two threads building at once build the same tables; the one kept is the first stored."""
         with _BUILT_LOCK:
             got = self._derived.get(key)

@@ -33,7 +33,7 @@ from guitarformer.models.kinds import kind_of
 from guitarformer.music.score import GuitarScore
 
 FILL_MARGIN = 2.0  # token budget: twice what the bars took in the song (or the song's mean bar), for a busier fill
-LIKELIHOOD_WEIGHT = 0.01  # a fill's z-scored likelihood among the candidates, beside its fit (docs/INFILL.md)
+LIKELIHOOD_WEIGHT = 0.01  # a fill's z-scored likelihood among the candidates, beside its fit (docs/results/INFILL.md)
 
 
 @dataclass

@@ -19,11 +19,10 @@ class SamplingParams:
     on a GPU through a captured CUDA graph (generation/captured.py); None (auto) does so on CUDA only (on a CPU the
     static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there). `compile`: on a
     CPU, the one-token step compiled by torch.compile against a static cache (generation/compiled.py) for batches of
-    up to 2 rows (a riff, a guided one), where it pays: about 2.3x the eager speed of a 16-bar riff at one row, after
-    seconds of compiling once per batch shape (saved for later processes); more rows decode eagerly. On CUDA, the
-    step compiled (inductor's fused kernels) and then captured in the CUDA graph (`compiled.HeldStep`), for any
-    batch: 1.35x the plain captured step's tokens/s at batch 1 with the constraint, 1.16x at 32 (decoder-base dims,
-    H200), after ~15-30 s of compiling (docs/BENCH_GPU.md).
+    up to 2 rows (a riff, a guided one), where it pays, after seconds of compiling once per batch shape (saved for
+    later processes); more rows decode eagerly. On CUDA, the step compiled (inductor's fused kernels) and then captured
+    in the CUDA graph (`compiled.HeldStep`), for any batch, after a compile (docs/results/BENCH_SAMPLE.md and
+    docs/results/BENCH_GPU.md have the speeds).
     `guidance`: classifier-free guidance for a call given an unconditioned twin prompt (`generate(..., guide=)`):
     each step's logits are c + guidance * (c - u), c the prompt's and u the twin's; 0 is off."""
 

@@ -17,11 +17,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: f
               is_causal: bool = False) -> Tensor:
     """SDPA, except one query per row on a GPU or inside a compiled step: there it is written out (two batched
     matrix-vector products and a softmax in fp32). SDPA sends one query with a mask to its memory-efficient
-    kernel, whose tiles of 64 queries leave most of the GPU idle: 124 µs a layer against 1,024 cached keys on an
-    H200, 72% of a decoder-base decoding step at batch 1 (fp32; `scripts/gpu_profile_step.py`). In a step compiled
-    on a CPU (generation/compiled.py), inductor fuses the written-out attention into one C++ kernel, ~16 µs a
-    layer against SDPA's ~23 µs call (the shipped model, ~600 keys); eager on a CPU, SDPA stays (the written-out
-    ops, each its own call, are slower there)."""
+    kernel, whose tiles of 64 queries leave most of the GPU idle: most of a large decoder's decoding step at batch 1
+    went there (`scripts/gpu_profile_step.py`, docs/results/BENCH_GPU.md). In a step compiled on a CPU
+    (generation/compiled.py), inductor fuses the written-out attention into one C++ kernel, quicker than SDPA's call;
+    eager on a CPU, SDPA stays (the written-out ops, each its own call, are slower there)."""
     if q.shape[2] != 1 or not (q.is_cuda or torch.compiler.is_compiling()) or dropout_p or is_causal:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
     return one_query_attention(q, k, v, mask)

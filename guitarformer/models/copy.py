@@ -140,8 +140,8 @@ class MatchState:
 
     def _step(self, x: Tensor, p: int) -> tuple[Tensor, Tensor]:
         """Write the tokens x (B,) at position p; (L, c), each (B, 1). Every order at once, in about fifteen ops: at
-        one token per decoding step each op's fixed cost is most of what the step costs (an op per order took 190 µs
-        a step at batch 1; at batch 128 the scan's memory matters)."""
+        one token per decoding step each op's fixed cost is most of what the step costs (an op per order was several
+        times slower at batch 1; at large batches the scan's memory matters)."""
         K, B = self.hash.shape[:2]
         self.tokens[:, p] = x
         first = max(0, p + 1 - ORDERS[-1])

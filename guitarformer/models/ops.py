@@ -41,8 +41,8 @@ def linear(x: Tensor, m: nn.Linear) -> Tensor:
     """m(x) for x (..., in) -> (..., out), without the module call.
 
     A product of few rows on CPU without autograd (a decoding step) reads an (in, out) copy of the weight
-    (`transposed`): a row vector times a row-major matrix is the layout CPU BLAS runs fastest (measured 10-35% per
-    product; in a compiled step ~1 µs of a ~4 µs product). A compiled step reads the copy without checking it
+    (`transposed`): a row vector times a row-major matrix is the layout CPU BLAS runs fastest
+    (docs/results/BENCH_SAMPLE.md). A compiled step reads the copy without checking it
     (`hold_transposed` made it before: generation/compiled.py). Anything else is F.linear on the weight itself.
     """
     if x.is_cpu and not torch.is_grad_enabled() and x.numel() <= FEW_ROWS * m.in_features:
@@ -57,7 +57,7 @@ def as_rows(fn, x: Tensor) -> Tensor:
     """fn(x) for an op on the last dimension (a norm, an activation), computed over x as rows (N, C) inside a compiled
     step: inductor then writes the result as a (N, C) buffer the next product reads as it is. Over (B, T, C) it writes
     a (1, 1, C) buffer and hands the product a (1, C) view of it with a 0 stride on the row, which ATen's CPU mm
-    copies before every call (3 copies a layer; ~0.8 µs each on the 2-core CPU). Eager: fn(x), no views."""
+    copies before every call (3 copies a layer). Eager: fn(x), no views."""
     return fn(x.flatten(0, -2)).view(*x.shape[:-1], -1) if compiling() else fn(x)
 
 

@@ -221,7 +221,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(409, "cancelled", "ask again when you are ready")
 
     async def http_error(_request, e: StarletteHTTPException):  # unknown routes, wrong methods: the same shape
-        return _error(e.status_code, str(e.detail), "see docs/STUDIO.md for the API's routes")
+        return _error(e.status_code, str(e.detail), "see docs/studio.md for the API's routes")
 
     async def failed(_request, e: Exception):
         return _error(500, f"the server failed: {type(e).__name__}: {e}", "report it with the request you sent")

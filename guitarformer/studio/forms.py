@@ -23,7 +23,7 @@ INT_OPTIONS = {"bars", "seed", "program", "hand_position", "num_samples"}
 FLOAT_OPTIONS = {"tempo", "temperature", "top_p"}
 STR_OPTIONS = {"time_signature", "tuning", "key", "style", "density", "polyphony", "palm_mute", "techniques", "form"}
 BOOL_OPTIONS = {"guard"}  # the sampler's guards (generation/guards.py), on unless false
-FIX = "see /api/run for the options this run honours and their values (docs/STUDIO.md)"
+FIX = "see /api/run for the options this run honours and their values (docs/studio.md)"
 
 
 @dataclass

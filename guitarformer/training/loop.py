@@ -62,14 +62,26 @@ from guitarformer.training.state import (
 RUN_OUTPUTS = ("ckpt", "tb", "metrics.jsonl", "summary.json", INIT_FILE)  # what a run writes into its directory
 
 
+WARMUP_SHARE = 0.1  # the warm-up takes at most this share of max_steps
+
+
+def warmup_steps(t) -> int:
+    """The warm-up a run of t.max_steps takes: train.warmup_steps, but at most a tenth of the run (at least one step
+    where any is asked), so a short run (a 40-step fine-tune) reaches its learning rate and decays from it."""
+    if t.warmup_steps <= 0:
+        return 0
+    return max(1, min(t.warmup_steps, int(t.max_steps * WARMUP_SHARE)))
+
+
 def lr_at(step: int, cfg) -> float:
-    """Linear warmup, then cosine decay to min_lr at max_steps."""
+    """Linear warm-up (`warmup_steps`), then cosine decay to min_lr at max_steps."""
     t = cfg.train
-    if step < t.warmup_steps:
-        return t.lr * (step + 1) / t.warmup_steps
+    warm = warmup_steps(t)
+    if step < warm:
+        return t.lr * (step + 1) / warm
     if step >= t.max_steps:
         return t.min_lr
-    ratio = (step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps)
+    ratio = (step - warm) / max(1, t.max_steps - warm)
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (t.lr - t.min_lr)
 
 
@@ -348,12 +360,21 @@ def announce(run: Run, ckpt: dict[str, Any] | None) -> None:
     print(f"guitarformer: {cfg.model.kind} {n / 1e6:.2f}M params, vocab {cfg.model.vocab_size}, context "
           f"{cfg.model.block_size}, on {where}; data {data.dataset} ({len(data.train.split):,} train tokens); run "
           f"{run.run_dir}" + (f"; resumed at step {run.state.step}" if ckpt is not None else ""), flush=True)
+    print(f"guitarformer: {schedule_line(cfg.train)}", flush=True)
     if ckpt is not None and saved_world(ckpt) != dist.world:
         print(f"guitarformer: the checkpoint was written by {saved_world(ckpt)} process(es) and resumes on "
               f"{dist.world}: training goes on, but not step for step as it would have", flush=True)
     if data.val_is_train:
         print(f"guitarformer: warning: {data.val_warning()}", flush=True)
         run.log.text("warning", data.val_warning(), run.state.step)
+
+
+def schedule_line(t) -> str:
+    """The learning-rate schedule as it will run, for the log."""
+    warm = warmup_steps(t)
+    capped = f" (train.warmup_steps {t.warmup_steps}, at most a tenth of the run)" if warm < t.warmup_steps else ""
+    return (f"learning rate {t.lr:g}: warm-up {warm} step(s){capped}, then cosine decay to {t.min_lr:g} at step "
+            f"{t.max_steps}")
 
 
 def announce_init(run: Run) -> None:
@@ -372,7 +393,8 @@ def announce_init(run: Run) -> None:
 
 
 class Throughput:
-    """Training and performance scalars every log_interval steps: loss, lr, gradient norm, tokens/s, MFU."""
+    """Training and performance scalars every log_interval steps: loss, lr, gradient norm, throughput, model FLOPs
+    utilisation."""
 
     def __init__(self, run: Run):
         self.run, self.last, self.tokens = run, time.time(), 0
