@@ -15,7 +15,7 @@ from guitarformer.data.tab_tokens import is_tab_tokenizer
 from guitarformer.data.tokenization import decode, encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import finger_score
-from guitarformer.music.bars import bar_lines, count_bars
+from guitarformer.music.bars import bar_lines, count_bars, signature_at
 from guitarformer.music.score import GuitarScore
 
 TOKENS_PER_BAR = 33  # without a prompt or the run's data: REMI tokens per bar, first 8 built-in tunes (32.7)
@@ -31,6 +31,8 @@ class Prompt:
     new_from: int  # tick of gs where the new bars begin: the first bar line after the last onset
     bars: int  # bars in the window
     prompt_bars: int  # bars of the whole part up to new_from
+    meter: tuple[int, int] = (4, 4)  # the time signature of the part's last bar: the new bars keep it
+    tempo: float = 120.0  # the tempo in force at the end of the part: the new bars keep it unless one is asked
 
 
 def read_prompt(tokenizer, path: Path | str, max_tokens: int, track: str | None = None,
@@ -74,8 +76,11 @@ def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
             hi, best = mid, ids
         else:
             lo = mid + 1
+    tempos = [t.qpm for t in sorted(score.tempos, key=lambda t: t.time) if t.time < lines[-1]]
     return Prompt(gs=gs, ids=best, start=starts[hi], new_from=lines[-1], bars=len(starts) - hi,
-                  prompt_bars=len(starts))
+                  prompt_bars=len(starts), meter=signature_at(score.time_signatures, score.ticks_per_quarter,
+                                                              lines[-1] - 1),
+                  tempo=float(tempos[-1]) if tempos else 120.0)
 
 
 def _from_tick(score: symusic.Score, start: int, end: int) -> symusic.Score:

@@ -94,12 +94,36 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
     return parse_tuning(value) if isinstance(value, str) else tuple(int(p) for p in value)
 
 
-def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None):
+def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None,
+           tempo: float | None = None):
     """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them;
-    `meter`: the time signature drawn for the riffs (`_meters`) in place of the request's "auto"."""
+    `meter`: the time signature drawn for the riffs (`_meters`) or held from a prompt (`_held`) in place of the
+    request's; `tempo`: the prompt's, where none is asked."""
     ts = meter or (None if req.time_signature in (AUTO_METER, OWN_METER) else req.time_signature)
-    return conditions(loaded.tokenizer, tuning, req.tempo, ts, req.hand_position, seen=loaded.seen,
-                      guard=req.guard, continuing=req.prompt is not None, **req.controls())
+    return conditions(loaded.tokenizer, tuning, req.tempo if req.tempo is not None else tempo, ts,
+                      req.hand_position, seen=loaded.seen, guard=req.guard, continuing=req.prompt is not None,
+                      **req.controls())
+
+
+def _held(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> tuple[str | None, float | None, str | None]:
+    """(time signature, tempo, a note for the summary) a continued file's new bars are held to: the meter of its
+    last bar and, unless --tempo asks one, its tempo there, as the sampler's only TimeSig and Tempo values (the model
+    alone opened new bars in meters the file never had: 9/8 after a 4/4 song). A meter the run never learned is not
+    held (the new bars are then placed on the file's bar lines as the model wrote them), a tempo outside the run's
+    is held at its nearest; the file keeps its own tempo either way."""
+    if file is None or not bar_ids(loaded.tokenizer):
+        return None, None, None
+    meter = f"{file.meter[0]}/{file.meter[1]}"
+    seen = loaded.seen
+    known = f"TimeSig_{meter}" in loaded.tokenizer.vocab and (
+        seen is None or not seen.counts.get("TimeSig") or meter in seen.known("TimeSig"))
+    tempo = file.tempo
+    if seen is not None and seen.tempo is not None:
+        tempo = min(max(tempo, seen.tempo[0]), seen.tempo[1])
+    has_tempo = any(t.startswith("Tempo_") for t in loaded.tokenizer.vocab)
+    note = None if known else (f"{meter}: this run never learned the prompt's time signature, so the new bars' "
+                               "meter is the model's own, placed on the prompt's bar lines")
+    return (meter if known else None), (tempo if has_tempo else None), note
 
 
 def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, str | None]:
@@ -229,10 +253,11 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
-    asked = _asked(req, loaded, tuning)
+    file = read_sample_prompt(req, loaded) if file is None else file
+    held_meter, held_tempo, held_note = _held(req, loaded, file)
+    asked = _asked(req, loaded, tuning, held_meter, held_tempo)
     meters, meter_note = _meters(req, loaded)
     asked_in = {None: asked} if meters is None else {m: _asked(req, loaded, tuning, m) for m in dict.fromkeys(meters)}
-    file = read_sample_prompt(req, loaded) if file is None else file
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)
     forms, note = _forms(req, loaded)
@@ -240,7 +265,8 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     empty = [r for r in riffs if not r.new_notes]
     if empty:
         raise _empty_error(riffs, empty, req, params, loaded, file)
-    result = SampleResult(riffs, [loaded.describe()], [n for n in (note, meter_note) if n], run=loaded.describe())
+    result = SampleResult(riffs, [loaded.describe()], [n for n in (note, meter_note, held_note) if n],
+                          run=loaded.describe())
     for i, riff in enumerate(riffs):
         riff.files = write_riff(riff, req.outputs, i, len(riffs), synth)
         result.lines.append(_summary(riff, riff.files, req.bars, file))
