@@ -80,6 +80,9 @@ def continue_part(file: Prompt, dec: GuitarScore, window: symusic.Score, tuning:
               for n, f, t in new]
     score = _score_of_continuation(file.gs.score, begin, tempo)
     score.tracks[0].program = program
+    # The file's markers (section names) go on only as far as its other parts do: a part's later sections would
+    # stretch the song past its new bars with silence.
+    score.markers = [m for m in score.markers if m.time < max(begin, file.others_end())]
     if bars is not None:  # the file's bar lines decide where the asked bars end, whatever the model counted
         end_of_new = file.new_from
         for _ in range(bars):  # the next bar line, `bars` times
@@ -88,7 +91,7 @@ def continue_part(file: Prompt, dec: GuitarScore, window: symusic.Score, tuning:
     keep_frets = file.gs.tuning == tuple(tuning) and position is None  # else the whole part is fingered again
     source = GuitarScore(score=file.gs.score, tuning=tuple(tuning), capo=file.gs.capo,
                          frets=file.gs.frets if keep_frets else None, techniques=file.gs.techniques,
-                         name=f"{file.gs.name} (continued)" if file.gs.name else "riff")
+                         name=f"{file.gs.name} (continued)" if file.gs.name else "riff", extra=dict(file.gs.extra))
     gs = splice(source, placed, begin, score=score, position=position)
     end = max((n.time + n.duration for n, _, _ in placed), default=file.new_from)
     return Riff(ids=[], gs=gs, frets=gs.frets, new_notes=len(placed),
