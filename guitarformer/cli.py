@@ -282,8 +282,9 @@ def _list_tunings(ctx, param, value):
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
               help="Riff k of a call depends only on the run, the options, the seed and k.")
 @click.option("--prompt", type=click.Path(path_type=Path), default=None,
-              help="MIDI/GP/tab/MusicXML file to continue: the output is the file with new bars after it (a "
-                   "'generated' marker where they begin), in its tempo, time signature, program and tuning.")
+              help="MIDI/GP/tab/MusicXML file to continue: the output is the file, every part, with new bars "
+                   "after the continued part's last bar (a 'generated' marker where they begin), in its tempo, "
+                   "time signature, program and tuning.")
 @click.option("--tempo", type=_Finite(20, 400), default=None,
               help="Tempo (BPM) of the new bars (default: the prompt's, else the model's choice).")
 @click.option("--tuning", default=None, is_eager=True, callback=_list_tunings,

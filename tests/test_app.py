@@ -137,12 +137,16 @@ def test_sample_track_chooses_the_part_to_continue(runs, tmp_path):
         s.tracks.append(tr)
     song = tmp_path / "two.mid"
     s.dump_midi(str(song))
-    for track, pitch in (("2", 64), ("gtr25", 52)):
+    for track, name, other in (("2", "gtr27", "gtr25"), ("gtr25", "gtr25", "gtr27")):
         out = tmp_path / f"c{track}.mid"
         r = _cli("sample", "--run", runs["remi"], "--prompt", song, "--track", track, "--out", out, "--bars", 1)
         assert r.exit_code == 0, r.output
-        got = symusic.Score(str(out)).tracks[0].notes
-        assert [n.pitch for n in got][:3] == [pitch] * 3
+        got = {t.name: t.notes for t in symusic.Score(str(out)).tracks}
+        assert set(got) == {"gtr25", "gtr27"}  # the song's other part is written back, in its place
+        pitch = 52 if name == "gtr25" else 64
+        assert [n.pitch for n in got[name]][:3] == [pitch] * 3 and len(got[name]) > 3  # continued
+        assert [(n.time, n.pitch) for n in got[other]] == [(bar * 1920, 116 - pitch) for bar in range(3)]  # as it was
+        assert "its other part as it was" in r.output
     r = _cli("sample", "--run", runs["remi"], "--prompt", song, "--track", "9", "--out", tmp_path / "x.mid")
     assert r.exit_code == 2 and "has no track 9" in r.stderr
     r = _cli("sample", "--run", runs["remi"], "--track", "1", "--out", tmp_path / "x.mid")

@@ -212,8 +212,8 @@ def test_candidates_of_an_uploaded_file_read_it_once_and_are_the_cli_riffs(clien
     from guitarformer.app import Outputs, SampleRequest, sample
 
     reads = []
-    real = prompt_module.read_user_file
-    monkeypatch.setattr(prompt_module, "read_user_file", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = prompt_module.read_user_song
+    monkeypatch.setattr(prompt_module, "read_user_song", lambda *a, **k: reads.append(a) or real(*a, **k))
     song = FIX / "drop_d_capo.gp5"
     res = client.post("/api/continue", files={"file": ("song.gp5", song.read_bytes())},
                       data={"options": json.dumps({"bars": 2, "num_samples": 3, "seed": 4})})

@@ -7,6 +7,7 @@ through `read_user_parts`, so a limit on what a file may cost (size, time, memor
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from guitarformer.errors import GuitarformerError, SkipFile
@@ -14,7 +15,7 @@ from guitarformer.music.score import GuitarScore
 from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.render.ascii_tab import write_ascii_tab
 from guitarformer.render.audio import find_synth, render_wav
-from guitarformer.render.gp5 import write_gp5
+from guitarformer.render.gp5 import write_gp5_parts
 from guitarformer.render.midi import write_midi
 
 READ_FIX = "pass a MIDI, Guitar Pro (3-8), ASCII tab, MusicXML or ABC file with a guitar part"
@@ -81,26 +82,83 @@ def read_user_file(path: str | Path, track: str | None = None, tracks: str = "gu
     return parts[0] if track is None else pick_track(parts, track, path, tracks)
 
 
+@dataclass
+class UserSong:
+    """A user's file as a command that edits one part of it sees it: every part the toolkit reads of it (each
+    pitched track with notes, in the file's order) and the one being edited. The commands write the whole song
+    back: the other parts as they were, the edited part with its new bars."""
+
+    parts: list[GuitarScore]
+    index: int  # the edited part's place in `parts`
+    choices: int = 1  # the parts `track` chose among (the guitar parts, or every part with tracks="all")
+
+    @property
+    def part(self) -> GuitarScore:
+        return self.parts[self.index]
+
+    def with_part(self, gs: GuitarScore) -> list[GuitarScore]:
+        """The song's parts with the edited one replaced by `gs`."""
+        return [gs if k == self.index else p for k, p in enumerate(self.parts)]
+
+
+def _same_part(a: GuitarScore, b: GuitarScore) -> bool:
+    notes = lambda gs: [(n.time, n.duration, n.pitch) for n in gs.track.notes]  # noqa: E731
+    key = lambda gs: (gs.extra.get("track_name"), gs.track.program, gs.tuning)  # noqa: E731 (names vary with the
+    return key(a) == key(b) and notes(a) == notes(b)                               # number of parts read)
+
+
+def read_user_song(path: str | Path, track: str | None = None, tracks: str = "guitar",
+                   any_part: bool = False) -> UserSong:
+    """The part `track` names (see `read_user_file`) within every part of the file (`tracks="all"`), so that a
+    command editing it can write the rest of the song back unchanged."""
+    chosen_from = read_user_parts(path, tracks, any_part)
+    part = chosen_from[0] if track is None else pick_track(chosen_from, track, path, tracks)
+    every = chosen_from
+    if tracks != "all" and len(chosen_from) >= 1:
+        try:
+            every = read_user_parts(path, "all")
+        except GuitarformerError:  # the guitar parts were read: the song is those
+            every = chosen_from
+    index = next((k for k, p in enumerate(every) if _same_part(p, part)), None)
+    if index is None:  # not found among every part (a reader that tells them apart differently): the chosen ones
+        every, index = chosen_from, chosen_from.index(part)
+    return UserSong([part if k == index else p for k, p in enumerate(every)], index, len(chosen_from))
+
+
+def read_user_file(path: str | Path, track: str | None = None, tracks: str = "guitar",
+                   any_part: bool = False) -> GuitarScore:
+    """One part of a user's file: the one `track` names (number from 1, or name), else the first."""
+    parts = read_user_parts(path, tracks, any_part)
+    return parts[0] if track is None else pick_track(parts, track, path, tracks)
+
+
 def write_score(gs: GuitarScore, path: str | Path, synth: tuple[str, str] | None = None) -> Path:
-    """Write `gs` in the format its suffix names: .mid/.midi, .txt/.tab (ASCII tab), .gp5, .wav (FluidSynth;
-    `synth` from render.audio.find_synth, found here when not given). Missing folders are created."""
+    """Write `gs` in the format its suffix names (see `write_song`)."""
+    return write_song([gs], 0, path, synth)
+
+
+def write_song(parts: list[GuitarScore], edited: int, path: str | Path, synth: tuple[str, str] | None = None) -> Path:
+    """Write a song in the format its suffix names: .mid/.midi and .gp5 every part (tempos, meters and the mark
+    where generated bars begin from part `edited`), .txt/.tab (ASCII tab) part `edited` alone, .wav every part
+    (FluidSynth; `synth` from render.audio.find_synth, found here when not given). Missing folders are created."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".mid", ".midi", ".txt", ".tab", ".gp5", ".wav"):
         raise GuitarformerError(f"cannot write {path}: no writer for {suffix or 'a file without a suffix'}",
                                 "name it .mid, .txt (ASCII tab), .gp5 (Guitar Pro 5) or .wav")
+    gs = parts[edited]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if suffix in (".mid", ".midi"):
-            write_midi(gs, path)
+            write_midi(parts, path, timing=gs)
         elif suffix in (".txt", ".tab"):
             write_ascii_tab(gs, path, gs.frets)
-        elif suffix == ".gp5":
-            write_gp5(gs, path, gs.frets)  # marks the bar where generated notes begin, as the MIDI and tab do
+        elif suffix == ".gp5":  # marks the bar where generated notes begin, as the MIDI and tab do
+            write_gp5_parts([(p, p.frets) for p in parts], path, timing=gs)
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 midi = Path(tmp) / "audio.mid"
-                write_midi(gs, midi)
+                write_midi(parts, midi, timing=gs)
                 render_wav(midi, path, synth or find_synth())
     except OSError as e:
         raise GuitarformerError(f"cannot write {e.filename or path}: {e.strerror or e}",

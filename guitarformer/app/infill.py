@@ -8,7 +8,7 @@ from pathlib import Path
 
 import symusic
 
-from guitarformer.app.files import read_user_parts, pick_track, write_score
+from guitarformer.app.files import UserSong, read_user_song, write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, check_outputs
 from guitarformer.app.splice import splice
@@ -33,6 +33,7 @@ class InfillResult:
     files: dict[str, Path] = field(default_factory=dict)  # what was written, by kind
     lines: list[str] = field(default_factory=list)  # the summary
     warnings: list[str] = field(default_factory=list)
+    parts: list[GuitarScore] = field(default_factory=list)  # every part of the song written: `score` among them
 
 
 def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, device="cpu", seed: int = 0,
@@ -72,17 +73,15 @@ def _splice_fill(song: SongBars, first: int, last: int, new_ids: list[int], toke
     return InfillResult(out, (first, last), list(new_ids), len(placed), ended)
 
 
-def _part(req: InfillRequest) -> tuple[GuitarScore, list[str]]:
-    """The part to fill, and a warning when the file has several and none was chosen."""
+def _part(req: InfillRequest) -> tuple[UserSong, list[str]]:
+    """The song with the part to fill, and a warning when the file has several guitar parts and none was chosen."""
     if isinstance(req.song, GuitarScore):
-        return req.song, []
-    parts = read_user_parts(req.song, req.tracks)
-    if req.track is not None:
-        return pick_track(parts, req.track, req.song, req.tracks), []
-    if len(parts) > 1:
-        return parts[0], [f"{Path(req.song).name} has {len(parts)} parts: filling the first (choose another with "
-                          "--track)"]
-    return parts[0], []
+        return UserSong([req.song], 0), []
+    song = read_user_song(req.song, req.track, req.tracks)
+    if req.track is None and song.choices > 1:
+        return song, [f"{Path(req.song).name} has {song.choices} parts: filling the first (choose another with "
+                      "--track)"]
+    return song, []
 
 
 def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
@@ -96,7 +95,8 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
     if not 1 <= first <= last:
         raise GuitarformerError(f"bars {first}-{last}: bars count from 1 and the first comes before the last",
                                 "pass bars like (5, 8)")
-    gs, warnings = _part(req)
+    song, warnings = _part(req)
+    gs = song.part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
     params = SamplingParams.from_config(loaded.cfg.sample, temperature=req.temperature, top_k=req.top_k,
@@ -104,8 +104,13 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
     result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, first, last, loaded.device, req.seed, params,
                        req.max_new_tokens, req.candidates)
     result.warnings = warnings
-    result.files = {kind: write_score(result.score, path) for kind, path in req.outputs.items()}
+    result.parts = song.with_part(result.score)
+    result.files = {kind: write_song(result.parts, song.index, path) for kind, path in req.outputs.items()}
     note = "" if result.ended else " (the token budget ran out before the fill's end: raise --max-new-tokens)"
     written = ", ".join(str(p) for p in result.files.values()) or "(nothing written)"
-    result.lines = [loaded.describe(), f"{written}: bars {first}-{last} written again, {result.new_notes} notes{note}"]
+    others = len(song.parts) - 1
+    kept = "" if not others else "; the other part as it was" if others == 1 else \
+        f"; the {others} other parts as they were"
+    result.lines = [loaded.describe(),
+                    f"{written}: bars {first}-{last} written again, {result.new_notes} notes{kept}{note}"]
     return result

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import symusic
 
-from guitarformer.app.files import read_user_file
+from guitarformer.app.files import UserSong, read_user_song
 from guitarformer.data.tab_tokens import is_tab_tokenizer
 from guitarformer.data.tokenization import decode, encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import finger_score
-from guitarformer.music.bars import bar_lines, count_bars
+from guitarformer.music.bars import bar_lines, count_bars, signature_at
 from guitarformer.music.score import GuitarScore
 
 # Without a prompt: at least the tokens of a dense bar, eighth-note power chords in tab tokens (a riff ends at its last
@@ -33,16 +33,37 @@ class Prompt:
     new_from: int  # tick of gs where the new bars begin: the first bar line after the last onset
     bars: int  # bars in the window
     prompt_bars: int  # bars of the whole part up to new_from
+    meter: tuple[int, int] = (4, 4)  # the time signature of the part's last bar: the new bars keep it
+    tempo: float = 120.0  # the tempo in force at the end of the part: the new bars keep it unless one is asked
+    song: UserSong | None = None  # every part of the file, `gs` among them: written back with the new bars
+
+    def others_end(self) -> int:
+        """The tick where the file's other parts' last note ends (0: no other part)."""
+        if self.song is None:
+            return 0
+        return max((n.time + n.duration for k, p in enumerate(self.song.parts) if k != self.song.index
+                    for n in p.track.notes), default=0)
+
+    def parts(self, gs: GuitarScore) -> list[GuitarScore]:
+        """The file's parts with `gs` (the part continued) in the place of the part read."""
+        return self.song.with_part(gs) if self.song is not None else [gs]
+
+    @property
+    def edited(self) -> int:
+        """The continued part's place among `parts`."""
+        return self.song.index if self.song is not None else 0
 
 
 def read_prompt(tokenizer, path: Path | str, max_tokens: int, track: str | None = None,
                 tracks: str = "guitar") -> Prompt:
     """The part `track` names of a MIDI/GP/tab/MusicXML file (number from 1 or name, among its guitar parts or,
-    with tracks="all", every part; default: the first; a file without a guitar part: its first part), and the
-    window the model sees: the last whole bars whose tokens fit in `max_tokens` (BOS included), re-encoded from
+    with tracks="all", every part; default: the first; a file without a guitar part: its first part), the file's
+    other parts (written back around it), and the window the model sees: the last whole bars whose tokens fit in `max_tokens` (BOS included), re-encoded from
     the bar they start at, so that the window opens as every piece does (time signature, tempo)."""
-    gs = read_user_file(path, track, tracks=tracks, any_part=True)
-    return prompt_of(tokenizer, gs, max_tokens)
+    song = read_user_song(path, track, tracks=tracks, any_part=True)
+    prompt = prompt_of(tokenizer, song.part, max_tokens)
+    prompt.song = song
+    return prompt
 
 
 def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
@@ -76,8 +97,11 @@ def prompt_of(tokenizer, gs: GuitarScore, max_tokens: int) -> Prompt:
             hi, best = mid, ids
         else:
             lo = mid + 1
+    tempos = [t.qpm for t in sorted(score.tempos, key=lambda t: t.time) if t.time < lines[-1]]
     return Prompt(gs=gs, ids=best, start=starts[hi], new_from=lines[-1], bars=len(starts) - hi,
-                  prompt_bars=len(starts))
+                  prompt_bars=len(starts), meter=signature_at(score.time_signatures, score.ticks_per_quarter,
+                                                              lines[-1] - 1),
+                  tempo=float(tempos[-1]) if tempos else 120.0)
 
 
 def _from_tick(score: symusic.Score, start: int, end: int) -> symusic.Score:

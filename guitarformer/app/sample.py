@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from guitarformer.app.files import write_score
+from guitarformer.app.files import write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, check_outputs
@@ -31,6 +31,7 @@ from guitarformer.generation.riffs import (
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models import kinds
 from guitarformer.models.kinds import kind_of
+from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
 from guitarformer.render.audio import find_synth
 from guitarformer.runtime import set_threads, step_work
@@ -94,12 +95,36 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
     return parse_tuning(value) if isinstance(value, str) else tuple(int(p) for p in value)
 
 
-def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None):
+def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None,
+           tempo: float | None = None):
     """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them;
-    `meter`: the time signature drawn for the riffs (`_meters`) in place of the request's "auto"."""
+    `meter`: the time signature drawn for the riffs (`_meters`) or held from a prompt (`_held`) in place of the
+    request's; `tempo`: the prompt's, where none is asked."""
     ts = meter or (None if req.time_signature in (AUTO_METER, OWN_METER) else req.time_signature)
-    return conditions(loaded.tokenizer, tuning, req.tempo, ts, req.hand_position, seen=loaded.seen,
-                      guard=req.guard, continuing=req.prompt is not None, **req.controls())
+    return conditions(loaded.tokenizer, tuning, req.tempo if req.tempo is not None else tempo, ts,
+                      req.hand_position, seen=loaded.seen, guard=req.guard, continuing=req.prompt is not None,
+                      **req.controls())
+
+
+def _held(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> tuple[str | None, float | None, str | None]:
+    """(time signature, tempo, a note for the summary) a continued file's new bars are held to: the meter of its
+    last bar and, unless --tempo asks one, its tempo there, as the sampler's only TimeSig and Tempo values (the model
+    alone opened new bars in meters the file never had: 9/8 after a 4/4 song). A meter the run never learned is not
+    held (the new bars are then placed on the file's bar lines as the model wrote them), a tempo outside the run's
+    is held at its nearest; the file keeps its own tempo either way."""
+    if file is None or not bar_ids(loaded.tokenizer):
+        return None, None, None
+    meter = f"{file.meter[0]}/{file.meter[1]}"
+    seen = loaded.seen
+    known = f"TimeSig_{meter}" in loaded.tokenizer.vocab and (
+        seen is None or not seen.counts.get("TimeSig") or meter in seen.known("TimeSig"))
+    tempo = file.tempo
+    if seen is not None and seen.tempo is not None:
+        tempo = min(max(tempo, seen.tempo[0]), seen.tempo[1])
+    has_tempo = any(t.startswith("Tempo_") for t in loaded.tokenizer.vocab)
+    note = None if known else (f"{meter}: this run never learned the prompt's time signature, so the new bars' "
+                               "meter is the model's own, placed on the prompt's bar lines")
+    return (meter if known else None), (tempo if has_tempo else None), note
 
 
 def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, str | None]:
@@ -229,10 +254,11 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
-    asked = _asked(req, loaded, tuning)
+    file = read_sample_prompt(req, loaded) if file is None else file
+    held_meter, held_tempo, held_note = _held(req, loaded, file)
+    asked = _asked(req, loaded, tuning, held_meter, held_tempo)
     meters, meter_note = _meters(req, loaded)
     asked_in = {None: asked} if meters is None else {m: _asked(req, loaded, tuning, m) for m in dict.fromkeys(meters)}
-    file = read_sample_prompt(req, loaded) if file is None else file
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)
     forms, note = _forms(req, loaded)
@@ -240,9 +266,10 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     empty = [r for r in riffs if not r.new_notes]
     if empty:
         raise _empty_error(riffs, empty, req, params, loaded, file)
-    result = SampleResult(riffs, [loaded.describe()], [n for n in (note, meter_note) if n], run=loaded.describe())
+    result = SampleResult(riffs, [loaded.describe()], [n for n in (note, meter_note, held_note) if n],
+                          run=loaded.describe())
     for i, riff in enumerate(riffs):
-        riff.files = write_riff(riff, req.outputs, i, len(riffs), synth)
+        riff.files = write_riff(riff, req.outputs, i, len(riffs), synth, file)
         result.lines.append(_summary(riff, riff.files, req.bars, file))
         if req.bars and riff.new_bars < req.bars and not riff.ended:
             result.warnings.append(f"{riff.files.get('midi', f'riff {i}')}: wrote {riff.new_bars} of {req.bars} "
@@ -255,24 +282,35 @@ def numbered(path: Path, i: int, n: int) -> Path:
     return path if n == 1 else path.with_name(f"{path.stem}_{i:03d}{path.suffix}")
 
 
-def write_riff(riff: Riff, outputs, i: int, n: int, synth=None) -> dict[str, Path]:
-    """Riff i of n written to every output asked for; {kind: path}."""
-    files = {}
-    for kind, path in outputs.items():
-        files[kind] = write_score(riff.gs, numbered(path, i, n), synth)
-    return files
+def write_riff(riff: Riff, outputs, i: int, n: int, synth=None, file: Prompt | None = None) -> dict[str, Path]:
+    """Riff i of n written to every output asked for; {kind: path}. A continued `file` is written whole: its other
+    parts as they were around the continued one (the ASCII tab: the continued part)."""
+    parts, edited = (file.parts(riff.gs), file.edited) if file is not None else ([riff.gs], 0)
+    return {kind: write_song(parts, edited, numbered(path, i, n), synth) for kind, path in outputs.items()}
 
 
 def _summary(riff: Riff, files: dict[str, Path], bars: int | None, file: Prompt | None) -> str:
     notes = list(riff.gs.track.notes)
     rng = f"{pitch_name(min(n.pitch for n in notes))}-{pitch_name(max(n.pitch for n in notes))}"
-    total = bars_of_score(riff.gs.score)
-    what = f"{total} bars" + (f" ({file.prompt_bars} from the prompt, {riff.new_bars} new)" if file else "")
+    what = f"{bars_of_score(riff.gs.score)} bars" if file is None else _where(riff, file)
     note = f"; the model ended it after {riff.new_bars} of {bars} bars" if bars and riff.new_bars < bars \
         and riff.ended else ""
     first, *rest = list(files.values()) or [Path("(not written)")]
     extra = f"; {', '.join(str(p) for p in rest)}" if rest else ""
     return f"{first}: {what}, {len(notes)} notes, range {rng}{note}{extra}"
+
+
+def _where(riff: Riff, file: Prompt) -> str:
+    """Where a continued file's new bars are, by bar number, and what else of the file was written around them."""
+    a, b = file.prompt_bars + 1, file.prompt_bars + riff.new_bars
+    new = "none" if not riff.new_bars else f"bar {a}" if a == b else f"bars {a}-{b}"
+    score = riff.gs.score
+    total = count_bars(score.time_signatures, score.ticks_per_quarter, max(score.end(), file.others_end()))
+    others = len(file.parts(riff.gs)) - 1
+    kept = "" if not others else ("; its other part as it was" if others == 1 else
+                                  f"; its {others} other parts as they were") + (
+        f", on to bar {total}" if total > b else "")
+    return f"{total} bars ({file.prompt_bars} from the prompt, {riff.new_bars} new: {new}{kept})"
 
 
 def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loaded: LoadedRun,

@@ -12,7 +12,7 @@ import symusic
 from guitarformer.app.prompt import Prompt
 from guitarformer.fretting import finger_score
 from guitarformer.generation.riffs import Riff, bars_spanned, clamp_to_tuning, new_bars_from
-from guitarformer.music.bars import bar_lines, signature_at
+from guitarformer.music.bars import bar_lines
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 
 Placed = tuple[symusic.Note, tuple[int, int], Technique]  # a note in the part's ticks, its (string, fret), technique
@@ -78,8 +78,11 @@ def continue_part(file: Prompt, dec: GuitarScore, window: symusic.Score, tuning:
         new = [(n, UNPLAYABLE, PLAIN) for n in clamp_to_tuning(part, tuning).tracks[0].notes]
     placed = [(symusic.Note(to_file(n.time), max(1, round(n.duration * scale)), n.pitch, n.velocity), f, t)
               for n, f, t in new]
-    score = _score_of_continuation(file.gs.score, dec.score, bar_dec, begin, to_file, tempo)
+    score = _score_of_continuation(file.gs.score, begin, tempo)
     score.tracks[0].program = program
+    # The file's markers (section names) go on only as far as its other parts do: a part's later sections would
+    # stretch the song past its new bars with silence.
+    score.markers = [m for m in score.markers if m.time < max(begin, file.others_end())]
     if bars is not None:  # the file's bar lines decide where the asked bars end, whatever the model counted
         end_of_new = file.new_from
         for _ in range(bars):  # the next bar line, `bars` times
@@ -88,26 +91,21 @@ def continue_part(file: Prompt, dec: GuitarScore, window: symusic.Score, tuning:
     keep_frets = file.gs.tuning == tuple(tuning) and position is None  # else the whole part is fingered again
     source = GuitarScore(score=file.gs.score, tuning=tuple(tuning), capo=file.gs.capo,
                          frets=file.gs.frets if keep_frets else None, techniques=file.gs.techniques,
-                         name=f"{file.gs.name} (continued)" if file.gs.name else "riff")
+                         name=f"{file.gs.name} (continued)" if file.gs.name else "riff", extra=dict(file.gs.extra))
     gs = splice(source, placed, begin, score=score, position=position)
     end = max((n.time + n.duration for n, _, _ in placed), default=file.new_from)
     return Riff(ids=[], gs=gs, frets=gs.frets, new_notes=len(placed),
                 new_bars=bars_spanned(score, file.new_from, end))
 
 
-def _score_of_continuation(base: symusic.Score, dec: symusic.Score, bar_dec: int, begin: int, to_file,
-                           tempo: float | None) -> symusic.Score:
-    """The file's score with the meter changes the model chose after its window and, from `begin`, the tempo asked.
-    The file's own tempo and meter changes from `begin` on (its ending: closing rests, a ritardando) give way to the
+def _score_of_continuation(base: symusic.Score, begin: int, tempo: float | None) -> symusic.Score:
+    """The file's score with, from `begin`, the tempo asked. The new bars stay in the meter of the file's last bar
+    (app/sample.py holds the model to it): a meter the model chose for itself would move the song's bar lines. The
+    file's own tempo and meter changes from `begin` on (its ending: closing rests, a ritardando) give way to the
     new bars, which the model wrote without them (app/prompt.py's window stops before them)."""
     score = base.copy()
     score.tempos = [t for t in score.tempos if t.time < begin] or list(score.tempos)[:1]
     score.time_signatures = [ts for ts in score.time_signatures if ts.time < begin] or list(score.time_signatures)[:1]
-    meter = signature_at(score.time_signatures, score.ticks_per_quarter, begin)
-    for ts in sorted(dec.time_signatures, key=lambda ts: ts.time):
-        if ts.time >= bar_dec and (ts.numerator, ts.denominator) != meter:
-            score.time_signatures.append(symusic.TimeSignature(to_file(ts.time), ts.numerator, ts.denominator))
-            meter = (ts.numerator, ts.denominator)
     if tempo is not None:  # the new bars at the tempo asked for; the prompt keeps its own
         kept = [t for t in score.tempos if t.time < begin]
         score.tempos = kept + [symusic.Tempo(begin, float(tempo))]

@@ -529,11 +529,14 @@ def _system_text(system: list[_Bar], labels: list[str], lw: int, n: int) -> list
                 cur = None
         if cur is not None:
             runs.append(cur)
-        limit = width
-        for a, b in reversed(runs):
-            text = (kind + "-" * max(0, b - a + 1 - len(kind)))[:max(len(kind), limit - a)]
+        free = 0  # the first column after what is written so far: nothing is written over it
+        for a, b in runs:
+            if a > free or free == 0:  # room for the label (a space after the last one): "let ring---"
+                text = kind + "-" * max(0, b - a + 1 - len(kind))
+            else:  # the last label runs on over this run: dashes only, where it left room ("let ring--")
+                a, text = free, "-" * max(0, b - free + 1)
             chars[a:a + len(text)] = text
-            limit = a - 1
+            free = max(free, a + len(text))
         lines.append("".join(chars).rstrip())
 
     for s in range(n):

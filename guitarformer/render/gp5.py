@@ -82,23 +82,45 @@ def gp_text(text: str) -> str:
     return text
 
 
+MAJOR_STEPS = (0, 2, 4, 5, 7, 9, 11)  # the pitch classes of a major scale above its tonic
+
+
+def key_signature(parts) -> int:
+    """Sharps (> 0) or flats (< 0), -6..6, of the key signature whose major scale holds the most of the parts'
+    sounding time (each note weighted by its length; the fewer accidentals on a tie), so that a written score marks
+    only the notes outside the key (a song in E minor: F# in the signature, not on every F#)."""
+    weight = [0] * 12
+    for gs in parts:
+        for n in gs.track.notes:
+            weight[n.pitch % 12] += max(1, n.duration)
+    if not any(weight):
+        return 0
+
+    def held(sharps: int) -> int:
+        tonic = (7 * sharps) % 12  # each sharp a fifth up (G, D, A ...), each flat a fifth down (F, Bb ...)
+        return sum(weight[(tonic + step) % 12] for step in MAJOR_STEPS)
+
+    return max(range(-6, 7), key=lambda k: (held(k), -abs(k)))
+
+
 def write_gp5(gs, path, frets=None, bars: tuple[int, int] | None = None) -> list[Unplaced]:
     """Write the part as a one-track Guitar Pro 5 file; returns the notes it could not write (see `write_gp5_parts`)."""
     return write_gp5_parts([(gs, frets)], path, bars)[0]
 
 
-def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None = None) -> list[list[Unplaced]]:
+def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None = None,
+                    timing=None) -> list[list[Unplaced]]:
     """Write (GuitarScore, frets or None) parts as one Guitar Pro 5 file, a track each (tuning, capo, program,
-    string/fret, techniques), bars and tempo from the first part's score. `bars` = (first, last), 1-based, writes
-    only those bars. Returns, per part, the notes left out: unplayable on the tuning, or a second note on a string
-    at one onset.
+    string/fret, techniques), bars, tempo and the generated mark from `timing`'s score (a GuitarScore; default: the
+    first part's). `bars` = (first, last), 1-based, writes only those bars. Returns, per part, the notes left out:
+    unplayable on the tuning, or a second note on a string at one onset.
 
     Onsets are quantised to 64th notes; each onset is a beat lasting until the next onset (or the bar end), split
     into Guitar Pro durations with rests, so held notes that overlap later onsets are shortened.
     """
     if not parts:
         raise ValueError("no parts to write")
-    first_gs = parts[0][0]
+    first_gs = timing or parts[0][0]
     score = first_gs.score
     end_src = max((x.time + x.duration for gs, _ in parts for x in gs.track.notes), default=1)
     layout = bars_of(score, end_src)
@@ -113,9 +135,11 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
     song.tracks.clear()
     song.measureHeaders.clear()
     gp_start = _GP_Q  # GP's first measure starts at one quarter
+    key = gp.KeySignature((key_signature([gs for gs, _ in parts]), 0))
     for k, (start, _length) in enumerate(chosen):
         num, den = signature_at(score, start)
         header = gp.models.MeasureHeader(number=k + 1, start=gp_start)
+        header.keySignature = key
         header.timeSignature.numerator = num
         header.timeSignature.denominator = gp.models.Duration(value=den)
         header.song = song

@@ -24,22 +24,25 @@ from guitarformer.readers.midi import BEND_TRACK_SUFFIX
 GENERATED_MARKER = "generated"  # the MIDI marker at the tick where generated bars begin
 
 
-def write_midi(gs_or_list: GuitarScore | Iterable[GuitarScore], path: str | os.PathLike, program: int | None = None) -> Path:
-    """Write one or several guitar parts as one MIDI file (one track each); returns the path.
+def write_midi(gs_or_list: GuitarScore | Iterable[GuitarScore], path: str | os.PathLike, program: int | None = None,
+               timing: GuitarScore | None = None) -> Path:
+    """Write one or several guitar parts as one MIDI file (one track each, in their order); returns the path.
 
-    Tempos, time signatures and markers come from the first part; where its `extra["generated_from_tick"]` is set
-    (a prompt continued by a model), a "generated" marker shows where the new bars begin. `program` overrides every
-    track's program. A track without a name of its own is named after its instrument ("Acoustic Guitar (steel)").
+    Tempos, time signatures and markers come from `timing` (default: the first part); where its
+    `extra["generated_from_tick"]` is set (a prompt continued or bars filled by a model), a "generated" marker shows
+    where the new bars begin. `program` overrides every track's program. A track without a name of its own is
+    named after its instrument ("Acoustic Guitar (steel)").
     """
     parts = [gs_or_list] if isinstance(gs_or_list, GuitarScore) else list(gs_or_list)
     if not parts:
         raise ValueError("write_midi: nothing to write (empty list of parts)")
-    first = parts[0].score
+    timing = timing or parts[0]
+    first = timing.score
     tpq = first.ticks_per_quarter
     out = symusic.Score(tpq)
     copy_timing(first, out)
     out.markers.extend(m for m in first.markers if m.text != GENERATED_MARKER)
-    generated = parts[0].extra.get("generated_from_tick")
+    generated = timing.extra.get("generated_from_tick")
     if generated is not None:
         out.markers.append(symusic.TextMeta(int(generated), GENERATED_MARKER))
     for gs in parts:
