@@ -16,7 +16,7 @@ The public API, in the order the data flows::
 The commands, as the CLI runs them (guitarformer.app: one function per command over a request)::
 
     run = gf.load_run_once("runs/20261122-101500")     # weights read once, for many requests
-    res = gf.sample(gf.SampleRequest(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
+    res = gf.sample(gf.SampleRequest.of(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
     res = gf.infill(gf.InfillRequest("song.gp5", bars=(5, 8), outputs=gf.Outputs(gp="new.gp5")), run)
     print(gf.tab(gf.TabRequest("song.gp5")).text)
 

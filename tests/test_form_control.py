@@ -130,7 +130,7 @@ def test_a_forced_repeat_repeats_the_notes(shipped, asked):
 
 
 def test_auto_forms_repeat_as_drawn(shipped):
-    req = SampleRequest(num_samples=4, bars=8, seed=3, style="jig", form="auto")
+    req = SampleRequest.of(num_samples=4, bars=8, seed=3, style="jig", form="auto")
     res = sample(req, shipped)
     for k, riff in enumerate(res.riffs):
         plan = shipped.forms.draw(random.Random(__import__("guitarformer.generation.riffs", fromlist=["x"])
@@ -174,11 +174,11 @@ def test_form_none_is_the_model_alone_as_before(shipped):
 
 
 def test_a_bar_repeats_only_a_bar_asked_the_same_controls(shipped):
-    asked = conditions(shipped.tokenizer, None, None, None, None, seen=shipped.seen, density="1-4:low,5-8:high")
+    asked = conditions(shipped.tokenizer, None, None, None, seen=shipped.seen, density="1-4:low,5-8:high")
     plan = parse_letters("AAAA", 8)  # bars 3-4, 5-6 and 7-8 repeat bars 1-2
     assert agree(plan, asked) == [None, None, 0, 1, None, None, None, None]
     assert agree(plan, None) == plan
-    res = sample(SampleRequest(num_samples=2, bars=8, seed=4, form="AAAA", density="1-4:low,5-8:high"), shipped)
+    res = sample(SampleRequest.of(num_samples=2, bars=8, seed=4, form="AAAA", density="1-4:low,5-8:high"), shipped)
     for riff in res.riffs:
         _repeats_as_planned(riff, agree(plan, asked))
 

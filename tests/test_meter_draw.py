@@ -66,7 +66,7 @@ def test_a_drawn_meter_gives_the_riff_that_meter_asks_for(shipped):
 
 
 def test_a_style_draws_among_its_own_meters(shipped):
-    res = sample(SampleRequest(num_samples=6, bars=1, seed=1, style="hornpipe", time_signature="auto"), shipped)
+    res = sample(SampleRequest.of(num_samples=6, bars=1, seed=1, style="hornpipe", time_signature="auto"), shipped)
     hornpipe = meters_to_draw(shipped.seen, "hornpipe")
     assert set(hornpipe) == {"2/2", "2/4", "4/4"}
     assert [_meter(r) for r in res.riffs] == riff_meters(hornpipe, 1, 6)
@@ -86,9 +86,9 @@ def test_the_runs_sample_time_signature_is_the_default(shipped):
     mine = sample(SampleRequest(**req, time_signature="none"), auto)  # and "none", the model's own
     assert [r.ids for r in mine.riffs] == [r.ids for r in own.riffs]
     # A style asked keeps the guard's usual meter under the run's default; asked by name, auto draws its meters.
-    hornpipes = sample(SampleRequest(**req, style="hornpipe"), auto)
+    hornpipes = sample(SampleRequest.of(**req, style="hornpipe"), auto)
     assert {_meter(r) for r in hornpipes.riffs} == {shipped.seen.usual_meter("hornpipe")}
-    assert [r.ids for r in hornpipes.riffs] == [r.ids for r in sample(SampleRequest(**req, style="hornpipe"),
+    assert [r.ids for r in hornpipes.riffs] == [r.ids for r in sample(SampleRequest.of(**req, style="hornpipe"),
                                                                       unset).riffs]
 
 

@@ -99,10 +99,11 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
     gs, warnings = _part(req)
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
-    params = SamplingParams.from_config(loaded.cfg.sample, temperature=req.temperature, top_k=req.top_k,
-                                        top_p=req.top_p)
+    asked = req.sampling
+    params = SamplingParams.from_config(loaded.cfg.sample, temperature=asked.temperature, top_k=asked.top_k,
+                                        top_p=asked.top_p)
     result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, first, last, loaded.device, req.seed, params,
-                       req.max_new_tokens, req.candidates)
+                       asked.max_new_tokens, req.candidates)
     result.warnings = warnings
     result.files = {kind: write_score(result.score, path) for kind, path in req.outputs.items()}
     note = "" if result.ended else " (the token budget ran out before the fill's end: raise --max-new-tokens)"
