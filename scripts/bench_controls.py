@@ -52,7 +52,8 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, pitch_class_entropy
 from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS, GuardSpec
-from guitarformer.generation.riffs import generate_riffs, riff_forms
+from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs, riff_forms
+from guitarformer.generation.sampling import SamplingParams
 
 # Control name in the table -> the registered control its values are measured as (data/controls.py); the hand
 # position's row is "position", and style is measured by its meter (below).
@@ -254,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     def sample(asked, seed, style=None) -> list[dict[str, list]]:
         forms = riff_forms(loaded.forms, seed, args.num_samples, style, args.bars) \
             if args.form == "auto" and loaded.forms else None
-        riffs = generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature, s.top_k or None,
-                               s.top_p, bars=args.bars, asked=asked, forms=forms, guidance=args.guidance)
+        params = SamplingParams(budget, s.temperature, s.top_k or None, s.top_p, args.bars, guidance=args.guidance)
+        spec = RiffSpec(asked=asked, forms=forms)
+        riffs = generate_riffs(model, tok, cfg, params, Draws(args.num_samples, seed), spec, dev)
         return [measure(tok, r) for r in riffs]
 
     base = sample(None, args.seed)

@@ -21,7 +21,9 @@ from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.engine import generate
 from guitarformer.generation.form import Plan, check_form, parse_letters
 from guitarformer.generation.riffs import (
+    Draws,
     Riff,
+    RiffSpec,
     generate_riffs,
     meters_to_draw,
     riff_forms,
@@ -190,18 +192,17 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
     riffs: dict[int, Riff] = {}
     for meter, ks in _batches(req, meters):
         count, plans = len(ks), [forms[k] for k in ks] if forms else None
+        draws = Draws(count, req.seed, ks)
         if file is None:
-            made = generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
-                                  params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
-                                  position=req.position, first=ks, asked=asked[meter], forms=plans,
-                                  guidance=params.guidance, compile=params.compile)
+            spec = RiffSpec(None, tuning, 0, req.tempo, req.program, req.position, asked[meter], plans)
+            made = generate_riffs(model, tok, cfg, params, draws, spec, dev)
             riffs.update(zip(ks, made))
             continue
         program = req.program
         if program is None:
             program = file.gs.track.program if file.gs.track.program in GUITAR_PROGRAMS else GUITAR_PROGRAM
-        drawn = sample_rows(model, tok, cfg, params, dev, count, req.seed, ks, file.ids, tuning, file.gs.capo,
-                            asked[meter], plans)
+        spec = RiffSpec(file.ids, tuning, file.gs.capo, asked=asked[meter], forms=plans)
+        drawn = sample_rows(model, tok, cfg, params, draws, spec, dev)
         window = decode(tok, drawn.context)
         for k, row, ended in zip(ks, drawn.rows, drawn.ended):
             played = decode_guitar(tok, drawn.body(row), tuning, file.gs.capo, program=program)
