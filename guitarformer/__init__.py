@@ -9,14 +9,14 @@ The public API, in the order the data flows::
     frets = gf.fret(parts[0].track.notes, parts[0].tuning)  # a (string, fret) per note, where the file has none
     gf.write_ascii_tab(parts[0], "song.txt")            # also write_midi, write_gp5
     model, tokenizer, cfg = gf.load_run("runs/20261122-101500")
-    riffs = gf.generate_riffs(model, tokenizer, cfg, num=4, seed=0, bars=8)
+    riffs = gf.generate_riffs(model, tokenizer, cfg, gf.SamplingParams(max_bars=8), gf.Draws(num=4, seed=0))
     model = gf.build_model(cfg.model)                  # a fresh Decoder or EncoderDecoder
     ids = gf.generate(model, [[1]], gf.SamplingParams(max_new_tokens=64))  # token ids, KV-cached
 
 The commands, as the CLI runs them (guitarformer.app: one function per command over a request)::
 
     run = gf.load_run_once("runs/20261122-101500")     # weights read once, for many requests
-    res = gf.sample(gf.SampleRequest(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
+    res = gf.sample(gf.SampleRequest.of(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
     res = gf.infill(gf.InfillRequest("song.gp5", bars=(5, 8), outputs=gf.Outputs(gp="new.gp5")), run)
     print(gf.tab(gf.TabRequest("song.gp5")).text)
 
@@ -61,6 +61,9 @@ _API = {
     "read_user_file": "guitarformer.app",
     "write_score": "guitarformer.app",
     "generate_riffs": "guitarformer.generation.riffs",
+    "Draws": "guitarformer.generation.riffs",
+    "RiffSpec": "guitarformer.generation.riffs",
+    "Controls": "guitarformer.data.controls",
     "GuitarConstraint": "guitarformer.generation.constraint",
     "load_config": "guitarformer.config",
     "GuitarformerError": "guitarformer.errors",
@@ -87,7 +90,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.fretting import fret
     from guitarformer.generation.constraint import GuitarConstraint
     from guitarformer.generation.engine import generate
-    from guitarformer.generation.riffs import generate_riffs
+    from guitarformer.data.controls import Controls
+    from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
     from guitarformer.generation.sampling import SamplingParams
     from guitarformer.models import build_model
     from guitarformer.music.guitar import TUNINGS

@@ -262,7 +262,32 @@ def _list_tunings(ctx, param, value):
     return value
 
 
-@main.command(context_settings=CONTEXT)
+class _ControlOptions(click.Command):
+    """A command that takes one option per registered control (data/controls.py: its option name and --help text),
+    read from the registry whenever the command's parameters are read, so a new control is an option here too; the
+    callback gets them as keyword arguments."""
+
+    _made: dict[str, click.Option] = {}
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        from guitarformer.data.controls import option_controls
+
+        want, own = option_controls(), self._own  # kept in step with the registry, in place (click appends to it)
+        own[:] = [p for p in own if p.name in want or all(p is not made for made in self._made.values())]
+        for name, c in want.items():
+            if all(p.name != name for p in own):
+                made = self._made.setdefault(name, click.Option(["--" + name.replace("_", "-"), name], default=None,
+                                                                help=c.help))
+                own.insert(next((k for k, p in enumerate(own) if p.name == "guard"), len(own)), made)
+        return own
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._own = value
+
+
+@main.command(cls=_ControlOptions, context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="MIDI file to write (riff.mid); with "
               "--num-samples N: riff_000.mid ... Missing folders are created.")
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
@@ -301,27 +326,14 @@ def _list_tunings(ctx, param, value):
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,
               help="Re-finger the tab in this position where the notes allow (index finger at this fret; 0 = open).")
-@click.option("--hand-position", default=None,
-              help="Run with controls: ask for this hand position (a fret: 0-4, 5-9, 10-14, 15+) in every bar, or "
-                   "per bar: 1-4:0,5-8:7; the model's own strings are kept.")
 @click.option("--track", default=None, help="With --prompt: the part to continue, its number (1 = the first "
               "listed) or its name (default: the first).")
 @click.option("--tracks", type=click.Choice(["guitar", "all"]), default="guitar", show_default=True,
               help="Parts --track chooses among: guitar tracks only, or every non-drum track.")
-@click.option("--key", default=None, help="Run with controls: the key, e.g. E:minor, 'A major', F#m.")
 @click.option("--time-signature", default=None,
               help="The time signature of the riff, e.g. 7/8 (REMI/TabREMI runs); auto: each riff's drawn from the "
               "meters of the run's training bars (of the asked style's), as often as they are there; none: the "
               "model's own choice. Default: the run's sample.time_signature, else none.")
-@click.option("--density", default=None, help="Run with controls: onsets per beat: low, mid, high in every bar, or "
-              "per bar: 1-4:low,5-8:high (so are --polyphony, --palm-mute, --techniques, --hand-position).")
-@click.option("--polyphony", default=None, help="Run with controls: single (notes), dyads, chords.")
-@click.option("--palm-mute", default=None, help="Run with controls: palm-muted share of notes: none, some, most "
-              "(low = some, high = most).")
-@click.option("--techniques", default=None, help="Run with controls: share of notes with other techniques (bends, "
-              "slides, legato, ...): none, some, most.")
-@click.option("--style", default=None, help="Run with controls: a style it learned (the dataset's folder names); "
-              "without --time-signature the style's usual meter.")
 @click.option("--guard/--no-guard", default=True, show_default=True, help="Steer the sampler to the asked key, "
               "density and the style's meter where the model alone does not hold them.")
 @click.option("--guidance", type=_Finite(0, 100), default=None, help="Classifier-free guidance on the "
@@ -336,9 +348,8 @@ def _list_tunings(ctx, param, value):
 @_threads
 @_compile
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
-           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, hand_position, track, tracks, key,
-           time_signature, density, polyphony, palm_mute, techniques, style, guard, guidance, form, device, threads,
-           compile_step):
+           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, track, tracks, time_signature,
+           guard, guidance, form, device, threads, compile_step, **controls):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
     Sampling is constrained so every file is valid and playable: the tokenizer's grammar, notes inside
@@ -351,16 +362,18 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     """
     from guitarformer.app import Outputs, SampleRequest
     from guitarformer.app import sample as run_sample
+    from guitarformer.app.requests import Sampling
+    from guitarformer.data.controls import Controls
 
     outputs = Outputs(midi=out, tab=tab_out, gp=gp_out, wav=wav_out,
                       labels={"midi": "--out", "tab": "--tab", "gp": "--gp", "wav": "--wav"})
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                        guidance=guidance, compile=compile_step)
     req = SampleRequest(outputs=outputs, run=run_dir, checkpoint=checkpoint, device=device, num_samples=num_samples,
-                        batch_size=batch_size, bars=bars, max_new_tokens=max_new_tokens, temperature=temperature,
-                        top_k=top_k, top_p=top_p, seed=seed, prompt=prompt, track=track, tracks=tracks, tempo=tempo,
-                        tuning=tuning, program=program, position=position, hand_position=hand_position,
-                        time_signature=time_signature, key=key, density=density, polyphony=polyphony,
-                        palm_mute=palm_mute, techniques=techniques, style=style, guard=guard, guidance=guidance,
-                        form=form, threads=threads, compile=compile_step)
+                        batch_size=batch_size, bars=bars, sampling=sampling, seed=seed, prompt=prompt, track=track,
+                        tracks=tracks, tempo=tempo, tuning=tuning, program=program, position=position,
+                        controls=Controls(**controls), time_signature=time_signature, guard=guard, form=form,
+                        threads=threads)
     result = run_sample(req)
     for line in result.lines:
         click.echo(line)
@@ -549,11 +562,11 @@ def infill(song, bar_range, out, run_dir, checkpoint, track, tracks, seed, tempe
     from guitarformer.app.requests import outputs_by_suffix
 
     outputs = outputs_by_suffix("--out", [out], ("midi", "tab", "gp"), tab=tab_out, gp=gp_out)
-    result = run_infill(InfillRequest(song=song, bars=bar_range, outputs=outputs, track=track, tracks=tracks,
-                                      run=run_dir, checkpoint=checkpoint, device=device, seed=seed,
-                                      temperature=temperature, top_k=top_k, top_p=top_p,
-                                      max_new_tokens=max_new_tokens, threads=threads,
-                                      **({} if candidates is None else {"candidates": candidates})))
+    result = run_infill(InfillRequest.of(song=song, bars=bar_range, outputs=outputs, track=track, tracks=tracks,
+                                         run=run_dir, checkpoint=checkpoint, device=device, seed=seed,
+                                         temperature=temperature, top_k=top_k, top_p=top_p,
+                                         max_new_tokens=max_new_tokens, threads=threads,
+                                         **({} if candidates is None else {"candidates": candidates})))
     for line in result.warnings:
         click.echo(line, err=True)
     for line in result.lines:

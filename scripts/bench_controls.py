@@ -42,8 +42,8 @@ import torch
 from guitarformer.app.loaded import load_run_once
 from guitarformer.app.prompt import tokens_per_bar
 from guitarformer.app.sample import GUIDANCE
-from guitarformer.data.controls import (BAR_CONTROLS, PlayedNote, controls_per_bar, estimate_key, notes_of,
-                                        position_value)
+from guitarformer.data.controls import (BAR, PlayedNote, control, controls_per_bar, estimate_key, notes_of,
+                                        option_controls, position_value)
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.tab_tokens import has_controls
@@ -51,12 +51,14 @@ from guitarformer.data.tokenization import decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, pitch_class_entropy
 from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS
-from guitarformer.generation.riffs import generate_riffs, riff_forms
+from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS, GuardSpec
+from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs, riff_forms
+from guitarformer.generation.sampling import SamplingParams
 
-# Control name in the table -> the bar or piece control its values are measured as.
-MEASURED = {"key": "Key", "density": "Density", "polyphony": "Poly", "position": "Pos", "palm_mute": "PM",
-            "techniques": "Tech"}
+# Control name in the table -> the registered control its values are measured as (data/controls.py); the hand
+# position's row is "position", and style is measured by its meter (below).
+MEASURED = {("position" if option == "hand_position" else option): c.name
+            for option, c in option_controls().items() if c.name != "Style"}
 PER_BAR = {"per_bar_density": ("density", ["1-2:low,3-4:high", "1-2:high,3-4:low"]),
            "per_bar_position": ("position", ["1-2:0,3-4:7", "1-2:7,3-4:0"])}
 ALL = [*MEASURED, "time_signature", "tempo", "style", *PER_BAR]
@@ -118,7 +120,7 @@ def measure(tok, riff) -> dict[str, list[str]]:
     out["tempo"].append(f"{tempos.pop():g}" if len(tempos) == 1 else "mixed")
     for bar in controls_per_bar(notes, tpq, sigs):
         for name, ctrl in MEASURED.items():
-            if ctrl in BAR_CONTROLS:
+            if control(ctrl).scope == BAR:
                 out[name].append(bar.get(ctrl))
     out.update(music(notes))
     return out
@@ -171,7 +173,8 @@ def tunes(loaded, bars: int) -> dict | None:
 
 def ask(loaded, name: str, value: str, guard: bool, strength: float, tonic: float, profile: float):
     tok, seen = loaded.tokenizer, loaded.seen
-    common = {"seen": seen, "guard": guard, "key_strength": strength, "tonic_bonus": tonic, "profile_weight": profile}
+    common = {"seen": seen, "guard": GuardSpec(key_strength=strength, tonic_bonus=tonic, profile_weight=profile)
+              if guard else False}
     if name == "time_signature":
         return conditions(tok, time_signature=value, **common)
     if name == "tempo":
@@ -252,15 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     def sample(asked, seed, style=None) -> list[dict[str, list]]:
         forms = riff_forms(loaded.forms, seed, args.num_samples, style, args.bars) \
             if args.form == "auto" and loaded.forms else None
-        riffs = generate_riffs(model, tok, cfg, dev, args.num_samples, seed, budget, s.temperature, s.top_k or None,
-                               s.top_p, bars=args.bars, asked=asked, forms=forms, guidance=args.guidance)
+        params = SamplingParams(budget, s.temperature, s.top_k or None, s.top_p, args.bars, guidance=args.guidance)
+        spec = RiffSpec(asked=asked, forms=forms)
+        riffs = generate_riffs(model, tok, cfg, params, Draws(args.num_samples, seed), spec, dev)
         return [measure(tok, r) for r in riffs]
 
     base = sample(None, args.seed)
     rows = []
     for name in names:
         field = PER_BAR[name][0] if name in PER_BAR else "time_signature" if name == "style" else name
-        per_bar = name in PER_BAR or MEASURED.get(name) in BAR_CONTROLS
+        per_bar = name in PER_BAR or name in MEASURED and control(MEASURED[name]).scope == BAR
         for value in values_of(loaded, name):
             want = wanted(loaded, name, value, args.bars)
             row = {"name": name, "value": value}

@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for name in args.settings.split(","):
         t1 = time.time()
-        req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, seed=args.seed, device=args.device,
-                            **parse_setting(name))
+        req = SampleRequest.of(outputs=Outputs(), num_samples=args.riffs, seed=args.seed, device=args.device,
+                               **parse_setting(name))
         scores = [r.gs.score for r in sample(req, loaded).riffs]
         riffs = [p for p in map(piece_of, scores) if len(p.pitch) >= 2]
         ref, seg = length_matched(riffs, tunes)

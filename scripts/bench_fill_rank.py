@@ -26,7 +26,8 @@ from bench_infill import bars_before, fill_spans, span_split  # noqa: E402
 from bench_tab_doc import write_section  # noqa: E402
 
 from guitarformer.evaluation.features import overlap_area  # noqa: E402
-from guitarformer.generation.infill import bar_notes, check_infill_run, draw_fills, rank_fills  # noqa: E402
+from guitarformer.generation.infill import Gap, bar_notes, check_infill_run, draw_fills, rank_fills  # noqa: E402
+from guitarformer.generation.riffs import Draws  # noqa: E402
 from guitarformer.generation.sampling import SamplingParams  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
@@ -65,8 +66,8 @@ def bench(run: Path, seed: int, num: int, candidates: int, device) -> dict[str, 
     kept: dict[str, list] = {name: [] for name in RULES}
     left = []
     for k, head, bars, first, layout in fill_spans(cfg, split, fill, num, seed):
-        rows, scores = draw_fills(model, tok, cfg, fill, head, layout, params, STANDARD_TUNING, 0, device,
-                                  seed + k, candidates)
+        rows, scores = draw_fills(model, tok, cfg, Gap(fill, head, layout, STANDARD_TUNING), params,
+                                  Draws(candidates, seed + k), device)
         real = bar_notes(tok, [t for b in layout.span for t in b])
         around = [*layout.before, *layout.after]
         for name, rule in RULES.items():

@@ -103,7 +103,7 @@ def real_parts(style: str, dataset: Path, limit: int) -> list[GuitarScore]:
 
 
 def riffs(loaded, args, **asked) -> list[GuitarScore]:
-    req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
+    req = SampleRequest.of(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
                         device=args.device, **asked)
     return [r.gs for r in sample(req, loaded).riffs]
 

@@ -39,7 +39,8 @@ from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import overlap_area
-from guitarformer.generation.infill import bar_notes, check_infill_run, plan, sample_fill
+from guitarformer.generation.infill import Gap, bar_notes, check_infill_run, plan, sample_fill
+from guitarformer.generation.riffs import Draws
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.loss import token_stats
 from guitarformer.music.guitar import STANDARD_TUNING
@@ -162,9 +163,9 @@ def bench_run(run: Path, num: int, seed: int, device, temperature: float | None 
         scored = [t not in skip for b in span for t in b]
         n_tok = sum(scored[: cfg.model.block_size - 1] if cfg.model.kind != "decoder" else scored)
         both, only, tokens = both + b_nll, only + o_nll, tokens + n_tok
-        new, _ = sample_fill(model, tok, cfg, fill, head, layout,
+        new, _ = sample_fill(model, tok, cfg, Gap(fill, head, layout, STANDARD_TUNING),
                              SamplingParams.from_config(cfg.sample, temperature=temperature),
-                             STANDARD_TUNING, 0, device, seed + k, candidates)
+                             Draws(candidates, seed + k), device)
         real = bar_notes(tok, [t for b in span for t in b])
         made = bar_notes(tok, new)
         left = bar_notes(tok, bars_before(bars, first, len(span)))

@@ -48,7 +48,7 @@ def main() -> None:
             for seed in range(1, args.seeds + 1):
                 for c in (False, True):
                     t = time.perf_counter()
-                    sample(SampleRequest(num_samples=1, seed=seed, compile=c, **ask), loaded)
+                    sample(SampleRequest.of(num_samples=1, seed=seed, compile=c, **ask), loaded)
                     times[name, c].append(time.perf_counter() - t)
     print(f"\n{args.run}, {args.threads} thread(s), torch {torch.__version__}; {args.rounds} rounds x {args.seeds} "
           "seeds, seconds per riff\n")

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def judge_riffs(style: str | None) -> tuple[list[str], Counter]:
         """The style the judge names for each riff asked for `style`, and the riffs' meters."""
-        req = SampleRequest(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
-                            style=style, device=args.device, guidance=args.guidance)
+        req = SampleRequest.of(outputs=Outputs(), num_samples=args.riffs, bars=args.bars, seed=args.seed,
+                               style=style, device=args.device, guidance=args.guidance)
         pieces = [piece_of(r.gs.score) for r in sample(req, loaded).riffs]
         return judge.predict_many(pieces), Counter(f"{n}/{d}" for n, d in (p.meter for p in pieces))
 

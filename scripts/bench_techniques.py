@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from guitarformer.data.dataset import TokenSplit  # noqa: E402
 from guitarformer.data.tab_tokens import is_tab_tokenizer  # noqa: E402
-from guitarformer.generation.riffs import generate_riffs  # noqa: E402
+from guitarformer.generation.riffs import Draws, generate_riffs  # noqa: E402
+from guitarformer.generation.sampling import SamplingParams  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.runtime import resolve_device  # noqa: E402
 
@@ -59,9 +60,9 @@ def main() -> None:
     sample_notes, sample_techs = 0, Counter()
     for first in range(0, args.num_samples, args.batch_size):
         n = min(args.batch_size, args.num_samples - first)
-        riffs = generate_riffs(model, tok, cfg, dev, num=n, seed=args.seed, first=first,
-                               max_new_tokens=args.max_new_tokens, temperature=cfg.sample.temperature,
-                               top_p=(cfg.sample.top_p if args.top_p is None else args.top_p) or None)
+        params = SamplingParams(args.max_new_tokens, cfg.sample.temperature,
+                                top_p=(cfg.sample.top_p if args.top_p is None else args.top_p) or None)
+        riffs = generate_riffs(model, tok, cfg, params, Draws(n, args.seed, first), device=dev)
         for r in riffs:
             k, c = technique_counts(tok, r.ids)
             sample_notes += k

@@ -17,7 +17,7 @@ import miditok
 import numpy as np
 
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import BAR_CONTROLS, bar_controls
+from guitarformer.data.controls import BAR, bar_controls, control_names
 from guitarformer.data.corpus import build_corpus
 from guitarformer.data.tab_tokens import TabREMI, bar_notes, control_params
 from guitarformer.data.tokenization import encode, tokenizer_params
@@ -72,7 +72,7 @@ def main() -> None:
         q = np.quantile(density, [1 / 3, 2 / 3]) if density else [float("nan")] * 2
         print(f"{name}: {len(groups[name])} files, {len(density)} bars; onsets per quarter tertiles "
               f"{q[0]:.2f} {q[1]:.2f}")
-        for c in BAR_CONTROLS:
+        for c in control_names(BAR):
             counts = {k.split("=")[1]: v for k, v in values.items() if k.startswith(c + "=")}
             total = sum(counts.values()) or 1
             print(f"  {c:<8}" + "  ".join(f"{k} {v / total:.0%}" for k, v in sorted(counts.items())))

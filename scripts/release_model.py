@@ -166,8 +166,8 @@ def form_scores(run: Path, args, dataset: Path, device, meter: str | None = None
         loaded = replace(loaded, forms=forms_of_dataset(dataset, loaded.tokenizer))
     out: dict[str, float] = {}
     for key, form in (("samples", "none"), ("form_samples", "auto")):
-        req = SampleRequest(outputs=Outputs(), num_samples=args.form_samples, bars=FORM_BARS, seed=args.seed,
-                            device=str(device), form=form, time_signature=meter or "none")
+        req = SampleRequest.of(outputs=Outputs(), num_samples=args.form_samples, bars=FORM_BARS, seed=args.seed,
+                               device=str(device), form=form, time_signature=meter or "none")
         rep = form_report(r.gs.score for r in sample(req, loaded).riffs)
         out.update({f"{key}_repeat_share": rep.repeat_share, key: rep.pieces, f"{key}_bars": rep.bars})
     return out
@@ -182,7 +182,7 @@ def meter_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
     tunes = [p for p in reference_from_split(dataset, "test", loaded.tokenizer).pieces if len(p.pitch) >= 2]
     out: dict[str, float] = {}
     for key in ("own", "drawn"):
-        req = SampleRequest(outputs=Outputs(), num_samples=args.form_samples, bars=FORM_BARS, seed=args.seed,
+        req = SampleRequest.of(outputs=Outputs(), num_samples=args.form_samples, bars=FORM_BARS, seed=args.seed,
                             device=str(device), form="none", time_signature="auto" if key == "drawn" else "none")
         riffs = [p for p in (piece_of(r.gs.score) for r in sample(req, loaded).riffs) if len(p.pitch) >= 2]
         ref, _ = length_matched(riffs, tunes)

@@ -159,7 +159,8 @@ def test_riff_ids_prompt_marks_where_the_new_bars_begin(run_dir, tok):
     model, tok2, cfg = load_run(run_dir, None, "cpu")
     prompt = [tok2["BOS_None"], tok2["Bar_None"], tok2["TimeSig_4/4"], tok2["Position_0"], tok2["Pitch_52"],
               tok2["Velocity_63"], tok2["Duration_1.0.8"]]
-    (r,) = riffs_mod.generate_riffs(model, tok2, cfg, num=1, seed=1, max_new_tokens=60, prompt=prompt, bars=1)
+    params = riffs_mod.SamplingParams(60, top_p=0.95, max_bars=1)
+    (r,) = riffs_mod.generate_riffs(model, tok2, cfg, params, riffs_mod.Draws(1, 1), riffs_mod.RiffSpec(prompt=prompt))
     assert r.gs.extra["generated_from_tick"] == 4 * r.gs.score.ticks_per_quarter  # the bar after the prompt's
     assert all(n.time >= 4 * r.gs.score.ticks_per_quarter for n in r.gs.track.notes[1:])
 
@@ -236,8 +237,9 @@ def test_riff_ids_do_not_depend_on_the_batch(run_dir):
     from guitarformer.runs import load_run
 
     model, tok, cfg = load_run(run_dir, None, "cpu")
-    alone = riffs_mod.generate_riffs(model, tok, cfg, num=1, seed=4, max_new_tokens=150, bars=2)
-    batch = riffs_mod.generate_riffs(model, tok, cfg, num=6, seed=4, max_new_tokens=150, bars=2)
+    params = riffs_mod.SamplingParams(150, top_p=0.95, max_bars=2)
+    alone = riffs_mod.generate_riffs(model, tok, cfg, params, riffs_mod.Draws(1, 4))
+    batch = riffs_mod.generate_riffs(model, tok, cfg, params, riffs_mod.Draws(6, 4))
     assert alone[0].ids == batch[0].ids  # no end-token padding from the batch's longest riff
     assert all(r.ids.count(tok["EOS_None"]) <= 1 for r in batch)
 
@@ -350,7 +352,7 @@ def test_python_api_checks_the_same_numbers(run_dir, tmp_path):
     for kw in ({"seed": 2**64}, {"top_p": 0.0}, {"bars": 0}, {"temperature": math.nan}, {"guidance": -1.0},
                {"guidance": math.inf}):
         with pytest.raises(GuitarformerError):
-            app_sample(SampleRequest(outputs=Outputs(midi=tmp_path / "x.mid"), run=run_dir, **kw))
+            app_sample(SampleRequest.of(outputs=Outputs(midi=tmp_path / "x.mid"), run=run_dir, **kw))
 
 
 def test_missing_folders_for_every_output_are_created(run_dir, tmp_path):

@@ -14,14 +14,14 @@ import torch
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
 from guitarformer.data.controls import (
-    BAR_CONTROLS,
-    CONTROLS,
+    BAR,
     DENSITY_THRESHOLDS,
-    PIECE_CONTROLS,
+    PIECE,
     PlayedNote,
     bar_controls,
     capo_value,
     control_index,
+    control_names,
     controls_per_bar,
     estimate_key,
     notes_of,
@@ -60,6 +60,8 @@ from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers import read_guitar
 from tiny_runs import token_dataset
+
+PIECE_CONTROLS, BAR_CONTROLS, CONTROLS = control_names(PIECE), control_names(BAR), control_names()
 
 FIX = Path(__file__).parent / "fixtures"
 TPQ = 480

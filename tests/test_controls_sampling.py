@@ -29,7 +29,7 @@ from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.engine import generate
 from guitarformer.models.kinds import Prompt
 from guitarformer.generation.sampling import SamplingParams
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
 from guitarformer.runs import load_run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -76,7 +76,8 @@ def test_riffs_carry_the_requested_controls(control_run):
     bar = [tok[i] for i in asked.bar]
     assert piece == ["CtrlTuning_standard", "CtrlKey_E:minor", "CtrlStyle_metal"]
     assert bar == ["CtrlDensity_high", "CtrlPoly_chords", "CtrlPos_5-9", "CtrlPM_most"]
-    riffs = generate_riffs(model, tok, cfg, num=8, seed=3, max_new_tokens=300, bars=3, asked=asked)
+    params = SamplingParams(300, top_p=0.95, max_bars=3)
+    riffs = generate_riffs(model, tok, cfg, params, Draws(8, 3), RiffSpec(asked=asked))
     bars_seen = 0
     for r in riffs:
         toks = [tok[i] for i in r.ids]
@@ -160,7 +161,8 @@ def test_bar_controls_per_bar(control_run):
     assert [[tok[i] for i in b] for b in asked.schedule] == [
         ["CtrlDensity_low", "CtrlPoly_single"], ["CtrlDensity_low", "CtrlPoly_single"],
         ["CtrlDensity_high", "CtrlPoly_single"], ["CtrlDensity_high", "CtrlPoly_single"], ["CtrlPoly_single"]]
-    for r in generate_riffs(model, tok, cfg, num=4, seed=2, max_new_tokens=400, bars=6, asked=asked):
+    params = SamplingParams(400, top_p=0.95, max_bars=6)
+    for r in generate_riffs(model, tok, cfg, params, Draws(4, 2), RiffSpec(asked=asked)):
         toks = [tok[i] for i in r.ids]
         opened = [toks[j + 1:j + 3] for j, t in enumerate(toks) if t == "Bar_None"]
         want = [b[:2] for b in ([["CtrlDensity_low", "CtrlPoly_single"]] * 2 +
@@ -179,7 +181,8 @@ def test_density_guard_holds_each_bar():
     def densities(guard: bool) -> list[tuple[str, str]]:
         asked = conditions(tok, density="1-2:high,3-4:low", time_signature="4/4", guard=guard)
         out = []
-        for r in generate_riffs(model, tok, cfg, num=6, seed=5, max_new_tokens=500, bars=4, asked=asked):
+        params = SamplingParams(500, top_p=0.95, max_bars=4)
+        for r in generate_riffs(model, tok, cfg, params, Draws(6, 5), RiffSpec(asked=asked)):
             sigs = [(t.time, t.numerator, t.denominator) for t in r.gs.score.time_signatures]
             for k, bar in enumerate(controls_per_bar(notes_of(r.gs), r.gs.score.ticks_per_quarter, sigs)):
                 if bar:
@@ -242,7 +245,8 @@ def test_tempo_alone_follows_the_models_time_signature(control_run):
     model, tok, cfg = load_run(control_run)
     asked = conditions(tok, tempo=140)
     assert [tok[i] for i in asked.meter][0] == "Position_0"
-    for r in generate_riffs(model, tok, cfg, num=2, seed=0, max_new_tokens=60, bars=2, asked=asked):
+    params = SamplingParams(60, top_p=0.95, max_bars=2)
+    for r in generate_riffs(model, tok, cfg, params, Draws(2, 0), RiffSpec(asked=asked)):
         toks = [tok[i] for i in r.ids]
         assert toks[0] == "BOS_None" and toks[1] == "Bar_None" and toks[2].startswith("TimeSig_")
         assert toks[3:5] == ["Position_0", "Tempo_" + toks[4].split("_")[1]] and abs(float(toks[4][6:]) - 140) < 10

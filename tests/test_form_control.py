@@ -124,13 +124,13 @@ def test_the_shipped_model_carries_its_tunes_forms_small(shipped):
 def test_a_forced_repeat_repeats_the_notes(shipped, asked):
     """Through the first bar's controls and meter (asked or the model's), a tempo opening it, the time signature
     every bar states."""
-    res = sample(SampleRequest(num_samples=3, bars=8, seed=11, form="ABAC", **asked), shipped)
+    res = sample(SampleRequest.of(num_samples=3, bars=8, seed=11, form="ABAC", **asked), shipped)
     for riff in res.riffs:
         _repeats_as_planned(riff, parse_letters("ABAC", 8))
 
 
 def test_auto_forms_repeat_as_drawn(shipped):
-    req = SampleRequest(num_samples=4, bars=8, seed=3, style="jig", form="auto")
+    req = SampleRequest.of(num_samples=4, bars=8, seed=3, style="jig", form="auto")
     res = sample(req, shipped)
     for k, riff in enumerate(res.riffs):
         plan = shipped.forms.draw(random.Random(__import__("guitarformer.generation.riffs", fromlist=["x"])
@@ -148,12 +148,12 @@ def test_the_default_form_is_the_runs_measured_one_else_the_models_own_where_it_
 
     assert shipped.cfg.model.copy and shipped.cfg.sample.form in (None, "none")
     req = dict(num_samples=2, bars=8, seed=7, style="jig")  # forms ----0123 and ----012-: repeats to force
-    auto, alone = sample(SampleRequest(**req, form="auto"), shipped), sample(SampleRequest(**req, form="none"), shipped)
+    auto, alone = sample(SampleRequest.of(**req, form="auto"), shipped), sample(SampleRequest.of(**req, form="none"), shipped)
     assert [r.ids for r in auto.riffs] != [r.ids for r in alone.riffs]
     measured = replace(shipped, cfg=replace(shipped.cfg, sample=replace(shipped.cfg.sample, form="auto")))
-    assert [r.ids for r in sample(SampleRequest(**req), measured).riffs] == [r.ids for r in auto.riffs]
+    assert [r.ids for r in sample(SampleRequest.of(**req), measured).riffs] == [r.ids for r in auto.riffs]
     unset = replace(shipped, cfg=replace(shipped.cfg, sample=replace(shipped.cfg.sample, form=None)))
-    assert [r.ids for r in sample(SampleRequest(**req), unset).riffs] == [r.ids for r in alone.riffs]
+    assert [r.ids for r in sample(SampleRequest.of(**req), unset).riffs] == [r.ids for r in alone.riffs]
     plain = replace(unset, cfg=replace(unset.cfg, model=replace(unset.cfg.model, copy=False)))
     assert default_form(plain) == "auto" and default_form(unset) == "none"
 
@@ -168,17 +168,17 @@ def test_form_none_is_the_model_alone_as_before(shipped):
     controls = {"key": "E:minor", "density": "1-2:low,3-6:high", "tempo": 130}
     for name, kw in (("", {}), ("controls", controls), ("unguided", {**controls, "guidance": 0.0}),
                      ("own meter", {"time_signature": "none"})):
-        res = sample(SampleRequest(num_samples=3, bars=6, seed=7, form="none", **kw), shipped)
+        res = sample(SampleRequest.of(num_samples=3, bars=6, seed=7, form="none", **kw), shipped)
         ids = [r.ids for r in res.riffs]
         assert hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16] == want[name]
 
 
 def test_a_bar_repeats_only_a_bar_asked_the_same_controls(shipped):
-    asked = conditions(shipped.tokenizer, None, None, None, None, seen=shipped.seen, density="1-4:low,5-8:high")
+    asked = conditions(shipped.tokenizer, None, None, None, seen=shipped.seen, density="1-4:low,5-8:high")
     plan = parse_letters("AAAA", 8)  # bars 3-4, 5-6 and 7-8 repeat bars 1-2
     assert agree(plan, asked) == [None, None, 0, 1, None, None, None, None]
     assert agree(plan, None) == plan
-    res = sample(SampleRequest(num_samples=2, bars=8, seed=4, form="AAAA", density="1-4:low,5-8:high"), shipped)
+    res = sample(SampleRequest.of(num_samples=2, bars=8, seed=4, form="AAAA", density="1-4:low,5-8:high"), shipped)
     for riff in res.riffs:
         _repeats_as_planned(riff, agree(plan, asked))
 
@@ -187,9 +187,9 @@ def test_a_run_without_forms_falls_back_to_none_and_says_so(shipped, tmp_path):
     from dataclasses import replace
 
     old = replace(shipped, forms=None)
-    res = sample(SampleRequest(num_samples=1, bars=4, seed=7, form="auto"), old)
-    alone = sample(SampleRequest(num_samples=1, bars=4, seed=7, form="none"), shipped)
+    res = sample(SampleRequest.of(num_samples=1, bars=4, seed=7, form="auto"), old)
+    alone = sample(SampleRequest.of(num_samples=1, bars=4, seed=7, form="none"), shipped)
     assert res.riffs[0].ids == alone.riffs[0].ids
     assert any("--form auto" in w for w in res.warnings)
-    default = sample(SampleRequest(num_samples=1, bars=4, seed=7), old)  # not asked: no warning
+    default = sample(SampleRequest.of(num_samples=1, bars=4, seed=7), old)  # not asked: no warning
     assert default.riffs[0].ids == alone.riffs[0].ids and not default.warnings

@@ -15,7 +15,8 @@ from guitarformer.data.tokenization import build_tokenizer
 from guitarformer.generation.conditioning import conditions, parse_per_bar
 from guitarformer.generation.constraint import GuitarConstraint
 from guitarformer.generation.guards import UNTIMED_TONIC_BONUS, GuardSpec, key_bias, onset_range
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
+from guitarformer.generation.sampling import SamplingParams
 from guitarformer.errors import GuitarformerError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -98,7 +99,8 @@ def test_key_guard_reaches_the_key_on_the_shipped_model():
 
     def share(guard: bool) -> float:
         asked = conditions(tok, key="E:minor", seen=loaded.seen, guard=guard)
-        riffs = generate_riffs(loaded.model, tok, loaded.cfg, num=8, seed=1, max_new_tokens=300, bars=4, asked=asked)
+        riffs = generate_riffs(loaded.model, tok, loaded.cfg, SamplingParams(300, top_p=0.95, max_bars=4), Draws(8, 1),
+                               RiffSpec(asked=asked))
         return sum(estimate_key(notes_of(r.gs)) == "E:minor" for r in riffs) / len(riffs)
 
     assert share(True) >= share(False) + 0.25
@@ -114,8 +116,8 @@ def test_guidance_leans_only_where_the_piece_is_asked_something():
 
     def riffs(guidance: float, num: int = 16, **kw):
         asked = conditions(tok, seen=loaded.seen, guard=False, **kw) if kw else None
-        return generate_riffs(model, tok, cfg, num=num, seed=4, max_new_tokens=300, bars=4, asked=asked,
-                              guidance=guidance)
+        return generate_riffs(model, tok, cfg, SamplingParams(300, top_p=0.95, max_bars=4, guidance=guidance),
+                              Draws(num, 4), RiffSpec(asked=asked))
 
     assert [r.ids for r in riffs(3.0, 4)] == [r.ids for r in riffs(0.0, 4)]
 
@@ -138,7 +140,8 @@ def test_hand_position_per_bar_moves_the_hand():
     asked = conditions(tok, hand_position="1-2:0,3-4:7", seen=loaded.seen)
     assert asked.region is None and asked.guard.regions[:4] == [(0, 4), (0, 4), (5, 9), (5, 9)]
     got = []
-    for r in generate_riffs(loaded.model, tok, loaded.cfg, num=4, seed=3, max_new_tokens=300, bars=4, asked=asked):
+    for r in generate_riffs(loaded.model, tok, loaded.cfg, SamplingParams(300, top_p=0.95, max_bars=4), Draws(4, 3),
+                            RiffSpec(asked=asked)):
         sigs = [(t.time, t.numerator, t.denominator) for t in r.gs.score.time_signatures]
         for k, bar in enumerate(controls_per_bar(notes_of(r.gs), r.gs.score.ticks_per_quarter, sigs)):
             if "Pos" in bar:

@@ -32,6 +32,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import fret
 from guitarformer.app.infill import fill_bars
 from guitarformer.generation.infill import song_bars
+from guitarformer.generation.riffs import Draws
 from guitarformer.readers import read_guitar
 from guitarformer.runs import load_run
 
@@ -202,7 +203,7 @@ def test_a_tiny_run_fills_bars_and_keeps_every_other_note(infill_run):
     for seed in range(3):
         gs = _nudged(lo, hi, nudge)
         gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo)
-        filled = fill_bars(model, tok, cfg, _nudged(lo, hi, nudge), 2, 3, seed=seed)
+        filled = fill_bars(model, tok, cfg, _nudged(lo, hi, nudge), (2, 3), draws=Draws(seed=seed))
         assert filled.ended and sum(t in bar_ids(tok) for t in filled.fill_ids) == 2  # exactly the two bars
         assert tok.tokens_errors(miditok.TokSequence(ids=filled.fill_ids)) == 0
         out = filled.score
@@ -287,7 +288,7 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
     monkeypatch.setattr(gi, "generate", spy_generate)
     monkeypatch.setattr(gi, "draw_fills", spy_draw)
     monkeypatch.setattr(gi, "rank_fills", spy_rank)
-    filled = fill_bars(model, tok, cfg, gs, 2, 3, seed=5, candidates=4)
+    filled = fill_bars(model, tok, cfg, gs, (2, 3), draws=Draws(4, 5))
     rows, scores = seen["rows"], seen["scores"]
     assert len(rows) == 4 and len({tuple(r) for r, _ in rows}) > 1  # different fills were drawn
     assert len(seen["around"]) == 2  # bar 1 before the gap, bar 4 after it
@@ -322,7 +323,7 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
         want = torch.log_softmax(logits.float(), -1)[torch.arange(len(row)), torch.tensor(row)].mean()
         assert scores[r] == pytest.approx(float(want), abs=1e-5)
     # One candidate is the fill `candidates=1` writes (same seed): candidate 0.
-    one = fill_bars(model, tok, cfg, read_guitar(SONG)[0], 2, 3, seed=5)
+    one = fill_bars(model, tok, cfg, read_guitar(SONG)[0], (2, 3), draws=Draws(seed=5))
     assert one.fill_ids == body(0)
 
 

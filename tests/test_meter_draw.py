@@ -54,19 +54,19 @@ def test_a_drawn_meter_gives_the_riff_that_meter_asks_for(shipped):
     """Riff k under auto opens in its drawn meter and is, token for token, riff k asked in that meter by name: the
     riffs of each meter go in a batch of their own and keep their indices, so their seeds."""
     req = dict(num_samples=4, bars=2, seed=3)
-    auto = sample(SampleRequest(**req, time_signature="auto"), shipped)
+    auto = sample(SampleRequest.of(**req, time_signature="auto"), shipped)
     meters = riff_meters(meters_to_draw(shipped.seen), 3, 4)
     assert len(set(meters)) > 1  # the test would not tell a batch per meter from one batch otherwise
     for k, riff in enumerate(auto.riffs):
         assert _meter(riff) == meters[k]
-        named = sample(SampleRequest(**req, time_signature=meters[k]), shipped)
+        named = sample(SampleRequest.of(**req, time_signature=meters[k]), shipped)
         assert riff.ids == named.riffs[k].ids
-    assert [r.ids for r in auto.riffs] == [r.ids for r in sample(SampleRequest(**req, time_signature="auto",
+    assert [r.ids for r in auto.riffs] == [r.ids for r in sample(SampleRequest.of(**req, time_signature="auto",
                                                                               batch_size=1), shipped).riffs]
 
 
 def test_a_style_draws_among_its_own_meters(shipped):
-    res = sample(SampleRequest(num_samples=6, bars=1, seed=1, style="hornpipe", time_signature="auto"), shipped)
+    res = sample(SampleRequest.of(num_samples=6, bars=1, seed=1, style="hornpipe", time_signature="auto"), shipped)
     hornpipe = meters_to_draw(shipped.seen, "hornpipe")
     assert set(hornpipe) == {"2/2", "2/4", "4/4"}
     assert [_meter(r) for r in res.riffs] == riff_meters(hornpipe, 1, 6)
@@ -77,30 +77,30 @@ def test_the_runs_sample_time_signature_is_the_default(shipped):
     auto = replace(shipped, cfg=replace(cfg, sample=replace(cfg.sample, time_signature="auto")))
     unset = replace(shipped, cfg=replace(cfg, sample=replace(cfg.sample, time_signature=None)))
     req = dict(num_samples=3, bars=2, seed=5)
-    asked = sample(SampleRequest(**req, time_signature="auto"), unset)
-    assert [r.ids for r in sample(SampleRequest(**req), auto).riffs] == [r.ids for r in asked.riffs]
-    own = sample(SampleRequest(**req), unset)
+    asked = sample(SampleRequest.of(**req, time_signature="auto"), unset)
+    assert [r.ids for r in sample(SampleRequest.of(**req), auto).riffs] == [r.ids for r in asked.riffs]
+    own = sample(SampleRequest.of(**req), unset)
     assert [r.ids for r in own.riffs] != [r.ids for r in asked.riffs]
-    named = sample(SampleRequest(**req, time_signature="3/4"), auto)  # a meter asked by name wins
+    named = sample(SampleRequest.of(**req, time_signature="3/4"), auto)  # a meter asked by name wins
     assert {_meter(r) for r in named.riffs} == {"3/4"}
-    mine = sample(SampleRequest(**req, time_signature="none"), auto)  # and "none", the model's own
+    mine = sample(SampleRequest.of(**req, time_signature="none"), auto)  # and "none", the model's own
     assert [r.ids for r in mine.riffs] == [r.ids for r in own.riffs]
     # A style asked keeps the guard's usual meter under the run's default; asked by name, auto draws its meters.
-    hornpipes = sample(SampleRequest(**req, style="hornpipe"), auto)
+    hornpipes = sample(SampleRequest.of(**req, style="hornpipe"), auto)
     assert {_meter(r) for r in hornpipes.riffs} == {shipped.seen.usual_meter("hornpipe")}
-    assert [r.ids for r in hornpipes.riffs] == [r.ids for r in sample(SampleRequest(**req, style="hornpipe"),
+    assert [r.ids for r in hornpipes.riffs] == [r.ids for r in sample(SampleRequest.of(**req, style="hornpipe"),
                                                                       unset).riffs]
 
 
 def test_auto_without_meter_counts_says_so_and_a_prompt_keeps_its_meter(shipped, tmp_path):
     bare = replace(shipped, seen=None)
-    res = sample(SampleRequest(num_samples=1, bars=1, seed=2, time_signature="auto"), bare)
+    res = sample(SampleRequest.of(num_samples=1, bars=1, seed=2, time_signature="auto"), bare)
     assert any("--time-signature auto" in w for w in res.warnings)
-    own = sample(SampleRequest(num_samples=1, bars=1, seed=2, time_signature="none"), bare)
+    own = sample(SampleRequest.of(num_samples=1, bars=1, seed=2, time_signature="none"), bare)
     assert res.riffs[0].ids == own.riffs[0].ids and not own.warnings
     with pytest.raises(GuitarformerError, match="time-signature"):
-        check_sample_request(SampleRequest(prompt=tmp_path / "song.mid", time_signature="auto"))
-    check_sample_request(SampleRequest(prompt=tmp_path / "song.mid", time_signature="none"))  # what a prompt does
+        check_sample_request(SampleRequest.of(prompt=tmp_path / "song.mid", time_signature="auto"))
+    check_sample_request(SampleRequest.of(prompt=tmp_path / "song.mid", time_signature="none"))  # what a prompt does
 
 
 def test_the_command_takes_auto(tmp_path):

@@ -13,7 +13,8 @@ import torch
 
 from guitarformer.data.corpus import labels_taken
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import Draws, generate_riffs
+from guitarformer.generation.sampling import SamplingParams
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
 from guitarformer.runs import export
 from guitarformer.runs.export import shipping_dtype
@@ -54,7 +55,7 @@ def test_the_release_writes_a_loadable_model_with_its_card(release):
     assert cfg.data.dataset is None and cfg.data.controls and cfg.data.infill == 0.3
     assert any(t.startswith("CtrlKey_") for t in tok.vocab) and "FillBar_None" in tok.vocab
     assert any(t.startswith("CtrlStyle_") for t in tok.vocab) == labels_taken()  # the tune types, where prepare takes them
-    riff = generate_riffs(model, tok, cfg, "cpu", 1, 0, 40, bars=2)[0]
+    riff = generate_riffs(model, tok, cfg, SamplingParams(40, top_p=0.95, max_bars=2), Draws(1, 0), device="cpu")[0]
     assert riff.new_bars >= 1
 
 

@@ -23,7 +23,7 @@ from guitarformer import runtime
 from guitarformer.generation.constraint import HOST_ROWS, GuitarConstraint, constraint_device
 from guitarformer.generation.engine import generate
 from guitarformer.generation.sampling import SamplingParams
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
 
 TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured", "TabREMI"]
 FIXTURES = Path(__file__).parent / "fixtures" / "io"
@@ -511,8 +511,8 @@ def test_same_seed_same_riffs_and_encoder_decoder_encodes_the_prompt(monkeypatch
     seen = []
     real_encode = model.encode
     monkeypatch.setattr(model, "encode", lambda src, mask=None: seen.append(src.clone()) or real_encode(src, mask))
-    a = generate_riffs(model, tok, cfg, num=3, seed=5, max_new_tokens=40, prompt=prompt)
-    b = generate_riffs(model, tok, cfg, num=3, seed=5, max_new_tokens=40, prompt=prompt)
+    a = generate_riffs(model, tok, cfg, SamplingParams(40, top_p=0.95), Draws(3, 5), RiffSpec(prompt=prompt))
+    b = generate_riffs(model, tok, cfg, SamplingParams(40, top_p=0.95), Draws(3, 5), RiffSpec(prompt=prompt))
     assert [r.ids for r in a] == [r.ids for r in b]
     assert seen and seen[0].tolist() == [prompt]  # the prompt is the encoder's source, encoded once for 3 rows
     assert all(r.ids[0] == tok["BOS_None"] for r in a)  # the target starts fresh
@@ -709,7 +709,7 @@ def test_the_bars_asked_are_the_bars_written(tokenizer):
     with torch.no_grad():  # make the untrained model want to end: EOS is its likeliest token everywhere
         model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.clone())
         model.lm_head.weight[eos] += 5 * model.lm_head.weight.abs().max()
-    riffs = generate_riffs(model, tok, cfg, num=4, seed=2, max_new_tokens=200, bars=4)
+    riffs = generate_riffs(model, tok, cfg, SamplingParams(200, top_p=0.95, max_bars=4), Draws(4, 2))
     for r in riffs:
         bars = [i for i, t in enumerate(r.ids) if t == bar]
         assert len(bars) == 4, [tok[t] for t in r.ids]

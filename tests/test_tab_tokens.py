@@ -352,7 +352,8 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     from guitarformer.cli import main
     from guitarformer.config import load_config
     from guitarformer.data.prepare import prepare
-    from guitarformer.generation.riffs import generate_riffs
+    from guitarformer.generation.riffs import Draws, generate_riffs
+    from guitarformer.generation.sampling import SamplingParams
     from guitarformer.runs import load_run
     from guitarformer.training.loop import train
 
@@ -369,7 +370,7 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     assert isinstance(tok, TabREMI)
     torch.manual_seed(0)
     checked = 0
-    for riff in generate_riffs(model, tok, rcfg, num=6, seed=1, max_new_tokens=64):
+    for riff in generate_riffs(model, tok, rcfg, SamplingParams(64, top_p=0.95), Draws(6, 1)):
         played = decode_guitar(tok, riff.ids, riff.gs.tuning)
         if played.frets is None or not riff.gs.track.notes:
             continue

@@ -5,7 +5,7 @@ errors. A `LoadedRun` (load_run_once) can be passed to every call so that a run'
     from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 
     run = load_run_once("runs/20261122-101500")
-    result = sample(SampleRequest(bars=8, seed=3, key="E:minor", outputs=Outputs(midi="riff.mid")), run)
+    result = sample(SampleRequest.of(bars=8, seed=3, key="E:minor", outputs=Outputs(midi="riff.mid")), run)
     print("\\n".join(result.lines))
 
 Each name is imported on first use (as the package root does), so a command imports only what it runs: `tab` of a

@@ -10,12 +10,13 @@ import symusic
 
 from guitarformer.app.files import UserSong, read_user_song, write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
-from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, check_outputs
+from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, Sampling, check_outputs
 from guitarformer.app.splice import splice
 from guitarformer.data.controls import PREFIX
 from guitarformer.data.tokenization import decode_guitar
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.infill import SongBars, check_infill_run, plan, sample_fill, song_bars
+from guitarformer.generation.infill import Gap, SongBars, check_infill_run, plan, sample_fill, song_bars
+from guitarformer.generation.riffs import Draws
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
 from guitarformer.runtime import set_threads, step_work
@@ -36,14 +37,15 @@ class InfillResult:
     parts: list[GuitarScore] = field(default_factory=list)  # every part of the song written: `score` among them
 
 
-def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, device="cpu", seed: int = 0,
-              params: SamplingParams | None = None, max_new_tokens: int | None = None, candidates: int = 1
-              ) -> InfillResult:
-    """Bars `first`..`last` (1-based, as `tab` numbers them) of `gs` written again by a run trained with infilling,
-    given the bars around them; every other note is kept as it is. `params`: the sampling filters (default: the
-    run's); `max_new_tokens`: the fill's token budget (default: twice what the bars take in the song);
-    `candidates`: fills sampled at once, one kept (generation/infill.py `rank_fills`)."""
-    params = params or SamplingParams.from_config(cfg.sample)
+def fill_bars(model, tokenizer, cfg, gs: GuitarScore, bars: tuple[int, int], sampling: Sampling = Sampling(),
+              draws: Draws = Draws(), device="cpu") -> InfillResult:
+    """Bars `bars` (first, last; 1-based, as `tab` numbers them) of `gs` written again by a run trained with
+    infilling, given the bars around them; every other note is kept as it is. `sampling`: the filters (None: the
+    run's) and the fill's token budget (None: twice what the bars take in the song); `draws`: the seed and the fills
+    sampled at once, one kept (generation/infill.py `rank_fills`)."""
+    first, last = bars
+    params = SamplingParams.from_config(cfg.sample, temperature=sampling.temperature, top_k=sampling.top_k,
+                                        top_p=sampling.top_p)
     fill = check_infill_run(tokenizer, cfg)
     song = song_bars(tokenizer, gs, fill)
     n = len(song.bars)
@@ -51,9 +53,9 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, first: int, last: int, dev
         fix = "pass --bars 1-1: the song has one bar" if n == 1 else \
             f"pass bars between 1 and {n}, the first no later than the last (e.g. --bars 1-{min(2, n)})"
         raise GuitarformerError(f"--bars {first}-{last}: {gs.name or 'the song'} has {n} bar{'s' * (n != 1)}", fix)
-    layout = plan(cfg, song.head, song.bars, first, last, max_new_tokens)
-    new, ended = sample_fill(model, tokenizer, cfg, fill, song.head, layout, params, gs.tuning, gs.capo, device, seed,
-                             candidates)
+    layout = plan(cfg, song.head, song.bars, first, last, sampling.max_new_tokens)
+    new, ended = sample_fill(model, tokenizer, cfg, Gap(fill, song.head, layout, gs.tuning, gs.capo), params, draws,
+                             device)
     return _splice_fill(song, first, last, new, tokenizer, ended)
 
 
@@ -99,10 +101,8 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
     gs = song.part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
-    params = SamplingParams.from_config(loaded.cfg.sample, temperature=req.temperature, top_k=req.top_k,
-                                        top_p=req.top_p)
-    result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, first, last, loaded.device, req.seed, params,
-                       req.max_new_tokens, req.candidates)
+    result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, (first, last), req.sampling,
+                       Draws(req.candidates, req.seed), loaded.device)
     result.warnings = warnings
     result.parts = song.with_part(result.score)
     result.files = {kind: write_song(result.parts, song.index, path) for kind, path in req.outputs.items()}

@@ -15,7 +15,7 @@ import torch
 
 from guitarformer.config import Config
 from guitarformer.errors import GuitarformerError
-from guitarformer.data.controls import POS_VALUES
+from guitarformer.data.controls import option_controls
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.data.infill import has_fill_tokens
 from guitarformer.data.dataset import TokenSplit
@@ -29,9 +29,6 @@ from guitarformer.runs import checkpoint_of, load_run
 from guitarformer.runs.checkpoint import checkpoint_facts
 from guitarformer.runtime import resolve_device
 
-# Control options of `sample` -> the control type they ask for (data/controls.py).
-CONTROL_TYPES = {"key": "Key", "density": "Density", "polyphony": "Poly", "palm_mute": "PM", "techniques": "Tech",
-                 "style": "Style", "hand_position": "Pos"}
 NO_CONTROLS = "this run was trained without control tokens (prepare with --set data.controls=true)"
 
 
@@ -145,13 +142,13 @@ def _vocab_values(vocab: dict[str, int], token_type: str) -> list[str]:
 
 
 def _control_options(tokenizer, seen: Seen) -> dict[str, OptionInfo]:
-    """Each control option and the values the run's training data held (the hand position: every one, as the
-    sampler holds it)."""
+    """Each registered control's option and the values the run offers (`Control.offered`: those its training data
+    held; the hand position: every one, as the sampler holds it)."""
     if not has_controls(tokenizer):
-        return {name: OptionInfo(False, NO_CONTROLS) for name in CONTROL_TYPES}
+        return {name: OptionInfo(False, NO_CONTROLS) for name in option_controls()}
     out = {}
-    for name, ctrl in CONTROL_TYPES.items():
-        values = list(POS_VALUES) if ctrl == "Pos" else seen.known(ctrl)
+    for name, ctrl in option_controls().items():
+        values = ctrl.offered(seen)
         out[name] = OptionInfo(True, None, values) if values else \
             OptionInfo(False, f"this run learned no {name.replace('_', ' ')} values ({seen.source})")
     return out

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from guitarformer.data.controls import Controls, option_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
 
@@ -52,22 +54,54 @@ class Outputs:
 
 
 @dataclass
+class Sampling:
+    """How the tokens are drawn, as asked; None takes the run's config `sample` section (generation/sampling.py
+    `SamplingParams.from_config`)."""
+
+    max_new_tokens: int | None = None  # None: the run's sample.max_new_tokens (`sample`: raised to fit `bars`)
+    temperature: float | None = None  # None: the run's sample.temperature
+    top_k: int | None = None  # None: the run's sample.top_k (0 = off)
+    top_p: float | None = None  # None: the run's sample.top_p (1 = off)
+    # Classifier-free guidance on the piece's controls (style, key, ...): logits c + g (c - u), u read without them;
+    # 0 off; None: GUIDANCE (app/sample.py) where piece controls are asked. `sample` only.
+    guidance: float | None = None
+    compile: bool = False  # CPU: the one-token step compiled (generation/compiled.py): seconds once per process
+
+
+SAMPLING = tuple(f.name for f in fields(Sampling))
+
+
+def _split_options(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` (one flat set of names, as the studio's JSON and scripts give them) as `cls`'s fields: the sampling
+    options as its `sampling`, the control options (data/controls.py) as its `controls`, where it has them."""
+    names = {f.name for f in fields(cls)}
+    own = {k: v for k, v in options.items() if k in names}
+    sampling = {k: options[k] for k in SAMPLING if k in options}
+    controls = {k: options[k] for k in option_controls() if k in options}
+    rest = set(options) - set(own) - set(sampling) - set(controls)
+    if rest or (controls and "controls" not in names):
+        raise TypeError(f"{cls.__name__} has no options {sorted(rest or controls)}")
+    if sampling:
+        own["sampling"] = Sampling(**sampling)
+    if controls:
+        own["controls"] = Controls(**controls)
+    return own
+
+
+@dataclass
 class SampleRequest:
-    """`sample`: riffs from a run, or the continuation of a file (`prompt`)."""
+    """`sample`: riffs from a run, or the continuation of a file (`prompt`): the source (nothing, or a file to
+    continue), the `controls` asked, the `sampling` and the `outputs`, and how the riffs are drawn and written."""
 
     outputs: Outputs = field(default_factory=Outputs)
     run: Path | None = None  # a run directory (default: the newest under ./runs)
     checkpoint: Path | None = None  # a checkpoint file instead of a run
     device: str = "auto"
     threads: int = 0  # CPU threads (0: chosen per step, one for small ones; runtime.set_threads)
-    compile: bool = False  # CPU: the one-token step compiled (generation/compiled.py): seconds once per process
     num_samples: int = 1
     batch_size: int | None = None  # riffs generated together (speed and memory, never the riffs)
     bars: int | None = None  # new bars (after the prompt with one); None: until the model ends
-    max_new_tokens: int | None = None  # None: the run's sample.max_new_tokens, raised to fit `bars`
-    temperature: float | None = None  # None: the run's sample.temperature
-    top_k: int | None = None  # None: the run's sample.top_k (0 = off)
-    top_p: float | None = None  # None: the run's sample.top_p (1 = off)
+    sampling: Sampling = field(default_factory=Sampling)
     seed: int = 0
     prompt: Path | None = None  # a file to continue: the riff is the file with the new bars after it
     track: str | None = None  # the prompt's part to continue: its number (1-based) or name; None: the first
@@ -76,30 +110,22 @@ class SampleRequest:
     tuning: str | tuple[int, ...] | None = None  # a name or the open strings low to high
     program: int | None = None
     position: int | None = None  # re-finger the tab in this position (index finger at this fret)
-    # A run with controls. The bar controls (hand_position, density, polyphony, palm_mute, techniques) take one value
+    # A run with controls (data/controls.py's registry: key, style, density, ...). The bar controls take one value
     # for every bar or one per bar range: "1-4:low,5-8:high" (bars from 1; bars past the ranges get none asked).
-    hand_position: int | str | None = None  # a fret: the hand position asked
+    controls: Controls = field(default_factory=Controls)
     time_signature: str | None = None  # "7/8"; "auto": drawn per riff (app/sample.py `_meters`); "none": the
     # model's own; None: the run's sample.time_signature, else the model's own
-    key: str | None = None
-    density: str | None = None
-    polyphony: str | None = None
-    palm_mute: str | None = None
-    techniques: str | None = None
-    style: str | None = None
     guard: bool = True  # steer key, density and a style's meter in the sampler (generation/guards.py)
-    # Classifier-free guidance on the piece's controls (style, key, ...): logits c + g (c - u), u read without them;
-    # 0 off; None: GUIDANCE (app/sample.py) where piece controls are asked.
-    guidance: float | None = None
     # Which bars repeat an earlier bar (generation/form.py): "auto", a real tune's form, drawn per riff (of the asked
     # style where one is asked); "none", the model alone; or letters, one per phrase: "AABB". None: auto where the run
     # has its tunes' forms and does not copy by itself (app/sample.py `_forms`), else none, without a warning.
     form: str | None = None
 
-    def controls(self) -> dict[str, str | None]:
-        """The control options (generation/conditioning.CONTROL_OPTIONS keys) as asked."""
-        return {"key": self.key, "density": self.density, "polyphony": self.polyphony,
-                "palm_mute": self.palm_mute, "techniques": self.techniques, "style": self.style}
+    @classmethod
+    def of(cls, **options: Any) -> "SampleRequest":
+        """A request from one flat set of options (`bars=8, key="E:minor", temperature=0.9`): the control options
+        go into `controls`, the sampling ones into `sampling`."""
+        return cls(**_split_options(cls, options))
 
 
 MAX_CANDIDATES = 16  # fills `infill` samples at once, at most
@@ -119,11 +145,13 @@ class InfillRequest:
     device: str = "auto"
     threads: int = 0  # CPU threads (0: chosen per step, one for small ones; runtime.set_threads)
     seed: int = 0
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    max_new_tokens: int | None = None  # None: twice what the bars take in the song
+    sampling: Sampling = field(default_factory=Sampling)  # max_new_tokens None: twice what the bars take in the song
     candidates: int = 8  # fills sampled at once, the one fitting the bars around best kept (docs/results/INFILL.md)
+
+    @classmethod
+    def of(cls, **options: Any) -> "InfillRequest":
+        """A request from one flat set of options (`song=..., bars=(5, 8), temperature=0.9`)."""
+        return cls(**_split_options(cls, options))
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 from guitarformer.app.files import write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
-from guitarformer.app.requests import SampleRequest, check_outputs
+from guitarformer.app.requests import SampleRequest, Sampling, check_outputs
 from guitarformer.app.splice import continue_part
 from guitarformer.data.controls import option_value
 from guitarformer.data.tab_tokens import has_controls
@@ -21,7 +21,9 @@ from guitarformer.generation.conditioning import conditions
 from guitarformer.generation.engine import generate
 from guitarformer.generation.form import Plan, check_form, parse_letters
 from guitarformer.generation.riffs import (
+    Draws,
     Riff,
+    RiffSpec,
     generate_riffs,
     meters_to_draw,
     riff_forms,
@@ -55,21 +57,22 @@ class SampleResult:
 
 def check_sample_request(req: SampleRequest) -> None:
     """The request's numbers and files, checked before anything is loaded (the CLI's ranges, for every caller)."""
+    asked = req.sampling
     checks = [
         (req.num_samples >= 1, "num_samples must be at least 1", req.num_samples),
         (req.batch_size is None or req.batch_size >= 1, "batch_size must be at least 1", req.batch_size),
         (req.bars is None or req.bars >= 1, "bars must be at least 1 (new bars to write)", req.bars),
-        (req.max_new_tokens is None or req.max_new_tokens >= 1, "max_new_tokens must be at least 1",
-         req.max_new_tokens),
+        (asked.max_new_tokens is None or asked.max_new_tokens >= 1, "max_new_tokens must be at least 1",
+         asked.max_new_tokens),
         (0 <= req.seed <= MAX_SEED, f"seed must be in 0..{MAX_SEED}", req.seed),
-        (req.top_p is None or 0 < req.top_p <= 1, "top_p must be in (0, 1] (1 = off)", req.top_p),
-        (req.top_k is None or req.top_k >= 0, "top_k must be 0 (off) or more", req.top_k),
-        (req.temperature is None or (math.isfinite(req.temperature) and req.temperature >= 0),
-         "temperature must be 0 (greedy) or more", req.temperature),
+        (asked.top_p is None or 0 < asked.top_p <= 1, "top_p must be in (0, 1] (1 = off)", asked.top_p),
+        (asked.top_k is None or asked.top_k >= 0, "top_k must be 0 (off) or more", asked.top_k),
+        (asked.temperature is None or (math.isfinite(asked.temperature) and asked.temperature >= 0),
+         "temperature must be 0 (greedy) or more", asked.temperature),
         (req.tempo is None or (math.isfinite(req.tempo) and req.tempo > 0), "tempo must be a positive number of BPM",
          req.tempo),
-        (req.guidance is None or (math.isfinite(req.guidance) and req.guidance >= 0),
-         "guidance must be 0 (off) or more", req.guidance),
+        (asked.guidance is None or (math.isfinite(asked.guidance) and asked.guidance >= 0),
+         "guidance must be 0 (off) or more", asked.guidance),
     ]
     if req.program is not None and req.program not in GUITAR_PROGRAMS:
         # The model writes guitar parts: the program only names the sound a MIDI file asks for.
@@ -102,8 +105,7 @@ def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None
     request's; `tempo`: the prompt's, where none is asked."""
     ts = meter or (None if req.time_signature in (AUTO_METER, OWN_METER) else req.time_signature)
     return conditions(loaded.tokenizer, tuning, req.tempo if req.tempo is not None else tempo, ts,
-                      req.hand_position, seen=loaded.seen, guard=req.guard, continuing=req.prompt is not None,
-                      **req.controls())
+                      seen=loaded.seen, guard=req.guard, continuing=req.prompt is not None, **req.controls.asked())
 
 
 def _held(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> tuple[str | None, float | None, str | None]:
@@ -138,9 +140,9 @@ def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, st
     asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
     if asked != AUTO_METER or req.prompt is not None:
         return None, None
-    if req.time_signature is None and req.style is not None and req.guard:  # the guard gives the style's usual meter
+    if req.time_signature is None and req.controls.style is not None and req.guard:  # the guard gives the style's usual meter
         return None, None
-    style = None if req.style is None else option_value("Style", req.style)
+    style = None if req.controls.style is None else option_value("Style", req.controls.style)
     meters = meters_to_draw(loaded.seen, style) if loaded.seen is not None else {}
     if not meters or not bar_ids(loaded.tokenizer):
         return None, None if req.time_signature is None else (
@@ -174,18 +176,19 @@ def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, st
         return None, None if req.form is None else (
             "--form auto: this run has no forms of its training tunes (it was trained before they were counted), so "
             "its riffs take the model's own form; --form AABB asks one")
-    style = None if req.style is None else option_value("Style", req.style)
+    style = None if req.controls.style is None else option_value("Style", req.controls.style)
     return riff_forms(loaded.forms, req.seed, n, style, req.bars), None
 
 
 def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SamplingParams:
     """The run's sampling settings with the request's in their place; with `bars` and no `max_new_tokens`, a token
     budget that fits the bars (from the tokens a bar takes in the prompt or the run's data)."""
-    params = SamplingParams.from_config(loaded.cfg.sample, max_new_tokens=req.max_new_tokens,
-                                        temperature=req.temperature, top_k=req.top_k, top_p=req.top_p,
-                                        max_bars=req.bars, guidance=GUIDANCE if req.guidance is None else req.guidance,
-                                        compile=req.compile)
-    if req.bars and req.max_new_tokens is None:
+    asked = req.sampling
+    guidance = GUIDANCE if asked.guidance is None else asked.guidance
+    params = SamplingParams.from_config(loaded.cfg.sample, max_new_tokens=asked.max_new_tokens,
+                                        temperature=asked.temperature, top_k=asked.top_k, top_p=asked.top_p,
+                                        max_bars=req.bars, guidance=guidance, compile=asked.compile)
+    if req.bars and asked.max_new_tokens is None:
         per_bar = tokens_per_bar(loaded.tokenizer, loaded.cfg, file)
         need = min(MAX_AUTO_TOKENS, math.ceil(req.bars * per_bar * BUDGET_MARGIN) + 16)
         params = replace(params, max_new_tokens=max(params.max_new_tokens, need))
@@ -213,18 +216,17 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
     riffs: dict[int, Riff] = {}
     for meter, ks in _batches(req, meters):
         count, plans = len(ks), [forms[k] for k in ks] if forms else None
+        draws = Draws(count, req.seed, ks)
         if file is None:
-            made = generate_riffs(model, tok, cfg, dev, count, req.seed, params.max_new_tokens, params.temperature,
-                                  params.top_k, params.top_p, None, req.bars, tuning, req.tempo, req.program,
-                                  position=req.position, first=ks, asked=asked[meter], forms=plans,
-                                  guidance=params.guidance, compile=params.compile)
+            spec = RiffSpec(None, tuning, 0, req.tempo, req.program, req.position, asked[meter], plans)
+            made = generate_riffs(model, tok, cfg, params, draws, spec, dev)
             riffs.update(zip(ks, made))
             continue
         program = req.program
         if program is None:
             program = file.gs.track.program if file.gs.track.program in GUITAR_PROGRAMS else GUITAR_PROGRAM
-        drawn = sample_rows(model, tok, cfg, params, dev, count, req.seed, ks, file.ids, tuning, file.gs.capo,
-                            asked[meter], plans)
+        spec = RiffSpec(file.ids, tuning, file.gs.capo, asked=asked[meter], forms=plans)
+        drawn = sample_rows(model, tok, cfg, params, draws, spec, dev)
         window = decode(tok, drawn.context)
         for k, row, ended in zip(ks, drawn.rows, drawn.ended):
             played = decode_guitar(tok, drawn.body(row), tuning, file.gs.capo, program=program)
@@ -329,10 +331,10 @@ def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loade
 
 
 def warm_up(loaded: LoadedRun) -> None:
-    """Compile the one-token step (`SampleRequest.compile`) before the first riff that needs it: a short riff (one
+    """Compile the one-token step (`Sampling.compile`) before the first riff that needs it: a short riff (one
     row) and, for a decoder with controls, a guided step's two rows (the riff and its unconditioned twin), each its
     own graph. Writes no file; the studio runs it before the page opens (`studio --compile`)."""
-    sample(SampleRequest(num_samples=1, bars=1, compile=True), loaded)
+    sample(SampleRequest(num_samples=1, bars=1, sampling=Sampling(compile=True)), loaded)
     if loaded.kind == "decoder" and has_controls(loaded.tokenizer):
         bos = kinds.Prompt(torch.tensor([[special_ids(loaded.tokenizer)["bos"]]], device=loaded.device))
         generate(loaded.model, bos, SamplingParams(4, compile=True, guidance=1.0), guide=bos)

@@ -29,9 +29,9 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.data.controls import (
-    CONTROLS,
-    PIECE_CONTROLS,
+    PIECE,
     control_kinds,
+    control_names,
 )
 from guitarformer.data.infill import (
     MAX_SPAN_BARS,
@@ -82,9 +82,10 @@ class ControlDropout:
             raise ValueError(f"control dropout and the plain share must be within 0..1, got {p} and {plain}")
         self.split, self.p, self.plain, self.bos = split, p, plain, tokenizer["BOS_None"]
         kinds = control_kinds(tokenizer.vocab, len(tokenizer))
-        self.n = len(CONTROLS)
-        self.kind = np.where(kinds < 0, self.n, kinds)  # CONTROLS index, n for a token that is no control
-        self.is_piece = np.isin(kinds, [CONTROLS.index(c) for c in PIECE_CONTROLS])
+        names = control_names()
+        self.n = len(names)
+        self.kind = np.where(kinds < 0, self.n, kinds)  # control_names() index, n for a token that is no control
+        self.is_piece = np.isin(kinds, [names.index(c) for c in control_names(PIECE)])
         # Whether the loss scores the control tokens themselves (data.control_targets). The sampler writes every
         # control a riff is asked for (generation/conditioning.py), so the model only has to read them; unscored,
         # the whole loss is on the music, and the model puts next to nothing on a control token anywhere.
@@ -123,7 +124,7 @@ class ControlDropout:
         seq = int(np.searchsorted(self.split.offsets, start, side="right")) - 1
         if seq not in self._heads:
             a, b = int(self.split.offsets[seq]), int(self.split.offsets[seq + 1])
-            w = np.asarray(self.split.tokens[a: min(b, a + 1 + len(PIECE_CONTROLS))], dtype=np.int64)
+            w = np.asarray(self.split.tokens[a: min(b, a + 1 + len(control_names(PIECE)))], dtype=np.int64)
             j = k = 1 if len(w) and w[0] == self.bos else 0
             while j < len(w) and self.is_piece[w[j]]:
                 j += 1

@@ -27,17 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from guitarformer.data.controls import CONTROLS, PREFIX
+from guitarformer.data.controls import PREFIX, control_names
 
 SEEN_FILE = "controls_seen.json"
 MIN_SHARE = 0.01  # of a control's occurrences (pieces or bars) that make a value learned,
 MIN_SEEN, RARE_SHARE = 20, 0.002  # or this many occurrences that are at least this share
-COUNTED = (*CONTROLS, "TimeSig")
+COUNTED_EXTRA = ("TimeSig",)  # counted beside the registered controls (`counted`)
+
+
+def counted() -> tuple[str, ...]:
+    """The names counted per value: every registered control, and the time signature."""
+    return (*control_names(), *COUNTED_EXTRA)
 
 
 @dataclass
 class Seen:
-    """Counts per control name (`COUNTED`) and value, tempo and pitch ranges, and each style's meters and tempos."""
+    """Counts per control name (`counted`) and value, tempo and pitch ranges, and each style's meters and tempos."""
 
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     tempo: tuple[float, float] | None = None
@@ -85,7 +90,7 @@ class Seen:
 def _split(token: str) -> tuple[str, str]:
     """("Key", "D:major") for CtrlKey_D:major, ("TimeSig", "6/8"), ("Tempo", "121.29"), ...; ("", "") otherwise."""
     kind, _, value = token.partition("_")
-    if kind.startswith(PREFIX) and kind[len(PREFIX):] in CONTROLS:
+    if kind.startswith(PREFIX) and kind[len(PREFIX):] in control_names():
         return kind[len(PREFIX):], value
     return (kind, value) if kind in ("TimeSig", "Tempo", "Pitch", "Bar") else ("", "")
 
@@ -111,9 +116,10 @@ def summarize(vocab: dict[str, int], pieces: Iterable[Sequence[int] | np.ndarray
                     style_meters[style][named[i][1]] += int(c[i])
             style_tempo[style] += [float(named[i][1]) for i in tempo_ids if c[i]]
     counts: dict[str, dict[str, int]] = defaultdict(dict)
+    names = counted()
     for i in np.nonzero(totals)[0]:
         kind, value = named[i]
-        if kind in COUNTED:
+        if kind in names:
             counts[kind][value] = int(totals[i])
     seen_of = lambda kind, t: [t(named[i][1]) for i in np.nonzero(totals)[0] if named[i][0] == kind]  # noqa: E731
     tempos, pitches = seen_of("Tempo", float), seen_of("Pitch", int)
@@ -141,9 +147,10 @@ def read_seen(folder: str | Path, source: str | None = None) -> Seen | None:
 def from_vocabulary(vocab: dict[str, int]) -> Seen:
     """Every value the vocabulary holds, as if seen (for runs whose training data is not at hand)."""
     counts: dict[str, dict[str, int]] = defaultdict(dict)
+    names = counted()
     for token in vocab:
         kind, value = _split(token)
-        if kind in COUNTED:
+        if kind in names:
             counts[kind][value] = 1
     tempos = [float(t.split("_", 1)[1]) for t in vocab if t.startswith("Tempo_")]
     return Seen(dict(counts), (min(tempos), max(tempos)) if tempos else None, None, {}, {},

@@ -45,11 +45,12 @@ import symusic
 from miditok.classes import Event
 
 from guitarformer.data.controls import (
-    BAR_CONTROLS,
-    PIECE_CONTROLS,
+    BAR,
+    PIECE,
     PREFIX,
     PlayedNote,
     bar_controls,
+    control_names,
     control_token,
     control_type,
     control_vocabulary,
@@ -135,10 +136,10 @@ class TabREMI(miditok.REMI):
         graph["Tech"] = after_note | {"Tech"}
         if control_styles(self) is not None:
             # Each control may be left out, so each one leads to any later one of its group or past the group.
-            piece = [control_type(n) for n in PIECE_CONTROLS]
+            piece = [control_type(n) for n in control_names(PIECE)]
             for k, t in enumerate(piece):  # reached only from BOS (miditok lets BOS lead to any type)
                 graph[t] = set(piece[k + 1:]) | {"Bar"}
-            bar = [control_type(n) for n in BAR_CONTROLS]
+            bar = [control_type(n) for n in control_names(BAR)]
             after_bar = set(graph["Bar"])
             for k, t in enumerate(bar):
                 graph[t] = set(bar[k + 1:]) | after_bar
@@ -450,7 +451,7 @@ def insert_controls(tok: TabREMI, ids: list[int], gs: GuitarScore, style: str | 
                                 f"use one of: {', '.join(styles) or '(none)'}")
     bars, lengths, tpq = bar_notes(tok, ids, gs.tuning, gs.capo)
     piece = piece_controls([n for b in bars for n in b], gs.tuning, gs.capo, style, key)
-    head = [tok.vocab[control_token(name, piece[name])] for name in PIECE_CONTROLS
+    head = [tok.vocab[control_token(name, piece[name])] for name in control_names(PIECE)
             if name in piece and control_token(name, piece[name]) in tok.vocab]
     per_bar = [bar_controls(b, tpq, n) for b, n in zip(bars, lengths)]
     out: list[int] = []
@@ -463,7 +464,7 @@ def insert_controls(tok: TabREMI, ids: list[int], gs: GuitarScore, style: str | 
         if tok[int(i)] == "Bar_None":
             bar += 1
             values = per_bar[bar] if bar < len(per_bar) else {}
-            out += [tok.vocab[control_token(n, values[n])] for n in BAR_CONTROLS if n in values]
+            out += [tok.vocab[control_token(n, values[n])] for n in control_names(BAR) if n in values]
     if at >= len(ids):
         out += head
     return out

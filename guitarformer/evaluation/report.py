@@ -22,7 +22,8 @@ from guitarformer.evaluation.likelihood import continuation_nll, ngram_continuat
 from guitarformer.evaluation.ngram import KneserNey
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
-from guitarformer.generation.riffs import generate_riffs
+from guitarformer.generation.riffs import Draws, generate_riffs
+from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs import checkpoint_of, load_run, newest_run
@@ -108,8 +109,8 @@ def _sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_s
     s = cfg.sample
     scores = []
     for b in range(0, num_samples, 16):
-        riffs = generate_riffs(model, tokenizer, cfg, dev, min(16, num_samples - b), seed + b, max_new_tokens,
-                               s.temperature, s.top_k or None, s.top_p)
+        params = SamplingParams(max_new_tokens, s.temperature, s.top_k or None, s.top_p)
+        riffs = generate_riffs(model, tokenizer, cfg, params, Draws(min(16, num_samples - b), seed + b), device=dev)
         # Score what the model wrote (the sampler's own octave repair is left out: it would hide unplayable notes).
         scores += [decode(tokenizer, r.ids) for r in riffs]
     gen: list[Piece] = [p for p in map(piece_of, scores) if len(p.pitch) >= 2]

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from guitarformer.data.controls import (
-    BAR_CONTROLS,
+    BAR,
+    Controls,
+    control,
     meter_tokens,
-    option_value,
+    option_controls,
     position_frets,
-    position_value,
     prompt_tokens,
     tuning_name,
 )
@@ -35,12 +36,8 @@ from guitarformer.data.seen import Seen
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS, GuardSpec, implied_meter
+from guitarformer.generation.guards import GuardSpec, implied_meter
 
-# Sampling options that only a run with controls can honour: option name -> control name (data/controls.py).
-CONTROL_OPTIONS = {"key": "key", "density": "density", "polyphony": "poly", "palm_mute": "pm", "techniques": "tech",
-                   "style": "style", "hand_position": "pos"}
-PER_BAR_OPTIONS = ("density", "polyphony", "palm_mute", "techniques", "hand_position")
 NO_CONTROLS_FIX = ("prepare the dataset with controls and train on it: guitarformer prepare DIR --set "
                    "data.controls=true, then guitarformer train --data <dataset> (the built-in corpus: guitarformer "
                    "train --set data.controls=true)")
@@ -48,8 +45,7 @@ NO_CONTROLS_FIX = ("prepare the dataset with controls and train on it: guitarfor
 TRAIN_ON_YOURS = ("guitarformer prepare my-tabs --like pretrained, then guitarformer train --data <that dataset> "
                   "--init pretrained")
 UNSEEN_FIX = "or train a model on tabs that have it: " + TRAIN_ON_YOURS
-_CONTROL_NAME = {"key": "Key", "density": "Density", "polyphony": "Poly", "palm_mute": "PM", "techniques": "Tech",
-                 "style": "Style", "hand_position": "Pos", "tuning": "Tuning", "time_signature": "TimeSig"}
+_NOT_CONTROLS = {"tuning": "Tuning", "time_signature": "TimeSig"}  # options counted like controls (data/seen.py)
 _RANGE = re.compile(r"(\d+)(?:\s*-\s*(\d+))?\s*:\s*(.+)")  # one stripped part; no two blank runs side by side
 
 
@@ -79,10 +75,11 @@ def option_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_per_bar(option: str, value: Any) -> list[tuple[int, int | None, Any]]:
+def parse_per_bar(option: str, value: Any, per_bar: bool = True) -> list[tuple[int, int | None, Any]]:
     """A bar option's value as (first bar, last bar or None for every bar on, value) ranges, bars from 1:
-    "high" -> [(1, None, "high")]; "1-4:low,5-8:high" -> [(1, 4, "low"), (5, 8, "high")]; "9:7" -> [(9, 9, "7")]."""
-    if not isinstance(value, str) or ":" not in value or option == "key":
+    "high" -> [(1, None, "high")]; "1-4:low,5-8:high" -> [(1, 4, "low"), (5, 8, "high")]; "9:7" -> [(9, 9, "7")].
+    `per_bar` False (a piece control's option): one value for every bar."""
+    if not isinstance(value, str) or ":" not in value or not per_bar:
         return [(1, None, value)]
     out: list[tuple[int, int | None, Any]] = []
     for part in value.split(","):
@@ -103,8 +100,14 @@ def _value_at(ranges: list[tuple[int, int | None, Any]], bar: int) -> Any:
     return next((v for a, b, v in ranges if a <= bar and (b is None or bar <= b)), None)
 
 
+def _name(option: str) -> str:
+    """The name an option's values are counted under: its control's (data/controls.py), or Tuning / TimeSig."""
+    ctrl = option_controls().get(option)
+    return ctrl.name if ctrl is not None else _NOT_CONTROLS.get(option, option)
+
+
 def _unseen(option: str, value: str, seen: Seen, unit: str) -> GuitarformerError:
-    name = _CONTROL_NAME.get(option, option)
+    name = _name(option)
     known = seen.known(name)
     n, total = seen.count(name, value), seen.total(name)
     had = f"in only {n} of its {total:,} {unit}" if n else f"in none of its {total:,} {unit}"
@@ -118,11 +121,11 @@ def check_seen(seen: Seen | None, asked: dict[str, Any], tuning: tuple[int, ...]
     if seen is None:
         return
     for option, value in asked.items():
-        name = _CONTROL_NAME[option]
-        if name == "Pos" or not seen.counts.get(name):  # the sampler holds the hand position; no counts: no check
+        ctrl = option_controls()[option]
+        if not seen.counts.get(ctrl.name):  # no counts: no check
             continue
-        if value not in seen.known(name):
-            raise _unseen(option, value, seen, "bars" if name in BAR_CONTROLS else "pieces")
+        if value not in ctrl.offered(seen):  # (every hand position: the sampler holds it)
+            raise _unseen(option, value, seen, "bars" if ctrl.scope == BAR else "pieces")
     if tuning is not None and seen.counts.get("Tuning"):
         name = tuning_name(tuning)
         if name not in seen.known("Tuning"):
@@ -138,36 +141,23 @@ def check_seen(seen: Seen | None, asked: dict[str, Any], tuning: tuple[int, ...]
                                 f"({seen.source})", f"ask a tempo in {math.ceil(lo)}-{math.floor(hi)}")
 
 
-def _normalised(option: str, value: Any) -> str:
-    """An option's value as its control value ("e minor" -> "E:minor", a fret 7 -> "5-9", "high" palm mute -> "most")."""
-    if option == "hand_position":
-        if not re.fullmatch(r"\s*\d+\s*", str(value)):
-            raise GuitarformerError(f"--hand-position {value!r} is not a fret", "give a fret number, e.g. "
-                                    "--hand-position 7, or per bar: --hand-position 1-4:0,5-8:7")
-        return position_value(int(value))
-    return option_value(_CONTROL_NAME[option], value)
-
-
 def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | None = None,
-               time_signature: str | None = None, hand_position: int | str | None = None, *,
-               seen: Seen | None = None, guard: bool = True, continuing: bool = False,
-               key_strength: float = KEY_STRENGTH, tonic_bonus: float = TONIC_BONUS,
-               profile_weight: float = PROFILE_WEIGHT, **controls: Any) -> Conditions | None:
-    """The ids that ask `tokenizer`'s model for these options (`controls`: CONTROL_OPTIONS keys, None = not asked;
-    the bar options, PER_BAR_OPTIONS, also per bar range: "1-4:low,5-8:high").
+               time_signature: str | None = None, *, seen: Seen | None = None, guard: bool | GuardSpec = True,
+               continuing: bool = False, **controls: Any) -> Conditions | None:
+    """The ids that ask `tokenizer`'s model for these options (`controls`: the options of the registered controls,
+    data/controls.py `option_controls`, None = not asked; the bar controls' options also per bar range:
+    "1-4:low,5-8:high").
 
     With controls in the run, `tuning` becomes the tuning control, `hand_position` (a fret) the hand-position bin
     and `tempo` a Tempo token; without, tuning and tempo stay what they were before controls (the written tuning
     and tempo), a hand position is refused like every control, and None is returned when nothing else is asked.
     `time_signature` ("7/8") needs Bar and TimeSig tokens (REMI, TabREMI), with or without controls. `seen`: what
     the run's training data held (values it never learned are refused); `guard`: steer key and density in the
-    sampler and, unless `continuing` a file, give a style its usual meter where no time signature is asked."""
-    unknown = set(controls) - set(CONTROL_OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown control options {sorted(unknown)}")
-    asked = {k: v for k, v in controls.items() if v is not None}
-    if hand_position is not None:
-        asked["hand_position"] = hand_position
+    sampler and, unless `continuing` a file, give a style its usual meter where no time signature is asked (a
+    GuardSpec: on, with its key guard's strengths)."""
+    asked = Controls(**controls).asked()
+    settings = guard if isinstance(guard, GuardSpec) else GuardSpec()
+    guard = bool(guard) if not isinstance(guard, GuardSpec) else True
     bars = bar_ids(tokenizer)
     if time_signature is not None and (not bars or not any(t.startswith("TimeSig_") for t in tokenizer.vocab)):
         raise GuitarformerError(f"this run's tokens ({type(tokenizer).__name__}) cannot open a bar in a time "
@@ -178,7 +168,7 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
             flags = ", ".join(option_flag(k) for k in asked)
             raise GuitarformerError(f"this run was trained without control tokens, so it cannot be asked for {flags}",
                                     NO_CONTROLS_FIX + (" (--position re-fingers the tab of any run)"
-                                                       if hand_position is not None else ""))
+                                                       if "hand_position" in asked else ""))
         check_seen(seen, {}, None, time_signature, tempo)
         if time_signature is None:
             return None
@@ -187,7 +177,9 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
         raise GuitarformerError("--style: this run learned no styles (its files sat in no style folders)",
                                 "sample without --style, or prepare a folder whose subfolders name the styles "
                                 "(my-tabs/metal/..., my-tabs/folk/...) with --set data.controls=true and train on it")
-    ranges = {k: [(a, b, _normalised(k, v)) for a, b, v in parse_per_bar(k, v)] for k, v in asked.items()}
+    opts = option_controls()
+    ranges = {k: [(a, b, opts[k].from_option(v)) for a, b, v in parse_per_bar(k, v, opts[k].scope == BAR)]
+              for k, v in asked.items()}
     for k, rs in ranges.items():
         for _, _, v in rs:
             check_seen(seen, {k: v}, None, None, None)
@@ -199,20 +191,18 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
     last = max([b for rs in ranges.values() for _, b, _ in rs if b is not None], default=0)
     try:
         piece, _ = prompt_tokens(tokenizer.vocab, tuning=tuning_name(tuning) if tuning is not None else None,
-                                 **{CONTROL_OPTIONS[k]: rs[0][2] for k, rs in ranges.items()
-                                    if k not in PER_BAR_OPTIONS})
-        per_bar = [prompt_tokens(tokenizer.vocab, **{CONTROL_OPTIONS[k]: _value_at(rs, n) for k, rs in ranges.items()
-                                                     if k in PER_BAR_OPTIONS})[1] for n in range(1, last + 2)]
+                                 **{opts[k].name: rs[0][2] for k, rs in ranges.items() if opts[k].scope != BAR})
+        per_bar = [prompt_tokens(tokenizer.vocab, **{opts[k].name: _value_at(rs, n) for k, rs in ranges.items()
+                                                     if opts[k].scope == BAR})[1] for n in range(1, last + 2)]
     except GuitarformerError as e:  # name the option as the user typed it
-        for opt, ctrl in (*CONTROL_OPTIONS.items(), ("tuning", "tuning")):
+        for opt, ctrl in (*((o, c.name.lower()) for o, c in opts.items()), ("tuning", "tuning")):
             if e.problem.startswith(ctrl + " ") or f" {ctrl} controls" in e.problem:
                 raise GuitarformerError(f"{option_flag(opt)}: {e.problem}", e.fix) from None
         raise
     positions = ranges.get("hand_position")
     plain = positions is not None and positions[0][1] is None
     region = position_frets(positions[0][2]) if plain else None
-    spec = GuardSpec(key=ranges["key"][0][2] if guard and "key" in ranges else None, key_strength=key_strength,
-                     tonic_bonus=tonic_bonus, profile_weight=profile_weight)
+    spec = replace(settings, key=ranges["key"][0][2] if guard and "key" in ranges else None, density=[], regions=[])
     if guard and "density" in ranges:
         spec.density = [_value_at(ranges["density"], n) for n in range(1, last + 2)]
     if positions is not None and not plain:  # a hand position per bar: held by the guards, whatever `guard` says

@@ -15,7 +15,7 @@ import miditok
 import symusic
 import torch
 
-from guitarformer.data.controls import BAR_CONTROLS, control_type
+from guitarformer.data.controls import BAR as BAR_SCOPE, control_names, control_type
 from guitarformer.data.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
@@ -140,7 +140,7 @@ class Grammar:
 
         is_pitch, is_off, is_dur, is_vel = mark("Pitch", "NoteOn"), mark("NoteOff"), mark("Duration"), mark("Velocity")
         is_bar, is_pos, is_shift = mark("Bar"), mark("Position"), mark("TimeShift")
-        is_bar_ctrl = mark(*(control_type(n) for n in BAR_CONTROLS))
+        is_bar_ctrl = mark(*(control_type(n) for n in control_names(BAR_SCOPE)))
         is_timesig, is_tempo, is_eos = mark("TimeSig"), mark("Tempo"), mark("EOS")
         pitch_val = torch.tensor([int(v) if t in ("Pitch", "NoteOn", "NoteOff") else NO_PITCH
                                   for t, v in zip(self.types, self.values)])

@@ -27,7 +27,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.generation.constraint import GuitarConstraint, constraint_device
 from guitarformer.generation.engine import generate
 from guitarformer.fretting import finger_score
-from guitarformer.generation.riffs import riff_seed
+from guitarformer.generation.riffs import Draws, riff_seed
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.score import GuitarScore
@@ -178,36 +178,46 @@ def plan(cfg, head: list[int], bars: list[list[int]], first: int, last: int, max
     return FillPlan(before, span, after, budget)
 
 
-def sample_fill(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: FillPlan, params: SamplingParams,
-                tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0, candidates: int = 1
+@dataclass
+class Gap:
+    """The bars to fill in a song: the run's fill ids (`check_infill_run`), the song's `head` (its piece controls),
+    the `layout` (`plan`) and the `tuning` and `capo` the song is played in."""
+
+    fill: FillIds
+    head: list[int]
+    layout: FillPlan
+    tuning: tuple[int, ...]
+    capo: int = 0
+
+
+def sample_fill(model, tokenizer, cfg, gap: Gap, params: SamplingParams, draws: Draws = Draws(), device="cpu"
                 ) -> tuple[list[int], bool]:
     """(the fill's tokens, whether the model closed it): `len(span)` bars in the meters of `span`'s bars, between
     `before` and `after`, in the layout of the run's model kind, constrained as the module docstring says.
-    `params`: the sampling filters (its token budget and bar limit are the plan's). `candidates` > 1 samples that
-    many fills at once (`draw_fills`) and keeps the one that ranks first (`rank_fills`: its fit to `before` and
-    `after`, and the model's likelihood)."""
-    rows, scores = draw_fills(model, tokenizer, cfg, fill, head, layout, params, tuning, capo, device, seed,
-                              candidates)
+    `params`: the sampling filters (its token budget and bar limit are the plan's). `draws.num` (the candidates) > 1
+    samples that many fills at once (`draw_fills`) and keeps the one that ranks first (`rank_fills`: its fit to
+    `before` and `after`, and the model's likelihood)."""
+    rows, scores = draw_fills(model, tokenizer, cfg, gap, params, draws, device)
     if len(rows) > 1:
-        rows = [rows[rank_fills(tokenizer, rows, scores, [*layout.before, *layout.after])]]
+        rows = [rows[rank_fills(tokenizer, rows, scores, [*gap.layout.before, *gap.layout.after])]]
     row, ended = rows[0]
     return (row[:-1] if ended else row), ended
 
 
-def draw_fills(model, tokenizer, cfg, fill: FillIds, head: list[int], layout: FillPlan, params: SamplingParams,
-               tuning: tuple[int, ...], capo: int = 0, device="cpu", seed: int = 0, candidates: int = 1
+def draw_fills(model, tokenizer, cfg, gap: Gap, params: SamplingParams, draws: Draws = Draws(), device="cpu"
                ) -> tuple[list[tuple[list[int], bool]], list[float]]:
     """(one (tokens, closed) row per candidate, its end token kept where it has one; each row's mean log-probability
-    per token under the model alone, without the sampler's filters, -inf for an empty row): `candidates` fills sampled
-    side by side, candidate r from `riff_seed(seed, r)` (the first is the one fill of `candidates=1`), as
+    per token under the model alone, without the sampler's filters, -inf for an empty row): `draws.num` fills sampled
+    side by side, candidate r from `riff_seed(draws.seed, r)` (the first is the one fill of one candidate), as
     `sample_fill` describes. The log-probabilities are summed as the rows are drawn (`generate`'s `logprob`)."""
-    before, span, after, budget = layout
+    fill, head, tuning, capo, seed = gap.fill, gap.head, gap.tuning, gap.capo, draws.seed
+    before, span, after, budget = gap.layout
     k = len(span)
     kind = kind_of(cfg.model.kind)
     meters = [next((int(i) for i in bar if tokenizer[int(i)].startswith("TimeSig_")), -1) for bar in span]
     end_id = fill.end if kind.streams else fill.eos
     state = [fill.bos, *head, *(i for b in before for i in b)]
-    n = max(1, int(candidates))
+    n = max(1, int(draws.num))
     constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=constraint_device(device, n)),
                                 state, meters, fill, end_id)
     stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, r)) for r in range(n)],

@@ -60,6 +60,33 @@ class RiffRows:
         return kind_of(self.kind).heard(self.context, row)
 
 
+@dataclass(frozen=True)
+class Draws:
+    """Which riffs (or fills) of a call seeded `seed` are drawn: `num` of them, riffs `first` .. `first + num - 1`
+    or the `num` indices `first` lists (`riff_indices`); riff k draws from its own generator (`riff_seed`)."""
+
+    num: int = 1
+    seed: int = 0
+    first: int | Sequence[int] = 0
+
+
+@dataclass
+class RiffSpec:
+    """What the riffs continue and how they are written: `prompt` token ids (BOS first) to continue; the `tuning`
+    and `capo` they are played in; `tempo` and `program` written into them; `position`, a fret to re-finger them in
+    (`fret`; None: a tab-token model's own strings); `asked`, the controls as tokens (generation/conditioning.py);
+    `forms`, one plan per riff (generation/form.py; None: the model alone)."""
+
+    prompt: list[int] | None = None
+    tuning: tuple[int, ...] = STANDARD_TUNING
+    capo: int = 0
+    tempo: float | None = None
+    program: int | None = None
+    position: int | None = None
+    asked: Conditions | None = None
+    forms: list[Plan] | None = None
+
+
 def riff_seed(seed: int, k: int) -> int:
     """The seed of riff k of a call seeded `seed`: riff k is the same riff whatever the batch size or the number
     of riffs asked for (and riffs k and k + 1 are unrelated streams, unlike seeds s and s + 1 of one generator)."""
@@ -130,25 +157,24 @@ def _opening(tokenizer, prompt: list[int] | None, asked: Conditions, streams: bo
     return p_ids, head, max_bars, bool(head) and meter_later, bool(head) or open_bar
 
 
-def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num: int = 1, seed: int = 0,
-                first: int | Sequence[int] = 0, prompt: list[int] | None = None,
-                tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0, asked: Conditions | None = None,
-                forms: list[Plan] | None = None) -> RiffRows:
-    """Rows `first` .. `first + num - 1` of a call seeded `seed` (or the rows `first` lists), in one batch; each row
-    draws from its own generator seeded `riff_seed(seed, k)`, so row k depends only on the model, the options, the
-    seed and k.
+def sample_rows(model, tokenizer, cfg, params: SamplingParams, draws: Draws = Draws(), spec: RiffSpec = RiffSpec(),
+                device="cpu") -> RiffRows:
+    """The rows `draws` names, in one batch; each row draws from its own generator seeded `riff_seed(seed, k)`, so
+    row k depends only on the model, the options, the seed and k.
 
-    `prompt`: token ids (BOS first) to continue (a decoder continues them; an encoder-decoder encodes them as the
-    source). `params.max_bars`: new bars at most. `asked` (a run with controls, generation/conditioning.py): piece
-    controls after BOS, each bar's controls after its Bar (forced), the meter opening the first bar, the guards.
-    `forms`: one plan per row (generation/form.py), the bars it repeats forced, where the asked bar controls agree."""
+    `spec.prompt`: token ids (BOS first) to continue (a decoder continues them; an encoder-decoder encodes them as
+    the source). `params.max_bars`: new bars at most. `spec.asked` (a run with controls, generation/conditioning.py):
+    piece controls after BOS, each bar's controls after its Bar (forced), the meter opening the first bar, the guards.
+    `spec.forms`: one plan per row (generation/form.py), the bars it repeats forced, where the asked bar controls
+    agree."""
+    num, prompt, forms = draws.num, spec.prompt, spec.forms
     sp = special_ids(tokenizer)
-    gens = [torch.Generator(device="cpu").manual_seed(riff_seed(seed, k)) for k in riff_indices(first, num)]
-    asked = asked or Conditions()
+    gens = [torch.Generator(device="cpu").manual_seed(riff_seed(draws.seed, k)) for k in riff_indices(draws.first, num)]
+    asked = spec.asked or Conditions()
     meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
     kind = kind_of(cfg.model.kind)
     p_ids, head, max_bars, meter_later, opens = _opening(tokenizer, prompt, asked, kind.streams, params.max_bars)
-    constraint = GuitarConstraint(tokenizer, tuning, capo=capo, device=constraint_device(device, num),
+    constraint = GuitarConstraint(tokenizer, spec.tuning, capo=spec.capo, device=constraint_device(device, num),
                                   bar_controls=asked.bar_controls() if asked and has_controls(tokenizer) else None,
                                   fixed=meter or None, region=asked.region, guards=asked.guard,
                                   prompt_opens_bar=opens,
@@ -181,29 +207,22 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, device="cpu", num
     return RiffRows(rows, ended, src, kind.name)
 
 
-def generate_riffs(model, tokenizer, cfg, device="cpu", num: int = 1, seed: int = 0, max_new_tokens: int = 512,
-                   temperature: float = 1.0, top_k: int | None = None, top_p: float | None = 0.95,
-                   prompt: list[int] | None = None, bars: int | None = None,
-                   tuning: tuple[int, ...] = STANDARD_TUNING, tempo: float | None = None,
-                   program: int | None = None, use_cache: bool = True, position: int | None = None,
-                   first: int | Sequence[int] = 0, asked: Conditions | None = None,
-                   forms: list[Plan] | None = None, guidance: float = 0.0, compile: bool = False) -> list[Riff]:
-    """Riffs `first` .. `first + num - 1` of a call seeded `seed` (or those `first` lists; see `sample_rows`),
-    decoded and fretted (in `position` if given, see `fret`; a tab-token model's own strings are kept otherwise).
-    `prompt`: token ids decoded with the riff (its new bars marked by GuitarScore.extra["generated_from_tick"]).
-    `forms`: one plan per riff (generation/form.py), None: the model alone. `guidance`: classifier-free guidance on
-    `asked`'s piece controls (`SamplingParams.guidance`); `compile`: the one-token step compiled on a CPU
-    (`SamplingParams.compile`)."""
-    params = SamplingParams(max_new_tokens, temperature, top_k, top_p, bars, use_cache, guidance=guidance,
-                            compile=compile)
-    drawn = sample_rows(model, tokenizer, cfg, params, device, num, seed, first, prompt, tuning, 0, asked, forms)
-    program = GUITAR_PROGRAM if program is None else program
+def generate_riffs(model, tokenizer, cfg, params: SamplingParams = SamplingParams(), draws: Draws = Draws(),
+                   spec: RiffSpec = RiffSpec(), device="cpu") -> list[Riff]:
+    """The riffs `draws` names (see `sample_rows`), decoded and fretted (in `spec.position` if given, see `fret`; a
+    tab-token model's own strings are kept otherwise). `spec.prompt`: token ids decoded with the riff (its new bars
+    marked by GuitarScore.extra["generated_from_tick"]). `params`: the token budget, filters, bar limit
+    (`max_bars`), classifier-free guidance on `spec.asked`'s piece controls and the compiled step
+    (generation/sampling.py)."""
+    drawn = sample_rows(model, tokenizer, cfg, params, draws, spec, device)
+    prompt, tuning, tempo, position = spec.prompt, spec.tuning, spec.tempo, spec.position
+    program = GUITAR_PROGRAM if spec.program is None else spec.program
     window = decode(tokenizer, drawn.context) if prompt is not None else None
     riffs = []
     for row, ended in zip(drawn.rows, drawn.ended):
         body = drawn.body(row)
         if is_tab_tokenizer(tokenizer):  # the model wrote strings and techniques: keep them
-            played = decode_guitar(tokenizer, body, tuple(tuning), 0, program, tempo)
+            played = decode_guitar(tokenizer, body, tuple(tuning), spec.capo, program, tempo)
             riff = _riff_of(played.score, window, tuning, position, played)
         else:
             riff = _riff_of(decode(tokenizer, body, program=program, tempo=tempo), window, tuning, position)
@@ -281,5 +300,5 @@ def clamp_to_tuning(score, tuning: tuple[int, ...]):
 def generate_riff(model, tokenizer, cfg, device, seed: int = 0, max_new_tokens: int = 256) -> Riff:
     """One riff with the run's sampling settings (the riff a training run shows in TensorBoard)."""
     s = cfg.sample
-    return generate_riffs(model, tokenizer, cfg, device, 1, seed, max_new_tokens, s.temperature, s.top_k or None,
-                          s.top_p)[0]
+    params = SamplingParams(max_new_tokens, s.temperature, s.top_k or None, s.top_p)
+    return generate_riffs(model, tokenizer, cfg, params, Draws(1, seed), device=device)[0]

@@ -46,7 +46,15 @@ from guitarformer.app import (
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
 from guitarformer.render.audio import find_synth
-from guitarformer.studio.forms import InfillForm, SampleForm, bars_of, check_bar_range, infill_form, sample_form
+from guitarformer.studio.forms import (
+    InfillForm,
+    SampleForm,
+    bars_of,
+    check_bar_range,
+    form_fields,
+    infill_form,
+    sample_form,
+)
 from guitarformer.studio.store import KINDS, MEDIA_TYPES, RiffStore, StoredRiff, UnknownRiff
 from guitarformer.studio.worker import Busy, JobCancelled, StopCheck, Worker
 
@@ -115,8 +123,8 @@ class Studio:
                     raise JobCancelled(form.job or "")
                 riff = self.store.new()
                 try:
-                    req = SampleRequest(outputs=self.outputs(riff), num_samples=1, seed=base_seed + k,
-                                        prompt=prompt, compile=self.compile, **form.options)
+                    req = SampleRequest.of(outputs=self.outputs(riff), num_samples=1, seed=base_seed + k,
+                                           prompt=prompt, compile=self.compile, **form.options)
                     if file is None and prompt is not None:
                         check_sample_request(req)  # the request's own errors before the file's
                         file = read_sample_prompt(req, self.loaded)
@@ -138,7 +146,7 @@ class Studio:
         def run(stop: StopCheck) -> dict:
             riff = self.store.new()
             try:
-                req = InfillRequest(song=source.score, bars=form.bars, outputs=self.outputs(riff), **form.options)
+                req = InfillRequest.of(song=source.score, bars=form.bars, outputs=self.outputs(riff), **form.options)
                 result = infill(req, self.loaded)
             except BaseException:
                 self.store.discard(riff)
@@ -192,7 +200,7 @@ def _run_info_json(studio: Studio) -> dict[str, Any]:
     return {"run_dir": str(info.run_dir), "kind": info.kind, "step": info.step, "val_loss": info.val_loss,
             "can_infill": info.can_infill, "tokenizer": getattr(info, "tokenizer", None), "init": info.init,
             "describe": studio.loaded.describe(), "server_wav": studio.wav,
-            "options": {name: asdict(opt) for name, opt in info.options.items()}}
+            "options": {name: asdict(opt) for name, opt in info.options.items()}, "form": form_fields()}
 
 
 async def _json_body(request: Request) -> Any:

@@ -1,9 +1,9 @@
 """What the page (or a script) sends, checked and turned into the app's requests; what a riff looks like back.
 
-JSON option names are `run_info`'s option names (bars, tempo, time_signature, tuning, key, style, density,
-polyphony, hand_position, palm_mute, techniques, form, temperature, top_p, seed, program, guard), so the page can build its
-form from /api/run and send the fields back as they are. An option this run cannot honour is refused here with
-the run's own reason, before the request waits in the queue.
+JSON option names are `run_info`'s option names (bars, tempo, time_signature, tuning, the registered controls' options
+of data/controls.py: key, style, density, ..., then form, program, temperature, top_p, seed; and guard), so the page
+builds its form from /api/run (`form_fields`, in order) and sends the fields back as they are. An option this run
+cannot honour is refused here with the run's own reason, before the request waits in the queue.
 """
 
 from __future__ import annotations
@@ -13,17 +13,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from guitarformer.app import RunInfo
+from guitarformer.data.controls import BAR, option_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.bars import count_bars
 from guitarformer.music.score import GuitarScore
 
 MAX_CANDIDATES = 8  # riffs one Generate asks for: enough to flip through, short enough to wait for
 MAX_BARS = 64
-INT_OPTIONS = {"bars", "seed", "program", "hand_position", "num_samples"}
-FLOAT_OPTIONS = {"tempo", "temperature", "top_p"}
-STR_OPTIONS = {"time_signature", "tuning", "key", "style", "density", "polyphony", "palm_mute", "techniques", "form"}
+# The form's fields around the controls': (name, label, input kind "int" | "float" | "text").
+BEFORE_CONTROLS = (("bars", "Bars", "int"), ("tempo", "Tempo (BPM)", "float"),
+                   ("time_signature", "Time signature", "text"), ("tuning", "Tuning", "text"))
+AFTER_CONTROLS = (("form", "Form (auto, none, AABB)", "text"), ("program", "GM program", "int"),
+                  ("temperature", "Temperature", "float"), ("top_p", "Top-p", "float"), ("seed", "Seed", "int"))
 BOOL_OPTIONS = {"guard"}  # the sampler's guards (generation/guards.py), on unless false
 FIX = "see /api/run for the options this run honours and their values (docs/studio.md)"
+
+
+def form_fields() -> list[dict[str, str]]:
+    """The page's form, in order: {"name", "label", "input", "help"} per field, the controls' from the registry."""
+    plain = lambda fields: [{"name": n, "label": label, "input": kind, "help": ""} for n, label, kind in fields]  # noqa: E731
+    return [*plain(BEFORE_CONTROLS), *(c.form_field() for c in option_controls().values()), *plain(AFTER_CONTROLS)]
+
+
+def _inputs() -> dict[str, str]:
+    """{option: input kind} of every option a /api/sample body may carry (num_samples and guard besides the form)."""
+    return {**{f["name"]: f["input"] for f in form_fields()}, "num_samples": "int", **dict.fromkeys(BOOL_OPTIONS, "bool")}
 
 
 @dataclass
@@ -45,8 +59,9 @@ class InfillForm:
 
 def _number(name: str, value: Any) -> int | float:
     """An int or float option from JSON (numbers or numeric strings, as an HTML form sends them)."""
+    whole = _inputs().get(name, "int") == "int"
     try:
-        if name in INT_OPTIONS:
+        if whole:
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
             return int(value)
@@ -55,8 +70,13 @@ def _number(name: str, value: Any) -> int | float:
             raise ValueError
         return out
     except (TypeError, ValueError):
-        kind = "a whole number" if name in INT_OPTIONS else "a number"
+        kind = "a whole number" if whole else "a number"
         raise GuitarformerError(f"{name} must be {kind}, not {value!r}", FIX) from None
+
+
+def _per_bar(name: str) -> bool:
+    control = option_controls().get(name)
+    return control is not None and control.scope == BAR
 
 
 def _check_available(name: str, info: RunInfo) -> None:
@@ -79,7 +99,8 @@ def sample_form(body: Any, info: RunInfo) -> SampleForm:
     """Check a /api/sample (or /api/continue) body against the run."""
     if not isinstance(body, dict):
         raise GuitarformerError("the request body must be a JSON object of options", FIX)
-    known = INT_OPTIONS | FLOAT_OPTIONS | STR_OPTIONS | BOOL_OPTIONS | {"job"}
+    inputs = _inputs()
+    known = set(inputs) | {"job"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise GuitarformerError(f"unknown option {', '.join(map(repr, unknown))}",
@@ -89,12 +110,12 @@ def sample_form(body: Any, info: RunInfo) -> SampleForm:
         if name == "job" or value is None or value == "":
             continue  # empty: the run's default
         _check_available(name, info)
-        if name in BOOL_OPTIONS:
+        if inputs[name] == "bool":
             if not isinstance(value, bool):
                 raise GuitarformerError(f"{name} must be true or false, not {value!r}", FIX)
             options[name] = value
-        elif name in STR_OPTIONS or (name == "hand_position" and isinstance(value, str) and ":" in value):
-            if not isinstance(value, str):  # (a hand position per bar is text: "1-4:0,5-8:7")
+        elif inputs[name] == "text" or (_per_bar(name) and isinstance(value, str) and ":" in value):
+            if not isinstance(value, str):  # (a bar control's number per bar is text: "1-4:0,5-8:7")
                 raise GuitarformerError(f"{name} must be text, not {value!r}", FIX)
             options[name] = value
         else:

@@ -2,15 +2,8 @@
 // Plain JS, no build step. `window.studio` exposes the state for the browser test and for curious users.
 "use strict";
 
-// Options in the order the form shows them: [name, label, input kind]
-const OPTIONS = [
-  ["bars", "Bars", "int"], ["tempo", "Tempo (BPM)", "float"], ["time_signature", "Time signature", "text"],
-  ["tuning", "Tuning", "text"], ["key", "Key", "text"], ["style", "Style", "text"],
-  ["density", "Density", "text"], ["polyphony", "Polyphony", "text"], ["hand_position", "Hand position (fret)", "int"],
-  ["palm_mute", "Palm mute", "text"], ["techniques", "Techniques", "text"],
-  ["form", "Form (auto, none, AABB)", "text"], ["program", "GM program", "int"],
-  ["temperature", "Temperature", "float"], ["top_p", "Top-p", "float"], ["seed", "Seed", "int"],
-];
+// The form's fields, in order, come from /api/run (`form`: {name, label, input, help}; the controls' from the
+// server's registry of controls), so a control the server knows is a field here without an edit.
 const DEFAULTS = { bars: 8, seed: 0 };
 const ALPHATAB = new URL("/static/alphatab/", location.href).href;
 
@@ -50,11 +43,12 @@ async function callApi(url, init) {
 // ---- the form, from what the run honours ----
 function buildForm(info) {
   const box = $("option-fields");
-  for (const [name, label, kind] of OPTIONS) {
+  for (const { name, label, input: kind, help } of info.form) {
     const opt = info.options[name] || { available: false, reason: "this run does not know this option" };
     const row = document.createElement("label");
     row.className = "row" + (opt.available ? "" : " off");
     row.textContent = label + " ";
+    if (help) row.title = help;
     let input;
     if (opt.values && opt.values.length) {
       input = document.createElement("select");
@@ -90,7 +84,7 @@ function buildForm(info) {
 
 function formOptions() {
   const out = {};
-  for (const [name, , kind] of OPTIONS) {
+  for (const { name, input: kind } of studio.info.form) {
     const input = $("opt-" + name);
     if (!input || input.disabled || input.value === "") continue;
     out[name] = kind === "text" ? input.value : Number(input.value);
