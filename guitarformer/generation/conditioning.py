@@ -202,9 +202,12 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
     positions = ranges.get("hand_position")
     plain = positions is not None and positions[0][1] is None
     region = position_frets(positions[0][2]) if plain else None
-    spec = replace(settings, key=ranges["key"][0][2] if guard and "key" in ranges else None, density=[], regions=[])
+    spec = replace(settings, key=ranges["key"][0][2] if guard and "key" in ranges else None, density=[], regions=[],
+                   palm_mute=[])
     if guard and "density" in ranges:
         spec.density = [_value_at(ranges["density"], n) for n in range(1, last + 2)]
+    if guard and "palm_mute" in ranges:
+        spec.palm_mute = [_value_at(ranges["palm_mute"], n) for n in range(1, last + 2)]
     if positions is not None and not plain:  # a hand position per bar: held by the guards, whatever `guard` says
         spec.regions = [None if (v := _value_at(positions, n)) is None else position_frets(v)
                         for n in range(1, last + 2)]

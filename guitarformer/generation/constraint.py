@@ -180,7 +180,7 @@ class GuitarConstraint:
 
     def steer(self, logits: torch.Tensor) -> torch.Tensor:
         """The next-token logits (B, V) with the guards' bias (unchanged without guards)."""
-        return logits if not self.enabled or self.guards is None else self.guards.steer(logits)
+        return logits if not self.enabled or self.guards is None else self.guards.steer(logits, self.bar())
 
     def update(self, new: torch.Tensor, chosen: list[int] | None = None) -> None:
         """Advance the state with the tokens just chosen (B,) (`chosen`: the same as a list, where the caller has

@@ -22,6 +22,9 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
 - hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
   where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so;
   with tab layout 3, a note ends without a String (on its lowest-fret string) only where that string's fret does.
+- palm mute, per bar: a bias on the palm-mute technique token (`PALM_MUTE_BIAS`, by the asked share: most, some,
+  none), so a bar asked for palm mutes gets them where the model, which saw few (a muted-guitar part is rare in its
+  data), would leave them out; not a mask: the model still chooses.
 - style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
 
 Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
@@ -86,9 +89,15 @@ class GuardSpec:
     profile_weight: float = PROFILE_WEIGHT
     density: list[str | None] = field(default_factory=list)
     regions: list[tuple[int, int] | None] = field(default_factory=list)
+    palm_mute: list[str | None] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.key) or any(self.density) or any(self.regions)
+        return bool(self.key) or any(self.density) or any(self.regions) or any(self.palm_mute)
+
+
+# Logits onto the palm-mute technique token in a bar asked for each share of palm-muted notes
+PALM_MUTE_BIAS = {"most": 8.0, "some": 1.5, "none": -8.0}
+NEVER = -1e4
 
 
 def meter_quarters(meter: str) -> float:
@@ -166,6 +175,12 @@ class Guards:
         # the rule changes nothing and `restrict` skips it (on a CPU, as the constraint's own rules do).
         self.may_count = [any(k) for k in zip(g.may_pitch, g.may_pos, g.may_bar, g.may_eos)]
         self.may_place = [any(k) for k in zip(g.may_string, g.may_pitch, g.may_note_end)]
+        self.pm_col, self.pm_bias = None, None
+        pm = [i for i, (t, v) in enumerate(zip(g.types, g.values)) if t == "Tech" and v == "PalmMute"]
+        if any(spec.palm_mute) and pm:
+            self.pm_col = pm[0]
+            self.pm_bias = torch.tensor([PALM_MUTE_BIAS.get(v, 0.0) if v else 0.0 for v in spec.palm_mute],
+                                        device=dev)
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
@@ -186,6 +201,7 @@ class Guards:
         self.notes_here = torch.zeros(B, dtype=torch.long, device=device)  # notes struck at the current Position
         self.quarters = torch.full((B,), 4.0, device=device)  # until a TimeSig says otherwise
         self.last_pc = torch.full((B,), -1, dtype=torch.long, device=device)  # the last note's pitch class
+        self.after_pm = torch.zeros(B, dtype=torch.bool, device=device)  # the last token marked a palm mute
         self._meter(time)
         self._tonic()
 
@@ -206,6 +222,8 @@ class Guards:
         """Advance with the tokens just chosen (B,); `kinds`: the kind bits among them (grammar.py); `time`: the
         constraint's TimeState, already advanced past them; `every`: the kind bits every row's token has."""
         g = self.g
+        if self.pm_col is not None:
+            self.after_pm = new == self.pm_col
         if every & POSITION:  # every row at a new onset, with no note at it yet
             self.onsets, self.notes_here = self.onsets + 1, torch.zeros_like(self.notes_here)
         elif every & PITCH:
@@ -310,8 +328,14 @@ class Guards:
             due &= (self.onsets == 1) & (self.notes_here == 0)
         return due
 
-    def steer(self, logits: torch.Tensor) -> torch.Tensor:
-        """The logits (B, V) with the key's bias added: every note's, and the tonic's where it is due."""
+    def steer(self, logits: torch.Tensor, bar: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits (B, V) with the key's bias added (every note's, and the tonic's where it is due) and the palm
+        mute's of each row's bar (`bar` (B,): the new bar, as `restrict` takes it)."""
+        if self.pm_bias is not None and bar is not None:
+            add = torch.where(bar >= 0, self.pm_bias[self._at(self.pm_bias, bar)], 0.0)
+            add = torch.where(self.after_pm, NEVER, add)  # a note is palm-muted once
+            logits = logits.clone()
+            logits[:, self.pm_col] += add.to(logits.dtype)
         if self.bias is None:
             return logits
         out = logits + self.bias.to(logits.dtype)
