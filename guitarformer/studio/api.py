@@ -8,7 +8,8 @@
     POST /api/cancel/{job}          stop a queued or running request
     GET  /api/files/{riff}/{kind}   gp | midi | tab | wav of a riff this server made
 
-Errors come back as {"error": problem, "fix": fix} with status 400 (bad input), 404 (unknown riff or file),
+Errors come back as {"error": problem, "fix": fix} with status 400 (bad input or a Host this server does not
+serve), 403 (a change asked from another site's page), 404 (unknown riff or file),
 409 (cancelled), 413 (upload too large) or 503 (queue full); the server keeps serving.
 """
 
@@ -47,6 +48,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
 from guitarformer.render.audio import find_synth
 from guitarformer.studio.forms import InfillForm, SampleForm, bars_of, check_bar_range, infill_form, sample_form
+from guitarformer.studio.guard import HostGuard
 from guitarformer.studio.store import KINDS, MEDIA_TYPES, RiffStore, StoredRiff, UnknownRiff
 from guitarformer.studio.worker import Busy, JobCancelled, StopCheck, Worker
 
@@ -278,10 +280,12 @@ def _install_routes(app: FastAPI, studio: Studio) -> None:
         return FileResponse(path, media_type=MEDIA_TYPES[kind], filename=f"riff-{riff_id}{path.suffix}")
 
 
-def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False) -> FastAPI:
+def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False,
+               host: str = "127.0.0.1", port: int | None = None) -> FastAPI:
     """The FastAPI app serving one loaded run (see the module docstring for its routes); `root`: where the riffs'
     files go (default: a new temporary folder); `max_queued`: requests waiting before the server says busy;
-    `compile`: riffs through the compiled one-token step."""
+    `compile`: riffs through the compiled one-token step; `host`, `port`: where it is served, the only Host it
+    answers besides loopback names (studio/guard.py; port None: any)."""
     studio = Studio(loaded, root, max_queued, compile)
 
     @asynccontextmanager
@@ -294,4 +298,5 @@ def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32
     app.state.studio = studio
     _install_error_handlers(app)
     _install_routes(app, studio)
+    app.add_middleware(HostGuard, host=host, port=port)
     return app
