@@ -79,7 +79,7 @@ class Studio:
         self.uploads = self.root / "uploads"
         self.uploads.mkdir(parents=True, exist_ok=True)
         self.worker = Worker(max_queued)
-        self.wav = _has_synth()  # the server writes WAV when FluidSynth is there; else the page renders it
+        self.wav = _has_synth()  # the server writes WAV when it can synthesize; else the page renders it
 
     def close(self) -> None:
         """Stop the worker; remove the riffs' temporary folder when the studio made it (a `root` given is kept)."""
