@@ -84,6 +84,14 @@ def midi_with_jumps(jumps: int = 4) -> bytes:
     return b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480) + b"MTrk" + struct.pack(">I", len(track)) + track
 
 
+def midi_many_notes(notes: int) -> bytes:
+    """A format-0 MIDI of one guitar track playing `notes` one-tick notes back to back (6 bytes each: running
+    status, a note-on of velocity 0 as its note-off)."""
+    body = b"\x00\x40\x50\x01\x40\x00" * notes
+    track = b"\x00\xc0\x19\x00\x90\x40\x50\x01\x40\x00" + body[6:] + b"\x00\xff\x2f\x00"
+    return b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480) + b"MTrk" + struct.pack(">I", len(track)) + track
+
+
 def ascii_tab(staves: int, width: int = 64) -> bytes:
     bar = "|" + "-3-2-3-2-0-" * max(1, width // 11)
     lines = [f"{s}{bar}|" for s in "eBGDAE"]

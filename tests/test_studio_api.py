@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -414,3 +415,15 @@ def test_a_change_from_another_site_is_refused(run):
         assert c.post("/api/cancel/x", headers={"Referer": LOCAL + "/"}).status_code == 200
         assert c.post("/api/cancel/x").status_code == 200  # no Origin at all: a script or curl, not a web page
         assert c.get("/api/run", headers={"Origin": "http://evil.example"}).status_code == 200  # reads change nothing
+
+
+def test_an_upload_of_too_many_notes_is_refused_in_one_line(client):
+    """Under the 4 MB upload limit, a MIDI still holds 600,000 one-tick notes: refused right after its read."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from hostile_files import midi_many_notes
+
+    res = client.post("/api/continue", files={"file": ("many.mid", midi_many_notes(300_000))},
+                      data={"options": "{}"})
+    msg = error(res, 400)
+    assert "many.mid: a part of 300,000 notes" in msg and "GUITARFORMER_MAX_PART_NOTES=" in res.json()["fix"]
+    assert client.get("/api/run").status_code == 200  # still serving
