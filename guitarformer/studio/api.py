@@ -87,8 +87,10 @@ class Studio:
         if self.own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def outputs(self, riff: StoredRiff) -> Outputs:
-        kinds = {k: riff.folder / name for k, name in KINDS.items() if k != "wav" or self.wav}
+    def outputs(self, riff: StoredRiff, wav: bool = True) -> Outputs:
+        """The riff's files; WAV where the server synthesizes and the command writes it (infill writes none: the
+        page renders that riff's WAV itself)."""
+        kinds = {k: riff.folder / name for k, name in KINDS.items() if k != "wav" or (self.wav and wav)}
         return Outputs(**kinds)
 
     def riff_json(self, riff: StoredRiff, seed: int | None, lines: list[str],
@@ -140,7 +142,8 @@ class Studio:
         def run(stop: StopCheck) -> dict:
             riff = self.store.new()
             try:
-                req = InfillRequest(song=source.score, bars=form.bars, outputs=self.outputs(riff), **form.options)
+                req = InfillRequest(song=source.score, bars=form.bars, outputs=self.outputs(riff, wav=False),
+                                    **form.options)
                 result = infill(req, self.loaded)
             except BaseException:
                 self.store.discard(riff)
