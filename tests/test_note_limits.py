@@ -5,6 +5,7 @@ size limit) is refused in one line naming the variable that raises the limit, on
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.readers import read_guitar
 from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.readers.limits import ReadLimitError, ReadLimits, check_notes
-from reliability_helpers import ROOT, _env, assert_clear_error, cli, gf
+from reliability_helpers import ROOT, assert_clear_error, cli, gf
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import hostile_files as hostile  # noqa: E402
@@ -89,8 +90,23 @@ def test_a_midi_of_two_million_notes_ends_in_one_line_at_once(tmp_path, cache_ro
     many = tmp_path / "notes.mid"
     many.write_bytes(hostile.midi_many_notes(2_000_000))
     t0 = time.monotonic()
-    r = gf("tab", many, cwd=tmp_path, env=_env(cache_root), timeout=120)
+    env = {**os.environ, "GUITARFORMER_CACHE": str(cache_root), "PYTHONPATH": str(ROOT)}
+    r = gf("tab", many, cwd=tmp_path, env=env, timeout=120)
     assert time.monotonic() - t0 < 60
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "notes.mid: a part of 2,000,000 notes, past the 20,000-note read limit" in r.stderr
     assert "GUITARFORMER_MAX_PART_NOTES=3000000" in r.stderr
+
+
+def test_musicxml_past_the_limit_is_refused_before_music21(tmp_path):
+    """music21 takes about a millisecond a note: 45,000 notes (3.7 MB, under the text limit) ran past the read's
+    60 s; counted on the parsed tree, they are refused at once."""
+    xml = tmp_path / "notes.musicxml"
+    xml.write_bytes(hostile.musicxml_many_notes(45_000))
+    t0 = time.monotonic()
+    with pytest.raises(ReadLimitError, match="notes.musicxml: a part of 45,000 notes") as e:
+        read_guitar(xml)
+    assert time.monotonic() - t0 < 20 and e.value.limit == "GUITARFORMER_MAX_PART_NOTES"
+    small = tmp_path / "small.musicxml"
+    small.write_bytes(hostile.musicxml_many_notes(40))
+    assert [len(p.track.notes) for p in read_guitar(small)] == [40]
