@@ -122,11 +122,16 @@ def musicxml_many_notes(notes: int) -> bytes:
     return musicxml(measures=1, notes_per_measure=0).replace(b"</measure>", (note * notes).encode() + b"</measure>")
 
 
+PENTATONIC = (40, 43, 45, 47, 50, 52, 55, 57, 59, 62, 64, 67)  # E minor, up two octaves: a riff to finger
+
+
 def midi_many_notes(notes: int) -> bytes:
-    """A format-0 MIDI of one guitar track playing `notes` one-tick notes back to back (6 bytes each: running
-    status, a note-on of velocity 0 as its note-off)."""
-    body = b"\x00\x40\x50\x01\x40\x00" * notes
-    track = b"\x00\xc0\x19\x00\x90\x40\x50\x01\x40\x00" + body[6:] + b"\x00\xff\x2f\x00"
+    """A format-0 MIDI of one guitar track playing `notes` sixteenths back to back, up and down the E minor
+    pentatonic (6 bytes a note: running status, a note-on of velocity 0 as its note-off)."""
+    cycle = PENTATONIC + PENTATONIC[::-1]
+    pattern = b"".join(bytes((0, p, 0x50, 120, p, 0)) for p in cycle)
+    body = (pattern * (notes // len(cycle) + 1))[: 6 * notes]
+    track = b"\x00\xc0\x19\x00\x90" + body[1:] + b"\x00\xff\x2f\x00"  # the first delta is before 0x90
     return b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480) + b"MTrk" + struct.pack(">I", len(track)) + track
 
 
@@ -180,9 +185,9 @@ def write_cases(folder: Path) -> list[Case]:
     case("midi-jumps", "jumps.mid", midi_with_jumps(), "a 300-byte MIDI whose notes are 2^28 ticks apart")
     # Millions of notes in every format, each under its format's size limits: bounded by the note limits right
     # after the read (a 60 MB MIDI of ten million notes ran `tab` for 3 minutes into 24 GB before)
-    case("midi-10m-notes", "notes.mid", midi_many_notes(10_000_000), "a 60 MB MIDI: 10,000,000 one-tick notes")
-    case("midi-at-note-limit", "limit.mid", midi_many_notes(20_000),
-         "a MIDI part of 20,000 notes: the most a part may hold, worked through")
+    case("midi-10m-notes", "notes.mid", midi_many_notes(10_000_000), "a 60 MB MIDI: 10,000,000 sixteenths")
+    case("midi-longest-real-part", "longest.mid", midi_many_notes(5_000),
+         "a MIDI part of 5,000 sixteenths, as long as the longest real part (4,940 notes): worked through")
     case("gp-4m-notes", "notes.gp", gp_zip(gpif_chords(bars=160_000), stored=True),
          "a .gp (score.gpif stored, not deflated: 8 MB) of 3,840,000 notes in six-note chords")
     case("gp5-2m-notes", "notes.gp5", gp5_chords(bars=20_000), "a 10 MB GP5 of 1,920,000 notes in six-note chords")
