@@ -321,7 +321,7 @@ class _ControlOptions(click.Command):
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=None, help="Riffs generated together "
               "(default: all of --num-samples at once); changes speed and memory, never the riffs.")
 @click.option("--wav", "wav_out", type=click.Path(path_type=Path), default=None,
-              help="Also render audio with FluidSynth (soundfont: $GUITARFORMER_SOUNDFONT or a system GM .sf2).")
+              help="Also render audio (WAV) from the bundled General MIDI soundfont, or $GUITARFORMER_SOUNDFONT.")
 @click.option("--tab", "tab_out", type=click.Path(path_type=Path), default=None, help="Also write an ASCII tab.")
 @click.option("--gp", "gp_out", type=click.Path(path_type=Path), default=None, help="Also write a Guitar Pro 5 file.")
 @click.option("--position", type=click.IntRange(0, 19), default=None,

@@ -37,10 +37,42 @@ def gpif(bars: int = 4, beat_notes: str = "0", beats: str = "0 0 0 0", extra: st
             f'<Rhythms><Rhythm id="0"><NoteValue>Quarter</NoteValue></Rhythm></Rhythms>{extra}</GPIF>').encode()
 
 
-def gp_zip(score_gpif: bytes) -> bytes:
-    """A .gp (GP7/8) file: a zip holding Content/score.gpif."""
+def gpif_chords(bars: int) -> bytes:
+    """A GPIF score of `bars` bars (all one Bar) of four beats, each a six-note chord (distinct note ids, one per
+    string): 24 notes a bar for about 60 bytes a bar."""
+    notes = "".join(f'<Note id="{s}"><Properties><Property name="String"><String>{s}</String></Property>'
+                    '<Property name="Fret"><Fret>3</Fret></Property></Properties></Note>' for s in range(6))
+    score = gpif(bars=bars, beat_notes="0 1 2 3 4 5").decode()
+    start, end = score.index("<Notes><Note"), score.index("</Notes>", score.index("<Notes><Note")) + len("</Notes>")
+    return (score[:start] + f"<Notes>{notes}</Notes>" + score[end:]).encode()
+
+
+def gp5_chords(bars: int) -> bytes:
+    """A Guitar Pro 5 file (written with PyGuitarPro) of `bars` bars of sixteen six-note chords: 96 notes a bar."""
+    import guitarpro  # the scripts' and tests' environment has it (a dependency of the package)
+
+    song = guitarpro.Song()
+    track, first = song.tracks[0], song.measureHeaders[0]
+    voice = track.measures[0].voices[0]
+    for _ in range(16):
+        beat = guitarpro.Beat(voice, duration=guitarpro.Duration(value=16), status=guitarpro.BeatStatus.normal)
+        beat.notes = [guitarpro.Note(beat, value=3, string=s, type=guitarpro.NoteType.normal) for s in range(1, 7)]
+        voice.beats.append(beat)
+    for i in range(1, bars):
+        song.addMeasureHeader(guitarpro.MeasureHeader(number=i + 1, start=first.start + i * first.length,
+                                                      timeSignature=first.timeSignature))
+        measure = guitarpro.Measure(track, song.measureHeaders[i])
+        measure.voices[0].beats = voice.beats  # the same beats in every bar: the writer only reads them
+        track.measures.append(measure)
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+    guitarpro.write(song, buf, version=(5, 1, 0))
+    return buf.getvalue()
+
+
+def gp_zip(score_gpif: bytes, stored: bool = False) -> bytes:
+    """A .gp (GP7/8) file: a zip holding Content/score.gpif (deflated, or `stored` as it is)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
         zf.writestr("Content/score.gpif", score_gpif)
     return buf.getvalue()
 
@@ -84,8 +116,29 @@ def midi_with_jumps(jumps: int = 4) -> bytes:
     return b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480) + b"MTrk" + struct.pack(">I", len(track)) + track
 
 
-def ascii_tab(staves: int, width: int = 64) -> bytes:
-    bar = "|" + "-3-2-3-2-0-" * max(1, width // 11)
+def musicxml_many_notes(notes: int) -> bytes:
+    """MusicXML of one guitar part: `notes` quarter notes in one measure, each as short as a note element gets."""
+    note = "<note><pitch><step>E</step><octave>3</octave></pitch><duration>1</duration></note>"
+    return musicxml(measures=1, notes_per_measure=0).replace(b"</measure>", (note * notes).encode() + b"</measure>")
+
+
+PENTATONIC = (40, 43, 45, 47, 50, 52, 55, 57, 59, 62, 64, 67)  # E minor, up two octaves: a riff to finger
+
+
+def midi_many_notes(notes: int) -> bytes:
+    """A format-0 MIDI of one guitar track playing `notes` sixteenths back to back, up and down the E minor
+    pentatonic (6 bytes a note: running status, a note-on of velocity 0 as its note-off)."""
+    cycle = PENTATONIC + PENTATONIC[::-1]
+    pattern = b"".join(bytes((0, p, 0x50, 120, p, 0)) for p in cycle)
+    body = (pattern * (notes // len(cycle) + 1))[: 6 * notes]
+    track = b"\x00\xc0\x19\x00\x90" + body[1:] + b"\x00\xff\x2f\x00"  # the first delta is before 0x90
+    return b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480) + b"MTrk" + struct.pack(">I", len(track)) + track
+
+
+def ascii_tab(staves: int, width: int = 64, dense: bool = False) -> bytes:
+    """`staves` six-string staves `width` columns wide; `dense`: a fret every other column on every string (six
+    notes for each two columns, as many notes as a tab's text holds)."""
+    bar = "|" + ("-3" * (width // 2) if dense else "-3-2-3-2-0-" * max(1, width // 11))
     lines = [f"{s}{bar}|" for s in "eBGDAE"]
     return ("\n".join(lines) + "\n\n").encode() * staves
 
@@ -99,7 +152,8 @@ def tab_after_blanks(blanks: int, lines: int) -> bytes:
 
 
 def write_cases(folder: Path) -> list[Case]:
-    """Write every hostile case into `folder` (about 35 MB, most of it one ASCII tab); returns them in order."""
+    """Write every hostile case into `folder` (about 110 MB, most of it a MIDI of ten million notes and an ASCII
+    tab); returns them in order."""
     folder.mkdir(parents=True, exist_ok=True)
     cases = []
 
@@ -129,6 +183,20 @@ def write_cases(folder: Path) -> list[Case]:
     case("tab-blank-lines", "blanks.txt", tab_after_blanks(blanks=50_000, lines=50),
          "a 2.5 MB tab under 50 lines of 50,000 blanks each (cubic regexes before: 4,000 blanks took 166 s)")
     case("midi-jumps", "jumps.mid", midi_with_jumps(), "a 300-byte MIDI whose notes are 2^28 ticks apart")
+    # Millions of notes in every format, each under its format's size limits: bounded by the note limits right
+    # after the read (a 60 MB MIDI of ten million notes ran `tab` for 3 minutes into 24 GB before)
+    case("midi-10m-notes", "notes.mid", midi_many_notes(10_000_000), "a 60 MB MIDI: 10,000,000 sixteenths")
+    case("midi-longest-real-part", "longest.mid", midi_many_notes(5_000),
+         "a MIDI part of 5,000 sixteenths, as long as the longest real part (4,940 notes): worked through")
+    case("gp-4m-notes", "notes.gp", gp_zip(gpif_chords(bars=160_000), stored=True),
+         "a .gp (score.gpif stored, not deflated: 8 MB) of 3,840,000 notes in six-note chords")
+    case("gp5-2m-notes", "notes.gp5", gp5_chords(bars=20_000), "a 10 MB GP5 of 1,920,000 notes in six-note chords")
+    case("tab-2m-notes", "notes.txt", ascii_tab(staves=1_600, width=400, dense=True),
+         "a 3.9 MB ASCII tab with a fret every other column on every string: 1,920,000 notes")
+    case("musicxml-45k-notes", "notes.musicxml", musicxml_many_notes(45_000),
+         "3.7 MB of MusicXML (just under the text limit): 45,000 notes")
+    case("mxl-1m-notes", "notes.mxl", mxl(musicxml_many_notes(1_000_000)),
+         "a .mxl whose MusicXML holds 1,000,000 notes (82 MB inflated)")
     rng = random.Random(0)
     case("binary-as-tab", "elf.txt", b"\x7fELF" + bytes(rng.randrange(256) for _ in range(4000)),
          "an executable named .txt")

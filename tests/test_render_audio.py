@@ -72,3 +72,40 @@ def test_finish_wav_rewrites_a_quiet_file_with_a_long_tail(tmp_path: Path):
         y = np.frombuffer(w.readframes(n), "<i2").astype(np.float32) / 32768
     assert abs(n - (RATE + RATE // 2)) <= 2
     assert abs(dbfs(y) - (-16.0)) < 0.2 and dbfs(y) - dbfs(x) > 10  # was -29 dBFS RMS over its 6 s
+
+
+def one_note(program: int, pitch: int, drum: bool = False) -> symusic.Score:
+    s = symusic.Score(480)
+    s.tempos.append(symusic.Tempo(0, 120))
+    tr = symusic.Track(program=program, is_drum=drum)
+    tr.notes.append(symusic.Note(0, 480, pitch, 100))
+    s.tracks.append(tr)
+    return s
+
+
+def test_every_program_and_every_kit_piece_sounds_from_the_bundled_soundfont():
+    """In process, with the soundfont the package ships: all 128 GM programs and the GM kit (channel 10)."""
+    from guitarformer.render import soundfont
+
+    assert soundfont.available() and soundfont.BUNDLED_SOUNDFONT.is_file()
+    quiet = [p for p in range(128) if np.abs(soundfont.render(one_note(p, 60), RATE)).max() < 0.01]
+    assert quiet == []
+    quiet = [k for k in range(35, 82) if np.abs(soundfont.render(one_note(0, k, drum=True), RATE)).max() < 0.01]
+    assert quiet == []
+    assert soundfont.channels([one_note(0, 36, drum=True).tracks[0], one_note(30, 40).tracks[0]]) == [9, 0]
+
+
+def test_wav_in_process_has_the_riffs_length(tmp_path: Path, monkeypatch):
+    from guitarformer.render.audio import find_synth, render_wav
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fluidsynth: the in-process synthesizer needs none
+    synth = find_synth()
+    assert synth.program is None
+    midi, wav = tmp_path / "a.mid", tmp_path / "a.wav"
+    two_bar_riff().score.dump_midi(str(midi))
+    render_wav(midi, wav, synth)
+    with wave.open(str(wav)) as w:
+        n, rate = w.getnframes(), w.getframerate()
+        y = np.frombuffer(w.readframes(n), "<i2").astype(np.float32) / 32768
+    assert 3.8 < n / rate <= 4.0 + 2.0 + 0.5  # 8 beats at 120 bpm; at most the release and the tail after them
+    assert abs(dbfs(y) - (-16.0)) < 0.5

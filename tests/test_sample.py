@@ -617,15 +617,43 @@ def test_sample_batches_bars_tempo_program_tuning(run_dir, tmp_path):
         assert all(lo <= n.pitch <= hi for n in s.tracks[0].notes)
 
 
-def test_wav_without_synth_is_one_clear_error(run_dir, tmp_path, monkeypatch):
+def test_wav_without_any_synth_is_one_clear_error(run_dir, tmp_path, monkeypatch):
+    import guitarformer.render.soundfont as soundfont
+
     monkeypatch.setenv("PATH", str(tmp_path))  # no fluidsynth on this PATH
+    monkeypatch.setattr(soundfont, "available", lambda: False)  # and TinySoundFont as if not installed
     from guitarformer.cli import main
 
     r = CliRunner().invoke(main, ["sample", "--run", str(run_dir), "--out", str(tmp_path / "x.mid"),
                                   "--wav", str(tmp_path / "x.wav")])
     assert r.exit_code != 0
-    assert "fluidsynth" in r.output and "fix:" in r.output and "Traceback" not in r.output
+    assert "tinysoundfont" in r.output and "fix:" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "x.mid").exists()  # failed before generating anything
+
+
+def test_wav_with_nothing_installed(run_dir, tmp_path, monkeypatch):
+    """No fluidsynth program, no system soundfont: --wav plays the bundled soundfont in process and writes the
+    riff's length of sound (its last onset heard, at most the release and the half-second tail after its end)."""
+    import wave
+
+    import numpy as np
+
+    from guitarformer.cli import main
+    from guitarformer.render.soundfont import RELEASE_SECONDS
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("GUITARFORMER_SOUNDFONT", raising=False)
+    wav = tmp_path / "x.wav"
+    r = CliRunner().invoke(main, ["sample", "--run", str(run_dir), "--out", str(tmp_path / "x.mid"),
+                                  "--wav", str(wav), "--max-new-tokens", "120", "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    with wave.open(str(wav)) as w:
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
+        seconds = w.getnframes() / w.getframerate()
+    notes = [n for t in symusic.Score(str(tmp_path / "x.mid"), ttype="second").tracks for n in t.notes]
+    assert notes, "the riff has notes"
+    assert max(n.time for n in notes) < seconds <= max(n.time + n.duration for n in notes) + RELEASE_SECONDS + 0.5
+    assert np.sqrt(np.mean(np.square(frames / 32768.0))) > 0.05  # normal loudness, not silence
 
 
 @pytest.mark.parametrize("fixture", ["drop_d_capo.gp5", "riff_piano_program.mid", "drop_d_capo.gp3"])
@@ -637,21 +665,23 @@ def test_tab_command_reads_midi_and_guitar_pro(fixture):
     assert r.output.count("|") > 6 and any(ch.isdigit() for ch in r.output)
 
 
-def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path):
-    """Where FluidSynth and a GM soundfont are installed, --wav writes real, non-silent audio."""
+def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path, monkeypatch):
+    """Where TinySoundFont cannot be imported but FluidSynth and a GM soundfont are installed, --wav uses them."""
     import shutil
     import wave
 
     import numpy as np
 
+    import guitarformer.render.soundfont as soundfont
     from guitarformer.cli import main
     from guitarformer.errors import GuitarformerError
     from guitarformer.render.audio import find_synth
 
+    monkeypatch.setattr(soundfont, "available", lambda: False)
     if shutil.which("fluidsynth") is None:
         pytest.skip("fluidsynth is not installed")
     try:
-        find_synth()
+        assert find_synth().program is not None
     except GuitarformerError:
         pytest.skip("no General MIDI soundfont found")
     wav = tmp_path / "x.wav"

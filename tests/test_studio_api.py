@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from studio_runs import free_port, studio_run
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FIX = Path(__file__).parent / "fixtures" / "io"
 STATIC = Path(__file__).resolve().parents[1] / "guitarformer" / "studio" / "static"
+LOCAL = "http://127.0.0.1:8000"  # the studio answers only the host it serves (TestClient's default is testserver)
 OPTIONS = {"bars", "tempo", "time_signature", "tuning", "key", "style", "density", "polyphony", "hand_position",
            "palm_mute", "techniques", "temperature", "top_p", "seed", "program"}
 
@@ -37,7 +39,7 @@ def run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def client(run, tmp_path_factory):
     app = create_app(load_run_once(run), root=tmp_path_factory.mktemp("served"))
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         yield c
 
 
@@ -45,7 +47,7 @@ def client(run, tmp_path_factory):
 def plain_client(tmp_path_factory):
     """A run without control or fill tokens: options it cannot honour, and no Regenerate."""
     run = studio_run(tmp_path_factory.mktemp("plain") / "run", controls=False, infill=0.0)
-    with TestClient(create_app(load_run_once(run))) as c:
+    with TestClient(create_app(load_run_once(run)), base_url=LOCAL) as c:
         yield c
 
 
@@ -250,6 +252,9 @@ def test_downloads_serve_only_what_the_server_made(client, riffs):
     assert "no riff" in error(client.get(f"/api/files/{rid[::-1]}/gp"), 404)
     if not client.get("/api/run").json()["server_wav"]:
         assert "no wav file" in error(client.get(f"/api/files/{rid}/wav"), 404)
+    else:  # the bundled soundfont in process: WAV wherever tinysoundfont is installed
+        wav = client.get(f"/api/files/{rid}/wav").content
+        assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE" and len(wav) > 44100
 
 
 def test_cancel_a_queued_request(client):
@@ -296,7 +301,7 @@ def test_a_running_job_stops_at_the_next_riff():
 
 def test_a_full_queue_says_busy(run):
     app = create_app(load_run_once(run), max_queued=1)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         release = threading.Event()
         c.app.state.studio.worker.submit(lambda stop: release.wait(30))
         assert "busy" in error(c.post("/api/sample", json={"bars": 1}), 503)
@@ -353,7 +358,7 @@ def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_pa
     ask = {"bars": 4, "num_samples": 1, "seed": 11}
     eager = client.post("/api/sample", json=ask).json()["riffs"][0]
     del steps[:]
-    with TestClient(create_app(loaded, root=tmp_path, compile=True)) as compiled_client:
+    with TestClient(create_app(loaded, root=tmp_path, compile=True), base_url=LOCAL) as compiled_client:
         res = compiled_client.post("/api/sample", json=ask)
     assert res.status_code == 200, res.text
     assert steps and res.json()["riffs"][0]["tab"] == eager["tab"]
@@ -364,7 +369,7 @@ def test_the_studio_removes_its_temporary_folder_and_keeps_a_given_one(run, tmp_
     a folder the caller gave is the caller's and stays."""
     loaded = load_run_once(run)
     app = create_app(loaded)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         root = app.state.studio.root
         r = c.post("/api/sample", json={"bars": 2, "seed": 1})
         assert r.status_code == 200, r.text
@@ -372,6 +377,53 @@ def test_the_studio_removes_its_temporary_folder_and_keeps_a_given_one(run, tmp_
     assert not root.exists()
     given = tmp_path / "served"
     app = create_app(loaded, root=given)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         assert c.post("/api/sample", json={"bars": 2, "seed": 1}).status_code == 200
     assert any((given / "riffs").iterdir())
+
+
+def test_only_the_served_host_is_answered(run):
+    """DNS rebinding: a page on evil.example whose name now points here must get nothing from the studio."""
+    app = create_app(load_run_once(run), host="127.0.0.1", port=8000)
+    with TestClient(app, base_url=LOCAL) as c:
+        assert c.get("/api/run").status_code == 200
+        for good in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000"):
+            assert c.get("/api/run", headers={"Host": good}).status_code == 200, good
+        for bad in ("evil.example", "evil.example:8000", "127.0.0.1:9000", "127.0.0.1.evil.example:8000", "",
+                    "localhost:notaport"):
+            assert "does not serve the host" in error(c.get("/api/run", headers={"Host": bad}), 400), bad
+        assert c.get("/", headers={"Host": "evil.example:8000"}).status_code == 400  # the page and static files too
+        assert c.get("/static/studio.js", headers={"Host": "evil.example:8000"}).status_code == 400
+        assert c.get("/static/../../errors.py").status_code == 404  # outside the static files: still not found
+    with TestClient(create_app(load_run_once(run), host="0.0.0.0", port=8000), base_url=LOCAL) as c:
+        assert c.get("/api/run", headers={"Host": "192.168.1.20:8000"}).status_code == 200  # the LAN address
+        assert c.get("/api/run", headers={"Host": "evil.example:8000"}).status_code == 400  # never a name
+
+
+def test_a_change_from_another_site_is_refused(run):
+    app = create_app(load_run_once(run), port=8000)
+    with TestClient(app, base_url=LOCAL) as c:
+        for header in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Origin": "http://127.0.0.1:9000"},
+                       {"Referer": "http://evil.example/form.html"}, {"Origin": "https://127.0.0.1:8000"}):
+            assert "another site" in error(c.post("/api/sample", json={"bars": 1}, headers=header), 403), header
+        upload = c.post("/api/continue", files={"file": ("a.mid", (FIX / "band.mid").read_bytes())},
+                        headers={"Origin": "http://evil.example"})
+        assert "another site" in error(upload, 403)
+        assert c.post("/api/cancel/x", headers={"Origin": "http://evil.example"}).status_code == 403
+        same = c.post("/api/sample", json={"bars": 1, "seed": 1}, headers={"Origin": LOCAL})
+        assert same.status_code == 200, same.text
+        assert c.post("/api/cancel/x", headers={"Referer": LOCAL + "/"}).status_code == 200
+        assert c.post("/api/cancel/x").status_code == 200  # no Origin at all: a script or curl, not a web page
+        assert c.get("/api/run", headers={"Origin": "http://evil.example"}).status_code == 200  # reads change nothing
+
+
+def test_an_upload_of_too_many_notes_is_refused_in_one_line(client):
+    """Under the 4 MB upload limit, a MIDI still holds 600,000 one-tick notes: refused right after its read."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from hostile_files import midi_many_notes
+
+    res = client.post("/api/continue", files={"file": ("many.mid", midi_many_notes(300_000))},
+                      data={"options": "{}"})
+    msg = error(res, 400)
+    assert "many.mid: a part of 300,000 notes" in msg and "GUITARFORMER_MAX_PART_NOTES=" in res.json()["fix"]
+    assert client.get("/api/run").status_code == 200  # still serving

@@ -185,7 +185,7 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
     page.click("#stop")
     assert x0 is not None and x1 is not None and x1 > x0, f"the cursor stayed at {x0} -> {x1}"
 
-    # WAV without FluidSynth on the server: the page renders it with alphaTab and the bundled SoundFont
+    # WAV where the server cannot synthesize: the page renders it with alphaTab and the bundled SoundFont
     if not httpx.get(server + "/api/run").json()["server_wav"]:
         with page.expect_download(timeout=120_000) as dl:
             page.click("#download-wav")

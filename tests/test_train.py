@@ -77,7 +77,8 @@ def test_run_directory_and_tensorboard(tiny_run):
 
 
 def test_riff_in_tensorboard(tmp_path, tiny_cfg, monkeypatch):
-    """log_riff writes a riff with notes as piano roll, audio and tab (the sampler replaced by a real file's part)."""
+    """log_riff writes a riff with notes as piano roll, audio and tab (the sampler replaced by a real file's part),
+    the audio from the bundled soundfont with no synthesizer program on PATH."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from torch.utils.tensorboard import SummaryWriter
 
@@ -85,6 +86,7 @@ def test_riff_in_tensorboard(tmp_path, tiny_cfg, monkeypatch):
     from guitarformer.generation.riffs import Riff
     from guitarformer.readers import read_guitar
 
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fluidsynth
     gs = read_guitar(Path(__file__).parent / "fixtures" / "io" / "drop_d_capo.gp5")[0]
     monkeypatch.setattr(progress, "generate_riff", lambda *a, **k: Riff(ids=[], gs=gs, frets=gs.frets))
     writer = SummaryWriter(str(tmp_path / "tb"))
@@ -95,6 +97,7 @@ def test_riff_in_tensorboard(tmp_path, tiny_cfg, monkeypatch):
     acc.Reload()
     assert "sample/piano_roll" in acc.Tags()["images"] and "sample/audio" in acc.Tags()["audio"]
     assert acc.Audio("sample/audio")[0].step == 7 and model.training
+    assert acc.Audio("sample/audio")[0].length_frames > acc.Audio("sample/audio")[0].sample_rate  # over 1 s
     tab = acc.Tensors("sample/tab/text_summary")[0].tensor_proto.string_val[0].decode()
     assert tab.count("|") > 12
 

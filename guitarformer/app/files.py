@@ -14,7 +14,7 @@ from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.render.ascii_tab import write_ascii_tab
-from guitarformer.render.audio import find_synth, render_wav
+from guitarformer.render.audio import Synth, find_synth, render_wav
 from guitarformer.render.gp5 import write_gp5_parts
 from guitarformer.render.midi import write_midi
 
@@ -132,15 +132,15 @@ def read_user_file(path: str | Path, track: str | None = None, tracks: str = "gu
     return parts[0] if track is None else pick_track(parts, track, path, tracks)
 
 
-def write_score(gs: GuitarScore, path: str | Path, synth: tuple[str, str] | None = None) -> Path:
+def write_score(gs: GuitarScore, path: str | Path, synth: Synth | None = None) -> Path:
     """Write `gs` in the format its suffix names (see `write_song`)."""
     return write_song([gs], 0, path, synth)
 
 
-def write_song(parts: list[GuitarScore], edited: int, path: str | Path, synth: tuple[str, str] | None = None) -> Path:
+def write_song(parts: list[GuitarScore], edited: int, path: str | Path, synth: Synth | None = None) -> Path:
     """Write a song in the format its suffix names: .mid/.midi and .gp5 every part (tempos, meters and the mark
     where generated bars begin from part `edited`), .txt/.tab (ASCII tab) part `edited` alone, .wav every part
-    (FluidSynth; `synth` from render.audio.find_synth, found here when not given). Missing folders are created."""
+    (the GM soundfont; `synth` from render.audio.find_synth, found here when not given). Missing folders are created."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".mid", ".midi", ".txt", ".tab", ".gp5", ".wav"):

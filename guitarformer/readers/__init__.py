@@ -26,7 +26,7 @@ from guitarformer.readers.base import TRACK_CHOICES, check_timing
 from guitarformer.readers.formats import FORMATS, detect_format
 from guitarformer.readers.gpif import read_gpif
 from guitarformer.readers.guitarpro import read_gp
-from guitarformer.readers.limits import ReadLimits, too_large
+from guitarformer.readers.limits import ReadLimits, check_notes, too_large
 from guitarformer.readers.midi import read_midi
 
 
@@ -35,7 +35,7 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
 
     tracks="guitar" keeps guitar parts only (plus bass when include_bass); tracks="all" keeps every
     pitched (non-drum) part. Raises SkipFile for a usable-but-not-guitar or unsupported file, ReadLimitError
-    for a file over the size limit (ReadLimits.from_env()), and an ordinary exception naming the problem for
+    for a file over the size limit or parts over the note limits (ReadLimits.from_env()), and an ordinary exception naming the problem for
     a corrupt one. Each reader bounds what a file may expand to; for a file from someone else (an upload, a
     command's argument) use `readers.contained.read_guitar_contained`, which also caps the read's time and
     memory in a child process.
@@ -64,6 +64,7 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
         reader = _notation().read_notation if fmt in ("musicxml", "abc") else {
             "midi": read_midi, "gp": read_gp, "gp6+": read_gpif}[fmt]
         parts = reader(path, tracks=tracks, include_bass=include_bass)
+    check_notes(path.name, [len(gs.track.notes) for gs in parts], limits)  # before any work per note follows
     for gs in parts:
         check_timing(gs, path.name)
     return parts

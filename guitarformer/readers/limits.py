@@ -1,5 +1,6 @@
 """The limits every read of a user's file runs under: the file's size (checked before reading), the wall time and
-the memory of the read. One place for their defaults, the environment variables that raise them and the message
+the memory of the read, and the notes it may hand on (checked right after it: what follows a read, fingering,
+tokens, tab, takes time and memory per note). One place for their defaults, the environment variables that raise them and the message
 that names them, so that `prepare`, the commands and the Python API refuse a file in the same words."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ ENV_TIMEOUT_S = "GUITARFORMER_READ_TIMEOUT_S"
 ENV_MEMORY_MB = "GUITARFORMER_READ_MEMORY_MB"
 ENV_MAX_TEXT_MB = "GUITARFORMER_MAX_TEXT_MB"
 ENV_MAX_GPIF_MB = "GUITARFORMER_MAX_GPIF_MB"
+ENV_MAX_PART_NOTES = "GUITARFORMER_MAX_PART_NOTES"
+ENV_MAX_SONG_NOTES = "GUITARFORMER_MAX_SONG_NOTES"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class ReadLimits:
       builds about 150 bytes per byte of MusicXML and the tab reader about 130; the largest real ones are 0.2 MB.
     max_gpif_mb: a Guitar Pro 6-8 score.gpif, inflated (ElementTree holds about 25 bytes per byte; the largest
       real one is 1.9 MB).
+    max_part_notes, max_song_notes: notes of one part, and of all the parts a read returns (0: no limit): about
+      four times the largest real ones (docs/RELIABILITY.md), low enough that fingering every note stays bounded.
     """
 
     max_file_mb: float = 64
@@ -36,6 +41,8 @@ class ReadLimits:
     memory_mb: int = 1536
     max_text_mb: float = 4
     max_gpif_mb: float = 16
+    max_part_notes: int = 20_000
+    max_song_notes: int = 40_000
 
     @classmethod
     def from_env(cls, **overrides) -> "ReadLimits":
@@ -44,7 +51,9 @@ class ReadLimits:
                   "timeout_s": _env_number(ENV_TIMEOUT_S, cls.timeout_s),
                   "memory_mb": int(_env_number(ENV_MEMORY_MB, cls.memory_mb)),
                   "max_text_mb": _env_number(ENV_MAX_TEXT_MB, cls.max_text_mb),
-                  "max_gpif_mb": _env_number(ENV_MAX_GPIF_MB, cls.max_gpif_mb)}
+                  "max_gpif_mb": _env_number(ENV_MAX_GPIF_MB, cls.max_gpif_mb),
+                  "max_part_notes": int(_env_number(ENV_MAX_PART_NOTES, cls.max_part_notes)),
+                  "max_song_notes": int(_env_number(ENV_MAX_SONG_NOTES, cls.max_song_notes))}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -52,7 +61,8 @@ class ReadLimits:
         """The environment variables that give these limits to ReadLimits.from_env() (in a child process)."""
         return {ENV_MAX_FILE_MB: f"{self.max_file_mb:g}", ENV_TIMEOUT_S: f"{self.timeout_s:g}",
                 ENV_MEMORY_MB: str(self.memory_mb), ENV_MAX_TEXT_MB: f"{self.max_text_mb:g}",
-                ENV_MAX_GPIF_MB: f"{self.max_gpif_mb:g}"}
+                ENV_MAX_GPIF_MB: f"{self.max_gpif_mb:g}", ENV_MAX_PART_NOTES: str(self.max_part_notes),
+                ENV_MAX_SONG_NOTES: str(self.max_song_notes)}
 
     @property
     def max_file_bytes(self) -> int:
@@ -114,6 +124,18 @@ def too_much_gpif(name: str, size: int, limits: ReadLimits) -> ReadLimitError:
     return _limit_error(name, f"its score.gpif inflates to {size / 2**20:.1f} MB, past the "
                           f"{limits.max_gpif_mb:g} MB read limit", ENV_MAX_GPIF_MB,
                           f"{max(2 * limits.max_gpif_mb, size / 2**20 * 1.5):.3g}")
+
+
+def check_notes(name: str, counts: list[int], limits: ReadLimits) -> None:
+    """ReadLimitError when a part (`counts`: notes per part read) or all of them together hold more notes than
+    max_part_notes or max_song_notes."""
+    part, song = max(counts, default=0), sum(counts)
+    if limits.max_part_notes and part > limits.max_part_notes:
+        raise _limit_error(name, f"a part of {part:,} notes, past the {limits.max_part_notes:,}-note read limit for "
+                           "one part", ENV_MAX_PART_NOTES, f"{max(2 * limits.max_part_notes, int(part * 1.5))}")
+    if limits.max_song_notes and song > limits.max_song_notes:
+        raise _limit_error(name, f"{song:,} notes in its parts, past the {limits.max_song_notes:,}-note read limit "
+                           "for one file", ENV_MAX_SONG_NOTES, f"{max(2 * limits.max_song_notes, int(song * 1.5))}")
 
 
 def too_slow(name: str, limits: ReadLimits) -> ReadLimitError:

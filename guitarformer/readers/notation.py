@@ -33,7 +33,7 @@ from guitarformer.readers.base import (
     sounding,
     time_limit,
 )
-from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_text
+from guitarformer.readers.limits import ReadLimits, TooLarge, check_notes, too_much_text
 from guitarformer.readers.xml_safety import parse_xml, zip_member
 
 M21_MAX_SECONDS = 120  # music21 is slow on big scores; a stuck parse is reported, not waited on
@@ -108,12 +108,15 @@ def _is_score_member(name: str) -> bool:
 
 def _musicxml_root(path: Path, limits: ReadLimits):
     """The <score-partwise> root of a MusicXML file, parsed by defusedxml (entities refused whatever the platform's
-    expat), to hand to music21's importer as a tree."""
+    expat), to hand to music21's importer as a tree; ReadLimitError past the note limits."""
     root = parse_xml(_musicxml_bytes(path, limits), path.name, "the MusicXML")
     if root.tag != "score-partwise":
         raise SkipFile(f"XML root <{root.tag}> is not <score-partwise> (not partwise MusicXML)")
     if root.find("part") is None:
         raise SkipFile("MusicXML without any <part>: no music to read")
+    # music21 takes about a millisecond a note: the note limits are checked on the tree, before it starts
+    check_notes(path.name, [sum(n.find("rest") is None for n in part.iter("note")) for part in root.iter("part")],
+                limits)
     return root
 
 

@@ -1,4 +1,5 @@
-"""Audio of a part: WAV through FluidSynth, loudness and silence (render/media.py draws what TensorBoard shows)."""
+"""Audio of a part: WAV from a SoundFont (in process, FluidSynth as a fallback), loudness and silence (render/media.py
+draws what TensorBoard shows)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import shutil
 import subprocess
 import wave
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from guitarformer.errors import GuitarformerError
+from guitarformer.render import soundfont
 
 SOUNDFONT_PLACES = (
     "/usr/share/sounds/sf2/FluidR3_GM.sf2", "/usr/share/sounds/sf2/default-GM.sf2", "/usr/share/soundfonts/default.sf2",
@@ -19,29 +22,44 @@ SOUNDFONT_PLACES = (
 )
 
 
-def find_synth() -> tuple[str, str]:
-    """(fluidsynth binary, General MIDI .sf2): $GUITARFORMER_SOUNDFONT first, then the usual places."""
-    exe = shutil.which("fluidsynth")
+class Synth(NamedTuple):
+    """How WAV is rendered: `program` None plays `soundfont` in this process (render/soundfont.py); otherwise the
+    path of the fluidsynth program, used only where the in-process synthesizer cannot be imported."""
+    program: str | None
+    soundfont: str
+
+
+def find_synth() -> Synth:
+    """The synthesizer and its General MIDI soundfont: $GUITARFORMER_SOUNDFONT, else the bundled one in process
+    (else FluidSynth with a system .sf2, where TinySoundFont is not installed)."""
     env = os.environ.get("GUITARFORMER_SOUNDFONT")
+    if env and not Path(env).is_file():
+        raise GuitarformerError(f"GUITARFORMER_SOUNDFONT={env} is not a file", "point it at a .sf2 or .sf3 soundfont")
+    if soundfont.available():
+        return Synth(None, env or str(soundfont.BUNDLED_SOUNDFONT))
+    exe = shutil.which("fluidsynth")
     places = [env] if env else []
     places += list(SOUNDFONT_PLACES) + sorted(str(p) for d in ("/usr/share/sounds/sf2", "/usr/share/soundfonts")
                                               for p in Path(d).glob("*.sf2"))
     sf2 = next((p for p in places if p and Path(p).is_file()), None)
     if exe is None or sf2 is None:
         missing = "the fluidsynth program" if exe is None else "a General MIDI soundfont (.sf2)"
-        raise GuitarformerError(f"--wav needs {missing}, which was not found",
-                                "install fluidsynth and a GM soundfont (e.g. apt install fluidsynth fluid-soundfont-gm), "
-                                "or set GUITARFORMER_SOUNDFONT=/path/to/font.sf2")
-    if env and sf2 != env:
-        raise GuitarformerError(f"GUITARFORMER_SOUNDFONT={env} is not a file", "point it at a .sf2 soundfont")
-    return exe, sf2
+        raise GuitarformerError(f"--wav needs the tinysoundfont package (not importable here) or {missing}",
+                                "pip install tinysoundfont (it plays the soundfont guitarformer ships), or install "
+                                "fluidsynth and a GM soundfont (e.g. apt install fluidsynth fluid-soundfont-gm)")
+    return Synth(exe, sf2)
 
 
-def render_wav(midi: Path, wav: Path, synth: tuple[str, str], rate: int = 44100) -> None:
-    """MIDI -> WAV with FluidSynth (no audio device: -n -i, file renderer only), then finish_wav."""
-    exe, sf2 = synth
+def render_wav(midi: Path, wav: Path, synth: Synth, rate: int = 44100) -> None:
+    """MIDI -> 16-bit WAV at normal loudness without trailing silence: in process, or with FluidSynth (no audio
+    device: -n -i, file renderer only) then finish_wav."""
     wav.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([exe, "-ni", "-F", str(wav), "-r", str(rate), sf2, str(midi)], capture_output=True, text=True)
+    if synth.program is None:
+        audio = soundfont.render(midi, rate, synth.soundfont)
+        write_wav(wav, normalize_loudness(trim_silence(audio, rate)), rate)
+        return
+    r = subprocess.run([synth.program, "-ni", "-F", str(wav), "-r", str(rate), synth.soundfont, str(midi)],
+                       capture_output=True, text=True)
     if r.returncode != 0 or not wav.is_file():
         raise GuitarformerError(f"fluidsynth failed on {midi}: {(r.stderr or r.stdout).strip()[-200:]}",
                                 "check the soundfont with `fluidsynth -ni FONT.sf2 FILE.mid`")

@@ -19,6 +19,7 @@ from guitarformer.music.bars import bar_lines  # noqa: E402
 from guitarformer.music.guitar import pitch_name  # noqa: E402
 from guitarformer.music.score import GuitarScore  # noqa: E402
 from guitarformer.render.ascii_tab import render_ascii_tab  # noqa: E402
+from guitarformer.render import soundfont  # noqa: E402
 from guitarformer.render.audio import normalize_loudness, trim_silence  # noqa: E402
 
 ROLL_PX_PER_SECOND = 60  # piano roll: a 16-beat riff at 120 bpm draws about 500 px wide
@@ -83,13 +84,23 @@ def _seconds_of(gs: GuitarScore):
     return to_sec
 
 
+PREVIEW_SECONDS = 30
+
+
+def preview_audio(gs: GuitarScore, fs: int) -> np.ndarray:
+    """Mono float32 audio of the part: the bundled soundfont's instruments where TinySoundFont is installed (as
+    `--wav` sounds), else pretty_midi's sine waves."""
+    if soundfont.available():
+        return soundfont.render(gs.score, fs).mean(axis=0)
+    return pretty_midi.PrettyMIDI(io.BytesIO(gs.score.dumps_midi())).synthesize(fs=fs).astype(np.float32)
+
+
 def render_media(gs: GuitarScore, frets=None, fs: int = 16000) -> dict[str, Any]:
     """Piano roll (H, W uint8), audio (float32, (1, N), -16 dBFS RMS, no trailing silence) and ASCII tab of a
     part, for TensorBoard."""
-    pm = pretty_midi.PrettyMIDI(io.BytesIO(gs.score.dumps_midi()))
     audio = None
-    if pm.instruments and pm.instruments[0].notes:
-        audio = trim_silence(pm.synthesize(fs=fs).astype(np.float32)[: fs * 30], fs)
+    if any(len(tr.notes) for tr in gs.score.tracks):
+        audio = trim_silence(preview_audio(gs, fs)[: fs * PREVIEW_SECONDS], fs)
         audio = normalize_loudness(audio).reshape(1, -1)
     return {"piano_roll": piano_roll_image(gs), "audio": audio, "sample_rate": fs,
             "tab": render_ascii_tab(gs, frets)}

@@ -8,7 +8,8 @@
     POST /api/cancel/{job}          stop a queued or running request
     GET  /api/files/{riff}/{kind}   gp | midi | tab | wav of a riff this server made
 
-Errors come back as {"error": problem, "fix": fix} with status 400 (bad input), 404 (unknown riff or file),
+Errors come back as {"error": problem, "fix": fix} with status 400 (bad input or a Host this server does not
+serve), 403 (a change asked from another site's page), 404 (unknown riff or file),
 409 (cancelled), 413 (upload too large) or 503 (queue full); the server keeps serving.
 """
 
@@ -55,6 +56,7 @@ from guitarformer.studio.forms import (
     infill_form,
     sample_form,
 )
+from guitarformer.studio.guard import HostGuard
 from guitarformer.studio.store import KINDS, MEDIA_TYPES, RiffStore, StoredRiff, UnknownRiff
 from guitarformer.studio.worker import Busy, JobCancelled, StopCheck, Worker
 
@@ -85,7 +87,7 @@ class Studio:
         self.uploads = self.root / "uploads"
         self.uploads.mkdir(parents=True, exist_ok=True)
         self.worker = Worker(max_queued)
-        self.wav = _has_synth()  # the server writes WAV when FluidSynth is there; else the page renders it
+        self.wav = _has_synth()  # the server writes WAV when it can synthesize; else the page renders it
 
     def close(self) -> None:
         """Stop the worker; remove the riffs' temporary folder when the studio made it (a `root` given is kept)."""
@@ -93,8 +95,10 @@ class Studio:
         if self.own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def outputs(self, riff: StoredRiff) -> Outputs:
-        kinds = {k: riff.folder / name for k, name in KINDS.items() if k != "wav" or self.wav}
+    def outputs(self, riff: StoredRiff, wav: bool = True) -> Outputs:
+        """The riff's files; WAV where the server synthesizes and the command writes it (infill writes none: the
+        page renders that riff's WAV itself)."""
+        kinds = {k: riff.folder / name for k, name in KINDS.items() if k != "wav" or (self.wav and wav)}
         return Outputs(**kinds)
 
     def riff_json(self, riff: StoredRiff, seed: int | None, lines: list[str],
@@ -146,7 +150,8 @@ class Studio:
         def run(stop: StopCheck) -> dict:
             riff = self.store.new()
             try:
-                req = InfillRequest.of(song=source.score, bars=form.bars, outputs=self.outputs(riff), **form.options)
+                req = InfillRequest.of(song=source.score, bars=form.bars, outputs=self.outputs(riff, wav=False),
+                                       **form.options)
                 result = infill(req, self.loaded)
             except BaseException:
                 self.store.discard(riff)
@@ -286,10 +291,12 @@ def _install_routes(app: FastAPI, studio: Studio) -> None:
         return FileResponse(path, media_type=MEDIA_TYPES[kind], filename=f"riff-{riff_id}{path.suffix}")
 
 
-def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False) -> FastAPI:
+def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False,
+               host: str = "127.0.0.1", port: int | None = None) -> FastAPI:
     """The FastAPI app serving one loaded run (see the module docstring for its routes); `root`: where the riffs'
     files go (default: a new temporary folder); `max_queued`: requests waiting before the server says busy;
-    `compile`: riffs through the compiled one-token step."""
+    `compile`: riffs through the compiled one-token step; `host`, `port`: where it is served, the only Host it
+    answers besides loopback names (studio/guard.py; port None: any)."""
     studio = Studio(loaded, root, max_queued, compile)
 
     @asynccontextmanager
@@ -302,4 +309,5 @@ def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32
     app.state.studio = studio
     _install_error_handlers(app)
     _install_routes(app, studio)
+    app.add_middleware(HostGuard, host=host, port=port)
     return app

@@ -42,7 +42,7 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
     if compile:
         print("guitarformer studio: compiling the decoding step (seconds, once)", flush=True)
         warm_up(loaded)
-    app = create_app(loaded, compile=compile)
+    app = create_app(loaded, compile=compile, host=host, port=port)
     shown = f"[{host}]" if ":" in host else host
     print(f"guitarformer studio: {loaded.describe()}")
     print(f"open http://{shown}:{port}/ in a browser (Ctrl+C stops the server)")
