@@ -22,9 +22,10 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
 - hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
   where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so;
   with tab layout 3, a note ends without a String (on its lowest-fret string) only where that string's fret does.
-- palm mute, per bar: a bias on the palm-mute technique token (`PALM_MUTE_BIAS`, by the asked share: most, some,
-  none), so a bar asked for palm mutes gets them where the model, which saw few (a muted-guitar part is rare in its
-  data), would leave them out; not a mask: the model still chooses.
+- palm mute, per bar: a bias on the palm-mute technique token (`PALM_MUTE_BIAS`, by the asked share: most, some),
+  so a bar asked for palm mutes gets them where the model, which saw few (a muted-guitar part is rare in its data),
+  would leave them out (the model still chooses); a bar asked for none has none (a model copying the palm-muted
+  bars before it would go on muting).
 - style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
 
 Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
@@ -96,7 +97,7 @@ class GuardSpec:
 
 
 # Logits onto the palm-mute technique token in a bar asked for each share of palm-muted notes
-PALM_MUTE_BIAS = {"most": 8.0, "some": 1.5, "none": -8.0}
+PALM_MUTE_BIAS = {"most": 8.0, "some": 1.5}  # "none" is a rule: no palm mute in that bar (`restrict`)
 NEVER = -1e4
 
 
@@ -181,6 +182,7 @@ class Guards:
             self.pm_col = pm[0]
             self.pm_bias = torch.tensor([PALM_MUTE_BIAS.get(v, 0.0) if v else 0.0 for v in spec.palm_mute],
                                         device=dev)
+            self.pm_none = torch.tensor([v == "none" for v in spec.palm_mute], device=dev)
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
@@ -281,6 +283,8 @@ class Guards:
         Duration (-1 elsewhere); `may(table)`: the constraint's host-side test, whether any row's next token may be
         of a kind (a table per last token, as the grammar's `may_*`); by default every rule is applied."""
         g = self.g
+        if self.pm_bias is not None and bool(self.pm_none.any()):  # a bar asked for no palm mute has none
+            keep(m, self.pm_col, ~(self.pm_none[self._at(self.pm_none, bar)] & (bar >= 0)))
         if self.density_cls is not None and may(self.may_count):
             before = m.clone()
             least, most, more_bars = time.kept("density", lambda: self._bar_range(time, bar))
