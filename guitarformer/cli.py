@@ -99,7 +99,8 @@ _compile = click.option("--compile", "compile_step", is_flag=True,
 def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, include_bass, workers, overrides, like):
     """Tokenize files and folders (MIDI, Guitar Pro, ASCII tab, MusicXML, ABC) into a dataset folder.
 
-    With no INPUTS the built-in corpus (fiddle tunes shipped with music21) is prepared into the cache.
+    With no INPUTS the built-in corpus (Freedoom's rock guitar parts, Mutopia's classical guitar pieces and the
+    fiddle tunes shipped with music21) is prepared into the cache.
     Every input file gets a line in manifest.jsonl saying what happened to it.
     """
     from guitarformer.config import load_config, set_values

@@ -45,6 +45,10 @@ NO_CONTROLS_FIX = ("prepare the dataset with controls and train on it: guitarfor
 TRAIN_ON_YOURS = ("guitarformer prepare my-tabs --like pretrained, then guitarformer train --data <that dataset> "
                   "--init pretrained")
 UNSEEN_FIX = "or train a model on tabs that have it: " + TRAIN_ON_YOURS
+# What teaches a technique: tabs that mark it, as Guitar Pro files and ASCII tabs do (MIDI and LilyPond renders,
+# the built-in corpus's sources, mark none but palm mutes)
+TECH_FIX = ("or teach it: Guitar Pro files or ASCII tabs that mark bends, slides, hammer-ons and the like (prepare "
+            "a folder of them with --like pretrained, then guitarformer train --data <that dataset> --init pretrained)")
 _NOT_CONTROLS = {"tuning": "Tuning", "time_signature": "TimeSig"}  # options counted like controls (data/seen.py)
 _RANGE = re.compile(r"(\d+)(?:\s*-\s*(\d+))?\s*:\s*(.+)")  # one stripped part; no two blank runs side by side
 
@@ -112,7 +116,8 @@ def _unseen(option: str, value: str, seen: Seen, unit: str) -> GuitarformerError
     n, total = seen.count(name, value), seen.total(name)
     had = f"in only {n} of its {total:,} {unit}" if n else f"in none of its {total:,} {unit}"
     return GuitarformerError(f"{option_flag(option)} {value}: this model never learned it: {value} occurs {had} "
-                             f"({seen.source})", f"use one of: {', '.join(known) or '(none)'}; {UNSEEN_FIX}")
+                             f"({seen.source})", f"use one of: {', '.join(known) or '(none)'}; "
+                             + (TECH_FIX if name == "Tech" else UNSEEN_FIX))
 
 
 def check_seen(seen: Seen | None, asked: dict[str, Any], tuning: tuple[int, ...] | None,
