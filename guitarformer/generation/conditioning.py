@@ -208,9 +208,11 @@ def conditions(tokenizer, tuning: tuple[int, ...] | None = None, tempo: float | 
     plain = positions is not None and positions[0][1] is None
     region = position_frets(positions[0][2]) if plain else None
     spec = replace(settings, key=ranges["key"][0][2] if guard and "key" in ranges else None, density=[], regions=[],
-                   palm_mute=[])
+                   palm_mute=[], polyphony=[])
     if guard and "density" in ranges:
         spec.density = [_value_at(ranges["density"], n) for n in range(1, last + 2)]
+    if guard and "polyphony" in ranges:
+        spec.polyphony = [_value_at(ranges["polyphony"], n) for n in range(1, last + 2)]
     if guard and "palm_mute" in ranges:
         spec.palm_mute = [_value_at(ranges["palm_mute"], n) for n in range(1, last + 2)]
     if positions is not None and not plain:  # a hand position per bar: held by the guards, whatever `guard` says

@@ -26,6 +26,10 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
   so a bar asked for palm mutes gets them where the model, which saw few (a muted-guitar part is rare in its data),
   would leave them out (the model still chooses); a bar asked for none has none (a model copying the palm-muted
   bars before it would go on muting).
+- polyphony, per bar: the notes an onset holds, as the control counts them (its most common onset size: single 1,
+  dyads 2, chords 3 or more): at an onset with fewer than the asked size, the next note at the same onset gains
+  `POLY_BIAS` logits (the model still chooses which pitch, the strings still decide what is playable); at one with
+  the asked size of single notes or dyads, no further note.
 - style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
 
 Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
@@ -91,14 +95,17 @@ class GuardSpec:
     density: list[str | None] = field(default_factory=list)
     regions: list[tuple[int, int] | None] = field(default_factory=list)
     palm_mute: list[str | None] = field(default_factory=list)
+    polyphony: list[str | None] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.key) or any(self.density) or any(self.regions) or any(self.palm_mute)
+        return bool(self.key) or any(self.density) or any(self.regions) or any(self.palm_mute) or any(self.polyphony)
 
 
 # Logits onto the palm-mute technique token in a bar asked for each share of palm-muted notes
 PALM_MUTE_BIAS = {"most": 8.0, "some": 1.5}  # "none" is a rule: no palm mute in that bar (`restrict`)
 NEVER = -1e4
+POLY_SIZE = {"single": 1, "dyads": 2, "chords": 3}  # notes an onset holds in each polyphony class
+POLY_BIAS = 4.0  # logits onto another note at an onset short of the asked size
 
 
 def meter_quarters(meter: str) -> float:
@@ -183,6 +190,8 @@ class Guards:
             self.pm_bias = torch.tensor([PALM_MUTE_BIAS.get(v, 0.0) if v else 0.0 for v in spec.palm_mute],
                                         device=dev)
             self.pm_none = torch.tensor([v == "none" for v in spec.palm_mute], device=dev)
+        self.poly = torch.tensor([POLY_SIZE.get(v, 0) if v else 0 for v in spec.polyphony], dtype=torch.long,
+                                 device=dev) if any(spec.polyphony) else None
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
@@ -283,6 +292,9 @@ class Guards:
         Duration (-1 elsewhere); `may(table)`: the constraint's host-side test, whether any row's next token may be
         of a kind (a table per last token, as the grammar's `may_*`); by default every rule is applied."""
         g = self.g
+        if self.poly is not None and may(g.may_pitch):  # an onset of single notes or dyads holds no more
+            size = torch.where(bar >= 0, self.poly[self._at(self.poly, bar)], 0)
+            keep(m, g.pitch_at, ~((size > 0) & (size < 3) & (self.notes_here >= size)).unsqueeze(1))
         if self.pm_bias is not None and bool(self.pm_none.any()):  # a bar asked for no palm mute has none
             keep(m, self.pm_col, ~(self.pm_none[self._at(self.pm_none, bar)] & (bar >= 0)))
         if self.density_cls is not None and may(self.may_count):
@@ -335,6 +347,11 @@ class Guards:
     def steer(self, logits: torch.Tensor, bar: torch.Tensor | None = None) -> torch.Tensor:
         """The logits (B, V) with the key's bias added (every note's, and the tonic's where it is due) and the palm
         mute's of each row's bar (`bar` (B,): the new bar, as `restrict` takes it)."""
+        if self.poly is not None and bar is not None:  # an onset short of the asked size: another note
+            size = torch.where(bar >= 0, self.poly[self._at(self.poly, bar)], 0)
+            short = (self.notes_here >= 1) & (self.notes_here < size)
+            logits = logits + torch.zeros_like(logits).index_fill_(1, self.g.pitch_cols, POLY_BIAS) \
+                * short.to(logits.dtype).unsqueeze(1)
         if self.pm_bias is not None and bar is not None:
             add = torch.where(bar >= 0, self.pm_bias[self._at(self.pm_bias, bar)], 0.0)
             add = torch.where(self.after_pm, NEVER, add)  # a note is palm-muted once
