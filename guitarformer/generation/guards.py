@@ -22,10 +22,10 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
 - hand position, per bar (a schedule; one position for every bar is the string state's own region): a String only
   where the pending pitch's fret lies in that bar's region (or is open), a Pitch only where some string plays it so;
   with tab layout 3, a note ends without a String (on its lowest-fret string) only where that string's fret does.
-- palm mute, per bar: a bias on the palm-mute technique token (`PALM_MUTE_BIAS`, by the asked share: most, some),
-  so a bar asked for palm mutes gets them where the model, which saw few (a muted-guitar part is rare in its data),
-  would leave them out (the model still chooses); a bar asked for none has none (a model copying the palm-muted
-  bars before it would go on muting).
+- palm mute, per bar: a bar asked for most has every note palm-muted (the mark comes where a note's technique may),
+  one asked for none has none (a model copying the palm-muted bars before it would go on muting), one asked for
+  some gains `PALM_MUTE_BIAS` logits on the mark: the model, which saw few (a muted-guitar part is rare in its
+  data), would leave them out.
 - polyphony, per bar: the notes an onset holds, as the control counts them (its most common onset size: single 1,
   dyads 2, chords 3 or more): at an onset with fewer than the asked size, the next note at the same onset gains
   `POLY_BIAS` logits (the model still chooses which pitch, the strings still decide what is playable); at one with
@@ -102,7 +102,7 @@ class GuardSpec:
 
 
 # Logits onto the palm-mute technique token in a bar asked for each share of palm-muted notes
-PALM_MUTE_BIAS = {"most": 8.0, "some": 1.5}  # "none" is a rule: no palm mute in that bar (`restrict`)
+PALM_MUTE_BIAS = {"some": 1.5}  # "most" and "none" are rules: every note of the bar palm-muted, or none (`restrict`)
 NEVER = -1e4
 POLY_SIZE = {"single": 1, "dyads": 2, "chords": 3}  # notes an onset holds in each polyphony class
 POLY_BIAS = 4.0  # logits onto another note at an onset short of the asked size
@@ -190,6 +190,9 @@ class Guards:
             self.pm_bias = torch.tensor([PALM_MUTE_BIAS.get(v, 0.0) if v else 0.0 for v in spec.palm_mute],
                                         device=dev)
             self.pm_none = torch.tensor([v == "none" for v in spec.palm_mute], device=dev)
+            self.pm_most = torch.tensor([v == "most" for v in spec.palm_mute], device=dev)
+            self.pm_only = torch.zeros(g.V, dtype=torch.bool, device=dev)
+            self.pm_only[self.pm_col] = True
         self.poly = torch.tensor([POLY_SIZE.get(v, 0) if v else 0 for v in spec.polyphony], dtype=torch.long,
                                  device=dev) if any(spec.polyphony) else None
         self.regions = None
@@ -297,6 +300,9 @@ class Guards:
             keep(m, g.pitch_at, ~((size > 0) & (size < 3) & (self.notes_here >= size)).unsqueeze(1))
         if self.pm_bias is not None and bool(self.pm_none.any()):  # a bar asked for no palm mute has none
             keep(m, self.pm_col, ~(self.pm_none[self._at(self.pm_none, bar)] & (bar >= 0)))
+        if self.pm_bias is not None and bool(self.pm_most.any()):  # one asked for most: each note's mark comes
+            due = self.pm_most[self._at(self.pm_most, bar)] & (bar >= 0) & ~self.after_pm & m[:, self.pm_col]
+            m = torch.where(due.unsqueeze(1), self.pm_only, m)
         if self.density_cls is not None and may(self.may_count):
             before = m.clone()
             least, most, more_bars = time.kept("density", lambda: self._bar_range(time, bar))
