@@ -88,7 +88,8 @@ def bend_curve(track) -> Bends:
     """The track's pitch bends in semitones, each scaled by the bend range RPN 0 (CC 101/100 = 0, then data entry
     CC 6 semitones and CC 38 cents) set before it."""
     events = sorted([(c.time, 0, c.number, c.value) for c in track.controls if c.number in (6, 38, 100, 101)]
-                    + [(b.time, 1, -1, b.value) for b in track.pitch_bends])
+                    + [(b.time, 1, -1, b.value) for b in track.pitch_bends], key=lambda e: e[:2])  # stable: an
+    # instant's controllers keep their order (RPN select, then data entry) and come before its bends
     rpn, semis, cents = [127, 127], DEFAULT_BEND_RANGE, 0.0
     times, values = [], []
     for t, kind, number, value in events:
