@@ -148,6 +148,24 @@ def test_a_drum_track_plays_the_kit_on_channel_10():
     assert np.corrcoef(kick[0, :n], piano[0, :n])[0, 1] < 0.5  # the kit's bass drum, not the piano's C2
 
 
+def test_a_closed_hi_hat_chokes_the_open_one_still_ringing():
+    """GM kit pieces 42 and 46 share an exclusive class: once the closed hat sounds, the open one stops."""
+    def kit(*hits):
+        s = symusic.Score(480)
+        s.tempos.append(symusic.Tempo(0, 120))
+        tr = symusic.Track(is_drum=True)
+        tr.notes.extend(symusic.Note(t, 60, key, 100) for t, key in hits)
+        s.tracks.append(tr)
+        return s
+
+    open_hat = soundfont.render(kit((0, 46)), RATE)
+    both = soundfont.render(kit((0, 46), (240, 42)), RATE)  # the closed hat a quarter of a second in
+    closed = soundfont.render(kit((240, 42)), RATE)
+    later = slice(int(0.3 * RATE), None)
+    assert np.abs(open_hat[:, later]).max() > 0.01  # left alone, the open hat rings on
+    assert np.abs(both[:, later] - closed[:, later]).max() < 1e-4
+
+
 def tiny_sf2(path: Path, pgens: tuple = (), igens: tuple = (), mode: int = 1, pitch: int = 57) -> Path:
     """A one-preset SF2 written from the format: a 16-bit sine of 220.5 Hz at 22050 Hz (100 frames a period),
     looped over whole periods, recorded at `pitch`; `pgens`/`igens`: extra (generator, amount) pairs."""

@@ -120,11 +120,12 @@ def track_voices(font: sf2.SoundFont, track, channel: int) -> list[Voice]:
     for i, v in enumerate(voices):
         if v.region.gens[sf2.EXCLUSIVE_CLASS]:
             classes.setdefault(v.region.gens[sf2.EXCLUSIVE_CLASS], []).append(i)
-    for members in classes.values():
-        members.sort(key=lambda i: voices[i].start)
-        for a, b in zip(members, members[1:]):
-            if voices[b].start > voices[a].start:
-                voices[a] = replace(voices[a], choke=voices[b].start)
+    for members in classes.values():  # each voice cut by the class's next onset after its own
+        starts = np.sort([voices[i].start for i in members])
+        for i in members:
+            later = int(np.searchsorted(starts, voices[i].start, side="right"))
+            if later < starts.size:
+                voices[i] = replace(voices[i], choke=float(starts[later]))
     return voices
 
 
@@ -204,12 +205,10 @@ class Envelope:
 def play(out: np.ndarray, sample: np.ndarray, v: Voice, bends: Bends, rate: int) -> None:
     """Mix one voice into `out` (2, N) in place."""
     g = v.region.gens
-    held = min(v.off, v.choke) - v.start  # seconds the key is down (a choke lifts it early, and fast)
+    held, cut = v.off - v.start, v.choke - v.start  # seconds the key is down; when a choke silences the voice
     env = Envelope.of(g, v.key)
-    if v.choke < v.off:
-        env = replace(env, release=CHOKE_SECONDS)
     first = int(round(v.start * rate))
-    n = min(out.shape[1] - first, int(math.ceil(env.length(held) * rate)) + 1)
+    n = min(out.shape[1] - first, int(math.ceil(min(env.length(held), cut + CHOKE_SECONDS) * rate)) + 1)
     if n <= 0 or sample.size < 2 or v.region.header.rate <= 0:
         return
     pos, n = positions(sample.size, v, bends, n, rate)
@@ -222,7 +221,12 @@ def play(out: np.ndarray, sample: np.ndarray, v: Voice, bends: Bends, rate: int)
     velocity = g[sf2.VELOCITY] if g[sf2.VELOCITY] >= 0 else v.velocity
     gain = 10.0 ** (-max(0, g[sf2.ATTENUATION]) / 200.0) * (velocity / 127) ** 2 * v.gain  # centibels; velocity
     pan = max(-1.0, min(1.0, g[sf2.PAN] / 500.0 + v.pan))  # squared, as the default modulator's concave curve
-    mono = audio * env.curve(n, held, rate) * np.float32(gain)
+    level = env.curve(n, held, rate)
+    if cut * rate < n:  # choked, held or ringing: down SILENT_DB in CHOKE_SECONDS
+        k = int(cut * rate)
+        level[k:] *= np.exp(np.arange(n - k, dtype=np.float32) * np.float32(
+            SILENT_DB / 20 * math.log(10) / (CHOKE_SECONDS * rate)))
+    mono = audio * level * np.float32(gain)
     out[0, first:first + n] += mono * math.cos((pan + 1) * math.pi / 4)  # equal-power pan
     out[1, first:first + n] += mono * math.sin((pan + 1) * math.pi / 4)
 
@@ -252,7 +256,7 @@ def positions(size: int, v: Voice, bends: Bends, n: int, rate: int) -> tuple[np.
         pos = start + step * np.arange(n, dtype=np.float64)
     held = 0  # frames that loop (all of them for mode 1; mode 3 until the key lifts, then on to the end)
     if looped:
-        held = n if mode == 1 else min(n, int(round((min(v.off, v.choke) - v.start) * rate)))
+        held = n if mode == 1 else min(n, int(round((v.off - v.start) * rate)))
         first = int(np.searchsorted(pos[:held], loop_end))  # positions only grow until they are wrapped
         if held > first:
             unwrapped = pos[held - 1]
