@@ -621,13 +621,13 @@ def test_wav_without_any_synth_is_one_clear_error(run_dir, tmp_path, monkeypatch
     import guitarformer.render.soundfont as soundfont
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no fluidsynth on this PATH
-    monkeypatch.setattr(soundfont, "available", lambda: False)  # and TinySoundFont as if not installed
+    monkeypatch.setattr(soundfont, "available", lambda: False)  # and soundfile as if it could not load
     from guitarformer.cli import main
 
     r = CliRunner().invoke(main, ["sample", "--run", str(run_dir), "--out", str(tmp_path / "x.mid"),
                                   "--wav", str(tmp_path / "x.wav")])
     assert r.exit_code != 0
-    assert "tinysoundfont" in r.output and "fix:" in r.output and "Traceback" not in r.output
+    assert "soundfile" in r.output and "fix:" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "x.mid").exists()  # failed before generating anything
 
 
@@ -666,7 +666,8 @@ def test_tab_command_reads_midi_and_guitar_pro(fixture):
 
 
 def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path, monkeypatch):
-    """Where TinySoundFont cannot be imported but FluidSynth and a GM soundfont are installed, --wav uses them."""
+    """Where the in-process synthesizer cannot run (no soundfile) but FluidSynth and a GM soundfont are installed,
+    --wav uses them."""
     import shutil
     import wave
 

@@ -252,7 +252,7 @@ def test_downloads_serve_only_what_the_server_made(client, riffs):
     assert "no riff" in error(client.get(f"/api/files/{rid[::-1]}/gp"), 404)
     if not client.get("/api/run").json()["server_wav"]:
         assert "no wav file" in error(client.get(f"/api/files/{rid}/wav"), 404)
-    else:  # the bundled soundfont in process: WAV wherever tinysoundfont is installed
+    else:  # the bundled soundfont in process: WAV wherever soundfile loads
         wav = client.get(f"/api/files/{rid}/wav").content
         assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE" and len(wav) > 44100
 

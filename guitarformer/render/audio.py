@@ -24,14 +24,14 @@ SOUNDFONT_PLACES = (
 
 class Synth(NamedTuple):
     """How WAV is rendered: `program` None plays `soundfont` in this process (render/soundfont.py); otherwise the
-    path of the fluidsynth program, used only where the in-process synthesizer cannot be imported."""
+    path of the fluidsynth program, used only where the in-process synthesizer cannot run (no soundfile)."""
     program: str | None
     soundfont: str
 
 
 def find_synth() -> Synth:
     """The synthesizer and its General MIDI soundfont: $GUITARFORMER_SOUNDFONT, else the bundled one in process
-    (else FluidSynth with a system .sf2, where TinySoundFont is not installed)."""
+    (else FluidSynth with a system .sf2, where soundfile, which decodes the bundled font's samples, cannot load)."""
     env = os.environ.get("GUITARFORMER_SOUNDFONT")
     if env and not Path(env).is_file():
         raise GuitarformerError(f"GUITARFORMER_SOUNDFONT={env} is not a file", "point it at a .sf2 or .sf3 soundfont")
@@ -44,8 +44,8 @@ def find_synth() -> Synth:
     sf2 = next((p for p in places if p and Path(p).is_file()), None)
     if exe is None or sf2 is None:
         missing = "the fluidsynth program" if exe is None else "a General MIDI soundfont (.sf2)"
-        raise GuitarformerError(f"--wav needs the tinysoundfont package (not importable here) or {missing}",
-                                "pip install tinysoundfont (it plays the soundfont guitarformer ships), or install "
+        raise GuitarformerError(f"--wav needs the soundfile package (not importable here) or {missing}",
+                                "pip install soundfile (it decodes the soundfont guitarformer ships), or install "
                                 "fluidsynth and a GM soundfont (e.g. apt install fluidsynth fluid-soundfont-gm)")
     return Synth(exe, sf2)
 

@@ -88,8 +88,8 @@ PREVIEW_SECONDS = 30
 
 
 def preview_audio(gs: GuitarScore, fs: int) -> np.ndarray:
-    """Mono float32 audio of the part: the bundled soundfont's instruments where TinySoundFont is installed (as
-    `--wav` sounds), else pretty_midi's sine waves."""
+    """Mono float32 audio of the part: the bundled soundfont's instruments (as `--wav` sounds), else, where soundfile
+    cannot load, pretty_midi's sine waves."""
     if soundfont.available():
         return soundfont.render(gs.score, fs).mean(axis=0)
     return pretty_midi.PrettyMIDI(io.BytesIO(gs.score.dumps_midi())).synthesize(fs=fs).astype(np.float32)

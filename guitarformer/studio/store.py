@@ -80,7 +80,7 @@ class RiffStore:
         path = riff.files.get(kind)
         if path is None or not path.is_file():
             raise UnknownRiff(f"riff {riff_id} has no {kind} file",
-                                    "wav needs tinysoundfont (or fluidsynth) on the server; the page renders WAV itself")
+                                    "wav needs soundfile (or fluidsynth) on the server; the page renders WAV itself")
         return path
 
     def __len__(self) -> int:
