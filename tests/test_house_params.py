@@ -17,7 +17,7 @@ WAITING = {
     "evaluation/report.py::evaluate_run", "evaluation/report.py::_sample_metrics",
     "fretting/string_model.py::fit", "fretting/viterbi.py::_transition",
     "generation/constraint.py::GuitarConstraint.__init__", "generation/engine.py::generate",
-    "generation/fingering_implied.py::_Search3._rank", "generation/fingering_rows.py::_allowed",
+    "generation/fingering_implied.py::_Search3._rank", "generation/fingering_rows.py::allowed_strings",
     "models/layers.py::KVCache.__init__", "readers/gp_notes.py::build_part", "readers/gpif.py::_Document._place",
     "readers/guitarpro.py::_track_rows.<locals>.place",
 }
