@@ -10,8 +10,9 @@ import symusic
 
 from guitarformer import read_song
 from guitarformer.app.files import read_user_file, read_user_song
+from guitarformer.app.infill import infill
 from guitarformer.app.loaded import load_run_once
-from guitarformer.app.requests import Outputs, SampleRequest
+from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest
 from guitarformer.app.sample import sample
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.song import Song
@@ -163,3 +164,23 @@ def test_sample_prompt_writes_the_files_drums_back(shipped, shared_guitar, tmp_p
         assert bass == Counter(n.pitch for n in song.basses[0].track.notes), path.suffix
     assert hits(read_song(out.midi).basses[0]) == hits(song.basses[0])
     assert [t.is_drum for t in symusic.Score(str(out.midi)).tracks].count(True) == 1
+
+
+def test_infill_keeps_the_drums_of_a_midi_song(shipped, tmp_path):
+    score = symusic.Score(480)
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    score.tempos.append(symusic.Tempo(0, 100.0))
+    guitar, drums = symusic.Track("Guitar", 29), symusic.Track("Kit", 0, True)
+    guitar.notes.extend(symusic.Note(k * 240, 240, (40, 43, 45, 47)[k % 4], 90) for k in range(32))
+    drums.notes.extend(symusic.Note(k * 240, 60, (36, 42, 38, 42)[k % 4], 100) for k in range(32))
+    score.tracks.extend([guitar, drums])
+    score.dump_midi(str(tmp_path / "band.mid"))
+    before = read_song(tmp_path / "band.mid")
+    assert before.roles == ["guitar", "drums"]
+    out = Outputs(midi=tmp_path / "filled.mid", gp=tmp_path / "filled.gp5")
+    r = infill(InfillRequest(song=tmp_path / "band.mid", bars=(2, 2), seed=0, outputs=out), shipped)
+    assert "the other part as it was" in r.lines[-1]
+    for path in (out.midi, out.gp):
+        back = read_song(path)
+        assert back.roles == ["guitar", "drums"], path.suffix
+        assert hits(back.drums[0]) == hits(before.drums[0]), path.suffix
