@@ -6,6 +6,7 @@ The public API, in the order the data flows::
 
     parts = gf.read_guitar("song.gp5")                  # [GuitarScore]: one per guitar part
     parts = gf.read_guitar_contained("upload.gp")       # the same under size, time and memory limits (untrusted files)
+    song = gf.read_song("band.gp5")                     # Song: every part (guitars, bass, drums) on one bar grid
     frets = gf.fret(parts[0].track.notes, parts[0].tuning)  # a (string, fret) per note, where the file has none
     gf.write_ascii_tab(parts[0], "song.txt")            # also write_midi, write_gp5
     model, tokenizer, cfg = gf.load_run("runs/20261122-101500")
@@ -39,6 +40,9 @@ _API = {
     "Technique": "guitarformer.music.score",
     "TUNINGS": "guitarformer.music.guitar",
     "read_guitar": "guitarformer.readers",
+    "read_song": "guitarformer.readers",
+    "read_song_contained": "guitarformer.readers.contained",
+    "Song": "guitarformer.music.song",
     "read_guitar_contained": "guitarformer.readers.contained",
     "fret": "guitarformer.fretting",
     "write_midi": "guitarformer.render.midi",
@@ -96,8 +100,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.models import build_model
     from guitarformer.music.guitar import TUNINGS
     from guitarformer.music.score import GuitarScore, Technique
-    from guitarformer.readers import read_guitar
-    from guitarformer.readers.contained import read_guitar_contained
+    from guitarformer.music.song import Song
+    from guitarformer.readers import read_guitar, read_song
+    from guitarformer.readers.contained import read_guitar_contained, read_song_contained
     from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
     from guitarformer.render.gp5 import write_gp5
     from guitarformer.render.midi import write_midi

@@ -45,8 +45,10 @@ def test_midi_keeps_guitar_drops_piano_and_drums():
     assert gs.score.tempos[0].qpm == pytest.approx(100, abs=0.01)
     ts = gs.score.time_signatures[0]
     assert (ts.numerator, ts.denominator) == (3, 4)
-    everything = read_guitar(FIX / "band.mid", tracks="all")
-    assert sorted(g.track.program for g in everything) == [0, 29]
+    everything = read_guitar(FIX / "band.mid", tracks="all")  # the drums too, as a drum part after the others
+    assert [(g.role, g.track.program, g.is_drum) for g in everything] == [
+        ("guitar", 29, False), ("other", 0, False), ("drums", 0, True)]
+    assert [n.pitch for n in everything[-1].track.notes] == [36, 38] and everything[-1].tuning == ()
 
 
 def test_single_track_riff_on_piano_program_is_kept_as_guitar():
@@ -56,10 +58,11 @@ def test_single_track_riff_on_piano_program_is_kept_as_guitar():
 
 
 def test_drums_only_midi_is_skipped():
-    # The skip says what --tracks all cannot help, not to use it, whichever tracks were asked for.
-    for tracks in ("guitar", "all"):
-        with pytest.raises(SkipFile, match=r"^no track but percussion, or none with notes, among 1 tracks: drums"):
-            read_guitar(FIX / "drums_only.mid", tracks=tracks)
+    # The skip says what --tracks all cannot help, not to use it; --tracks all reads the drums as a drum part.
+    with pytest.raises(SkipFile, match=r"^no track but percussion, or none with notes, among 1 tracks: drums"):
+        read_guitar(FIX / "drums_only.mid")
+    (drums,) = read_guitar(FIX / "drums_only.mid", tracks="all")
+    assert drums.is_drum and drums.role == "drums" and [n.pitch for n in drums.track.notes] == [36, 38]
 
 
 def test_a_file_without_a_guitar_track_says_to_ask_for_every_track(tmp_path):
@@ -220,7 +223,9 @@ def test_guitar_pro_bass_and_all_tracks():
     parts = read_guitar(FIX / "drop_d_capo.gp5", include_bass=True)
     assert [p.tuning for p in parts] == [(38, 45, 50, 55, 59, 64), (28, 33, 38, 43)]
     assert [n.pitch for n in parts[1].track.notes] == [28]
-    assert len(read_guitar(FIX / "drop_d_capo.gp5", tracks="all")) == 2  # drums never
+    every = read_guitar(FIX / "drop_d_capo.gp5", tracks="all")  # the percussion track too, as a drum part
+    assert [(p.role, p.is_drum) for p in every] == [("guitar", False), ("bass", False), ("drums", True)]
+    assert [n.pitch for n in every[2].track.notes] == [36]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_the_api_and_the_contained_read_refuse_past_the_limit(monkeypatch):
     monkeypatch.setenv("GUITARFORMER_MAX_PART_NOTES", "6")
     monkeypatch.setenv("GUITARFORMER_MAX_SONG_NOTES", "7")
     assert len(read_guitar(BAND)) == 1  # the guitar view: 6 notes
-    with pytest.raises(ReadLimitError, match="8 notes in its parts"):
+    with pytest.raises(ReadLimitError, match="10 notes in its parts"):  # 6 guitar, 2 piano and 2 drum notes
         read_guitar(BAND, tracks="all")
 
 

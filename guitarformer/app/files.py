@@ -27,7 +27,7 @@ def _first_line(e: Exception) -> str:
 
 
 def read_user_parts(path: str | Path, tracks: str = "guitar", any_part: bool = False) -> list[GuitarScore]:
-    """The parts of a user's file that have notes: its guitar parts (every non-drum part with tracks="all"; with
+    """The parts of a user's file that have notes: its guitar parts (every part, drums too, with tracks="all"; with
     `any_part`, every part when the file has no guitar part, e.g. a melody to continue on guitar)."""
     path = Path(path)
     if not path.is_file():
@@ -51,6 +51,15 @@ def read_user_parts(path: str | Path, tracks: str = "guitar", any_part: bool = F
     if not parts:
         raise GuitarformerError(f"{path.name} has no notes", READ_FIX)
     return parts
+
+
+def stringed(parts: list[GuitarScore], file: Path | str) -> list[GuitarScore]:
+    """The parts a command can tab, finger or continue: all but the drum parts (GuitarformerError if none is left)."""
+    out = [gs for gs in parts if not gs.is_drum]
+    if not out:
+        raise GuitarformerError(f"{Path(file).name} has only drum parts: drums have no strings to tab or continue",
+                                READ_FIX)
+    return out
 
 
 def pick_track(parts: list[GuitarScore], track: str, file: Path | str, tracks: str = "guitar") -> GuitarScore:
@@ -78,7 +87,7 @@ def pick_track(parts: list[GuitarScore], track: str, file: Path | str, tracks: s
 def read_user_file(path: str | Path, track: str | None = None, tracks: str = "guitar",
                    any_part: bool = False) -> GuitarScore:
     """One part of a user's file: the one `track` names (number from 1, or name), else the first."""
-    parts = read_user_parts(path, tracks, any_part)
+    parts = stringed(read_user_parts(path, tracks, any_part), path)
     return parts[0] if track is None else pick_track(parts, track, path, tracks)
 
 
@@ -109,27 +118,21 @@ def _same_part(a: GuitarScore, b: GuitarScore) -> bool:
 
 def read_user_song(path: str | Path, track: str | None = None, tracks: str = "guitar",
                    any_part: bool = False) -> UserSong:
-    """The part `track` names (see `read_user_file`) within every part of the file (`tracks="all"`), so that a
-    command editing it can write the rest of the song back unchanged."""
-    chosen_from = read_user_parts(path, tracks, any_part)
+    """The part `track` names (see `read_user_file`) within every part of the file (`tracks="all"`: drums too), so
+    that a command editing it can write the rest of the song back unchanged."""
+    read = read_user_parts(path, tracks, any_part)
+    chosen_from = stringed(read, path)
     part = chosen_from[0] if track is None else pick_track(chosen_from, track, path, tracks)
-    every = chosen_from
-    if tracks != "all" and len(chosen_from) >= 1:
+    every = read
+    if tracks != "all":
         try:
             every = read_user_parts(path, "all")
         except GuitarformerError:  # the guitar parts were read: the song is those
-            every = chosen_from
+            every = read
     index = next((k for k, p in enumerate(every) if _same_part(p, part)), None)
     if index is None:  # not found among every part (a reader that tells them apart differently): the chosen ones
         every, index = chosen_from, chosen_from.index(part)
     return UserSong([part if k == index else p for k, p in enumerate(every)], index, len(chosen_from))
-
-
-def read_user_file(path: str | Path, track: str | None = None, tracks: str = "guitar",
-                   any_part: bool = False) -> GuitarScore:
-    """One part of a user's file: the one `track` names (number from 1, or name), else the first."""
-    parts = read_user_parts(path, tracks, any_part)
-    return parts[0] if track is None else pick_track(parts, track, path, tracks)
 
 
 def write_score(gs: GuitarScore, path: str | Path, synth: Synth | None = None) -> Path:
@@ -138,8 +141,8 @@ def write_score(gs: GuitarScore, path: str | Path, synth: Synth | None = None) -
 
 
 def write_song(parts: list[GuitarScore], edited: int, path: str | Path, synth: Synth | None = None) -> Path:
-    """Write a song in the format its suffix names: .mid/.midi and .gp5 every part (tempos, meters and the mark
-    where generated bars begin from part `edited`), .txt/.tab (ASCII tab) part `edited` alone, .wav every part
+    """Write a song in the format its suffix names: .mid/.midi and .gp5 every part, drums too (tempos, meters and the
+    mark where generated bars begin from part `edited`), .txt/.tab (ASCII tab) part `edited` alone, .wav every part
     (the GM soundfont; `synth` from render.audio.find_synth, found here when not given). Missing folders are created."""
     path = Path(path)
     suffix = path.suffix.lower()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guitarformer.app.files import pick_track, read_user_parts
+from guitarformer.app.files import pick_track, read_user_parts, stringed
 from guitarformer.app.requests import TabRequest, check_outputs
 from guitarformer.errors import GuitarformerError
 from guitarformer.fretting import finger_score
@@ -114,7 +114,7 @@ def tab(req: TabRequest, loaded: LoadedRun | None = None) -> TabResult:
     """The `tab` command: read the file's parts (or the one `track` names), finger them, render the tab and write
     the outputs asked for; `loaded`: a tab-token run that fingers the notes instead of fret()."""
     check_outputs(req.outputs, ("tab", "gp"))
-    parts = read_user_parts(req.file, req.tracks)
+    parts = stringed(read_user_parts(req.file, req.tracks), req.file)  # a tab has strings: drums are not tabbed
     if req.track is not None:
         parts = [pick_track(parts, req.track, req.file, req.tracks)]
     parts, notes = _fingered(req, parts, loaded)

@@ -125,6 +125,9 @@ def _tokenize(path: Path, rec: dict) -> list[list[int]]:
     if binary:  # said before a text reader calls it "a chord sheet"
         raise SkipFile(binary)
     parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
+    parts = [gs for gs in parts if not gs.is_drum]  # --tracks all reads drum parts; the tokens have no drums yet
+    if not parts:
+        raise SkipFile("only drum parts: the tokenizations here have no drum tokens")
     seqs, fingerings = [], set()
     if is_tab_tokenizer(_TOK):
         _check_strings(parts)

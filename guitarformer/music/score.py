@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import symusic
 
-from guitarformer.music.guitar import STANDARD_TUNING, playable_range
+from guitarformer.music.guitar import BASS_PROGRAMS, GUITAR_PROGRAMS, STANDARD_TUNING, playable_range
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Technique:
 
 PLAIN = Technique()  # a note played plainly
 UNPLAYABLE: tuple[int, int] = (-1, -1)  # the (string, fret) of a note no string of the tuning can take
+ROLES = ("guitar", "bass", "drums", "other")  # what a part plays in a song
 
 
 @dataclass
@@ -52,6 +53,8 @@ class GuitarScore:
     `frets`, where the source knows it, has one (string, fret) per note of score.tracks[0].notes,
     in the same order; strings are numbered 1 (highest) .. len(tuning) (lowest), as in tab.
     `techniques`, where the source knows them, has one Technique per note in the same order.
+    A drum part (read with tracks="all") is one too: its track is a drum track (is_drum), each note's pitch the
+    General MIDI kit piece it strikes, with no tuning (()) and no frets.
     """
 
     score: symusic.Score
@@ -66,6 +69,26 @@ class GuitarScore:
     @property
     def track(self) -> symusic.Track:
         return self.score.tracks[0]
+
+    @property
+    def is_drum(self) -> bool:
+        """A drum kit part (General MIDI percussion): no strings, no tab."""
+        return bool(self.score.tracks) and self.track.is_drum
+
+    @property
+    def program(self) -> int:
+        """The General MIDI program (0-based) the part is played with (a drum part: its kit, 0 = the standard kit)."""
+        return int(self.track.program)
+
+    @property
+    def role(self) -> str:
+        """'guitar', 'bass', 'drums' or 'other' (ROLES): as the reader found it, else from the track's program."""
+        role = self.extra.get("role")
+        if role in ROLES:
+            return role
+        if self.is_drum:
+            return "drums"
+        return "bass" if self.program in BASS_PROGRAMS else "guitar" if self.program in GUITAR_PROGRAMS else "other"
 
     @property
     def pitch_range(self) -> tuple[int, int]:

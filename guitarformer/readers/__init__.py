@@ -1,4 +1,5 @@
-"""Readers: one per format, one dispatch. `read_guitar(path)` returns every guitar part of a file.
+"""Readers: one per format, one dispatch. `read_guitar(path)` returns every guitar part of a file; `read_song(path)`
+every part it has (guitars, bass, drums, others) as one Song.
 
 Every reader returns a list of GuitarScore (one per guitar part). A file that is readable but not
 usable (no guitar part, a format we cannot read) raises SkipFile(reason); corrupt data raises an
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from guitarformer.errors import SkipFile
 from guitarformer.music.score import GuitarScore
+from guitarformer.music.song import Song
 from guitarformer.readers.ascii_tab import read_ascii_tab
 from guitarformer.readers.base import TRACK_CHOICES, check_timing
 from guitarformer.readers.formats import FORMATS, detect_format
@@ -34,7 +36,7 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
     """Read every guitar part of a file, in this process.
 
     tracks="guitar" keeps guitar parts only (plus bass when include_bass); tracks="all" keeps every
-    pitched (non-drum) part. Raises SkipFile for a usable-but-not-guitar or unsupported file, ReadLimitError
+    part, drum parts too (MIDI and Guitar Pro; see GuitarScore.is_drum). Raises SkipFile for a usable-but-not-guitar or unsupported file, ReadLimitError
     for a file over the size limit or parts over the note limits (ReadLimits.from_env()), and an ordinary exception naming the problem for
     a corrupt one. Each reader bounds what a file may expand to; for a file from someone else (an upload, a
     command's argument) use `readers.contained.read_guitar_contained`, which also caps the read's time and
@@ -70,6 +72,18 @@ def read_guitar(path: str | os.PathLike, tracks: str = "guitar", include_bass: b
     return parts
 
 
+def read_song(path: str | os.PathLike) -> Song:
+    """Every part of a file (`read_guitar(path, tracks="all")`: guitars, bass, drums, others, each with its role) as a
+    Song on the file's bar grid, in this process; for a file from someone else use
+    `readers.contained.read_song_contained`."""
+    return song_of(read_guitar(path, tracks="all"), Path(path))
+
+
+def song_of(parts: list[GuitarScore], path: Path) -> Song:
+    """The Song of the parts read from `path`."""
+    return Song(parts, name=path.stem, source_format=parts[0].source_format if parts else "")
+
+
 def _notation():
     """readers.notation, imported on first use: it imports music21, a fifth of a second that a command reading no
     MusicXML or ABC (sampling from the shipped model, a Guitar Pro file) should not wait for."""
@@ -84,4 +98,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FORMATS", "detect_format", "from_music21", "read_guitar"]
+__all__ = ["FORMATS", "detect_format", "from_music21", "read_guitar", "read_song", "song_of"]

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.score import GuitarScore
-from guitarformer.readers import read_guitar
+from guitarformer.music.song import Song
+from guitarformer.readers import read_guitar, song_of
 from guitarformer.readers.formats import binary_reason, detect_format, unsupported_reason
 from guitarformer.readers.limits import (
     ReadLimitError,
@@ -58,6 +59,12 @@ def read_guitar_contained(path: str | os.PathLike, tracks: str = "guitar", inclu
     if message is _TIMED_OUT:
         raise too_slow(path.name, limits)
     return _result(message, path, limits, child.exitcode)
+
+
+def read_song_contained(path: str | os.PathLike, limits: ReadLimits | None = None) -> Song:
+    """`read_song(path)` in a child process under `limits`: every part of the file as a Song (see
+    `read_guitar_contained` for what it raises)."""
+    return song_of(read_guitar_contained(path, tracks="all", limits=limits), Path(path))
 
 
 def _check_before_reading(path: Path, limits: ReadLimits) -> None:

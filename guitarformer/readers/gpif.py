@@ -18,21 +18,24 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from guitarformer.errors import SkipFile
+from guitarformer.music.drums import drum_part
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import dedupe_by_time, no_guitar, no_notes, part_name, sounding, time_limit
+from guitarformer.readers.base import (dedupe_by_time, new_score, no_guitar, no_notes, part_name, sounding,
+                                       time_limit)
 from guitarformer.readers.bcfz import gpx_file
+from guitarformer.readers.gpif_drums import NO_KIT, drum_key, kit_keys
 from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, GP_GUITAR, Row, build_part, extend_tie, gp_role
 from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_gpif
 from guitarformer.readers.xml_safety import parse_xml, zip_member
 
 # GP7+ write each note's pitch twice more as notation (ConcertPitch, TransposedPitch) and each beat's display
-# settings; nothing here reads them, and cutting them before parsing spares the parser a third of its elements.
+# settings; nothing here reads them (a drum note's InstrumentArticulation is read: it names the kit piece), and cutting them before parsing spares the parser a third of its elements.
 # The property's body is bounded (real ones are about 100 bytes): with `.*?` each unclosed opening tag scanned to
 # the end of the file, and a 1 MB file of them took minutes.
 _UNUSED = re.compile(rb'<Property name="(?:ConcertPitch|TransposedPitch|PrimaryPickupVolume|PrimaryPickupTone)">'
-                     rb".{0,1024}?</Property>|<(TransposedPitchStemOrientation|ConcertPitchStemOrientation|"
-                     rb"InstrumentArticulation)>[^<]*</\1>", re.S)
+                     rb".{0,1024}?</Property>|<(TransposedPitchStemOrientation|ConcertPitchStemOrientation)>"
+                     rb"[^<]*</\1>", re.S)
 MIN_QPM = 1.0  # a tempo below this is corrupt data, not music (it would stretch one bar over hours)
 MAX_OCCURRENCES = 2_000_000  # beats placed in one staff: real scores place thousands; ids reused without end would hang
 # A beat is one stroke: one note per string (a keyboard staff without strings: a chord). A beat listing more note
@@ -146,26 +149,26 @@ def scores_from_gpif(root: ET.Element, path: Path, tracks: str, include_bass: bo
     bar_ids = [(mb.findtext("Bars") or "").split() for mb in master_bars]
 
     roles = [_role(t, st) for t, st in staves]
-    keep = [k for k, role in enumerate(roles) if role != "drums"]
-    if tracks == "guitar":
-        keep = [k for k in keep if roles[k] == "guitar" or (include_bass and roles[k] == "bass")]
+    keep = [k for k, role in enumerate(roles)
+            if tracks == "all" or role == "guitar" or (include_bass and role == "bass")]
     parts = []
     for k in keep:
         track, st = staves[k]
-        program = _program(track)
         track_name = (track.findtext("Name") or "").strip()
         for s, (tuning, capo) in enumerate(st):
-            rows = doc.staff_rows([ids[slots[k] + s] if slots[k] + s < len(ids) else "-1" for ids in bar_ids],
-                                  starts, tuning, capo)
-            if not rows:
-                continue
+            ids = [ids[slots[k] + s] if slots[k] + s < len(ids) else "-1" for ids in bar_ids]
             label = track_name if len(st) == 1 else f"{track_name} {s + 1}".strip()
-            low_first = tuple(tuning) if tuning else (40, 45, 50, 55, 59, 64)
-            gs = build_part(rows, tuning=low_first, capo=capo, program=program, track_name=label, end=end,
-                            tempos=tempos, time_signatures=time_signatures, source_format="gp6+",
-                            keep_frets=bool(tuning))
-            gs.extra["path"] = str(path)
-            parts.append(gs)
+            if roles[k] == "drums":
+                gs = doc.drum_staff(ids, starts, kit_keys(track), label, new_score(TPQ, tempos, time_signatures))
+            else:
+                rows = doc.staff_rows(ids, starts, tuning, capo)
+                gs = rows and build_part(rows, tuning=tuple(tuning) if tuning else (40, 45, 50, 55, 59, 64),
+                                         capo=capo, program=_program(track), track_name=label, end=end, tempos=tempos,
+                                         time_signatures=time_signatures, source_format="gp6+",
+                                         keep_frets=bool(tuning))
+            if gs:
+                gs.extra.update(path=str(path), role=roles[k])
+                parts.append(gs)
     if not parts:
         if keep:
             raise no_notes(len(keep), len(track_list), tracks)
@@ -280,7 +283,7 @@ def _int(text, default: int) -> int:
 class _Note:
     """One Note element, read once however often it is referenced."""
 
-    __slots__ = ("string", "fret", "pitch", "tie_in", "technique", "hopo_out", "staccato", "accent")
+    __slots__ = ("string", "fret", "pitch", "tie_in", "technique", "hopo_out", "staccato", "accent", "kit")
 
 
 class _Beat:
@@ -300,6 +303,20 @@ class _Document:
         self._beats: dict[str, _Beat] = {}
         self._notes: dict[str, _Note] = {}
         self._rhythms: dict[str, int | Fraction] = {}
+        self.kit: tuple | None = None  # while a drum staff is read: its track's kit (gpif_drums.kit_keys)
+        self.unkeyed = 0  # drum notes left out: no drum key found for them
+
+    def drum_staff(self, bar_ids: list[str], starts: list[int], kit: tuple, name: str, score) -> GuitarScore | None:
+        """A drum staff as a drum part on `score` (the song's timing), each note at its drum key; None if empty."""
+        self.kit, self.unkeyed = kit, 0
+        try:
+            rows = self.staff_rows(bar_ids, starts, (), 0)
+        finally:
+            self.kit = None
+        if not rows:
+            return None
+        return drum_part([(r.time, r.duration, r.pitch, r.velocity) for r in rows], score, name, "gp6+",
+                         {"unkeyed_drum_notes": self.unkeyed} if self.unkeyed else None)
 
     def staff_rows(self, bar_ids: list[str], starts: list[int], tuning: tuple[int, ...], capo: int) -> list[Row]:
         """The sounding notes of one staff: bar_ids[i] is its Bar in master bar i ("-1": none)."""
@@ -350,7 +367,13 @@ class _Document:
     def _place(self, note: _Note, start: int, duration: int, velocity: int, tuning, n_strings: int, capo: int,
                rows: list[Row], open_notes: dict, hopo_from: set, delayed: dict, vibrato: bool = False) -> None:
         """Add one occurrence of a note (or extend the note its tie continues)."""
-        if n_strings and 0 <= note.string < n_strings:
+        if self.kit is not None:  # a drum note: its key is its pitch, and a tie continues the same piece
+            pitch = drum_key(note.kit, self.kit)
+            if pitch is None:
+                self.unkeyed += 1
+                return
+            string = pitch
+        elif n_strings and 0 <= note.string < n_strings:
             string = n_strings - note.string  # 1 = highest
             pitch = tuning[note.string] + capo + note.fret
         elif note.pitch is not None and not n_strings:
@@ -458,6 +481,7 @@ class _Document:
         note.string = _int(_value(props.get("String")), -1)
         note.fret = max(0, _int(_value(props.get("Fret")), 0))
         note.pitch = _pitch(props) if note.string < 0 else None
+        note.kit = _kit(props, tags)
         tie = tags.get("Tie")
         note.tie_in = tie is not None and tie.get("destination") == "true"
         note.hopo_out = "HopoOrigin" in props
@@ -479,6 +503,15 @@ def _value(prop) -> str | None:
     if prop is None or not len(prop):
         return None
     return prop[0].text
+
+
+def _kit(props: dict, tags: dict) -> tuple[int, int, int, int]:
+    """What a drum note names of its kit piece: (InstrumentArticulation, Midi, Element, Variation), -1 if absent."""
+    if "InstrumentArticulation" not in tags and "Element" not in props and "Midi" not in props:
+        return NO_KIT
+    return (_int(tags["InstrumentArticulation"].text, -1) if "InstrumentArticulation" in tags else -1,
+            _int(_value(props.get("Midi")), -1), _int(_value(props.get("Element")), -1),
+            _int(_value(props.get("Variation")), -1))
 
 
 def _pitch(props) -> int | None:

@@ -1,5 +1,6 @@
 """Guitar Pro 3, 4 and 5 (PyGuitarPro): one GuitarScore per guitar track, with the tab's strings, frets and
-each note's techniques."""
+each note's techniques; with tracks="all" every other track too, a percussion track as a drum part (a percussion
+note's fret value is its General MIDI drum key)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import guitarpro
 
+from guitarformer.music.drums import drum_part
 from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
-from guitarformer.readers.base import dedupe_by_time, no_guitar, no_notes, part_name, sounding, time_limit
+from guitarformer.readers.base import (dedupe_by_time, new_score, no_guitar, no_notes, part_name, sounding,
+                                       time_limit)
 from guitarformer.readers.gp_notes import GP_GUITAR, HARMONIC_KINDS, Row, build_part, extend_tie, gp_role
 
 GP_QUARTER = guitarpro.Duration.quarterTime  # PyGuitarPro's ticks per quarter (960)
@@ -65,20 +68,24 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
     tempos, time_signatures = dedupe_by_time(tempos), dedupe_by_time(time_signatures)
 
     roles = [_gp_role(t) for t in song.tracks]
-    candidates = [t for t, role in zip(song.tracks, roles)
-                  if role != "drums" and (tracks == "all" or role == "guitar" or (include_bass and role == "bass"))]
+    candidates = [(t, role) for t, role in zip(song.tracks, roles)
+                  if tracks == "all" or role == "guitar" or (include_bass and role == "bass")]
     parts = []
-    for track in candidates:
-        rows = _track_rows(track, ticks)
+    for track, role in candidates:
+        rows = _track_rows(track, ticks, drums=role == "drums")
         if not rows:
             continue
-        strings = sorted(track.strings, key=lambda s: s.number)  # 1 = highest
-        program = int(track.channel.instrument) if 0 <= track.channel.instrument <= 127 else GUITAR_PROGRAM
-        gs = build_part(rows, tuning=tuple(s.value for s in reversed(strings)), capo=max(0, int(track.offset or 0)),
-                        program=program, track_name=track.name, end=ticks(song_end), tempos=tempos,
-                        time_signatures=time_signatures, source_format="gp")
+        if role == "drums":
+            gs = drum_part([(r.time, r.duration, r.pitch, r.velocity) for r in rows],
+                           new_score(TPQ, tempos, time_signatures), track.name, "gp")
+        else:
+            strings = sorted(track.strings, key=lambda s: s.number)  # 1 = highest
+            program = int(track.channel.instrument) if 0 <= track.channel.instrument <= 127 else GUITAR_PROGRAM
+            gs = build_part(rows, tuning=tuple(s.value for s in reversed(strings)),
+                            capo=max(0, int(track.offset or 0)), program=program, track_name=track.name,
+                            end=ticks(song_end), tempos=tempos, time_signatures=time_signatures, source_format="gp")
         gs.name = part_name(path, track.name, len(candidates))
-        gs.extra["path"] = str(path)
+        gs.extra.update(path=str(path), role=role)
         parts.append(gs)
     if not parts:
         if candidates:
@@ -92,8 +99,8 @@ def _gp_role(track) -> str:
     return gp_role(len(track.strings), int(track.channel.instrument), percussion)
 
 
-def _track_rows(track, ticks) -> list[Row]:
-    """The sounding notes of one PyGuitarPro track."""
+def _track_rows(track, ticks, drums: bool = False) -> list[Row]:
+    """The sounding notes of one PyGuitarPro track (`drums`: a percussion track, whose fret values are drum keys)."""
     NoteType, BeatStatus = guitarpro.NoteType, guitarpro.BeatStatus
     open_pitch = {s.number: s.value for s in track.strings}
     capo = max(0, int(track.offset or 0))
@@ -108,7 +115,7 @@ def _track_rows(track, ticks) -> list[Row]:
             hopo_from.discard(key)
         if hopo:
             hopo_from.add(key)
-        pitch = open_pitch[string] + capo + fret
+        pitch = fret if drums else open_pitch[string] + capo + fret
         if not 0 <= pitch <= 127:
             return
         dur, vel = sounding(duration, velocity, tech, staccato, accent)

@@ -5,6 +5,7 @@ MIDI names no tuning and no technique; two of a guitar part's are read from what
   C2 in drop C, to B1 on a 7-string, rather than fingered an octave off;
 - palm mutes: a track on General MIDI's Electric Guitar (muted) program is how MIDI writes a palm-muted guitar
   part, so each of its notes is read as palm-muted.
+With tracks="all", drum tracks (channel 10) are read too, as drum parts after the pitched ones.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from guitarformer.music.guitar import (
     MUTED_GUITAR_PROGRAM,
     tuning_for_lowest,
 )
+from guitarformer.music.drums import drum_part
 from guitarformer.music.score import GuitarScore, Technique
 from guitarformer.readers.base import copy_timing, no_guitar, part_name
 
@@ -42,8 +44,10 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         # (exported riffs often sit on program 0), unless it is a bass we were told to leave out.
         if not keep and len(pitched) == 1 and (include_bass or pitched[0].program not in BASS_PROGRAMS):
             keep = pitched
-    if not keep:
+    drums = [t for t in src.tracks if t.is_drum and len(t.notes)] if tracks == "all" else []
+    if not keep and not drums:
         raise no_guitar(len(src.tracks), tracks, pitched=len(pitched))
+    n_parts = len(keep) + len(drums)
 
     parts = []
     for track in keep:
@@ -62,10 +66,17 @@ def read_midi(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
             score=score,
             tuning=BASS_TUNING if is_bass else tuning_for_lowest(lowest),
             techniques=[PALM_MUTED] * len(track.notes) if muted else None,
-            name=part_name(path, track.name, len(keep)),
+            name=part_name(path, track.name, n_parts),
             source_format="midi",
             extra={"path": str(path), "track_name": track.name, "program": original_program},
         ))
+    for track in drums:
+        score = symusic.Score(src.ticks_per_quarter)
+        copy_timing(src, score)
+        hits = track.notes.numpy()
+        parts.append(drum_part(list(zip(hits["time"], hits["duration"], hits["pitch"], hits["velocity"])), score,
+                               track.name, "midi", {"path": str(path)}))
+        parts[-1].name = part_name(path, track.name, n_parts)
     return parts
 
 

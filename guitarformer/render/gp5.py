@@ -1,5 +1,6 @@
 """Guitar Pro 5 out (PyGuitarPro): one track per part with its tuning, capo, strings and frets, the score's tempo and
-time signatures, and each note's techniques as Guitar Pro effects."""
+time signatures, and each note's techniques as Guitar Pro effects. A drum part is a percussion track on channel 10,
+as Guitar Pro writes one: its "strings" are tuned to 0 and each hit's fret value is its General MIDI drum key."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Sequence
 
 import guitarpro as gp
 
+from guitarformer.music.bars import bar_index
+from guitarformer.music.drums import DRUM_CHANNEL, DRUM_VOICES
 from guitarformer.music.guitar import MAX_FRET
 from guitarformer.music.score import Technique
 from guitarformer.render.ascii_tab import (Unplaced, bars_of, resolve_frets, signature_at, tempo_at, techniques_of,
@@ -111,7 +114,7 @@ def write_gp5(gs, path, frets=None, bars: tuple[int, int] | None = None) -> list
 def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None = None,
                     timing=None) -> list[list[Unplaced]]:
     """Write (GuitarScore, frets or None) parts as one Guitar Pro 5 file, a track each (tuning, capo, program,
-    string/fret, techniques), bars, tempo and the generated mark from `timing`'s score (a GuitarScore; default: the
+    string/fret, techniques; a drum part: a percussion track, its frets ignored), bars, tempo and the generated mark from `timing`'s score (a GuitarScore; default: the
     first part's). `bars` = (first, last), 1-based, writes only those bars. Returns, per part, the notes left out:
     unplayable on the tuning, or a second note on a string at one onset.
 
@@ -149,7 +152,8 @@ def write_gp5_parts(parts: Sequence[tuple], path, bars: tuple[int, int] | None =
 
     left_out = []
     for i, (gs, frets) in enumerate(parts):
-        left_out.append(_write_track(song, i, gs, resolve_frets(gs, frets), chosen, (a, b)))
+        placed = drum_frets(gs) if gs.is_drum else resolve_frets(gs, frets)
+        left_out.append(_write_track(song, i, gs, placed, chosen, (a, b)))
     _write_tempo_changes(song, score, chosen)
     gp.write(song, str(path), version=(5, 1, 0))
     return left_out
@@ -187,19 +191,48 @@ def _write_tempo_changes(song, score, chosen) -> None:
         current = qpm
 
 
+def drum_frets(gs) -> list[tuple[int, int]]:
+    """A drum part's hits as (voice, drum key): the hits at one onset on "strings" 1, 2, ... of a percussion track;
+    (-1, -1) for a hit past its DRUM_VOICES (Guitar Pro holds one note per string at a beat)."""
+    frets, voices = [], {}
+    for n in gs.track.notes:
+        v = voices[n.time] = voices.get(n.time, 0) + 1
+        frets.append((v, int(n.pitch)) if v <= DRUM_VOICES else (-1, -1))
+    return frets
+
+
+def _crowded_hits(gs, frets) -> list[Unplaced]:
+    """The hits of a drum part drum_frets found no voice for ("chord": more at once than a percussion track holds)."""
+    notes = gs.track.notes
+    starts = [b[0] for b in bars_of(gs.score, max((x.time + 1 for x in notes), default=1))]
+    return [Unplaced(k, bar_index(starts, notes[k].time) + 1, int(notes[k].pitch), "chord")
+            for k, (s, _) in enumerate(frets) if s < 0]
+
+
+def _new_track(song, i: int, gs) -> gp.models.Track:
+    """The empty Guitar Pro track of part `i`: its strings, capo and MIDI channel (a drum part: percussion on channel
+    10, strings tuned to 0)."""
+    name = gp_text(gs.extra.get("track_name") or gs.name or "") or ("Drums" if gs.is_drum else "Guitar")
+    track = gp.models.Track(song, number=i + 1, name=name[:40], offset=0 if gs.is_drum else gs.capo,
+                            fretCount=MAX_FRET, isPercussionTrack=gs.is_drum)
+    track.measures.clear()  # PyGuitarPro gives a new track an empty measure per header; ours are built below
+    if gs.is_drum:
+        track.strings = [gp.models.GuitarString(k + 1, 0) for k in range(DRUM_VOICES)]
+        channel, program = DRUM_CHANNEL, 0
+    else:
+        track.strings = [gp.models.GuitarString(k + 1, p) for k, p in enumerate(reversed(gs.tuning))]
+        channel, program = (i if i < DRUM_CHANNEL else i + 1), int(gs.track.program)  # channel 10 is the drums'
+    track.channel = gp.models.MidiChannel(channel=channel % 16, effectChannel=channel % 16, instrument=program)
+    song.tracks.append(track)
+    return track
+
+
 def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
     notes = gs.track.notes
     techs = techniques_of(gs)
     tpq = gs.score.ticks_per_quarter
-    n_str = len(gs.tuning)
-    channel = i if i < 9 else i + 1  # channel 10 is drums
-    name = gp_text(gs.extra.get("track_name") or gs.name or "") or "Guitar"
-    track = gp.models.Track(song, number=i + 1, name=name[:40], offset=gs.capo, fretCount=MAX_FRET)
-    track.measures.clear()  # PyGuitarPro gives a new track an empty measure per header; ours are built below
-    track.strings = [gp.models.GuitarString(k + 1, p) for k, p in enumerate(reversed(gs.tuning))]
-    track.channel = gp.models.MidiChannel(channel=channel % 16, effectChannel=channel % 16,
-                                          instrument=int(gs.track.program) if not gs.track.is_drum else 25)
-    song.tracks.append(track)
+    track = _new_track(song, i, gs)
+    n_str = len(track.strings)
 
     def q(t: int) -> int:
         return round(t * _GP_Q / tpq / _GP_GRID) * _GP_GRID
@@ -215,7 +248,7 @@ def _write_track(song, i: int, gs, frets, chosen, bar_range) -> list[Unplaced]:
             hammer_from.add(last_on[s])
         last_on[s] = k
 
-    unplaced = unplaced_notes(gs, frets)
+    unplaced = _crowded_hits(gs, frets) if gs.is_drum else unplaced_notes(gs, frets)
     left_out = [u for u in unplaced if bar_range[0] <= u.bar <= bar_range[1]]
     skip = {u.index for u in unplaced}
     by_onset: dict[int, list[int]] = {}

@@ -1,4 +1,4 @@
-"""MIDI out: guitar parts as one multi-track MIDI file.
+"""MIDI out: guitar parts as one multi-track MIDI file (a drum part as a drum track, on channel 10).
 
 Bends and vibrato become pitch-bend curves. MIDI bends a whole channel, so a part's bent and vibrato notes move to
 a companion track of the same instrument ("... (bends)", its own channel) and carry the curves there; the plain
@@ -31,7 +31,8 @@ def write_midi(gs_or_list: GuitarScore | Iterable[GuitarScore], path: str | os.P
     Tempos, time signatures and markers come from `timing` (default: the first part); where its
     `extra["generated_from_tick"]` is set (a prompt continued or bars filled by a model), a "generated" marker shows
     where the new bars begin. `program` overrides every track's program. A track without a name of its own is
-    named after its instrument ("Acoustic Guitar (steel)").
+    named after its instrument ("Acoustic Guitar (steel)"). A drum part (GuitarScore.is_drum) is written as a drum
+    track, which MIDI plays on channel 10, and keeps its kit whatever `program` says.
     """
     parts = [gs_or_list] if isinstance(gs_or_list, GuitarScore) else list(gs_or_list)
     if not parts:
@@ -49,7 +50,7 @@ def write_midi(gs_or_list: GuitarScore | Iterable[GuitarScore], path: str | os.P
         score = gs.score if gs.score.ticks_per_quarter == tpq else gs.score.resample(tpq, min_dur=1)
         for track in score.tracks:
             track = track.copy()
-            if program is not None:
+            if program is not None and not track.is_drum:
                 track.program = program
             if not track.name.strip() or track.name in GM_PROGRAM_NAMES:  # no name, or a default one (miditok
                 track.name = program_name(track.program, track.is_drum)   # names every track it decodes a piano)
