@@ -107,6 +107,14 @@ def test_run_info_lists_every_option(client, plain_client):
     assert not plain["can_infill"] and not plain["options"]["key"]["available"] and plain["options"]["key"]["reason"]
 
 
+def test_the_header_says_what_the_run_plays_without_a_path(client):
+    info = client.get("/api/run").json()
+    head = info["headline"]
+    assert head.startswith("Your run ") and "folk" in head and "rock" in head and "rewrites chosen bars" in head
+    assert "/" not in head  # no filesystem path in what the page shows
+    assert info["run_dir"] in info["describe"]  # the technical line keeps the path, shown on hover
+
+
 def test_sample_gives_candidates_with_their_files(client, riffs, tmp_path):
     assert len(riffs) == 2 and riffs[0]["id"] != riffs[1]["id"] and [r["seed"] for r in riffs] == [7, 8]
     for r in riffs:

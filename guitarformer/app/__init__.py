@@ -28,6 +28,7 @@ _API = {
     "OptionInfo": "guitarformer.app.loaded",
     "RunInfo": "guitarformer.app.loaded",
     "load_run_once": "guitarformer.app.loaded",
+    "plain_words": "guitarformer.app.loaded",
     "run_info": "guitarformer.app.loaded",
     "InfillRequest": "guitarformer.app.requests",
     "Outputs": "guitarformer.app.requests",
@@ -48,7 +49,7 @@ __all__ = sorted(_API)
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
     from guitarformer.app.files import read_user_file, read_user_parts, write_score
     from guitarformer.app.infill import InfillResult, infill
-    from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, run_info
+    from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, plain_words, run_info
     from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest, TabRequest
     from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
     from guitarformer.app.tab import TabResult, tab

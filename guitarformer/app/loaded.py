@@ -175,3 +175,26 @@ def run_info(loaded: LoadedRun) -> RunInfo:
     can_infill = is_tab_tokenizer(tok) and has_fill_tokens(tok) and loaded.cfg.data.infill > 0
     return RunInfo(loaded.run_dir, loaded.kind, loaded.step, loaded.val_loss, can_infill, type(tok).__name__,
                    options, loaded.cfg.train.init)
+
+
+# How a guitarist names what a run learned, per option and value (the rest as the values are written)
+_PLAIN = {"polyphony": {"single": "single notes", "dyads": "dyads", "chords": "chords"},
+          "palm_mute": {"most": "palm mutes", "some": "palm mutes"},
+          "tuning": {"standard": "standard tuning", "drop-d": "drop D", "drop-c": "drop C",
+                     "seven-string": "7-string", "half-step-down": "half a step down", "d-standard": "D standard",
+                     "open-g": "open G", "open-d": "open D", "dadgad": "DADGAD"}}
+
+
+def plain_words(loaded: LoadedRun, info: RunInfo) -> str:
+    """What a run plays, in a guitarist's words and without a path: which model, its styles, tunings and textures,
+    and whether it rewrites bars ("The shipped model: rock, classical, reel, jig, ...; standard tuning, drop D;
+    single notes, dyads, chords, palm mutes; rewrites chosen bars")."""
+    shipped = loaded.run_dir.resolve() == pretrained_dir()
+    who = "The shipped model" if shipped else f"Your run {loaded.run_dir.name}"
+    def values(option: str) -> list[str]:
+        o = info.options.get(option)
+        return list(o.values or []) if o is not None and o.available else []
+    plain = lambda option: [_PLAIN.get(option, {}).get(v, v) for v in values(option)]  # noqa: E731
+    groups = [", ".join(values("style")), ", ".join(dict.fromkeys(plain("tuning"))),
+              ", ".join(dict.fromkeys([*plain("polyphony"), *(p for p in plain("palm_mute") if p != "none")]))]
+    return f"{who}: " + "; ".join(g for g in groups if g) + ("; rewrites chosen bars" if info.can_infill else "")

@@ -39,6 +39,7 @@ from guitarformer.app import (
     SampleRequest,
     check_sample_request,
     infill,
+    plain_words,
     read_sample_prompt,
     read_user_file,
     run_info,
@@ -204,7 +205,8 @@ def _run_info_json(studio: Studio) -> dict[str, Any]:
     info = studio.info
     return {"run_dir": str(info.run_dir), "kind": info.kind, "step": info.step, "val_loss": info.val_loss,
             "can_infill": info.can_infill, "tokenizer": getattr(info, "tokenizer", None), "init": info.init,
-            "describe": studio.loaded.describe(), "server_wav": studio.wav,
+            "describe": studio.loaded.describe(), "headline": plain_words(studio.loaded, info),
+            "server_wav": studio.wav,
             "options": {name: asdict(opt) for name, opt in info.options.items()}, "form": form_fields()}
 
 

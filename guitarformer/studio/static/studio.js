@@ -98,7 +98,9 @@ function describeRun(info) {
     .map(([n, o]) => `${n}: ${o.values.length <= 6 ? o.values.join(", ") : o.values.length + " values"}`);
   const loss = info.val_loss == null ? "" : `, val loss ${info.val_loss.toFixed(3)}`;
   const step = info.step == null ? "" : `, step ${info.step}`;
-  $("run").textContent = `${info.describe || info.run_dir} — ${info.kind} on ${info.tokenizer || "tokens"}${step}` +
+  // What a guitarist reads (the model, its styles, tunings and textures); the technical line on hover
+  $("run").textContent = info.headline || info.describe || info.run_dir;
+  $("run").title = `${info.describe || info.run_dir} — ${info.kind} on ${info.tokenizer || "tokens"}${step}` +
     `${loss}; ${info.can_infill ? "regenerates bars" : "no infilling"}` +
     (learned.length ? `; learned ${learned.join("; ")}` : "");
 }
