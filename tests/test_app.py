@@ -263,11 +263,14 @@ def test_program_names_a_guitar_sound_only(tmp_path):
 
 
 def test_shipped_model_info_lists_what_its_training_data_held():
-    """run_info offers the values the shipped model learned (single notes, standard tuning), not its vocabulary."""
+    """run_info offers the values the shipped model learned (chords, drop D, palm mutes; no other technique, no
+    seven-string: too few pieces), not its vocabulary."""
     info = run_info(load_run_once())
-    assert info.options["polyphony"].values == ["single"]
-    assert info.options["tuning"].values == ["standard"] and info.options["palm_mute"].values == ["none"]
-    assert "7/8" not in info.options["time_signature"].values and "6/8" in info.options["time_signature"].values
+    assert info.options["polyphony"].values == ["single", "dyads", "chords"]
+    assert info.options["tuning"].values == ["standard", "drop-d"]
+    assert info.options["palm_mute"].values == ["none", "most"] and info.options["techniques"].values == ["none"]
+    assert {"rock", "classical", "jig"} <= set(info.options["style"].values)
+    assert "5/4" not in info.options["time_signature"].values and "6/8" in info.options["time_signature"].values
     assert info.options["hand_position"].values == list(POS_VALUES)  # held by the sampler: every position
 
 

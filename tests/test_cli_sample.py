@@ -21,7 +21,7 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.generation import riffs as riffs_mod
 from guitarformer.app import Outputs, SampleRequest
 from guitarformer.app import sample as app_sample
-from guitarformer.app.prompt import TOKENS_PER_BAR, read_prompt, tokens_per_bar
+from guitarformer.app.prompt import TOKENS_PER_BAR, data_tokens_per_bar, read_prompt, tokens_per_bar
 from guitarformer.app.sample import MAX_AUTO_TOKENS
 from guitarformer.generation.sampling import sample_next
 from guitarformer.music.guitar import TUNINGS, parse_tuning, tuning_lines
@@ -194,11 +194,13 @@ def test_tokens_per_bar_from_the_runs_data(tiny_dataset, tiny_cfg):
     tok = load_tokenizer(tiny_dataset / "tokenizer.json")
     cfg = copy.deepcopy(tiny_cfg)
     cfg.data.dataset = str(tiny_dataset)
-    est = tokens_per_bar(tok, cfg)
+    est = data_tokens_per_bar(tok, cfg.data.dataset)
     dtype = json.loads((tiny_dataset / "meta.json").read_text())["dtype"]
     ids = np.fromfile(tiny_dataset / "train.bin", dtype=dtype)
     exact = len(ids) / np.isin(ids, bar_ids(tok)).sum()  # REMI: one Bar token a bar
     assert est == pytest.approx(exact, rel=0.1)
+    # a riff's budget takes at least a dense bar's tokens (a fiddle bar's average cut rock riffs short)
+    assert tokens_per_bar(tok, cfg) == max(est, TOKENS_PER_BAR)
     cfg.data.dataset = str(tiny_dataset / "gone")
     assert tokens_per_bar(tok, cfg) == TOKENS_PER_BAR
 

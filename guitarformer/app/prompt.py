@@ -137,10 +137,10 @@ def tokens_per_bar(tokenizer, cfg, prompt: Prompt | None = None) -> float:
     """How many tokens a bar takes: the prompt's window, else the run's training data, else the built-in corpus's."""
     if prompt is not None and prompt.bars:
         return max(1.0, (len(prompt.ids) - 1) / prompt.bars)
-    return max(_data_tokens_per_bar(tokenizer, cfg.data.dataset) or 0.0, TOKENS_PER_BAR)
+    return max(data_tokens_per_bar(tokenizer, cfg.data.dataset) or 0.0, TOKENS_PER_BAR)
 
 
-def _data_tokens_per_bar(tokenizer, dataset: str, max_tokens: int = 40_000) -> float | None:
+def data_tokens_per_bar(tokenizer, dataset: str, max_tokens: int = 40_000) -> float | None:
     """Tokens per bar over the first pieces of a prepared dataset's train split (None when it is not at hand)."""
     folder = Path(dataset or "").expanduser()
     try:

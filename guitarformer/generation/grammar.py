@@ -15,7 +15,10 @@ import miditok
 import symusic
 import torch
 
+from guitarformer.data.tab_techniques import TECH_VALUES
+
 from guitarformer.data.controls import BAR as BAR_SCOPE, control_names, control_type
+from guitarformer.data.tab_techniques import TECH_VALUES
 from guitarformer.data.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
@@ -65,6 +68,22 @@ def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
     M[bos] = False
     M[bos, type_ids.get(_first_type(tokenizer), [])] = True
     return M
+
+
+def _technique_order(M: torch.Tensor, toks: list[str]) -> None:
+    """A note's techniques come once each, in their fixed order (data/tab_techniques.py): after a Tech token only
+    later ones, after a Bend no other Bend, after either no Bend (a model looping on Tech_PalmMute wrote 2,000 of
+    them on one note, which the type graph alone allows)."""
+    order = {f"Tech_{v}": k for k, v in enumerate(TECH_VALUES)}
+    techs = [(i, order[t]) for i, t in enumerate(toks) if t in order]
+    bends = torch.tensor([i for i, t in enumerate(toks) if t.startswith("Bend_")], dtype=torch.long)
+    for i, k in techs:
+        for j, later in techs:
+            if later <= k:
+                M[i, j] = False
+        M[i, bends] = False
+    for i in bends.tolist():
+        M[i, bends] = False
 
 
 def keep(m: torch.Tensor, cols: slice | int | torch.Tensor, ok: torch.Tensor) -> None:
@@ -153,6 +172,7 @@ class Grammar:
         # String for a note on its lowest-fret string: its Duration may be the note's last token).
         mid_note = is_pitch | is_vel | (is_dur if self.tab and not self.implied else torch.zeros_like(is_dur))
         M[mid_note, self.eos] = False  # a piece ends after whole notes only: EOS there would drop the note
+        _technique_order(M, toks)
 
         def cols(m: torch.Tensor) -> torch.Tensor:
             return m.nonzero().squeeze(1)

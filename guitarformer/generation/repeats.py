@@ -36,6 +36,7 @@ class Repeats:
         self.is_bar = grammar.is_bar.tolist()
         self.restated = [t != "Tempo" for t in grammar.types]
         self.is_pitch = grammar.is_pitch.tolist()
+        self.is_pos = grammar.is_pos.tolist()
         ends = torch.zeros(grammar.V, dtype=torch.bool)
         ends[grammar.bar_cols.cpu()] = True
         ends[grammar.eos] = True
@@ -88,7 +89,11 @@ class Repeats:
         i = plan[j] if j < len(plan) else None
         self.todo[r] = None
         if i is not None and 0 <= i < j and self.noted[r][i]:
-            self.todo[r] = [t for t in bars[i] if self.restated[t]] + [END]
+            kept = [t for t in bars[i] if self.restated[t]]
+            # a Position that held only a Tempo (left out) holds nothing: the grammar wants a note after a Position
+            kept = [t for k, t in enumerate(kept) if not (self.is_pos[t] and (k + 1 == len(kept)
+                                                                              or self.is_pos[kept[k + 1]]))]
+            self.todo[r] = kept + [END]
             self.at[r] = 0
 
     def _repeat_next(self, r: int) -> bool:
