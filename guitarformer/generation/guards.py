@@ -27,9 +27,9 @@ through the constraint (generation/constraint.py: `GuitarConstraint(guards=...)`
   some gains `PALM_MUTE_BIAS` logits on the mark: the model, which saw few (a muted-guitar part is rare in its
   data), would leave them out.
 - polyphony, per bar: the notes an onset holds, as the control counts them (its most common onset size: single 1,
-  dyads 2, chords 3 or more): at an onset with fewer than the asked size, the next note at the same onset gains
-  `POLY_BIAS` logits (the model still chooses which pitch, the strings still decide what is playable); at one with
-  the asked size of single notes or dyads, no further note.
+  dyads 2, chords 3 or more): an onset with fewer than the asked size takes another note before it moves on, where
+  the strings leave one playable (the model chooses which pitch; `POLY_BIAS` leans it there); one with the asked
+  size of single notes or dyads takes no further note.
 - style: a style implies the meter its training pieces mostly have where the user names none (`implied_meter`).
 
 Every per-bar list is indexed by the new bar (0 = the first new bar); bars past its end take its last entry.
@@ -298,6 +298,12 @@ class Guards:
         if self.poly is not None and may(g.may_pitch):  # an onset of single notes or dyads holds no more
             size = torch.where(bar >= 0, self.poly[self._at(self.poly, bar)], 0)
             keep(m, g.pitch_at, ~((size > 0) & (size < 3) & (self.notes_here >= size)).unsqueeze(1))
+            # an onset short of its size moves on (a Position, a Bar, the end) only where no further note can come
+            hold = (self.notes_here >= 1) & (self.notes_here < size) & m[:, g.pitch_at].any(1)
+            if m.device.type != "cpu" or bool(hold.any()):
+                for cols in (g.pos_at, g.bar_at):
+                    keep(m, cols, ~hold.unsqueeze(1))
+                keep(m, g.eos, ~hold)
         if self.pm_bias is not None and bool(self.pm_none.any()):  # a bar asked for no palm mute has none
             keep(m, self.pm_col, ~(self.pm_none[self._at(self.pm_none, bar)] & (bar >= 0)))
         if self.pm_bias is not None and bool(self.pm_most.any()):  # one asked for most: each note's mark comes
