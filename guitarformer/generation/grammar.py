@@ -172,6 +172,7 @@ class Grammar:
         # String for a note on its lowest-fret string: its Duration may be the note's last token).
         mid_note = is_pitch | is_vel | (is_dur if self.tab and not self.implied else torch.zeros_like(is_dur))
         M[mid_note, self.eos] = False  # a piece ends after whole notes only: EOS there would drop the note
+        M[is_pos | is_tempo, self.eos] = False  # nor on a time step opened for a note (REMI: Position, its Tempo)
         _technique_order(M, toks)
 
         def cols(m: torch.Tensor) -> torch.Tensor:
