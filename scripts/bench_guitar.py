@@ -209,7 +209,7 @@ def page(args, loaded, rows, controls, ceiling, elapsed) -> str:
               f"- `--style rock --palm-mute high`: bars with a palm-muted note {pct(controls['palm_mute_high_bars'])}",
               f"- `--polyphony chords`: bars with a chord {pct(controls['polyphony_chords_bars'])}",
               f"- `--style rock --tuning drop-d`: riffs that play the low D {pct(controls['drop_d_low_d_riffs'])}",
-              ""]
+              "", ""]
     return "\n".join(lines)
 
 
