@@ -334,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=48)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--recipes", type=lambda s: [Recipe.parse(x) for x in s.split(",")],
-                    default=[Recipe(True, 40, 3e-3), Recipe(True, 40, 1e-3), Recipe(True, 40, 3e-4),
-                             Recipe(True, 80, 3e-4), Recipe(False, 40, 3e-3)])
+                    default=[Recipe(True, 40, 3e-3), Recipe(True, 40, 1e-3), Recipe(True, 80, 1e-3),
+                             Recipe(True, 40, 3e-4), Recipe(False, 40, 3e-3)])
     ap.add_argument("--riffs", type=int, default=16)
     ap.add_argument("--bars", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)

@@ -47,7 +47,7 @@ TOKEN_KEYS = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures"
 MIX_KEYS = ("control_dropout", "control_plain", "control_targets", "piece_starts", "infill", "transpose")
 # The fine-tune recipe `train --init` takes where the user sets none: a lower peak learning rate than the preset's
 # (which trains random weights) and a step count a CPU runs in minutes (docs/results/FINETUNE.md).
-FINETUNE = {"train.lr": 3e-4, "train.max_steps": 40}
+FINETUNE = {"train.lr": 1e-3, "train.max_steps": 40}
 INIT_FILE = "init.json"  # in the run directory: InitRun.describe(), for the summary of every later segment
 
 
