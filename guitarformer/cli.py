@@ -195,7 +195,8 @@ def info(dataset):
 @click.option("--init", "init", default=None, metavar="RUN",
               help="Fine-tune: start from this run's weights and architecture (`pretrained`: the shipped model; a "
               "run directory or checkpoint) with a fresh optimizer and schedule. --data must be prepared "
-              "--like RUN.")
+              "--like RUN. Without --config, the fine-tune recipe's learning rate and step count (docs/training.md) "
+              "where --set and --max-steps give none.")
 @click.option("--set", "overrides", multiple=True, help="Config override section.key=value (repeatable).")
 @_threads
 def train(config_name, model_kind, data, run_dir, force, max_steps, device, resume, overrides, threads, init):
@@ -227,6 +228,10 @@ def train(config_name, model_kind, data, run_dir, force, max_steps, device, resu
         if config_name is None and model_kind == "encoder-decoder":
             config_name = "encdec-small"
         cfg = set_values(load_config(config_name, list(overrides)), asked)  # errors surface before torch loads
+        if init is not None and config_name is None:  # the preset's lr and steps are for random weights
+            from guitarformer.training.init import finetune_defaults
+
+            cfg = finetune_defaults(cfg, set(asked) | {o.partition("=")[0].strip() for o in overrides})
         from guitarformer.training.loop import train as run_train
 
         summary = run_train(cfg, run_dir=run_dir, progress=_progress(), force=force)

@@ -28,7 +28,7 @@ from guitarformer.models import build_model
 from guitarformer.pretrained import has_pretrained, pretrained_dir
 from guitarformer.runs import checkpoint_of, load_run, named_checkpoint
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
-from guitarformer.training.init import init_config, init_weights, load_init
+from guitarformer.training.init import FINETUNE, finetune_defaults, init_config, init_weights, load_init
 from guitarformer.training.data import Data
 from guitarformer.training.loop import evaluate, train
 from reliability_helpers import write_riffs
@@ -324,3 +324,38 @@ def test_an_encoder_decoder_run_of_ones_own_fine_tunes_too(like_dataset, tmp_pat
     saved = load_checkpoint(tmp_path / "run" / "ckpt" / "last.pt")
     assert saved["config"]["model"]["kind"] == "encoder_decoder" and saved["config"]["model"]["n_embd"] == 32
     assert saved["model"]["lm_head.weight"].shape == (len(shipped.tokenizer) + 1, 32)
+
+
+def _train_config(args: list[str], tmp_path, monkeypatch):
+    """The config `guitarformer train ARGS` hands the training loop (which is not run)."""
+    seen = {}
+
+    def fake_train(cfg, **kwargs):
+        seen["cfg"] = cfg
+        return {}
+
+    monkeypatch.setattr("guitarformer.training.loop.train", fake_train)
+    r = CliRunner().invoke(main, ["train", "--data", str(tmp_path / "ds"), "--run-dir", str(tmp_path / "run"), *args])
+    assert r.exit_code == 0, r.output
+    return seen["cfg"]
+
+
+def test_init_takes_the_fine_tune_recipe_unless_told_otherwise(tmp_path, monkeypatch):
+    """The preset's lr and steps train random weights; `train --init` takes FINETUNE's for each one not given."""
+    preset = load_config(None)
+    assert FINETUNE["train.lr"] < preset.train.lr and FINETUNE["train.max_steps"] < preset.train.max_steps
+    cfg = _train_config(["--init", "pretrained"], tmp_path, monkeypatch)
+    assert (cfg.train.lr, cfg.train.max_steps) == (FINETUNE["train.lr"], FINETUNE["train.max_steps"])
+    cfg = _train_config(["--init", "pretrained", "--max-steps", "7", "--set", "train.lr=2e-3"], tmp_path, monkeypatch)
+    assert (cfg.train.lr, cfg.train.max_steps) == (2e-3, 7)
+    cfg = _train_config(["--init", "pretrained", "--set", "train.lr=3e-3"], tmp_path, monkeypatch)
+    assert (cfg.train.lr, cfg.train.max_steps) == (3e-3, FINETUNE["train.max_steps"])  # the preset's value, asked
+    cfg = _train_config([], tmp_path, monkeypatch)  # random weights: the preset's
+    assert (cfg.train.lr, cfg.train.max_steps) == (preset.train.lr, preset.train.max_steps)
+    cfg = _train_config(["--init", "pretrained", "--config", "decoder-small"], tmp_path, monkeypatch)
+    assert cfg.train.lr == preset.train.lr  # a config named is taken as it is
+
+
+def test_finetune_defaults_keep_what_is_given():
+    cfg = finetune_defaults(load_config(None), {"train.max_steps"})
+    assert cfg.train.lr == FINETUNE["train.lr"] and cfg.train.max_steps == load_config(None).train.max_steps

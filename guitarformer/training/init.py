@@ -15,6 +15,10 @@ user's dataset. What it takes from the init run:
 - the weights: every tensor copied; where the vocabulary grew, the embedding (and the tied output layer) gets one
   row per new token, the mean of the init run's rows of that token's type (a new style starts as the average
   style), so the old ids' rows and the model's predictions over the old vocabulary are unchanged at step 0.
+
+The preset's learning rate and step count are for random weights; `train --init` without a --config takes the
+fine-tune recipe (FINETUNE, chosen by scripts/bench_finetune.py: docs/results/FINETUNE.md) for each of them the user
+does not set (`finetune_defaults`).
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import miditok
 import torch
 
-from guitarformer.config import Config, load_config, saved_config, validate
+from guitarformer.config import Config, load_config, saved_config, set_values, validate
 from guitarformer.data.tab_tokens import tab_layout_of
 from guitarformer.data.tokenization import load_tokenizer, tokens_differ
 from guitarformer.errors import GuitarformerError
@@ -41,6 +45,9 @@ SHAPE_KEYS = ("kind", "n_layer", "n_enc_layer", "n_head", "n_embd", "block_size"
 TOKEN_KEYS = ("tokenizer", "num_velocities", "use_tempos", "use_time_signatures", "bpe_vocab_size", "bpe_model",
               "controls")
 MIX_KEYS = ("control_dropout", "control_plain", "control_targets", "piece_starts", "infill", "transpose")
+# The fine-tune recipe `train --init` takes where the user sets none: a lower peak learning rate than the preset's
+# (which trains random weights) and a step count a CPU runs in minutes (docs/results/FINETUNE.md).
+FINETUNE = {"train.lr": 1e-3, "train.max_steps": 40}
 INIT_FILE = "init.json"  # in the run directory: InitRun.describe(), for the summary of every later segment
 
 
@@ -75,6 +82,13 @@ def load_init(name: str | Path) -> InitRun:
     label = PRETRAINED if str(name) == PRETRAINED else str(Path(name).expanduser().resolve())
     return InitRun(label, ck, saved_config(state["config"]), load_tokenizer(tok_path), state["model"],
                    int(step) if isinstance(step, int) else None)
+
+
+def finetune_defaults(cfg: Config, given: Iterable[str]) -> Config:
+    """`cfg` with the fine-tune recipe (FINETUNE) for every setting not in `given` (the `section.key` names the
+    user set: options and --set)."""
+    asked = set(given)
+    return set_values(cfg, {k: v for k, v in FINETUNE.items() if k not in asked})
 
 
 def init_config(cfg: Config, init: InitRun) -> Config:
