@@ -631,25 +631,34 @@ def test_wav_without_any_synth_is_one_clear_error(run_dir, tmp_path, monkeypatch
     assert not (tmp_path / "x.mid").exists()  # failed before generating anything
 
 
-def test_wav_with_nothing_installed(run_dir, tmp_path, monkeypatch):
-    """No fluidsynth program, no system soundfont: --wav plays the bundled soundfont in process and writes the
-    riff's length of sound (its last onset heard, at most the release and the half-second tail after its end)."""
+def _sample_wav(run_dir, tmp_path):
+    """`sample --wav x.wav` of a short riff: the WAV's frames (one channel's worth per frame) and its rate."""
     import wave
 
     import numpy as np
 
     from guitarformer.cli import main
-    from guitarformer.render.soundfont import RELEASE_SECONDS
 
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.delenv("GUITARFORMER_SOUNDFONT", raising=False)
     wav = tmp_path / "x.wav"
     r = CliRunner().invoke(main, ["sample", "--run", str(run_dir), "--out", str(tmp_path / "x.mid"),
                                   "--wav", str(wav), "--max-new-tokens", "120", "--seed", "2"])
     assert r.exit_code == 0, r.output
     with wave.open(str(wav)) as w:
-        frames = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
-        seconds = w.getnframes() / w.getframerate()
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16).reshape(w.getnframes(), -1)
+        return frames, w.getframerate()
+
+
+def test_wav_with_nothing_installed(run_dir, tmp_path, monkeypatch):
+    """No fluidsynth program, no system soundfont: --wav plays the bundled soundfont in process and writes the
+    riff's length of sound (its last onset heard, at most the release and the half-second tail after its end)."""
+    import numpy as np
+
+    from guitarformer.render.soundfont import RELEASE_SECONDS
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("GUITARFORMER_SOUNDFONT", raising=False)
+    frames, rate = _sample_wav(run_dir, tmp_path)
+    seconds = len(frames) / rate
     notes = [n for t in symusic.Score(str(tmp_path / "x.mid"), ttype="second").tracks for n in t.notes]
     assert notes, "the riff has notes"
     assert max(n.time for n in notes) < seconds <= max(n.time + n.duration for n in notes) + RELEASE_SECONDS + 0.5
@@ -669,12 +678,10 @@ def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path, monkeypatch):
     """Where the in-process synthesizer cannot run (no soundfile) but FluidSynth and a GM soundfont are installed,
     --wav uses them."""
     import shutil
-    import wave
 
     import numpy as np
 
     import guitarformer.render.soundfont as soundfont
-    from guitarformer.cli import main
     from guitarformer.errors import GuitarformerError
     from guitarformer.render.audio import find_synth
 
@@ -685,13 +692,8 @@ def test_wav_with_fluidsynth_renders_audio(run_dir, tmp_path, monkeypatch):
         assert find_synth().program is not None
     except GuitarformerError:
         pytest.skip("no General MIDI soundfont found")
-    wav = tmp_path / "x.wav"
-    r = CliRunner().invoke(main, ["sample", "--run", str(run_dir), "--out", str(tmp_path / "x.mid"),
-                                  "--wav", str(wav), "--max-new-tokens", "120", "--seed", "2"])
-    assert r.exit_code == 0, r.output
-    with wave.open(str(wav)) as w:
-        frames = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
-        assert w.getnframes() > w.getframerate() // 4  # at least a quarter of a second
+    frames, rate = _sample_wav(run_dir, tmp_path)
+    assert len(frames) > rate // 4  # at least a quarter of a second
     assert np.abs(frames).max() > 0  # not silence
 
 
