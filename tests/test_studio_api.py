@@ -186,6 +186,7 @@ def test_infill_keeps_the_bars_outside(client, tmp_path):
     assert res.status_code == 200, res.text
     new = res.json()["riffs"][0]
     assert new["id"] != riff["id"] and set(new["files"]) >= {"gp", "midi", "tab"} and new["regenerated"] == [2, 3]
+    assert new["new_bars"] == [2, 3] and riff["new_bars"] is None  # a riff from nothing: every bar new, none marked
     after = read_guitar(fetch(client, new["files"]["gp"], tmp_path, "after.gp5"))[0]
     end = max(n.time + n.duration for n in before.track.notes)
     starts = bar_starts(before.score.time_signatures, before.score.ticks_per_quarter, end)
@@ -215,6 +216,14 @@ def test_continue_an_uploaded_file(client, tmp_path):
     src = read_guitar(song)[0]
     assert bars_of(out) >= bars_of(src) and len(out.track.notes) >= len(src.track.notes)
     assert [n.pitch for n in out.track.notes[:5]] == [n.pitch for n in src.track.notes[:5]]
+    # the answer names the bars the model wrote: from the bar after the file's last to the riff's last
+    first, last = riff["new_bars"]
+    assert first == bars_of(src) + 1 and last == riff["bars"] and riff["regenerated"] is None
+    end = max(n.time for n in out.track.notes) + 1
+    starts = bar_starts(out.score.time_signatures, out.score.ticks_per_quarter, end)
+    new = [n for n in out.track.notes if n.time >= starts[first - 1]]
+    assert len(new) == len(out.track.notes) - len(src.track.notes) > 0
+    assert any(n.time >= starts[last - 1] for n in new)  # the last bar named holds new notes
 
 
 def test_candidates_of_an_uploaded_file_read_it_once_and_are_the_cli_riffs(client, run, tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import symusic
 from PIL import Image
 
 from guitarformer.app import load_run_once
@@ -62,6 +63,11 @@ BAR_POINT = """(i) => {
   }
   return null;
 }"""
+# The boxes the page lays over the bars it just wrote (a Continue's or a Regenerate's), in viewport coordinates
+MARKED = """() => Array.from(document.querySelectorAll('#new-bars .new-bar')).map(e => {
+  const r = e.getBoundingClientRect();
+  return {bar: Number(e.dataset.bar), left: r.left, top: r.top, right: r.right, bottom: r.bottom};
+})"""
 CURSOR_X = "() => { const c = document.querySelector('.at-cursor-beat'); return c ? c.getBoundingClientRect().x : null; }"
 
 
@@ -148,6 +154,27 @@ def check_drawn(drawn: list[Counter], bars: list[FileBar], when: str) -> None:
 
 def wait_render(page, before: int) -> None:
     page.wait_for_function(f"window.studio.rendered > {before} && window.studio.job === null", timeout=120_000)
+    page.wait_for_function("studio.marked === studio.riffs[studio.index].id", timeout=30_000)
+
+
+def marked(page) -> list[dict]:
+    """The bars the page marks as just written, each box checked to lie over its drawn bar."""
+    boxes = page.evaluate(MARKED)
+    for box in boxes:
+        x, y = page.evaluate(BAR_POINT, box["bar"] - 1)
+        assert box["left"] <= x <= box["right"] and box["top"] <= y <= box["bottom"], f"mark off bar {box['bar']}"
+    return boxes
+
+
+def long_midi(bars: int) -> bytes:
+    """A MIDI file of `bars` bars of eighth notes: a score taller than the page."""
+    s = symusic.Score(480)
+    s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    track = symusic.Track(program=29)
+    track.notes.extend(symusic.Note(bar * 1920 + i * 240, 240, p + bar % 3, 100) for bar in range(bars)
+                       for i, p in enumerate((40, 43, 45, 47, 50, 52, 55, 57)))
+    s.tracks.append(track)
+    return bytes(s.dumps_midi())
 
 
 def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, tmp_path):
@@ -160,6 +187,7 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
     wait_render(page, 0)
     riff = page.evaluate("studio.riffs[0]")
     assert page.inner_text("#which").startswith("candidate 1 of 2") and riff["seed"] == seed
+    assert riff["new_bars"] is None and marked(page) == []  # a riff from nothing: every bar new, none marked
 
     # the drawn tab holds the file's notes, bar by bar
     bars = file_bars(server, riff["files"]["gp"], tmp_path)
@@ -213,6 +241,7 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
         if k not in (1, 2) and k < len(after):
             assert after[k] == drawn[k], f"bar {k + 1} changed though only bars 2-3 were regenerated"
     check_drawn(after, file_bars(server, new["files"]["gp"], tmp_path), "Regenerate")
+    assert [m["bar"] for m in marked(page)] == [2, 3]  # the regenerated bars are marked over the drawn ones
     shoot(page, shots / "studio-regenerate.png")
 
     # a broken upload: one message on the page, and the studio goes on
@@ -228,3 +257,41 @@ def test_generate_see_hear_regenerate_and_a_broken_upload(server, page, shots, t
     # nothing came from anywhere but this server
     assert all(u.startswith((server, "data:", "blob:")) for u in page.requests), \
         [u for u in page.requests if not u.startswith((server, "data:", "blob:"))]
+
+
+def test_a_continuation_opens_at_its_new_bars(page, shots):
+    """Continue a 40-bar file: the new bars (41 on) are marked and the first is scrolled into view; bars 2-3
+    regenerated from the song's end are marked and shown; a fresh riff after it marks nothing and opens at bar 1."""
+    page.fill("#opt-bars", "2")
+    page.fill("#candidates", "1")
+    page.evaluate("window.scrollTo(0, 0)")
+    page.set_input_files("#upload", files=[{"name": "long.mid", "mimeType": "audio/midi", "buffer": long_midi(40)}])
+    before = page.evaluate("studio.rendered")
+    page.click("#continue")
+    wait_render(page, before)
+    riff = page.evaluate("studio.riffs[0]")
+    first, last = riff["new_bars"]
+    assert first == 41 and last == riff["bars"] and page.is_hidden("#message")
+    boxes = marked(page)
+    assert [m["bar"] for m in boxes] == list(range(first, last + 1))
+    height = page.evaluate("window.innerHeight")
+    assert 0 <= boxes[0]["top"] and boxes[0]["bottom"] <= height, f"bar {first} at {boxes[0]} is off the page"
+    assert page.evaluate("window.scrollY") > 0, "the page did not scroll to the new bars"
+    shoot(page, shots / "studio-continue.png")
+
+    # from the song's end, regenerate bars 2-3: the page goes up to them
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    page.fill("#bar-first", "2")
+    page.fill("#bar-last", "3")
+    before = page.evaluate("studio.rendered")
+    page.click("#regenerate")
+    wait_render(page, before)
+    boxes = marked(page)
+    assert [m["bar"] for m in boxes] == [2, 3] and 0 <= boxes[0]["top"] and boxes[0]["bottom"] <= height
+
+    before = page.evaluate("studio.rendered")
+    page.click("#generate")
+    wait_render(page, before)
+    assert marked(page) == []
+    _, y = page.evaluate(BAR_POINT, 0)
+    assert 0 <= y <= height, f"bar 1 at y={y}, off the page"

@@ -45,6 +45,7 @@ from guitarformer.app import (
     run_info,
     sample,
 )
+from guitarformer.app.prompt import Prompt
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
 from guitarformer.render.audio import find_synth
@@ -103,11 +104,18 @@ class Studio:
         return Outputs(**kinds)
 
     def riff_json(self, riff: StoredRiff, seed: int | None, lines: list[str],
-                  regenerated: tuple[int, int] | None = None) -> dict[str, Any]:
+                  regenerated: tuple[int, int] | None = None, new_bars: tuple[int, int] | None = None
+                  ) -> dict[str, Any]:
+        """A riff as the page receives it; `new_bars` (first, last; 1-based): the bars the model just wrote into a
+        song that has others (the page marks them and shows the first), None for a riff that is all new."""
         gs = riff.score
         tab = riff.files.get("tab")
-        return {"id": riff.id, "seed": seed, "bars": bars_of(gs), "notes": len(gs.track.notes),
+        bars = bars_of(gs)
+        if new_bars:  # counted as `bars` counts them: a last note ringing into a further bar adds none
+            new_bars = (new_bars[0], min(new_bars[1], bars)) if new_bars[0] <= bars else None
+        return {"id": riff.id, "seed": seed, "bars": bars, "notes": len(gs.track.notes),
                 "regenerated": list(regenerated) if regenerated else None,
+                "new_bars": list(new_bars) if new_bars else None,
                 "files": {k: f"/api/files/{riff.id}/{k}" for k in riff.files},
                 "tab": tab.read_text() if tab else "", "lines": lines}
 
@@ -139,7 +147,8 @@ class Studio:
                     raise
                 self._keep(riff, result.riffs[0].gs, result.riffs[0].files)
                 lines = lines or result.lines[:1]
-                out.append(self.riff_json(riff, base_seed + k, result.lines[1:]))
+                out.append(self.riff_json(riff, base_seed + k, result.lines[1:],
+                                          new_bars=continued_bars(file, result.riffs[0].new_bars)))
             return {"riffs": out, "lines": lines}
 
         return run
@@ -158,7 +167,8 @@ class Studio:
                 self.store.discard(riff)
                 raise
             self._keep(riff, result.score, result.files)
-            return {"riffs": [self.riff_json(riff, form.options.get("seed", 0), list(result.lines), form.bars)],
+            return {"riffs": [self.riff_json(riff, form.options.get("seed", 0), list(result.lines), form.bars,
+                                               new_bars=form.bars)],
                     "lines": list(result.lines)}
 
         return run
@@ -191,6 +201,14 @@ class Studio:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return path
+
+
+def continued_bars(file: Prompt | None, new: int) -> tuple[int, int] | None:
+    """The bars a continuation of `file` added after its own (first, last; 1-based, as the page and `infill --bars`
+    number them); None for a riff from nothing (every bar is new) or a continuation that added no bar."""
+    if file is None or new < 1:
+        return None
+    return file.prompt_bars + 1, file.prompt_bars + new
 
 
 class UploadTooLarge(GuitarformerError):

@@ -10,7 +10,7 @@ const ALPHATAB = new URL("/static/alphatab/", location.href).href;
 const $ = (id) => document.getElementById(id);
 const studio = {
   info: null, riffs: [], index: -1, job: null, api: null, timings: [], rendered: 0, playerReady: false,
-  clickedAt: null, selection: null,
+  clickedAt: null, selection: null, scrollPending: false, marked: null,
 };
 window.studio = studio;
 
@@ -131,6 +131,7 @@ function makeApi() {
     }
     setStatus("");
   });
+  api.postRenderFinished.on(markNewBars);  // the bars' bounds are known from here on
   api.error.on((e) => showMessage(`alphaTab: ${e && e.message ? e.message : e}`));
   api.playerReady.on(() => { studio.playerReady = true; updateButtons(); });
   api.playerStateChanged.on((e) => { $("play").textContent = e.state === 1 ? "Pause" : "Play"; });
@@ -147,6 +148,34 @@ function makeApi() {
     selectBars(Math.min(a, b), Math.max(a, b));
   });
   return api;
+}
+
+// ---- the bars just written: a Continue's new bars or a Regenerate's, marked and shown ----
+// One box per bar over the drawn score (alphaTab's bounds of each master bar, relative to #score); a riff from
+// nothing has no `new_bars` (every bar is new): nothing is marked and the score opens at bar 1. Called after each
+// render (a resize draws the bars again); the score scrolls only after a riff is loaded, not on a resize.
+function markNewBars() {
+  const layer = $("new-bars"), riff = studio.riffs[studio.index], lookup = studio.api.boundsLookup;
+  layer.textContent = "";
+  const [first, last] = (riff && riff.new_bars) || [0, -1];
+  for (let bar = first; bar <= last && lookup; bar++) {
+    const master = lookup.findMasterBarByIndex(bar - 1);
+    if (!master) continue;
+    const b = master.visualBounds, box = document.createElement("div");
+    box.className = "new-bar";
+    box.dataset.bar = bar;
+    box.title = riff.regenerated ? `bar ${bar}: regenerated` : `bar ${bar}: new`;
+    Object.assign(box.style, { left: `${b.x}px`, top: `${b.y}px`, width: `${b.w}px`, height: `${b.h}px` });
+    layer.append(box);
+  }
+  studio.marked = riff ? riff.id : null;  // the riff whose bars are marked (the browser test waits for it)
+  if (!studio.scrollPending) return;
+  studio.scrollPending = false;
+  const target = layer.firstElementChild || $("score-wrap");
+  const r = target.getBoundingClientRect();
+  if (layer.firstElementChild ? r.top < 0 || r.bottom > window.innerHeight : r.top < 0) {
+    target.scrollIntoView({ block: layer.firstElementChild ? "center" : "start" });
+  }
 }
 
 function fmt(ms) {
@@ -166,7 +195,8 @@ async function showRiff(i) {
   const riff = studio.riffs[i];
   $("which").textContent = `candidate ${i + 1} of ${studio.riffs.length} · ${riff.bars} bars, ${riff.notes} notes` +
     (riff.regenerated ? ` · bars ${riff.regenerated[0]}-${riff.regenerated[1]} regenerated (seed ${riff.seed})`
-      : riff.seed != null ? ` · seed ${riff.seed}` : "");
+      : riff.new_bars ? ` · bars ${riff.new_bars[0]}-${riff.new_bars[1]} new (seed ${riff.seed})`
+        : riff.seed != null ? ` · seed ${riff.seed}` : "");
   $("ascii").textContent = riff.tab;
   const links = [["gp", "Guitar Pro 5"], ["midi", "MIDI"], ["tab", "ASCII tab"], ["wav", "WAV"]];
   const dl = $("downloads");
@@ -190,6 +220,8 @@ async function showRiff(i) {
   if (Number($("bar-last").value) > riff.bars) $("bar-last").value = riff.bars;
   $("bar-first").value = first;
   const data = await (await fetch(riff.files.gp)).arrayBuffer();
+  $("new-bars").textContent = "";  // the last riff's marks go with it
+  studio.scrollPending = true;
   studio.api.load(new Uint8Array(data));
   updateButtons();
 }
