@@ -13,7 +13,7 @@ from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, Sampling, check_outputs
 from guitarformer.app.splice import continue_part
-from guitarformer.data.controls import option_value
+from guitarformer.data.controls import Controls, density_value, option_value
 from guitarformer.data.tab_tokens import has_controls
 from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, special_ids
 from guitarformer.errors import GuitarformerError
@@ -35,6 +35,7 @@ from guitarformer.models import kinds
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
+from guitarformer.music.texture import density
 from guitarformer.render.audio import find_synth
 from guitarformer.runtime import set_threads, step_work
 
@@ -127,6 +128,23 @@ def _held(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> tuple[s
     note = None if known else (f"{meter}: this run never learned the prompt's time signature, so the new bars' "
                                "meter is the model's own, placed on the prompt's bar lines")
     return (meter if known else None), (tempo if has_tempo else None), note
+
+
+def _held_density(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SampleRequest:
+    """A continuation's new bars keep the onsets per beat of the bars the model reads (their density class), where
+    the user asks none and the run learned that class: left alone, a model trained on dense tunes continued a prelude
+    of whole notes in sixteenths."""
+    if file is None or req.controls.density is not None or not has_controls(loaded.tokenizer):
+        return req
+    gs, tpq = file.gs, max(1, file.gs.score.ticks_per_quarter)
+    onsets = [n.time / tpq for n in gs.track.notes if file.start <= n.time < file.new_from]
+    quarters = (file.new_from - file.start) / tpq
+    if not onsets or quarters <= 0:
+        return req
+    value = density_value(density(onsets, quarters))
+    if loaded.seen is not None and loaded.seen.counts.get("Density") and value not in loaded.seen.known("Density"):
+        return req
+    return replace(req, controls=Controls(**{**req.controls.asked(), "density": value}))
 
 
 def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, str | None]:
@@ -258,6 +276,7 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
     file = read_sample_prompt(req, loaded) if file is None else file
     held_meter, held_tempo, held_note = _held(req, loaded, file)
+    req = _held_density(req, loaded, file)
     asked = _asked(req, loaded, tuning, held_meter, held_tempo)
     meters, meter_note = _meters(req, loaded)
     asked_in = {None: asked} if meters is None else {m: _asked(req, loaded, tuning, m) for m in dict.fromkeys(meters)}
