@@ -166,7 +166,7 @@ def table(cases: list[Case], shared: Path, seconds: float) -> str:
         "|---|---|---|---|---|---|",
         *rows,
         "",
-        "Parts: the file's pitched parts as the toolkit reads them (`--tracks all`); drum tracks are not read.",
+        "Parts: the file's pitched parts as the toolkit reads them (`--tracks all`, drums included).",
         "Note value: the median note length (quarters) of the new bars, against the file's edited part.",
         "",
         "| file | command | parts in → out | meter | tempo | tuning | new bars | note value new / file | refused |",
