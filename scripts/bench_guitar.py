@@ -23,17 +23,17 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
-from guitarformer.data.dataset import TokenSplit, note_ids
+from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.guitar_corpora import TEST_LICENCES, classical_files
 from guitarformer.evaluation.features import compare, piece_of
 from guitarformer.evaluation.form import bar_notes, repeat_share
 from guitarformer.evaluation.style import corpus_judge, labelled_tunes, windows
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import read_guitar
+from guitarformer.training.styles import nats_per_note_by_style
 
 OA_KEYS = ("pitch_class_entropy", "pitch_range", "used_pitch_classes", "notes_per_second", "inter_onset_interval")
 
@@ -136,31 +136,6 @@ def style_rows(loaded, args, dataset, styles, judge) -> list[dict]:
     return rows
 
 
-@torch.no_grad()
-def nats_per_note_by_style(loaded, dataset: Path, split: str = "val") -> dict[str, tuple[float, int]]:
-    """Nats per note on each style's pieces of a split: every token but the controls scored, over the notes; a
-    piece longer than the model's window read in consecutive windows."""
-    tok, model = loaded.tokenizer, loaded.model
-    data = TokenSplit(dataset, split)
-    notes = torch.from_numpy(note_ids(tok))
-    ctrl = torch.tensor(sorted(i for t, i in tok.vocab.items() if t.startswith("Ctrl")), dtype=torch.long)
-    styles = {i: t.split("_", 1)[1] for t, i in tok.vocab.items() if t.startswith("CtrlStyle_")}
-    T = loaded.cfg.model.block_size
-    total: dict[str, list[float]] = {}
-    for k in range(data.num_sequences):
-        seq = torch.from_numpy(data.sequence(k))
-        style = next((styles[int(i)] for i in seq[:8] if int(i) in styles), "(none)")
-        acc = total.setdefault(style, [0.0, 0])
-        for a in range(0, len(seq) - 1, T):
-            x, y = seq[a: a + T].unsqueeze(0), seq[a + 1: a + T + 1].unsqueeze(0)
-            x = x[:, : y.shape[1]].to(loaded.device)
-            logits = model(x)[0].float()
-            loss = torch.nn.functional.cross_entropy(logits[0], y[0].to(loaded.device), reduction="none").cpu()
-            acc[0] += float(loss[~torch.isin(y[0], ctrl)].sum())
-            acc[1] += int(torch.isin(y[0], notes).sum())
-    return {s: (v[0] / v[1], v[1]) for s, v in sorted(total.items()) if v[1]}
-
-
 def control_rows(loaded, args) -> dict:
     out = {}
     muted = riffs(loaded, args, style="rock", palm_mute="high")
@@ -229,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_run_once(args.run, None, args.device)
     dataset = args.data or default_dataset_dir().parent / builtin_dataset_name(loaded.cfg.data)
     fitted = corpus_judge(dataset)
-    nll = nats_per_note_by_style(loaded, dataset)
+    nll = nats_per_note_by_style(loaded.model, loaded.tokenizer, TokenSplit(dataset, "val"),
+                                 loaded.cfg.model.block_size, loaded.device)
     print(json.dumps(nll), flush=True)
     rows = style_rows(loaded, args, dataset, args.styles.split(","), fitted.judge)
     controls = control_rows(loaded, args)

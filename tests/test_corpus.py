@@ -137,3 +137,28 @@ def test_the_builtin_dataset_with_controls_learns_the_written_keys(corpus, contr
     assert all(keys[k] >= n for k, n in written.items()) and any(k.endswith(":minor") for k in keys)
     styles = Counter(t.split("_", 1)[1] for t in tokens if t.startswith("CtrlStyle_"))
     assert styles == Counter(given[str(Path(d["path"]).resolve())]["Style"] for d in lines if d["split"] == "train")
+
+
+def test_nats_per_note_by_style_covers_every_styled_val_piece(controls_dataset):
+    """The per-style val numbers a run prints at its end: every style of the val pieces, each over its notes."""
+    import math
+
+    import numpy as np
+
+    from guitarformer.config import ModelConfig
+    from guitarformer.data.dataset import note_ids
+    from guitarformer.models import build_model
+    from guitarformer.training.styles import nats_per_note_by_style
+
+    tok = load_tokenizer(controls_dataset / "tokenizer.json")
+    split = TokenSplit(controls_dataset, "val")
+    if split.num_sequences == 0:
+        pytest.skip("the tiny corpus drew no val piece")
+    model = build_model(ModelConfig(vocab_size=len(tok), block_size=64, n_layer=1, n_head=2, n_embd=16))
+    got = nats_per_note_by_style(model, tok, split, 64, "cpu")
+    styles = {tok[int(i)].split("_", 1)[1] for k in range(split.num_sequences)
+              for i in split.sequence(k)[:8] if tok[int(i)].startswith("CtrlStyle_")}
+    assert set(got) - {"(none)"} == styles
+    notes = sum(int(np.isin(split.sequence(k)[1:], note_ids(tok)).sum()) for k in range(split.num_sequences))
+    assert sum(n for _, n in got.values()) == notes
+    assert all(math.isfinite(v) and v > 0 for v, _ in got.values())

@@ -32,6 +32,7 @@ from guitarformer.generation.form import forms_of_dataset, write_forms
 from guitarformer.models import build_model
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll
+from guitarformer.training.styles import STYLE_PREFIX, nats_per_note_by_style
 from guitarformer.runs import new_run_dir
 from guitarformer.runtime import (
     Dist,
@@ -507,6 +508,21 @@ def stop_reason(signum: int | None, out_of_time: bool, signalled: bool, sliced: 
     return None
 
 
+def _styles_of_val(run: Run, interrupted: bool) -> dict[str, tuple[float, int]]:
+    """A decoder's nats per note on each style's val pieces, where the dataset has styles and a val split of its
+    own (the built-in corpus: rock, classical, the fiddle tune types); printed and kept in summary.json."""
+    val = getattr(run.data.val, "split", None)
+    if interrupted or not run.dist.main or run.cfg.model.kind != "decoder" or val is None or run.data.val_is_train \
+            or not any(t.startswith(STYLE_PREFIX) for t in run.data.tokenizer.vocab):
+        return {}
+    with autocast_ctx(run.device, run.dtype):
+        by_style = nats_per_note_by_style(run.raw, run.data.tokenizer, val, run.cfg.model.block_size, run.device)
+    if by_style:
+        print("guitarformer: val nats/note per style: " + ", ".join(f"{s} {v:.3f} ({n:,} notes)"
+                                                                   for s, (v, n) in by_style.items()), flush=True)
+    return by_style
+
+
 def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: float) -> dict[str, Any]:
     """The run's summary (summary.json), its hyper-parameters in TensorBoard, a last riff unless interrupted."""
     cfg, t, state, dist = run.cfg, run.cfg.train, run.state, run.dist
@@ -517,6 +533,9 @@ def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: flo
         "val_nats_per_note": last_val["nats_per_note"] if last_val else None, "seconds": round(seconds, 1),
         "stopped_by": stopped_by, "device": run.device.type, "world": dist.world, "val_split": run.data.val_split,
     }
+    by_style = _styles_of_val(run, interrupted)
+    if by_style:
+        summary["val_nats_per_note_by_style"] = {s: round(v, 4) for s, (v, _) in by_style.items()}
     if cfg.train.init:  # a fine-tune: what it started from (resumed, as its first segment wrote it)
         written = run.run_dir / INIT_FILE
         summary["init"] = run.init.describe() if run.init is not None else \
