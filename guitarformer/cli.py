@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from guitarformer.cli_options import ControlOptions
 from guitarformer.errors import GuitarformerError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -268,32 +269,7 @@ def _list_tunings(ctx, param, value):
     return value
 
 
-class _ControlOptions(click.Command):
-    """A command that takes one option per registered control (data/controls.py: its option name and --help text),
-    read from the registry whenever the command's parameters are read, so a new control is an option here too; the
-    callback gets them as keyword arguments."""
-
-    _made: dict[str, click.Option] = {}
-
-    @property
-    def params(self) -> list[click.Parameter]:
-        from guitarformer.data.controls import option_controls
-
-        want, own = option_controls(), self._own  # kept in step with the registry, in place (click appends to it)
-        own[:] = [p for p in own if p.name in want or all(p is not made for made in self._made.values())]
-        for name, c in want.items():
-            if all(p.name != name for p in own):
-                made = self._made.setdefault(name, click.Option(["--" + name.replace("_", "-"), name], default=None,
-                                                                help=c.help))
-                own.insert(next((k for k, p in enumerate(own) if p.name == "guard"), len(own)), made)
-        return own
-
-    @params.setter
-    def params(self, value: list[click.Parameter]) -> None:
-        self._own = value
-
-
-@main.command(cls=_ControlOptions, context_settings=CONTEXT)
+@main.command(cls=ControlOptions, context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="MIDI file to write (riff.mid); with "
               "--num-samples N: riff_000.mid ... Missing folders are created.")
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,

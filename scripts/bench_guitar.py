@@ -79,8 +79,8 @@ def bars_with(gs: GuitarScore, test) -> float:
     n_bars = max(1, -(-last // bar))
     hit = set()
     groups: dict[int, list] = {}
-    for i, n in enumerate(gs.track.notes):
-        groups.setdefault(int(n.time), []).append((n, (gs.techniques or [None] * (i + 1))[i]))
+    for n, t in zip(gs.track.notes, gs.techniques or [None] * len(gs.track.notes)):
+        groups.setdefault(int(n.time), []).append((n, t))
     for t, g in groups.items():
         if test(g):
             hit.add(t // bar)

@@ -287,13 +287,12 @@ def build_corpus(out_dir: Path | None = None, limit: int = 0, workers: int = 0, 
     few = max(1, limit // 4) if limit else 0  # a quick test corpus: a quarter as many of each guitar corpus
     records += write_classical(midi_dir, few) + write_rock(midi_dir, few)
     counts = Counter(r["status"] for r in records)
-    files = source_files()[:limit] if limit else source_files()
     reasons = Counter(r["reason"] for r in records if r.get("reason"))
     summary = {
         "version": CORPUS_VERSION,
         "collections": list(COLLECTIONS),
         "sources": list(SOURCES),
-        "source_files": len(files),
+        "source_files": len({r["source"] for r in records if r.get("type_from") != "source"}),
         "tunes": len(records),
         "counts": dict(counts),
         "reasons": dict(reasons),

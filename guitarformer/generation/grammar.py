@@ -49,8 +49,8 @@ def _first_type(tokenizer) -> str:
 
 def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
     """(V, V) bool, may column follow row, from miditok's `tokens_types_graph` (`types`: each token's type): no
-    token that is never on a guitar (or a layout placeholder) follows any, and after BOS only the type the tokenizer
-    starts a piece with."""
+    token that is never on a guitar (or a layout placeholder) follows any, after BOS only the type the tokenizer
+    starts a piece with, and a note's techniques in their order (`_technique_order`)."""
     V = len(types)
     type_ids: dict[str, list[int]] = {}
     for i, t in enumerate(types):
@@ -67,6 +67,7 @@ def _successors(tokenizer, types: list[str], bos: int) -> torch.Tensor:
     # After BOS a piece starts the way the tokenizer itself starts one.
     M[bos] = False
     M[bos, type_ids.get(_first_type(tokenizer), [])] = True
+    _technique_order(M, [str(tokenizer[i]) for i in range(V)])
     return M
 
 
@@ -171,9 +172,7 @@ class Grammar:
         # A note is whole after its Duration, or for tab tokens of layout 2 after its String (layout 3 writes no
         # String for a note on its lowest-fret string: its Duration may be the note's last token).
         mid_note = is_pitch | is_vel | (is_dur if self.tab and not self.implied else torch.zeros_like(is_dur))
-        M[mid_note, self.eos] = False  # a piece ends after whole notes only: EOS there would drop the note
-        M[is_pos | is_tempo, self.eos] = False  # nor on a time step opened for a note (REMI: Position, its Tempo)
-        _technique_order(M, toks)
+        M[mid_note | is_pos | is_tempo, self.eos] = False  # no end mid-note, nor on a step opened for one
 
         def cols(m: torch.Tensor) -> torch.Tensor:
             return m.nonzero().squeeze(1)

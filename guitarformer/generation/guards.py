@@ -195,6 +195,7 @@ class Guards:
             self.pm_only[self.pm_col] = True
         self.poly = torch.tensor([POLY_SIZE.get(v, 0) if v else 0 for v in spec.polyphony], dtype=torch.long,
                                  device=dev) if any(spec.polyphony) else None
+        self.poly_row = torch.zeros(g.V, device=dev).index_fill_(0, g.pitch_cols.to(dev), POLY_BIAS)  # (V,) per note
         self.regions = None
         if any(spec.regions) and g.tab:
             nS = len(g.string_cols)
@@ -362,8 +363,7 @@ class Guards:
         if self.poly is not None and bar is not None:  # an onset short of the asked size: another note
             size = torch.where(bar >= 0, self.poly[self._at(self.poly, bar)], 0)
             short = (self.notes_here >= 1) & (self.notes_here < size)
-            logits = logits + torch.zeros_like(logits).index_fill_(1, self.g.pitch_cols, POLY_BIAS) \
-                * short.to(logits.dtype).unsqueeze(1)
+            logits = logits + self.poly_row.to(logits.dtype) * short.to(logits.dtype).unsqueeze(1)
         if self.pm_bias is not None and bar is not None:
             add = torch.where(bar >= 0, self.pm_bias[self._at(self.pm_bias, bar)], 0.0)
             add = torch.where(self.after_pm, NEVER, add)  # a note is palm-muted once
