@@ -54,16 +54,14 @@ def _progress() -> bool:
 
 
 def _dataset(ctx, param, value: Path | None) -> Path | None:
-    """A dataset folder, or the bare name of one that is not a folder here: a dataset `prepare` wrote under
-    data/prepared (its default --out) or into the cache (the built-in corpus's, e.g. builtin-tabremi-...)."""
-    if value is None or value.exists() or len(value.parts) != 1:
-        return value
-    from guitarformer.data.corpus import default_dataset_dir
+    """A dataset folder, or the bare name of one (app.prepare.find_dataset)."""
+    from guitarformer.app.prepare import find_dataset
 
-    for home in (Path("data") / "prepared", default_dataset_dir().parent):
-        if (home / value).is_dir():
-            return (home / value).resolve()
-    return value
+    return find_dataset(value)
+
+
+def _say(line: str, err: bool) -> None:
+    click.echo(line, err=err)
 
 
 _threads = click.option("--threads", type=click.IntRange(0), default=0, show_default=True,
@@ -104,74 +102,22 @@ def prepare(inputs, out, config_name, tokenizer, force, bpe_vocab, tracks, inclu
     fiddle tunes shipped with music21) is prepared into the cache.
     Every input file gets a line in manifest.jsonl saying what happened to it.
     """
-    from guitarformer.config import load_config, set_values
-    from guitarformer.data.prepare import prepare as run_prepare
-    from guitarformer.data.prepare import summary_lines
+    from guitarformer.app.prepare import prepare as run_prepare
+    from guitarformer.app.requests import PrepareRequest
 
-    cfg = load_config(config_name, list(overrides))
-    cfg = set_values(cfg, {k: v for k, v in (("data.tokenizer", tokenizer), ("data.bpe_vocab_size", bpe_vocab))
-                           if v is not None})
-    like_tok = None
-    if like is not None:
-        if config_name or tokenizer or bpe_vocab is not None or overrides or not inputs:
-            raise GuitarformerError("--like takes every token setting from the run it names",
-                                    "pass your files and --like RUN without --config, --tokenizer, --bpe or --set")
-        from guitarformer.training.init import load_init
-
-        init = load_init(like)
-        cfg.data, like_tok = init.cfg.data, init.tokenizer
-        cfg.data.dataset = None
-    if not inputs:
-        from guitarformer.data.corpus import ensure_builtin_dataset
-
-        path = ensure_builtin_dataset(cfg.data, out=out, progress=_progress())
-        from guitarformer.data.prepare import load_meta
-
-        meta = load_meta(path)
-    else:
-        if out is None:
-            from guitarformer.data.prepare import suggested_out
-
-            out = suggested_out(inputs[0])
-        meta = run_prepare(list(inputs), out, cfg.data, tracks=tracks, include_bass=include_bass, workers=workers,
-                           progress=_progress(), force=force, like=like_tok)
-        path = out
-    for line in summary_lines(meta):
-        click.echo(line)
-    if meta["status"].get("ok", 0) == 0:
-        from guitarformer.data.prepare import readable_types
-
-        raise GuitarformerError(f"none of the {meta['files']} input files gave usable guitar music "
-                                f"(reasons in {path / 'manifest.jsonl'})",
-                                f"pass files with a guitar part: {readable_types()}")
-    init_flag = f" --init {like}" if like is not None else ""
-    click.echo(f"wrote {path}  (next: guitarformer train --data {path}{init_flag})")
+    run_prepare(PrepareRequest(inputs=list(inputs), out=out, config=config_name, tokenizer=tokenizer,
+                               bpe_vocab=bpe_vocab, overrides=list(overrides), like=like, force=force, tracks=tracks,
+                               include_bass=include_bass, workers=workers, progress=_progress()), _say)
 
 
 @main.command(context_settings=CONTEXT)
 @click.argument("dataset", type=click.Path(path_type=Path), required=False, callback=_dataset)
 def info(dataset):
     """Summarise a prepared dataset (files, tokens, vocab, counts by format and status) or a run directory."""
-    import json
+    from guitarformer.app.prepare import info as run_info
+    from guitarformer.app.requests import InfoRequest
 
-    from guitarformer.data.prepare import load_meta, summary_lines
-
-    if dataset is None:
-        from guitarformer.data.corpus import default_dataset_dir
-
-        cands = sorted(default_dataset_dir().parent.glob("builtin-*"))
-        if not cands:
-            raise GuitarformerError("no dataset given and the built-in corpus is not prepared yet",
-                                    "pass a dataset folder, or run `guitarformer prepare`")
-        dataset = max(cands, key=lambda d: d.stat().st_mtime)  # the most recently prepared
-    if (dataset / "config.yaml").is_file() and not (dataset / "meta.json").is_file():
-        summ = dataset / "summary.json"
-        click.echo((dataset / "config.yaml").read_text())
-        if summ.is_file():
-            click.echo(json.dumps(json.loads(summ.read_text()), indent=2))
-        return
-    for line in summary_lines(load_meta(dataset)):
-        click.echo(line)
+    run_info(InfoRequest(dataset), _say)
 
 
 # ---------------------------------------------------------------- train
@@ -205,44 +151,14 @@ def train(config_name, model_kind, data, run_dir, force, max_steps, device, resu
 
     Multi-GPU: torchrun --nproc_per_node=N -m guitarformer train ...
     """
-    from guitarformer.config import load_config, set_values
+    from guitarformer.app.requests import TrainRequest
+    from guitarformer.app.train import train as run_train
 
-    # Options are typed values, set after the YAML overrides and validated with them (a folder named `null` or
-    # `1e3` stays a folder name); --resume takes them as overrides of the run's own config.
-    asked = {k: v for k, v in (("model.kind", model_kind and model_kind.replace("-", "_")),
-                                ("data.dataset", data and str(data)), ("train.max_steps", max_steps),
-                                ("train.device", device), ("train.num_threads", threads or None),
-                                ("train.init", init)) if v is not None}
-    if resume is not None and init is not None:
-        raise GuitarformerError("--init starts a new run from another's weights but --resume continues a run",
-                                f"drop --init to continue {resume} (a fine-tune resumes as any run)")
-    if resume is not None:
-        if force:
-            raise GuitarformerError("--force starts a run afresh but --resume continues one",
-                                    f"drop --force to continue {resume}, or drop --resume to start over there")
-        from guitarformer.training.loop import train as run_train
-        from guitarformer.config import Config
-
-        flags = list(overrides) + [f"{k}={v}" for k, v in asked.items() if k != "model.kind"]
-        summary = run_train(Config(), resume=resume, progress=_progress(), resume_overrides=flags)
-    else:
-        if config_name is None and model_kind == "encoder-decoder":
-            config_name = "encdec-small"
-        cfg = set_values(load_config(config_name, list(overrides)), asked)  # errors surface before torch loads
-        if init is not None and config_name is None:  # the preset's lr and steps are for random weights
-            from guitarformer.training.init import finetune_defaults
-
-            cfg = finetune_defaults(cfg, set(asked) | {o.partition("=")[0].strip() for o in overrides})
-        from guitarformer.training.loop import train as run_train
-
-        summary = run_train(cfg, run_dir=run_dir, progress=_progress(), force=force)
-    from guitarformer.runtime import teardown_distributed
-
-    teardown_distributed()  # torchrun's ranks: leave the process group before the interpreter exits
-    if summary.get("interrupted"):  # checkpoint saved; a scheduler can tell this from a finished run
-        click.echo(f"interrupted ({summary['stopped_by']}); resume with: guitarformer train --resume {summary['run_dir']}",
-                   err=True)
-        sys.exit(130 if "SIGINT" in summary["stopped_by"] else 143)
+    result = run_train(TrainRequest(config=config_name, model_kind=model_kind, data=data, run_dir=run_dir, force=force,
+                                    max_steps=max_steps, device=device, resume=resume, init=init,
+                                    overrides=list(overrides), threads=threads, progress=_progress()), _say)
+    if result.exit_code:
+        sys.exit(result.exit_code)
 
 
 # ---------------------------------------------------------------- sample
@@ -402,40 +318,13 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
     drawn meters and forms, is measured by scripts/bench_eval_riffs.py.
     With --fingering DIR, only the agreement of the model's fingering with human tabs (docs/results/FINGERING_MODEL.md).
     """
-    import json
+    from guitarformer.app.eval import evaluate
+    from guitarformer.app.requests import EvalRequest
 
-    if fingering_dir is not None:
-        from guitarformer.evaluation.fingering import evaluate_folder, format_report
-        from guitarformer.generation.fingering import check_fingering_run
-        from guitarformer.runs import load_run
-        from guitarformer.runtime import resolve_device, set_threads, step_work
-
-        dev = resolve_device(device)
-        model, tokenizer, _ = load_run(run_dir, None, str(dev))
-        check_fingering_run(model, tokenizer)
-        set_threads(threads, step_work(model, batch_size))
-        report = evaluate_folder(model, tokenizer, fingering_dir, dev, batch_size)
-        click.echo(format_report(report))
-        if json_out:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps(report.as_dict(), indent=2, allow_nan=False))
-            click.echo(f"wrote {json_out}")
-        return
-
-    from guitarformer.evaluation.report import evaluate_run, format_table, jsonable, log_tensorboard
-
-    res = evaluate_run(run_dir, data, split, device, reference=reference, num_samples=num_samples,
-                       max_new_tokens=max_new_tokens, samples=not no_samples, ngram_order=ngram_order,
-                       cont_src=cont_src, cont_tgt=cont_tgt, seed=seed, threads=threads,
-                       progress=(lambda s: click.echo(f"eval: {s}", err=True)) if _progress() else None)
-    click.echo(format_table(res))
-    if not log_tensorboard(Path(res["run"]), res):
-        click.echo("eval: the shipped model's folder is part of the package: nothing logged to TensorBoard "
-                   "(--json FILE keeps every number)", err=True)
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(jsonable(res), indent=2, allow_nan=False))
-        click.echo(f"wrote {json_out}")
+    evaluate(EvalRequest(run=run_dir, data=data, split=split, reference=reference, num_samples=num_samples,
+                         max_new_tokens=max_new_tokens, samples=not no_samples, ngram_order=ngram_order,
+                         cont_src=cont_src, cont_tgt=cont_tgt, seed=seed, json=json_out, device=device,
+                         fingering=fingering_dir, batch_size=batch_size, threads=threads, progress=_progress()), _say)
 
 
 def _bar_range(ctx, param, value):

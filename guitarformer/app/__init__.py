@@ -1,4 +1,5 @@
-"""The commands as functions over requests: `sample`, `infill`, `tab`. The CLI parses its options into a request
+"""The commands as functions over requests: `prepare`, `info`, `train`, `evaluate` (eval), `sample`, `infill`,
+`tab`. The CLI parses its options into a request
 and calls one of these; the studio's JSON API and the Python API call the same functions, with the same checks and
 errors. A `LoadedRun` (load_run_once) can be passed to every call so that a run's weights are read once.
 
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING
 from guitarformer import lazy_names
 
 _API = {
+    "EvalResult": "guitarformer.app.eval",
+    "evaluate": "guitarformer.app.eval",
     "read_user_file": "guitarformer.app.files",
     "read_user_parts": "guitarformer.app.files",
     "write_score": "guitarformer.app.files",
@@ -30,10 +33,19 @@ _API = {
     "load_run_once": "guitarformer.app.loaded",
     "plain_words": "guitarformer.app.loaded",
     "run_info": "guitarformer.app.loaded",
+    "InfoResult": "guitarformer.app.prepare",
+    "PrepareResult": "guitarformer.app.prepare",
+    "find_dataset": "guitarformer.app.prepare",
+    "info": "guitarformer.app.prepare",
+    "prepare": "guitarformer.app.prepare",
+    "EvalRequest": "guitarformer.app.requests",
     "InfillRequest": "guitarformer.app.requests",
+    "InfoRequest": "guitarformer.app.requests",
     "Outputs": "guitarformer.app.requests",
+    "PrepareRequest": "guitarformer.app.requests",
     "SampleRequest": "guitarformer.app.requests",
     "TabRequest": "guitarformer.app.requests",
+    "TrainRequest": "guitarformer.app.requests",
     "SampleResult": "guitarformer.app.sample",
     "check_sample_request": "guitarformer.app.sample",
     "read_sample_prompt": "guitarformer.app.sample",
@@ -41,18 +53,24 @@ _API = {
     "warm_up": "guitarformer.app.sample",
     "TabResult": "guitarformer.app.tab",
     "tab": "guitarformer.app.tab",
+    "TrainResult": "guitarformer.app.train",
+    "train": "guitarformer.app.train",
     "Riff": "guitarformer.generation.riffs",
 }
 
 __all__ = sorted(_API)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
+    from guitarformer.app.eval import EvalResult, evaluate
     from guitarformer.app.files import read_user_file, read_user_parts, write_score
     from guitarformer.app.infill import InfillResult, infill
     from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, plain_words, run_info
-    from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest, TabRequest
+    from guitarformer.app.prepare import InfoResult, PrepareResult, find_dataset, info, prepare
+    from guitarformer.app.requests import (EvalRequest, InfillRequest, InfoRequest, Outputs, PrepareRequest,
+                                           SampleRequest, TabRequest, TrainRequest)
     from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
     from guitarformer.app.tab import TabResult, tab
+    from guitarformer.app.train import TrainResult, train
     from guitarformer.generation.riffs import Riff
 
 

@@ -1,4 +1,5 @@
-"""What a command is asked: one dataclass per command (sample, infill, tab) and the files it writes.
+"""What a command is asked: one dataclass per command (prepare, info, train, eval, sample, infill, tab) and the files
+it writes.
 
 The CLI parses its options into these, the studio's JSON API and the Python API build them directly; every check
 the command needs happens in the app functions, so all three callers get the same clear errors. A field left None
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from guitarformer.data.controls import Controls, option_controls
 from guitarformer.errors import GuitarformerError
@@ -222,3 +223,90 @@ def outputs_by_suffix(label: str, paths: list[Path | None], allowed: tuple[str, 
         setattr(out, kind, path)
         out.labels[kind] = label
     return out
+
+
+# ---------------------------------------------------------------- prepare, info, train, eval
+
+
+@dataclass
+class PrepareRequest:
+    """`prepare`: files and folders tokenized into a dataset folder; no `inputs`: the built-in corpus into the cache."""
+
+    inputs: list[Path] = field(default_factory=list)
+    out: Path | None = None  # the dataset folder (default: data/prepared/<name>; no inputs: the cache's)
+    config: str | None = None  # a config name or YAML file (its data section is used)
+    tokenizer: str | None = None  # TabREMI, REMI, TSD, MIDILike, Structured (default: the config's)
+    bpe_vocab: int | None = None  # miditok BPE to this vocabulary size (0: base tokens; default: the config's)
+    overrides: list[str] = field(default_factory=list)  # "section.key=value"
+    like: str | None = None  # tokenize as this run did (`pretrained`, a run folder or checkpoint), new styles added
+    force: bool = False  # replace a dataset in `out` prepared with other token settings
+    tracks: str = "guitar"  # MIDI: "guitar" tracks (programs 24-31) or "all" non-drum tracks
+    include_bass: bool = False
+    workers: int = 0  # processes (0: all cores)
+    progress: bool = False  # a progress bar on stderr
+
+
+@dataclass
+class InfoRequest:
+    """`info`: a summary of a prepared dataset or a run folder (None: the built-in corpus most recently prepared)."""
+
+    dataset: Path | None = None
+
+
+@dataclass
+class TrainRequest:
+    """`train`: a run trained from a config (or continued, `resume`; or fine-tuned from another's weights, `init`).
+    A field left None takes the config's value."""
+
+    config: str | None = None  # a config name or YAML file (default decoder-small)
+    model_kind: str | None = None  # "decoder" or "encoder-decoder" (alone, the latter picks encdec-small)
+    data: Path | None = None  # a prepared dataset folder (default: the built-in corpus)
+    run_dir: Path | None = None  # default runs/<timestamp>
+    force: bool = False  # start afresh in a run_dir that holds a run
+    max_steps: int | None = None
+    device: str | None = None
+    resume: Path | None = None  # continue this run exactly
+    init: str | None = None  # fine-tune from this run's weights (`pretrained`, a run folder or checkpoint)
+    overrides: list[str] = field(default_factory=list)  # "section.key=value"
+    threads: int = 0  # CPU threads (0: chosen for the work)
+    progress: bool = False  # a progress bar on stderr
+
+
+@dataclass
+class EvalRequest:
+    """`eval`: likelihood against an n-gram, music and playability metrics of a run; with `fingering`, only how
+    often the model fingers the tabs under that folder as their authors did."""
+
+    run: Path | None = None  # a run folder or `pretrained` (default: the newest run, else the shipped model)
+    data: Path | None = None  # default: the run's dataset
+    split: str = "test"
+    reference: Path | None = None  # real guitar files for the music metrics (default: the split decoded back)
+    num_samples: int = 32
+    max_new_tokens: int | None = None
+    samples: bool = True  # False: likelihood only
+    ngram_order: int = 5
+    cont_src: int | None = None
+    cont_tgt: int | None = None
+    seed: int = 0
+    json: Path | None = None  # every number written here
+    device: str = "auto"
+    fingering: Path | None = None  # only the fingering agreement with the tabs under this folder
+    batch_size: int = 64  # with `fingering`: the most rows fingered together
+    threads: int = 0
+    progress: bool = False  # each stage said as it starts
+
+
+Say = Callable[[str, bool], None]  # a line a command says as it works, and whether it is a warning (stderr)
+
+
+class Voice:
+    """The lines a command says, kept in order (`lines` for stdout, `warnings` for stderr) and passed to `say` as
+    they come, where one is given (the CLI's echo: a summary printed before the error that follows it)."""
+
+    def __init__(self, say: Say | None = None) -> None:
+        self.say, self.lines, self.warnings = say, [], []
+
+    def __call__(self, line: str, err: bool = False) -> None:
+        (self.warnings if err else self.lines).append(line)
+        if self.say is not None:
+            self.say(line, err)
