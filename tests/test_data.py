@@ -239,12 +239,14 @@ def test_seq2seq_training_pairs_include_each_pieces_start_from_an_empty_source(t
         assert (m.sum(1) > 1).all()
 
 
-def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset):
+@pytest.mark.parametrize("model", ["BPE", "Unigram"])
+def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset, model):
+    """data.bpe_vocab_size with either of miditok's subword models (data.bpe_model): fewer tokens, the same notes."""
     from guitarformer.data.tokenization import decode
 
     midi = sorted(tiny_dataset.parent.parent.glob("corpus/*/midi"))[0]
     base = prepare([midi], tmp_path / "base", DataConfig(), workers=1, progress=False)
-    bpe = prepare([midi], tmp_path / "bpe", DataConfig(bpe_vocab_size=500), workers=1, progress=False)
+    bpe = prepare([midi], tmp_path / "bpe", DataConfig(bpe_vocab_size=500, bpe_model=model), workers=1, progress=False)
     assert bpe["vocab_size"] == 500
     assert sum(bpe["tokens"].values()) < 0.7 * sum(base["tokens"].values())
     tok = load_tokenizer(tmp_path / "bpe" / "tokenizer.json")
