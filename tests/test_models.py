@@ -719,9 +719,11 @@ def test_encoder_decoder_output_depends_on_source() -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_overfits_one_batch(kind: str) -> None:
+@pytest.mark.parametrize("pos", POS)
+def test_overfits_one_batch(kind: str, pos: str) -> None:
+    """Every position scheme (model.pos) and both feed-forwards (model.ffn: swiglu with rope) train."""
     torch.manual_seed(5)
-    model = build_model(tiny(kind, "learned", n_embd=48))
+    model = build_model(tiny(kind, pos, n_embd=48))
     model.train()
     src, x = torch.randint(0, V, (4, 12)), torch.randint(0, V, (4, 16))
     y = torch.randint(0, V, (4, 16))  # random targets: only memorisation brings the loss down
