@@ -105,7 +105,6 @@ class TrainConfig:
     batch_size: int = 8
     grad_accum: int = 1
     max_steps: int = 2000
-    max_minutes: float = 0.0  # wall-clock cap (0 = none); the schedule still follows max_steps
     # Fit the run to this many minutes (0 = off): after a few timed steps the run lowers max_steps (never raises
     # it) so that training and evaluation end in about this time, and the schedule decays to the new end. The
     # decided max_steps is saved with the run, so --resume stays exact.
@@ -222,6 +221,11 @@ def _apply(cfg: Config, section: str, key: str, value: Any, text: bool = True) -
         )
     obj = getattr(cfg, section)
     hints = _section_types(type(obj))
+    if (section, key) in REMOVED:
+        off, fix = REMOVED[section, key]
+        if value == off:  # an older config (a run's config.yaml) that left it off: nothing to honour
+            return
+        raise GuitarformerError(f"config key {section}.{key} was removed", fix)
     if key not in hints:
         valid = ", ".join(sorted(hints))
         raise GuitarformerError(
@@ -253,10 +257,18 @@ ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True
                ("sample", "time_signature"): None}
 
 
+# Settings taken out: the value that meant "off" (an older config holding it loads as before) and what to do instead;
+# any other value is refused with that fix.
+REMOVED = {("train", "max_minutes"): (0.0, "drop train.max_minutes: train.time_budget_min stops a run on the clock, "
+                                           "its schedule fitted to end there (train.time_budget_min=0: no budget)")}
+
+
 def saved_config(d: dict[str, Any]) -> Config:
     """A run's saved config (its checkpoint's or config.yaml): as `from_dict`, but a setting the run predates is
-    what the run did, not the preset's (ADDED_SINCE; the tab layout comes from the run's tokenizer instead)."""
-    cfg = from_dict(d)
+    what the run did, not the preset's (ADDED_SINCE; the tab layout comes from the run's tokenizer instead), and a
+    setting since removed (REMOVED) is left out, so the run still loads."""
+    cfg = from_dict({section: {k: v for k, v in values.items() if (section, k) not in REMOVED}
+                     if isinstance(values, dict) else values for section, values in (d or {}).items()})
     for (section, key), then in ADDED_SINCE.items():
         if key not in ((d or {}).get(section) or {}):
             setattr(getattr(cfg, section), key, then)
@@ -355,7 +367,7 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
          "train.warmup_steps, eval_iters, sample_interval, patience and num_threads must be >= 0"),
         (t.weight_decay >= 0 and t.grad_clip >= 0, "train.weight_decay and train.grad_clip must be >= 0"),
         (0.0 <= t.beta1 < 1.0 and 0.0 <= t.beta2 < 1.0, "train.beta1 and train.beta2 must be in [0, 1)"),
-        (t.time_budget_min >= 0 and t.max_minutes >= 0, "train.time_budget_min and train.max_minutes must be >= 0"),
+        (t.time_budget_min >= 0, "train.time_budget_min must be >= 0"),
         (t.device in ("auto", "cpu", "cuda", "mps") or t.device.startswith("cuda:"), "train.device must be auto, cpu, cuda or mps"),
         (t.dtype in ("auto", "float32", "bfloat16", "float16"), "train.dtype must be auto, float32, bfloat16 or float16"),
         (cfg.data.tokenizer in ("TabREMI", "REMI", "TSD", "MIDILike", "Structured"),

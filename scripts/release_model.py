@@ -118,10 +118,9 @@ def release_config(name: str, args) -> Config:
     cfg.train.seed = args.seed
     if args.steps:
         cfg.train.max_steps = args.steps
-    else:  # --minutes: as many steps as fit (time_budget_min fits max_steps to the machine), capped by the clock
+    else:  # --minutes: as many steps as fit (time_budget_min fits max_steps to the machine and stops on the clock)
         cfg.train.max_steps = max(cfg.train.max_steps, args.max_steps)
         cfg.train.time_budget_min = args.minutes
-        cfg.train.max_minutes = args.minutes * 1.1
     return cfg
 
 

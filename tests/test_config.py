@@ -114,3 +114,19 @@ def test_a_saved_run_keeps_what_it_did_for_settings_it_predates():
     assert saved_config(old).data.piece_starts == 0.0
     del old["sample"]["time_signature"]  # a run from before riffs' meters were drawn: its own, as it sampled then
     assert saved_config(old).sample.time_signature is None and from_dict(old).sample.time_signature == "auto"
+
+
+def test_a_removed_setting_is_refused_when_asked_and_dropped_from_saved_runs():
+    """train.max_minutes is gone (train.time_budget_min stops a run on the clock): a config or --set that asks for it
+    is refused with what to do instead; an older config that left it off (0) and a run's saved config load."""
+    with pytest.raises(GuitarformerError, match="train.max_minutes was removed") as e:
+        apply_overrides(Config(), ["train.max_minutes=30"])
+    assert "time_budget_min" in e.value.fix
+    with pytest.raises(GuitarformerError, match="removed"):
+        from_dict({"train": {"max_minutes": 5}})
+    old = Config().to_dict()
+    assert "max_minutes" not in old["train"]
+    old["train"]["max_minutes"] = 0.0  # as every run saved before it went (the shipped model's config.yaml too)
+    assert from_dict(old).train == Config().train
+    old["train"]["max_minutes"] = 30.0  # a run that had a cap still loads and resumes (its budget, if any, stops it)
+    assert saved_config(old).train == Config().train

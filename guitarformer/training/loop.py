@@ -476,7 +476,7 @@ def loop(run: Run, progress: bool, stop_at: int | None, t_start: float) -> tuple
             perf.step(step, mean_over_ranks(loss, dist, run.device), lr, grad_norm, bar, last_val)
 
             out_of_time, signalled = any_rank(  # the clock or a signal on one rank stops them all
-                [(t.max_minutes > 0 and (time.time() - t_start) / 60.0 >= t.max_minutes) or budget.out_of_time(step),
+                [budget.out_of_time(step),
                  stop.signal is not None], dist, run.device)
             sliced = stop_at is not None and step >= stop_at
             if step % t.eval_interval == 0 or step == t.max_steps or out_of_time or signalled or sliced:
@@ -488,19 +488,19 @@ def loop(run: Run, progress: bool, stop_at: int | None, t_start: float) -> tuple
                     t0 = time.time()
                     run.log.riff(run.raw, run.data.tokenizer, run.cfg, step, run.device)
                     budget.after_riff(time.time() - t0)
-            stopped_by = stop_reason(stop.signal, out_of_time, signalled, sliced, t.max_minutes, stop_at)
+            stopped_by = stop_reason(stop.signal, out_of_time, signalled, sliced, stop_at)
             if stopped_by:
                 break
     return stopped_by, last_val
 
 
-def stop_reason(signum: int | None, out_of_time: bool, signalled: bool, sliced: bool, max_minutes: float,
+def stop_reason(signum: int | None, out_of_time: bool, signalled: bool, sliced: bool,
                 stop_at: int | None) -> str | None:
     """Why the loop stops after this step, or None to go on."""
     if signum:
         return "signal " + signal.Signals(signum).name
     if out_of_time:
-        return f"time limit ({max_minutes} min)" if max_minutes else "time budget (train.time_budget_min)"
+        return "time budget (train.time_budget_min)"
     if signalled:
         return "a signal to another rank"
     if sliced:
