@@ -4,6 +4,7 @@ not change greedy output; the `sample` writer's options. Tiny untrained models o
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,12 +22,24 @@ from guitarformer.models.kinds import Prompt, kind_of
 from guitarformer.models.layers import KVCache
 from guitarformer import runtime
 from guitarformer.generation.constraint import HOST_ROWS, GuitarConstraint, constraint_device
+from guitarformer.generation import engine
 from guitarformer.generation.engine import generate
 from guitarformer.generation.sampling import SamplingParams
 from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
 
 TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured", "TabREMI"]
 FIXTURES = Path(__file__).parent / "fixtures" / "io"
+
+
+@contextmanager
+def decoding(cache: bool = True, capture: bool | None = None):
+    """`generate` on another decoding path for the calls inside (engine._PATH: the hook of the module that owns it;
+    no user option chooses it): `cache` False recomputes every step, `capture` True uses the static cache anywhere."""
+    was, engine._PATH = engine._PATH, engine._Path(cache, capture)
+    try:
+        yield
+    finally:
+        engine._PATH = was
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -294,8 +307,9 @@ def test_greedy_is_identical_with_and_without_cache(kind):
     # The cache, recomputing everything, and the static cache a captured step uses (on a CPU it runs eagerly).
     for use_cache, capture in ((True, False), (False, None), (True, True)):
         # 80 new tokens > block_size 48: the cached paths also slide their window once.
-        runs.append(generate(model, prompt, SamplingParams(80, temperature=0, use_cache=use_cache, capture=capture),
-                             constraint=GuitarConstraint(tok), eos_id=None))
+        with decoding(use_cache, capture):
+            runs.append(generate(model, prompt, SamplingParams(80, temperature=0), constraint=GuitarConstraint(tok),
+                                 eos_id=None))
     assert runs[0].shape == (2, 84)
     assert torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0], runs[2])
@@ -312,10 +326,13 @@ def test_guidance_leans_from_the_unconditioned_twin(kind):
     greedy = SamplingParams(80, temperature=0, guidance=0.0)
     plain = generate(model, cond, greedy, eos_id=None)
     assert torch.equal(generate(model, cond, greedy, eos_id=None, guide=twin), plain)  # guidance 0: off
-    runs = [generate(model, cond, replace(greedy, guidance=50.0, use_cache=c), eos_id=None, guide=twin)
-            for c in (True, False)]
+    runs = []
+    for c in (True, False):
+        with decoding(cache=c):
+            runs.append(generate(model, cond, replace(greedy, guidance=50.0), eos_id=None, guide=twin))
     assert torch.equal(runs[0], runs[1])  # cache and recomputation agree, window slides included (80 > 48)
-    static = generate(model, cond, replace(greedy, guidance=50.0, capture=True), eos_id=None, guide=twin)
+    with decoding(capture=True):
+        static = generate(model, cond, replace(greedy, guidance=50.0), eos_id=None, guide=twin)
     assert torch.equal(static, runs[0])  # the static cache (a CUDA graph's, eager here): its padded prompt and slides
     assert not torch.equal(runs[0], plain)
     with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u)
@@ -413,8 +430,10 @@ def test_guidance_twin_of_an_encoder_decoder_reads_its_source_without_the_contro
     greedy = SamplingParams(60, temperature=0, guidance=0.0)
     plain = generate(model, cond, greedy, eos_id=None)
     assert torch.equal(generate(model, cond, greedy, eos_id=None, guide=twin), plain)
-    runs = [generate(model, cond, replace(greedy, guidance=50.0, use_cache=c), eos_id=None, guide=twin)
-            for c in (True, False)]
+    runs = []
+    for c in (True, False):
+        with decoding(cache=c):
+            runs.append(generate(model, cond, replace(greedy, guidance=50.0), eos_id=None, guide=twin))
     assert torch.equal(runs[0], runs[1])  # window slide included (60 > 48)
     with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u), u read from the twin's source
         c = kind_of(model).stepper(model, cond)(cond.ids, None)[:, -1].float()
@@ -440,8 +459,11 @@ def _three_rows_on_cuda(kind: str):
 def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     """The CUDA-graph step (generation/captured.py): the same riffs from the same seeds, window slide included."""
     tok, _, model, prompt = _three_rows_on_cuda(kind)
-    runs = [generate(model, prompt, SamplingParams(80, capture=capture), generator=torch.Generator().manual_seed(0),
-                     constraint=GuitarConstraint(tok, device="cuda"), eos_id=None) for capture in (False, True)]
+    runs = []
+    for capture in (False, True):
+        with decoding(capture=capture):
+            runs.append(generate(model, prompt, SamplingParams(80), generator=torch.Generator().manual_seed(0),
+                                 constraint=GuitarConstraint(tok, device="cuda"), eos_id=None))
     assert torch.equal(runs[0], runs[1])
 
 
@@ -467,8 +489,10 @@ def test_captured_step_on_cuda_samples_guided_riffs_as_the_eager_step(kind):
     body = [tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
     cond = Prompt(torch.tensor([[sp["bos"], tok["Pitch_60"], *body]] * 2), keep_front=2)
     twin = Prompt(torch.tensor([[sp["bos"], *body]] * 2), keep_front=1)
-    runs = [generate(model, cond, SamplingParams(80, temperature=0, guidance=3.0, capture=capture), eos_id=None,
-                     guide=twin) for capture in (False, True)]
+    runs = []
+    for capture in (False, True):
+        with decoding(capture=capture):
+            runs.append(generate(model, cond, SamplingParams(80, temperature=0, guidance=3.0), eos_id=None, guide=twin))
     assert torch.equal(runs[0], runs[1])
 
 

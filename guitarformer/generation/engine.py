@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -15,6 +16,21 @@ from guitarformer.generation.sampling import SamplingParams, sample_next
 from guitarformer.models.kinds import Prompt, kind_of
 from guitarformer.models.layers import KVCache
 from guitarformer.runtime import step_work, threads, threads_for
+
+
+@dataclass(frozen=True)
+class _Path:
+    """How `generate` decodes, where a test or benchmark compares the paths (every one gives the same tokens); never
+    a user's choice. `cache` False recomputes the whole window every step (checking the KV cache). `capture` True
+    decodes one token at a time against a static KV cache on any device (on CUDA through a captured graph,
+    generation/captured.py), False never (nor the CUDA graph around a compiled step), None (auto) on CUDA only: on a
+    CPU the static cache alone reads the whole buffer every step, for nothing."""
+
+    cache: bool = True
+    capture: bool | None = None
+
+
+_PATH = _Path()  # the one hook: tests and benchmarks swap it for the length of a call
 
 def _threads_for_steps(fn):
     """Run `fn(model, prompt, ...)` on a CPU with the threads runtime.threads_for gives its steps: one for a small
@@ -213,17 +229,17 @@ COMPILED_ROWS = 2
 
 def _compiled(params: SamplingParams, device: torch.device, rows: int) -> bool:
     """Decode through a compiled step: asked, on a CPU for few rows (more are faster eager), on CUDA inside the
-    captured step (any rows; not where capturing is turned off)."""
+    captured step (any rows; not where capturing is turned off, _PATH)."""
     if not params.compile:
         return False
     if device.type == "cuda":
-        return params.capture is not False
+        return _PATH.capture is not False
     return device.type == "cpu" and rows <= COMPILED_ROWS
 
 
-def _static_cache(params: SamplingParams, device: torch.device) -> bool:
-    """Decode against a static cache (a captured step's): as asked, else on CUDA."""
-    return params.capture if params.capture is not None else device.type == "cuda"
+def _static_cache(device: torch.device) -> bool:
+    """Decode against a static cache (a captured step's): as _PATH asks, else on CUDA."""
+    return _PATH.capture if _PATH.capture is not None else device.type == "cuda"
 
 
 @_threads_for_steps
@@ -261,13 +277,13 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     B = prompt.ids.shape[0]
     stops = _Stops(B, home, eos_id, bar_ids, max_bars)
     sync_every = 1 if home.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
-    use_cache = params.use_cache
+    use_cache = _PATH.cache
     guided = guide is not None and bool(params.guidance)
     if guided:  # rows [B:] are the unconditioned twin of classifier-free guidance, read in the same forward
         prompt = prompt.with_twin(_on(guide, device))
     compiled = use_cache and _compiled(params, device, prompt.ids.shape[0])
     rows = _Reader(model, prompt, max_new_tokens, use_cache,
-                   compiled or (use_cache and _static_cache(params, device)), compiled=compiled)
+                   compiled or (use_cache and _static_cache(device)), compiled=compiled)
     last = rows.out[:B, rows.n - 1].to(home)  # each row's last token, where the constraint reads it
     for step in range(max_new_tokens):
         # The mask before the logits: with the constraint on the host and the model on a GPU, the constraint's work

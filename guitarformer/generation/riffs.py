@@ -184,7 +184,7 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, draws: Draws = Dr
                         src_block_size=cfg.model.src_block_size)
     stops = {"generator": gens, "constraint": constraint, "eos_id": sp["eos"], "bar_ids": bar_ids(tokenizer)}
     if meter_later:
-        one = SamplingParams(1, params.temperature, params.top_k, params.top_p, None, params.use_cache)
+        one = SamplingParams(1, params.temperature, params.top_k, params.top_p)
         ids = generate(model, start, one, **stops)
         start = replace(start, ids=torch.cat([ids, torch.tensor([asked.meter] * num, dtype=torch.long,
                                                                 device=ids.device)], 1))

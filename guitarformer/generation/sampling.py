@@ -14,10 +14,8 @@ class SamplingParams:
     """How `generate` samples: the token budget, the filters and when a row stops.
 
     `top_k` None or 0 and `top_p` None or 1 are off; `temperature` 0 is greedy. `max_bars`: rows end after this many
-    bars (with a constraint, its masks hold them to it). `use_cache` False recomputes the whole window every step
-    (the same tokens, slower: for checking the cache). `capture`: decode one token at a time against a static KV cache,
-    on a GPU through a captured CUDA graph (generation/captured.py); None (auto) does so on CUDA only (on a CPU the
-    static cache alone reads the whole buffer every step, for nothing: the eager cache is faster there). `compile`: on a
+    bars (with a constraint, its masks hold them to it). On CUDA every step replays a captured CUDA graph
+    (generation/captured.py); tokens are the same on every decoding path (engine.py `_Path`). `compile`: on a
     CPU, the one-token step compiled by torch.compile against a static cache (generation/compiled.py) for batches of
     up to 2 rows (a riff, a guided one), where it pays, after seconds of compiling once per batch shape (saved for
     later processes); more rows decode eagerly. On CUDA, the step compiled (inductor's fused kernels) and then captured
@@ -31,8 +29,6 @@ class SamplingParams:
     top_k: int | None = None
     top_p: float | None = None
     max_bars: int | None = None
-    use_cache: bool = True
-    capture: bool | None = None
     compile: bool = False
     guidance: float = 0.0
 
