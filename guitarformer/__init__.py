@@ -20,6 +20,8 @@ The commands, as the CLI runs them (guitarformer.app: one function per command o
     res = gf.sample(gf.SampleRequest.of(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
     res = gf.infill(gf.InfillRequest("song.gp5", bars=(5, 8), outputs=gf.Outputs(gp="new.gp5")), run)
     print(gf.tab(gf.TabRequest("song.gp5")).text)
+    ds = gf.prepare(gf.PrepareRequest(["my-tabs"], out="data/prepared/mine")).path
+    res = gf.train(gf.TrainRequest(data=ds, max_steps=200))   # also gf.evaluate(gf.EvalRequest(...)), gf.info
 
 Each name is imported on first use, so `import guitarformer` stays cheap (no torch until a model is needed).
 """
@@ -64,6 +66,14 @@ _API = {
     "tab": "guitarformer.app",
     "read_user_file": "guitarformer.app",
     "write_score": "guitarformer.app",
+    "PrepareRequest": "guitarformer.app",
+    "TrainRequest": "guitarformer.app",
+    "EvalRequest": "guitarformer.app",
+    "InfoRequest": "guitarformer.app",
+    "prepare": "guitarformer.app",
+    "train": "guitarformer.app",
+    "evaluate": "guitarformer.app",
+    "info": "guitarformer.app",
     "generate_riffs": "guitarformer.generation.riffs",
     "Draws": "guitarformer.generation.riffs",
     "RiffSpec": "guitarformer.generation.riffs",
@@ -77,16 +87,24 @@ __all__ = sorted(_API) + ["IGNORE_INDEX", "__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
     from guitarformer.app import (
+        EvalRequest,
         InfillRequest,
+        InfoRequest,
         Outputs,
+        PrepareRequest,
         SampleRequest,
         TabRequest,
+        TrainRequest,
+        evaluate,
         infill,
+        info,
         load_run_once,
+        prepare,
         read_user_file,
         run_info,
         sample,
         tab,
+        train,
         write_score,
     )
     from guitarformer.config import load_config

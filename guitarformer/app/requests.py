@@ -245,12 +245,18 @@ class PrepareRequest:
     workers: int = 0  # processes (0: all cores)
     progress: bool = False  # a progress bar on stderr
 
+    def __post_init__(self) -> None:
+        self.inputs, self.out = [Path(p) for p in self.inputs], _path(self.out)
+
 
 @dataclass
 class InfoRequest:
     """`info`: a summary of a prepared dataset or a run folder (None: the built-in corpus most recently prepared)."""
 
     dataset: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.dataset = _path(self.dataset)
 
 
 @dataclass
@@ -270,6 +276,9 @@ class TrainRequest:
     overrides: list[str] = field(default_factory=list)  # "section.key=value"
     threads: int = 0  # CPU threads (0: chosen for the work)
     progress: bool = False  # a progress bar on stderr
+
+    def __post_init__(self) -> None:
+        self.data, self.run_dir, self.resume = _path(self.data), _path(self.run_dir), _path(self.resume)
 
 
 @dataclass
@@ -294,6 +303,10 @@ class EvalRequest:
     batch_size: int = 64  # with `fingering`: the most rows fingered together
     threads: int = 0
     progress: bool = False  # each stage said as it starts
+
+    def __post_init__(self) -> None:
+        self.run, self.data, self.reference = _path(self.run), _path(self.data), _path(self.reference)
+        self.json, self.fingering = _path(self.json), _path(self.fingering)
 
 
 Say = Callable[[str, bool], None]  # a line a command says as it works, and whether it is a warning (stderr)
