@@ -140,7 +140,7 @@ class SampleConfig:
     top_k: int = 0
     top_p: float = 0.95
     # `sample --form` when none is asked: "auto" (a training tune's form) or "none" (the model's own); None: by the
-    # model (none where it copies, model.copy). The release sets it by measurement (scripts/release_model.py).
+    # model (none where it copies, model.copy). The release sets it by measurement (tools/release_model.py).
     form: str | None = None
     # `sample --time-signature` when none is asked: "auto" draws each riff's meter from the run's training bars
     # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses. The preset draws: left to
