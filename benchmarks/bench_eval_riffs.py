@@ -22,10 +22,11 @@ from pathlib import Path
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 from guitarformer.app.sample import default_form
 from guitarformer.data.corpus import cache_home
-from guitarformer.evaluation.docs import write_section
 from guitarformer.evaluation.features import compare, length_matched, piece_of
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.evaluation.reference import reference_from_split
+
+from harness import write_section  # benchmarks/harness.py
 
 TARGETED = ("pitch_class_entropy", "pitch_range", "used_pitch_classes", "notes_per_second", "inter_onset_interval")
 SETTINGS = "default,top_p=0.9,top_p=0.8,temperature=0.9"
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"| **bars repeating (first {FORM_BARS})**: riffs vs tunes {tunes_form.repeat_share:.1%} | - | "
                  + " | ".join(f"{results[n][1].repeat_share:.1%} ({results[n][1].repeat_share / tunes_form.repeat_share:.2f}x)"
                               for n in names) + " |")
-    write_section(args.out, "riffs", lines)
+    write_section(args.out, "riffs", "\n".join(lines), by="python benchmarks/bench_eval_riffs.py")
     print(f"wrote the riffs section of {args.out} ({time.time() - t0:.0f} s)")
     return 0
 

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_infill import bars_before, fill_spans, span_split  # noqa: E402
-from bench_tab_doc import write_section  # noqa: E402
+from harness import table, write_section  # noqa: E402
 
 from guitarformer.evaluation.features import overlap_area  # noqa: E402
 from guitarformer.generation.infill import Gap, bar_notes, check_infill_run, draw_fills, rank_fills  # noqa: E402
@@ -96,16 +96,14 @@ def main(argv=None) -> int:
             columns.append((f"{run.name} ({kind}), seed {seed}", bench(run, seed, a.num, a.candidates, device)))
             print(f"{columns[-1][0]}: {time.time() - t0:.0f} s", flush=True)
     names = list(columns[0][1])
-    lines = ["| rule | " + " | ".join(c for c, _ in columns) + " |", "|---|" + "---|" * len(columns)]
-    for name in names:
-        lines.append(f"| {name} | " + " | ".join(" / ".join(f"{x:.3f}" for x in col[name]) for _, col in columns)
-                     + " |")
+    rows = [[name, *(" / ".join(f"{x:.3f}" for x in col[name]) for _, col in columns)] for name in names]
+    lines = [table(["rule", *(c for c, _ in columns)], rows, align="l" * (len(columns) + 1))]
     cmd = "python benchmarks/bench_fill_rank.py " + " ".join(sys.argv[1:] if argv is None else argv)
     text = (f"`{cmd}` ({time.strftime('%Y-%m-%d')}): {a.num} val spans per seed, {a.candidates} fills drawn per "
             f"span, OA {' / '.join(FEATURES)} of the kept fill against the true bars\n\n" + "\n".join(lines))
     print(text)
     if a.doc:
-        write_section(a.doc, "fill-rank", text)
+        write_section(a.doc, "fill-rank", text, by="python benchmarks/bench_fill_rank.py")
     return 0
 
 

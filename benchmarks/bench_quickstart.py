@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_tab_doc
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness
 
-from bench_tab_doc import write_section  # noqa: E402
+from harness import write_section  # noqa: E402
 
 from guitarformer.config import load_config  # noqa: E402
 from guitarformer.data.dataset import TokenSplit  # noqa: E402
@@ -204,7 +204,7 @@ def write_doc(args) -> None:
     text = "\n".join(lines)
     print(text)
     if args.doc:
-        write_section(args.doc, "quickstart-recipes", text)
+        write_section(args.doc, "quickstart-recipes", text, by="python benchmarks/bench_quickstart.py")
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The studio under a stopwatch: click -> drawn score for an 8-bar riff, and 20 requests from 4 clients at once.
 
-    python benchmarks/bench_studio.py                       # an untrained tiny run (tests/studio_runs.py), CPU
+    python benchmarks/bench_studio.py                       # an untrained tiny run (tests/helpers/studio_runs.py), CPU
     python benchmarks/bench_studio.py --run runs/X --device cuda
     python benchmarks/bench_studio.py --write docs/results/STUDIO.md   # replace the measured block in the doc
 
@@ -36,10 +36,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from harness import table, write_section  # noqa: E402 (benchmarks/harness.py)
+
 from guitarformer.app import load_run_once  # noqa: E402 (the paths above first)
 from guitarformer.studio import BackgroundServer, create_app  # noqa: E402
 
-START, END = "<!-- bench_studio:start -->", "<!-- bench_studio:end -->"
+SECTION = "bench_studio"  # the section of the page --write replaces (harness.write_section)
 
 
 def rss_mb() -> float:
@@ -133,37 +135,36 @@ def load(url: str, clients: int = 4, each: int = 5) -> dict:
             "wall_s": time.perf_counter() - t0, "p50": lat[len(lat) // 2] if lat else 0, "max": lat[-1] if lat else 0}
 
 
+def ms_spread(values: list[float]) -> list[str]:
+    """Median, min and max of millisecond timings, as table cells."""
+    return [f"{statistics.median(values):.0f} ms", f"{min(values):.0f} ms", f"{max(values):.0f} ms"]
+
+
 def report(args, seeds, clicks, server_ms, bars, rounds, mem) -> str:
     dev = args.device
     cpu = platform.processor() or platform.machine()
-    what = "an untrained tiny run (tests/studio_runs.py: 1 layer, 32 wide)" if not args.run else f"run `{args.run}`"
+    what = "an untrained tiny run (tests/helpers/studio_runs.py: 1 layer, 32 wide)" if not args.run else f"run `{args.run}`"
     r1, r2 = rounds
     lines = [
-        START,
         f"Measured with `python benchmarks/bench_studio.py{' --run ' + str(args.run) if args.run else ''} "
         f"--device {dev}` on {what}, {dev.upper()} ({cpu}, {os.cpu_count()} cores, torch "
         f"{torch.__version__.split('+')[0]}, {torch.get_num_threads()} thread(s)); the cores were shared with other "
         "work, so treat single numbers as ±30%.",
         "",
-        "| what | median | min | max |",
-        "| --- | --- | --- | --- |",
-        f"| click -> drawn score, 8 bars asked ({len(clicks)} runs) | {statistics.median(clicks):.0f} ms | "
-        f"{min(clicks):.0f} ms | {max(clicks):.0f} ms |",
-        f"| of which the server (POST /api/sample, {len(server_ms)} runs) | {statistics.median(server_ms):.0f} ms | "
-        f"{min(server_ms):.0f} ms | {max(server_ms):.0f} ms |",
+        table(["what", "median", "min", "max"],
+              [[f"click -> drawn score, 8 bars asked ({len(clicks)} runs)", *ms_spread(clicks)],
+               [f"of which the server (POST /api/sample, {len(server_ms)} runs)", *ms_spread(server_ms)]], align="llll"),
         "",
         f"Seeds {', '.join(map(str, seeds))}: riffs of {', '.join(map(str, bars))} bars (8 asked; an untrained model "
         "often ends a riff after a bar or two, so the script times the longest riffs of seeds 0-63).",
         "",
-        "| load: 4 clients x 5 requests at once | answered | failed | distinct riffs | wall | p50 | max | "
-        "server memory after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, r, m in (("round 1", r1, mem[1]), ("round 2", r2, mem[2])):
-        lines.append(f"| {name} | {r['answered']}/{r['asked']} | {len(r['failed'])} | {r['unique']} | "
-                     f"{r['wall_s']:.1f} s | {r['p50']:.0f} ms | {r['max']:.0f} ms | {m:.0f} MB |")
-    lines += ["", f"Server memory before the load: {mem[0]:.0f} MB; after round 1: {mem[1]:.0f} MB; after round 2: "
-              f"{mem[2]:.0f} MB ({mem[2] - mem[1]:+.0f} MB over 20 more requests).", END]
+        table(["load: 4 clients x 5 requests at once", "answered", "failed", "distinct riffs", "wall", "p50", "max",
+               "server memory after"],
+              [[name, f"{r['answered']}/{r['asked']}", len(r["failed"]), r["unique"], f"{r['wall_s']:.1f} s",
+                f"{r['p50']:.0f} ms", f"{r['max']:.0f} ms", f"{m:.0f} MB"]
+               for name, r, m in (("round 1", r1, mem[1]), ("round 2", r2, mem[2]))], align="l" * 8),
+        "", f"Server memory before the load: {mem[0]:.0f} MB; after round 1: {mem[1]:.0f} MB; after round 2: "
+        f"{mem[2]:.0f} MB ({mem[2] - mem[1]:+.0f} MB over 20 more requests)."]
     return "\n".join(lines)
 
 
@@ -196,11 +197,7 @@ def main() -> None:
         if r["failed"] or r["answered"] != r["asked"] or r["unique"] != r["asked"]:
             sys.exit(f"lost or failed requests: {r}")
     if args.write:
-        doc = args.write.read_text()
-        if START not in doc or END not in doc:
-            sys.exit(f"{args.write} has no {START} ... {END} block to replace")
-        head, rest = doc.split(START, 1)
-        args.write.write_text(head + text + rest.split(END, 1)[1])
+        write_section(args.write, SECTION, text, by="python benchmarks/bench_studio.py --write PAGE")
         print(f"-> {args.write}")
 
 

@@ -24,9 +24,10 @@ from pathlib import Path
 from guitarformer.app import Outputs, SampleRequest, load_run_once, run_info, sample
 from guitarformer.app.sample import GUIDANCE
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
-from guitarformer.evaluation.docs import write_section
 from guitarformer.evaluation.features import piece_of
 from guitarformer.evaluation.style import MIN_PIECES, STYLE_BARS, CorpusJudge, corpus_judge
+
+from harness import write_section  # benchmarks/harness.py
 
 TARGET = 0.70
 
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     sample_s = time.time() - t1
 
     lines = table(args, loaded, dataset, fitted, rows, base, fit_s, sample_s)
-    write_section(args.out, "style", lines)
+    write_section(args.out, "style", "\n".join(lines), by="python benchmarks/bench_style.py")
     print(f"wrote the style section of {args.out} ({time.time() - t0:.0f} s)")
     return 0
 

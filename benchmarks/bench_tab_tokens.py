@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_tab_doc
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness
 
 from guitarformer.config import DataConfig  # noqa: E402
 from guitarformer.data.controls import PREFIX as CTRL_PREFIX, control_type  # noqa: E402
@@ -50,7 +50,7 @@ from guitarformer.fretting import fret  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, fret_of  # noqa: E402
 from guitarformer.music.score import PLAIN, GuitarScore  # noqa: E402
 from guitarformer.readers import detect_format, read_guitar  # noqa: E402
-from bench_tab_doc import write_section  # noqa: E402
+from harness import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "guitar"
@@ -305,15 +305,15 @@ def main() -> None:
         text = f"{stamp}\n\n{bench_corpus(*args.corpus)}"
         print(text)
         if args.doc:
-            write_section(args.doc, "tab-corpus", text)
+            write_section(args.doc, "tab-corpus", text, by="python benchmarks/bench_tab_tokens.py")
         return
     table, techs = bench_sources(args.data, args.limit)
     text = f"{stamp}: up to {args.limit} files per kind from `../shared/data/guitar`, every part with at least 2 " \
            f"notes; tokens counted without BOS/EOS.\n\n{table}"
     print(text + "\n\n" + techs)
     if args.doc:
-        write_section(args.doc, "tab-sources", text)
-        write_section(args.doc, "tab-techniques", f"{stamp}, per 100 notes:\n\n{techs}")
+        write_section(args.doc, "tab-sources", text, by="python benchmarks/bench_tab_tokens.py")
+        write_section(args.doc, "tab-techniques", f"{stamp}, per 100 notes:\n\n{techs}", by="python benchmarks/bench_tab_tokens.py")
 
 
 if __name__ == "__main__":

@@ -3,16 +3,20 @@
     python3 benchmarks/gpu_sections.py speed LOG      # after `gpu_checks.sh speed`: between the speed marks
     python3 benchmarks/gpu_sections.py compiled LOG   # after `gpu_checks.sh compiled`: between the compiled marks
 
-Each section is also written to LOG/<stage>_section.md and printed. A section is replaced between its
-`<!-- NAME:begin ... -->` and `<!-- NAME:end -->` marks, or appended where the page has none yet. A bench log whose
-script failed leaves a line saying so in its table's place."""
+Each section is also written to LOG/<stage>_section.md and printed. The page's section is replaced whole
+(benchmarks/harness.py write_section: between its `<!-- NAME:begin ... -->` and `<!-- NAME:end -->` marks, or appended
+where the page has none yet). A bench log whose script failed leaves a line saying so in its table's place."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import write_section  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "results" / "BENCH_GPU.md"
 
@@ -75,13 +79,6 @@ def compiled(log: Path, gpu: str) -> list[str]:
 STAGES = {"speed": speed, "compiled": compiled}
 
 
-def replace_section(doc: Path, name: str, section: str) -> None:
-    """`doc` with `section` between its NAME marks (appended where it has none)."""
-    text, marks = doc.read_text(), rf"<!-- {name}:begin.*?<!-- {name}:end -->"
-    found = re.search(marks, text, flags=re.S)
-    doc.write_text(re.sub(marks, lambda m: section, text, flags=re.S) if found else text.rstrip() + "\n\n" + section + "\n")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=sorted(STAGES))
@@ -91,11 +88,9 @@ def main() -> None:
     gpu_file = args.log / "gpu.txt"
     gpu = gpu_line(gpu_file.read_text()) if gpu_file.exists() else "(GPU not recorded)"
     lines = STAGES[args.stage](args.log, gpu)
-    section = "\n".join([f"<!-- {args.stage}:begin (written by `bash tools/gpu_checks.sh {args.stage}`) -->", *lines,
-                         "", f"<!-- {args.stage}:end -->"])
+    section = write_section(args.doc, args.stage, "\n".join(lines), by=f"bash tools/gpu_checks.sh {args.stage}")
     (args.log / f"{args.stage}_section.md").write_text(section)
     print(section)
-    replace_section(args.doc, args.stage, section)
 
 
 if __name__ == "__main__":
