@@ -16,12 +16,13 @@ import os
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from harness import Timer, table  # noqa: E402 (benchmarks/harness.py)
 
 import symusic  # noqa: E402
 
@@ -56,9 +57,9 @@ def eight_bar_riff(path: Path) -> Path:
 
 
 def timed(midi: Path, wav: Path, rate: int) -> float:
-    t0 = time.perf_counter()
-    render_wav(midi, wav, Synth(None, str(soundfont.BUNDLED_SOUNDFONT)), rate)
-    return time.perf_counter() - t0
+    with Timer() as t:
+        render_wav(midi, wav, Synth(None, str(soundfont.BUNDLED_SOUNDFONT)), rate)
+    return t.seconds
 
 
 def main() -> None:
@@ -79,8 +80,8 @@ def main() -> None:
                 t = timed(midi, wav, rate)
                 first = t if first is None else first
                 best = min([t] + [timed(midi, wav, rate) for _ in range(args.rounds)])
-                rows.append(f"| {name} | {score.end():.1f} | {len(score.tracks)} | {notes} | {rate} | {best:.2f} | "
-                            f"{score.end() / best:.0f}x |")
+                rows.append([name, f"{score.end():.1f}", len(score.tracks), notes, rate, f"{best:.2f}",
+                             f"{score.end() / best:.0f}x"])
     font = sf2.load(soundfont.BUNDLED_SOUNDFONT)
     print("# --wav: render time of the in-process SoundFont renderer\n")
     print("Written by `python benchmarks/bench_audio.py` (render_wav: MIDI -> float audio -> trimmed, levelled 16-bit WAV;"
@@ -88,9 +89,8 @@ def main() -> None:
           f"{len(font.presets)} presets, {len(font.samples)} Ogg Vorbis samples.\n")
     print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}. "
           f"A fresh process's first render (the font parsed and the samples it needs decoded): {first:.2f} s.\n")
-    print("| piece | seconds of music | tracks | notes | rate (Hz) | render_wav best (s) | faster than real time |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    print(table(["piece", "seconds of music", "tracks", "notes", "rate (Hz)", "render_wav best (s)",
+                 "faster than real time"], rows, align="l" * 7))
 
 
 if __name__ == "__main__":

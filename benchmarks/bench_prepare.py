@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import symusic
+from harness import Timer, table
 
 from guitarformer.config import DataConfig
 from guitarformer.data.prepare import prepare
@@ -63,15 +64,15 @@ def main() -> None:
     rows: dict[str, list[float]] = {"plain miditok (1 core)": [], **{key: [] for _, _, key in runs}}
     tokens: dict[str, int] = {}
     for r in range(a.repeat):
-        t = time.perf_counter()
-        _, n = plain_miditok(files, tok)
-        rows["plain miditok (1 core)"].append(time.perf_counter() - t)
+        with Timer() as t:
+            _, n = plain_miditok(files, tok)
+        rows["plain miditok (1 core)"].append(t.seconds)
         tokens["plain miditok (1 core)"] = n
         for w, cfg, key in runs:
             out = Path(tempfile.mkdtemp())
-            t = time.perf_counter()
-            meta = prepare(files, out / "ds", cfg, workers=w, progress=False)  # the files themselves
-            rows[key].append(time.perf_counter() - t)
+            with Timer() as t:
+                meta = prepare(files, out / "ds", cfg, workers=w, progress=False)  # the files themselves
+            rows[key].append(t.seconds)
             tokens[key] = sum(meta["tokens"].values())
             shutil.rmtree(out)
 
@@ -83,12 +84,10 @@ def main() -> None:
         f"{len(files)} MIDI files from ../shared/data/guitar; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Median of {a.repeat} alternating rounds.",
         "",
-        "| path | seconds | files/s | tokens/s | time per file vs plain miditok |",
-        "|---|---|---|---|---|",
+        table(["path", "seconds", "files/s", "tokens/s", "time per file vs plain miditok"],
+              [[key, f"{m:.2f}", f"{len(files) / m:.1f}", f"{tokens[key] / m:,.0f}", f"{m / base:.2f}×"]
+               for key, m in ((key, statistics.median(ts)) for key, ts in rows.items())], align="lllll"),
     ]
-    for key, ts in rows.items():
-        m = statistics.median(ts)
-        lines.append(f"| {key} | {m:.2f} | {len(files) / m:.1f} | {tokens[key] / m:,.0f} | {m / base:.2f}× |")
     lines += ["", "prepare's token count includes BOS/EOS per part and only guitar tracks; plain miditok "
               "tokenizes every track, so tokens/s are not like for like — files/s are. Plain miditok encodes with "
               "the default tab tokenizer, whose notes then take their lowest-fret string; prepare fingers every "

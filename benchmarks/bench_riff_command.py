@@ -19,8 +19,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from harness import Timer, table
 
 
 def run(tree: str | None, compiled: bool, out: Path) -> tuple[float, bytes]:
@@ -30,9 +31,9 @@ def run(tree: str | None, compiled: bool, out: Path) -> tuple[float, bytes]:
         env["PYTHONPATH"] = tree + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-m", "guitarformer", "sample", "--bars", "16", "--seed", "1", "--out", str(out / "r.mid"),
            "--tab", str(out / "r.txt"), *(["--compile"] if compiled else [])]
-    t = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=out)
-    took = time.perf_counter() - t
+    with Timer() as t:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=out)
+    took = t.seconds
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
     return took, (out / "r.mid").read_bytes()
@@ -65,12 +66,11 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n`python benchmarks/bench_riff_command.py --runs {args.runs}`: {os.cpu_count()} CPUs, load average {load:.1f} "
           f"at the end; seconds from the command to the files, a 16-bar riff from the shipped model\n")
-    print("| code | way | median | range | first compiled run |\n|---|---|---:|---:|---:|")
-    for tree, compiled in ways:
-        ts = times[(tree, compiled)]
-        name = "this checkout" if tree == here else tree
-        print(f"| {name} | {'--compile' if compiled else 'eager'} | {statistics.median(ts):.2f} | "
-              f"{min(ts):.2f}-{max(ts):.2f} | {f'{first[tree]:.2f}' if compiled else ''} |")
+    rows = [["this checkout" if tree == here else tree, "--compile" if compiled else "eager",
+             f"{statistics.median(times[tree, compiled]):.2f}",
+             f"{min(times[tree, compiled]):.2f}-{max(times[tree, compiled]):.2f}", f"{first[tree]:.2f}" if compiled else ""]
+            for tree, compiled in ways]
+    print(table(["code", "way", "median", "range", "first compiled run"], rows, align="llrrr"))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
+from harness import Timer, interleaved, table
 
 ASKS = {
     "16 bars": {"bars": 16},
@@ -36,27 +36,25 @@ def main() -> None:
     from guitarformer.data.tab_tokens import has_controls
 
     loaded = load_run_once(args.run, None, "cpu")
-    t = time.perf_counter()
-    warm_up(loaded)
-    print(f"warm-up (compiling the one-token step, or finding it in inductor's disk cache): "
-          f"{time.perf_counter() - t:.1f} s")
+    with Timer() as t:
+        warm_up(loaded)
+    print(f"warm-up (compiling the one-token step, or finding it in inductor's disk cache): {t.seconds:.1f} s")
     controls = has_controls(loaded.tokenizer)
     asks = {k: v for k, v in ASKS.items() if controls or "key" not in v}
     times = {(name, c): [] for name in asks for c in (False, True)}
     for _ in range(args.rounds):
         for name, ask in asks.items():
             for seed in range(1, args.seeds + 1):
-                for c in (False, True):
-                    t = time.perf_counter()
-                    sample(SampleRequest.of(num_samples=1, seed=seed, compile=c, **ask), loaded)
-                    times[name, c].append(time.perf_counter() - t)
+                ways = {c: (lambda c=c: sample(SampleRequest.of(num_samples=1, seed=seed, compile=c, **ask), loaded))
+                        for c in (False, True)}
+                for c, ts in interleaved(ways, rounds=1).items():
+                    times[name, c] += ts
     print(f"\n{args.run}, {args.threads} thread(s), torch {torch.__version__}; {args.rounds} rounds x {args.seeds} "
           "seeds, seconds per riff\n")
-    print("| riff | eager (median, range) | compiled (median, range) | eager / compiled |\n|---|---:|---:|---:|")
-    for name in asks:
-        e, c = times[name, False], times[name, True]
-        print(f"| {name} | {statistics.median(e):.3f} ({min(e):.3f}-{max(e):.3f}) | {statistics.median(c):.3f} "
-              f"({min(c):.3f}-{max(c):.3f}) | {statistics.median(e) / statistics.median(c):.2f}x |")
+    spread = lambda ts: f"{statistics.median(ts):.3f} ({min(ts):.3f}-{max(ts):.3f})"  # noqa: E731
+    rows = [[name, spread(times[name, False]), spread(times[name, True]),
+             f"{statistics.median(times[name, False]) / statistics.median(times[name, True]):.2f}x"] for name in asks]
+    print(table(["riff", "eager (median, range)", "compiled (median, range)", "eager / compiled"], rows))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from guitarformer.app.sample import sample
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.bars import bar_starts, signature_at
 from guitarformer.readers import read_guitar
+from harness import table
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_FORMAT = {"gp": 4, "gpx": 4, "gp5": 4, "gp4": 3, "gp3": 2, "mid": 5, "txt": 2}
@@ -143,17 +144,21 @@ def run_case(loaded, src: Path, command: str, tmp: Path) -> Case:
     return case
 
 
-def table(cases: list[Case], shared: Path, seconds: float) -> str:
+def report(cases: list[Case], shared: Path, seconds: float) -> str:
     ok = [c for c in cases if not c.error]
 
     def share(cmd: str, attr: str) -> str:
         got = [c for c in ok if c.command == cmd]
         return f"{sum(bool(getattr(c, attr)) for c in got)}/{len(got)}" if got else "-"
 
-    rows = [f"| {cmd} | {share(cmd, 'meter_kept')} | {share(cmd, 'tempo_kept')} | {share(cmd, 'tuning_kept')} | "
-            f"{sum(c.parts_out == c.parts_in for c in ok if c.command == cmd)}/"
-            f"{sum(c.command == cmd for c in ok)} | {sum(c.error != '' for c in cases if c.command == cmd)} |"
-            for cmd in ("sample", "infill")]
+    rows = [[cmd, share(cmd, "meter_kept"), share(cmd, "tempo_kept"), share(cmd, "tuning_kept"),
+             f"{sum(c.parts_out == c.parts_in for c in ok if c.command == cmd)}/{sum(c.command == cmd for c in ok)}",
+             sum(c.error != "" for c in cases if c.command == cmd)] for cmd in ("sample", "infill")]
+    yes = {True: "kept", False: "**changed**"}
+    per_file = [[str(Path(c.file).relative_to(shared)), c.command, *[""] * 6, c.error] if c.error else
+                [str(Path(c.file).relative_to(shared)), c.command, f"{c.parts_in} → {c.parts_out}", yes[c.meter_kept],
+                 yes[c.tempo_kept], yes[c.tuning_kept], c.new_bars, f"{c.new_value:.3g} / {c.file_value:.3g}", ""]
+                for c in cases]
     lines = [
         "# Continuations and fills that keep the song",
         "",
@@ -162,25 +167,15 @@ def table(cases: list[Case], shared: Path, seconds: float) -> str:
         f"{len(cases) // 2} files of the shared guitar folder, read back from the MIDI and GP5 written. "
         f"{seconds:.0f} s in all.",
         "",
-        "| command | new bars in the file's meter | tempo kept | tuning kept | every part kept | refused |",
-        "|---|---|---|---|---|---|",
-        *rows,
+        table(["command", "new bars in the file's meter", "tempo kept", "tuning kept", "every part kept", "refused"],
+              rows, align="l" * 6),
         "",
         "Parts: the file's pitched parts as the toolkit reads them (`--tracks all`, drums included).",
         "Note value: the median note length (quarters) of the new bars, against the file's edited part.",
         "",
-        "| file | command | parts in → out | meter | tempo | tuning | new bars | note value new / file | refused |",
-        "|---|---|---|---|---|---|---|---|---|",
+        table(["file", "command", "parts in → out", "meter", "tempo", "tuning", "new bars", "note value new / file",
+               "refused"], per_file, align="l" * 9),
     ]
-    yes = {True: "kept", False: "**changed**"}
-    for c in cases:
-        name = str(Path(c.file).relative_to(shared))
-        if c.error:
-            lines.append(f"| {name} | {c.command} | | | | | | | {c.error} |")
-            continue
-        lines.append(f"| {name} | {c.command} | {c.parts_in} → {c.parts_out} | {yes[c.meter_kept]} | "
-                     f"{yes[c.tempo_kept]} | {yes[c.tuning_kept]} | {c.new_bars} | "
-                     f"{c.new_value:.3g} / {c.file_value:.3g} | |")
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"tempo {case.tempo_kept} tuning {case.tuning_kept} new {case.new_bars} "
                       f"value {case.new_value:.3g}/{case.file_value:.3g} {case.error}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table(cases, args.shared, time.perf_counter() - t0))
+    args.out.write_text(report(cases, args.shared, time.perf_counter() - t0))
     print(f"wrote {args.out}")
     return 0
 
