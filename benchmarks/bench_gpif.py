@@ -1,7 +1,7 @@
 """Reading speed of Guitar Pro 6-8 files against PyGuitarPro reading the GP3-5 twins of the same scores.
 
 The twins are alphaTab's and slundi/guitarpro's test scores saved by Guitar Pro in several versions
-(../shared/data/guitar; paired as in tests/test_gpif.py). For every score with a .gp and/or .gpx and a GP5
+(../shared/data/guitar; paired as in tests/readers/test_gpif.py). For every score with a .gp and/or .gpx and a GP5
 (else GP4/GP3) twin, each round times, interleaved: read_guitar(.gp), read_guitar(.gpx),
 guitarpro.parse(GP5 twin) and read_guitar(GP5 twin) (PyGuitarPro plus our conversion). Each file's time
 is its best of --rounds; every side reads all pitched tracks (tracks="all"), as PyGuitarPro does.

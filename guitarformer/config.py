@@ -155,7 +155,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
-    name: str = DEFAULT_CONFIG  # the defaults above are configs/decoder-small.yaml (tests/test_config.py checks)
+    name: str = DEFAULT_CONFIG  # the defaults above are configs/decoder-small.yaml (tests/package/test_config.py checks)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -12,5 +12,5 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
     && echo "ci_browser: $(chromium --version 2>/dev/null)" && exit 0
 fi
-echo "ci_browser: no chromium and none installed: tests/test_studio_browser.py will skip"
+echo "ci_browser: no chromium and none installed: tests/studio/test_studio_browser.py will skip"
 exit 0

@@ -98,7 +98,7 @@ elif [ "$STAGE" = tabseed ]; then  # run-to-run spread of the NLL per note: the 
   cat "$LOG/tab_nll_seed.md"
 elif [ "$STAGE" = speed ]; then
   step "tests that need a GPU: the captured (CUDA graph) decoding step, the static KV cache"
-  timeout ${TEST_S:-120} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "captured or cuda or kv_cache or host or one_query" \
+  timeout ${TEST_S:-120} python3 -m pytest tests/generation/test_sample.py tests/models/test_models.py -q -p no:cacheprovider -m "slow or not slow" -k "captured or cuda or kv_cache or host or one_query" \
     > "$LOG/speed_tests.txt" 2>&1; tail -3 "$LOG/speed_tests.txt"
   step "training: ours vs HF GPT-2, decoder-base dims (gpt2-85m), bf16 autocast, torch.compile, fused AdamW"
   timeout ${TRAIN_S:-300} python3 benchmarks/bench_model.py --device cuda --dtype bfloat16 --preset gpt2-85m --what speed --compile \
@@ -119,7 +119,7 @@ elif [ "$STAGE" = speed ]; then
   cp docs/results/BENCH_GPU.md "$LOG/BENCH_GPU.md"; cp docs/results/BENCH_GPU.md "$OUT/BENCH_GPU.md"
 elif [ "$STAGE" = compiled ]; then
   step "tests: the compiled step captured on CUDA, the captured step"
-  timeout ${TEST_S:-200} python3 -m pytest tests/test_sample.py tests/test_models.py -q -p no:cacheprovider -k "compiled or captured" \
+  timeout ${TEST_S:-200} python3 -m pytest tests/generation/test_sample.py tests/models/test_models.py -q -p no:cacheprovider -m "slow or not slow" -k "compiled or captured" \
     > "$LOG/compiled_tests.txt" 2>&1; tail -3 "$LOG/compiled_tests.txt"
   step "sampling: decoder-base dims, the step compiled then captured, batch 1 and 32"
   timeout ${SAMPLE_S:-150} python3 benchmarks/bench_sample.py --device cuda --dims base --batches 1,32 --repeat ${REPEAT:-2} \

@@ -22,10 +22,10 @@ One command makes the model `guitarformer sample` and `guitarformer infill` use 
     python tools/release_model.py --from-run runs/qs --encdec --encdec-run runs/qs-encdec --docs  # and measure an
         # encoder-decoder `guitarformer train --config encdec-small --set data.controls=true --set data.infill=0.3` made
     python tools/release_model.py --config tiny --limit 4 --steps 6 --out /tmp/pre --controls tempo \\
-        --num-samples 1 --bars 1 --num-infill 2 --form-samples 1       # the end-to-end check (tests/test_release_model.py)
+        --num-samples 1 --bars 1 --num-infill 2 --form-samples 1       # the end-to-end check (tests/tools/test_release_model.py)
 
 Everything the run made stays in --work (runs, the benches' tables, release.json with every number). The release
-commit adds the model's files to pyproject.toml's package data with them (tests/test_api.py holds every package-data
+commit adds the model's files to pyproject.toml's package data with them (tests/package/test_api.py holds every package-data
 pattern to a tracked file, so the line cannot come before the files):
 
     "guitarformer.pretrained" = ["ckpt/best.pt", "config.yaml", "tokenizer.json", "MODEL_CARD.md"]

@@ -15,7 +15,7 @@ STYLES = ("folk", "rock")
 
 
 def studio_run(run: Path, controls: bool = True, infill: float = 0.3, block_size: int = 512, seed: int = 0) -> Path:
-    """Write the run at `run`: an untrained 1-layer decoder (tests/tiny_runs.py) whose config has the
+    """Write the run at `run`: an untrained 1-layer decoder (tests/helpers/tiny_runs.py) whose config has the
     tokenizer's controls and infilling switched on, as a run trained with them would."""
     tok = build_tokenizer(DataConfig(tokenizer="TabREMI", controls=controls), styles=STYLES if controls else ())
     untrained_run(run, tok, block_size, seed=seed, max_new_tokens=block_size)
