@@ -24,6 +24,9 @@ import guitarpro
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "benchmarks"))  # harness, where a test loads this file by its path
+
+from harness import table  # noqa: E402
 
 from guitarformer.errors import SkipFile
 from guitarformer.readers import read_guitar
@@ -94,12 +97,11 @@ def main() -> None:
                      per_new / per_pgp, per_new / per_ours5))
     print(f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}; "
           f"best of {args.rounds} interleaved rounds per file; all pitched tracks read\n")
-    print("| GP6-8 files | scores | notes (GP6-8 / twins) | GP6-8 notes/s | PyGuitarPro parse notes/s "
-          "| GP3-5 reader notes/s | per-note time vs PyGuitarPro parse | vs GP3-5 reader |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for suffix, n, n_new, n_old, r_new, r_pgp, r_ours5, ratio, ratio5 in rows:
-        print(f"| {suffix} | {n} | {n_new:,} / {n_old:,} | {r_new:,.0f} | {r_pgp:,.0f} | {r_ours5:,.0f} "
-              f"| {ratio:.2f}x | {ratio5:.2f}x |")
+    print(table(["GP6-8 files", "scores", "notes (GP6-8 / twins)", "GP6-8 notes/s", "PyGuitarPro parse notes/s",
+                 "GP3-5 reader notes/s", "per-note time vs PyGuitarPro parse", "vs GP3-5 reader"],
+                [[suffix, n, f"{n_new:,} / {n_old:,}", f"{r_new:,.0f}", f"{r_pgp:,.0f}", f"{r_ours5:,.0f}",
+                  f"{ratio:.2f}x", f"{ratio5:.2f}x"] for suffix, n, n_new, n_old, r_new, r_pgp, r_ours5, ratio, ratio5
+                 in rows]))
 
 
 if __name__ == "__main__":
