@@ -108,6 +108,7 @@ def test_a_dataset_is_found_by_its_name(tmp_path, cache_root, monkeypatch):
         assert data.callback(None, data, Path("cached-tabs")) == (cache_root / "datasets" / "cached-tabs").resolve()
 
 
+@pytest.mark.slow
 def test_train_on_builtin_corpus_without_data_flag(tmp_path, cache_root):
     gf("train", "--config", "tiny", "--max-steps", "4", "--run-dir", tmp_path / "r", cwd=tmp_path)
     assert (tmp_path / "r" / "ckpt" / "last.pt").is_file()

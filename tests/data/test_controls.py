@@ -271,6 +271,7 @@ def test_prompt_tokens_from_sampling_options(tok):
         prompt_tokens(build_tokenizer(DataConfig(tokenizer="TabREMI")).vocab, key="E:minor")
 
 
+@pytest.mark.slow
 def test_real_files_round_trip(tok, shared_guitar):
     """Real GP and ASCII tabs: controls inserted, the grammar holds, stripping gives the ids back."""
     files = sorted(p for p in shared_guitar.rglob("*") if p.suffix.lower() in (".gp3", ".gp4", ".gp5", ".txt"))

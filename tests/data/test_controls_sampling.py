@@ -35,7 +35,7 @@ from guitarformer.runs import load_run
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]  # trains a run end to end
 
 
 @pytest.fixture(scope="module")

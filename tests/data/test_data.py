@@ -239,6 +239,7 @@ def test_seq2seq_training_pairs_include_each_pieces_start_from_an_empty_source(t
         assert (m.sum(1) > 1).all()
 
 
+@pytest.mark.slow
 def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset):
     from guitarformer.data.tokenization import decode
 
@@ -317,6 +318,7 @@ def test_info_on_a_folder_of_music_suggests_a_dataset_folder_of_its_own(tmp_path
         load_meta(raw / "a.mid")
 
 
+@pytest.mark.slow
 def test_every_type_the_unsupported_message_lists_is_read(shared_guitar):
     """The list comes from the readers' own table: each suffix in it reads real files (Guitar Pro 6-8 too)."""
     from guitarformer.data.prepare import readable_types

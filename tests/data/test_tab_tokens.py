@@ -281,6 +281,7 @@ def test_unplayable_notes_stay_unplayable(tok):
     assert multiset(back) == multiset(gs)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/guitar is absent")
 def test_round_trip_over_real_tabs(tok):
     """At least 99.9% of notes come back with their string, fret and technique over real GP and ASCII tabs."""
@@ -340,6 +341,7 @@ def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
     assert 0 < strings < notes  # the human fingerings leave the lowest-fret string now and then
 
 
+@pytest.mark.slow
 def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     """A run trained on tab tokens writes riffs whose fingering comes from the tokens it sampled (fret() only
     for a note its sampled string cannot play), through sample --tab/--gp and with a prompt."""

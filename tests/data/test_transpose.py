@@ -166,6 +166,7 @@ def test_a_moved_piece_is_what_encode_writes_for_the_moved_notes(layout):
     assert changes == ({(False, False), (False, True), (True, False), (True, True)} if layout == 3 else {(True, True)})
 
 
+@pytest.mark.slow
 def test_windows_are_the_moved_pieces_windows():
     """Windows from anywhere in a piece (inside a note too), read with the shifter's lead and slack and cut to a
     length: each is the same window of the moved part's tokens, exactly `length` long where the part goes on, its

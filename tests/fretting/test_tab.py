@@ -154,6 +154,7 @@ def test_gp5_round_trip(tmp_path, tuning, capo):
     assert sorted(got) == sorted(want)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared guitar data not checked out")
 def test_real_gp_files_fret_validly():
     files = sorted(DATA.rglob("*.gp5"))[:15]  # alphatab's test scores: every one of them parses
@@ -221,6 +222,7 @@ def _brute_force_lines():
         yield notes, options
 
 
+@pytest.mark.slow
 def test_viterbi_finds_the_cheapest_fingering():
     """Brute force over every fingering of a short line: fret() must return one of minimal cost, where
     cost = weights @ fingering_features(..., piece=piece_table(...)) (second pass, its piece features from the
@@ -256,6 +258,7 @@ def test_viterbi_finds_the_cheapest_fingering():
         assert float(w @ fingering_features(notes, fret(notes, costs=first), piece=piece)) == pytest.approx(best)
 
 
+@pytest.mark.slow
 def test_viterbi_with_hand_window_is_near_the_cheapest():
     """With the default costs (hand window on), the decoded fingering costs no more than the cheapest of the
     first pass's and the lowest-fret fingerings, and is within a small margin of the brute-force minimum."""
@@ -327,6 +330,7 @@ def test_learned_string_model_loads_and_is_deterministic():
         assert UNPLAYABLE not in frets
 
 
+@pytest.mark.slow
 def test_learned_term_enters_the_viterbi_exactly():
     """With the learned term on (hand window off), fret()'s second pass minimises the hand-made cost plus
     nn_weight * -log p(string) of every note, by brute force over short lines."""

@@ -14,6 +14,8 @@ import torch
 
 from guitarformer.generation import compiled
 
+pytestmark = pytest.mark.slow  # each test starts fresh processes that compile
+
 x86 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="inductor probes x86 ISAs only")
 
 

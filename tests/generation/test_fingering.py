@@ -266,6 +266,7 @@ def test_eval_fingering_reports_per_folder(tab_run, tmp_path):
     assert "pooled" in r.output
 
 
+@pytest.mark.slow
 def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
     f = FIXTURES / "tabs" / "riff.txt"
     r = CliRunner().invoke(main, ["tab", str(f), "--run", str(tab_run), "--width", "40"], catch_exceptions=False)

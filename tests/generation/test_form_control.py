@@ -119,6 +119,7 @@ def test_the_shipped_model_carries_its_tunes_forms_small(shipped):
     assert any(any(i is not None for i in p) for p in plans)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asked", [{}, {"tempo": 130}, {"time_signature": "6/8", "tempo": 100, "key": "D:major"},
                                    {"style": "reel", "density": "high"}])
 def test_a_forced_repeat_repeats_the_notes(shipped, asked):
@@ -129,6 +130,7 @@ def test_a_forced_repeat_repeats_the_notes(shipped, asked):
         _repeats_as_planned(riff, parse_letters("ABAC", 8))
 
 
+@pytest.mark.slow
 def test_auto_forms_repeat_as_drawn(shipped):
     req = SampleRequest.of(num_samples=4, bars=8, seed=3, style="jig", form="auto")
     res = sample(req, shipped)
@@ -139,6 +141,7 @@ def test_auto_forms_repeat_as_drawn(shipped):
         _repeats_as_planned(riff, plan)
 
 
+@pytest.mark.slow
 def test_the_default_form_is_the_runs_measured_one_else_the_models_own_where_it_copies(shipped):
     """With `form` unset, `sample` takes the run's sample.form, which the release sets by measurement (the shipped
     model: `auto`, its riffs alone repeating 30.5% of their first 16 bars and with a tune's form 50.8% against the
@@ -158,6 +161,7 @@ def test_the_default_form_is_the_runs_measured_one_else_the_models_own_where_it_
     assert default_form(plain) == "auto" and default_form(unset) == "none"
 
 
+@pytest.mark.slow
 def test_form_none_is_the_model_alone_as_before(shipped):
     """`--form none` leaves the riffs to the model: pinned riffs of the shipped model, seed 7 (its default meters,
     drawn, and its own). The form control's first version wrote, with `none`, exactly the riffs recorded before it

@@ -91,6 +91,7 @@ def test_per_bar_options_parse_and_refuse_overlaps():
     assert time.time() - t0 < 5  # minutes before
 
 
+@pytest.mark.slow
 def test_key_guard_reaches_the_key_on_the_shipped_model():
     """E minor is the shipped model's weakest learned key (the corpus is mostly major): guarded riffs estimate as
     E minor far more often than unguarded ones."""
@@ -106,6 +107,7 @@ def test_key_guard_reaches_the_key_on_the_shipped_model():
     assert share(True) >= share(False) + 0.25
 
 
+@pytest.mark.slow
 def test_guidance_leans_only_where_the_piece_is_asked_something():
     """Classifier-free guidance reads a twin without the piece's controls: with none asked there is no twin and the
     riffs are the model's own; with a key asked (guards off, so only guidance and the model act) they change, and

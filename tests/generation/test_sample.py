@@ -761,6 +761,7 @@ def test_a_grammar_is_built_once_per_tokenizer():
     assert torch.equal(Grammar(tok).allowed, g.allowed) and Grammar(tok).types == g.types
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeypatch):
     """`sample --compile` (generation/compiled.py, through the app layer): the same riff, file for file, from the

@@ -217,6 +217,7 @@ def test_shared_prefix_cache_matches_full_forward(pos: str) -> None:
         KVCache.sharing(shared, 2)  # only a filled one-row cache gives a prefix
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
@@ -253,6 +254,7 @@ def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
         broken.undo()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
 def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str) -> None:
@@ -300,6 +302,7 @@ def programs(tmp_path, monkeypatch):
     return compiled_mod
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_a_compiled_program_serves_each_riff_the_model_it_is_given(programs) -> None:
     """generation/compiled.py `_program`: a new riff's step (a new cache, another prompt length; another model of the
@@ -319,6 +322,7 @@ def test_a_compiled_program_serves_each_riff_the_model_it_is_given(programs) -> 
     assert counts == [1, 1, 1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_a_compiled_program_is_read_back_by_a_later_process(programs, tmp_path, monkeypatch) -> None:
     """A compiled step is saved in `_saved_dir` and read back where this process has none (as a new process would),
@@ -336,6 +340,7 @@ def test_a_compiled_program_is_read_back_by_a_later_process(programs, tmp_path, 
     assert len(programs.PROGRAMS) == 1 and len(list(tmp_path.glob("*.bin"))) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_compiled_steps_of_old_code_versions_are_pruned(tmp_path, monkeypatch) -> None:
     """Saving a program keeps the folders of the KEEP_VERSIONS versions of the code saved to last, and nothing else
@@ -407,6 +412,7 @@ def _held_step_logits(kind: str, device: str) -> None:
         broken(tgt[:, :1], cache)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_held_compiled_step_gives_the_full_forward_logits(kind: str) -> None:

@@ -81,6 +81,7 @@ def test_named_configs_ship_inside_the_package():
     assert resolve_config_path("decoder-small").resolve().parent == PACKAGE_CONFIG_DIR.resolve()
 
 
+@pytest.mark.slow
 def test_a_command_is_its_function_whichever_import_comes_first():
     """guitarformer.app imports its names on first use; `sample`, `tab` and `infill` are also its submodules' names, and
     importing a submodule first (`from guitarformer.app.sample import ...`) must not leave the module where the

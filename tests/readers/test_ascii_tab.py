@@ -117,6 +117,7 @@ def test_not_guitar_is_skipped(name):
         read_ascii_tab(FIX / name)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CLASSTAB.is_dir(), reason="shared classtab corpus not checked out")
 def test_classtab_ok_rate():
     files = sorted(CLASSTAB.glob("*.txt"))[::10]  # every 10th file keeps the test quick

@@ -84,6 +84,7 @@ def test_prepare_skips_the_file_and_says_why(tmp_path, cache_root, monkeypatch):
     assert "GUITARFORMER_MAX_PART_NOTES=" in lines["many.mid"]["reason"]
 
 
+@pytest.mark.slow
 def test_a_midi_of_two_million_notes_ends_in_one_line_at_once(tmp_path, cache_root):
     """The issue's file had ten million notes in 60 MB; `tab` ran 3 minutes, took 24 GB and was killed."""
     many = tmp_path / "notes.mid"

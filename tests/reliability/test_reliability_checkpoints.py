@@ -35,6 +35,7 @@ def test_hostile_checkpoint_is_refused_by_sample_and_resume(tmp_path, cache_root
     assert not (tmp_path / "x.mid").exists()
 
 
+@pytest.mark.slow
 def test_hostile_checkpoint_in_a_subprocess(tmp_path, cache_root, rel_run):
     """The same through a real process: one line on stderr, exit 2, and the payload never ran."""
     marker = tmp_path / "pwned"

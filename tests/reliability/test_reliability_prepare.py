@@ -21,6 +21,7 @@ from helpers.reliability import (FIXTURES, _env, assert_clear_error, cli, far_ap
 # ---------------------------------------------------------------- fuzzed input
 
 
+@pytest.mark.slow
 def test_prepare_survives_fuzzed_files(tmp_path, cache_root):
     """Every mutated MIDI/GP3/GP4/GP5/tab file gets a manifest line with a reason; prepare exits 0, no traceback."""
     rng = random.Random(8)
@@ -128,6 +129,7 @@ _SPIN_DRIVER = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 1])
 def test_per_file_timeout_and_memory_cap(tmp_path, cache_root, workers):
     """A reader that spins (even one swallowing exceptions) is stopped by the per-file timeout, with two workers and
@@ -173,6 +175,7 @@ _CRASH_DRIVER = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 1])
 def test_a_reader_that_kills_its_worker_is_recorded_and_the_rest_prepared(tmp_path, cache_root, workers):
     """A file that crashes the worker process (segfault, hard exit) breaks the process pool: prepare finds the
@@ -193,6 +196,7 @@ def test_a_reader_that_kills_its_worker_is_recorded_and_the_rest_prepared(tmp_pa
     assert "Traceback" not in p.err
 
 
+@pytest.mark.slow
 def test_fuzz_sweep_over_shared_files(tmp_path, cache_root, shared_guitar):
     """Real files from ../shared/data/guitar (read in place), mutated in memory into tmp files; bounded to ~60 s."""
     rng = random.Random(2024)
@@ -246,6 +250,7 @@ _SLOW_PREPARE_DRIVER = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["2", "1"])
 def test_ctrl_c_during_prepare_leaves_no_complete_looking_dataset(tmp_path, cache_root, riff_dir, workers):
     from guitarformer.config import load_config

@@ -107,6 +107,7 @@ def test_musicxml_without_parts_is_one_skip(tmp_path):
         read_guitar(write(tmp_path / "empty.musicxml", hostile.musicxml(parts=False)))
 
 
+@pytest.mark.slow
 def test_a_tab_past_the_text_limit_and_one_of_too_many_notes(tmp_path, monkeypatch):
     wide = write(tmp_path / "wide.txt", hostile.ascii_tab(staves=1, width=400_000))
     with pytest.raises(ValueError, match="wide.txt: more than 100,000 notes in one tab"):

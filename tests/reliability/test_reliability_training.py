@@ -46,6 +46,7 @@ _SLOW_SAVE_DRIVER = """
 """
 
 
+@pytest.mark.slow
 def test_sigkill_during_checkpoint_write_keeps_last_and_resumes(tmp_path, cache_root, rel_dataset):
     run = tmp_path / "run"
     # saves: step 5 last.pt (1) + best.pt (2), step 10 last.pt (3) <- killed half-way through writing it
@@ -65,6 +66,7 @@ def test_sigkill_during_checkpoint_write_keeps_last_and_resumes(tmp_path, cache_
     assert not list((run / "ckpt").glob(".*.tmp-*")), "the next save removes a killed writer's temp file"
 
 
+@pytest.mark.slow
 def test_sigkill_at_a_random_moment_then_resume(tmp_path, cache_root, rel_dataset):
     run = tmp_path / "run"
     rng = random.Random(int(os.environ.get("GF_KILL_SEED", "7")))
@@ -83,6 +85,7 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path, cache_root, rel_datase
     assert load_checkpoint(run / "ckpt" / "last.pt")["step"] == step + 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_saves_a_checkpoint_before_exit(tmp_path, cache_root, rel_dataset, sig):
     """SIGTERM (a scheduler) or Ctrl-C (SIGINT to the process group) mid-training: a checkpoint at the step it stopped."""

@@ -179,6 +179,7 @@ def long_riff(client, bars: int = 4) -> dict:
     raise AssertionError(f"no seed of 0..31 gave {bars} bars")
 
 
+@pytest.mark.slow
 def test_infill_keeps_the_bars_outside(client, tmp_path):
     riff = long_riff(client)
     before = read_guitar(fetch(client, riff["files"]["gp"], tmp_path, "before.gp5"))[0]
@@ -226,6 +227,7 @@ def test_continue_an_uploaded_file(client, tmp_path):
     assert any(n.time >= starts[last - 1] for n in new)  # the last bar named holds new notes
 
 
+@pytest.mark.slow
 def test_candidates_of_an_uploaded_file_read_it_once_and_are_the_cli_riffs(client, run, tmp_path, monkeypatch):
     import guitarformer.app.prompt as prompt_module
     from guitarformer.app import Outputs, SampleRequest, sample
@@ -359,6 +361,7 @@ def test_a_taken_port_is_one_clear_message():
             check_port_free("127.0.0.1", port)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_path, monkeypatch):
     """`guitarformer studio --compile`: the warm-up compiles the one-token step before the page opens, and the page's

@@ -20,7 +20,7 @@ from guitarformer.runs import export
 from guitarformer.runs.export import shipping_dtype
 from guitarformer.runs import load_run
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]  # a release trains and measures
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "release_model.py"
 
 

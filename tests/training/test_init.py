@@ -33,7 +33,7 @@ from guitarformer.training.data import Data
 from guitarformer.training.loop import evaluate, train
 from helpers.reliability import write_riffs
 
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread"),  # fine-tunes of the shipped model
               pytest.mark.skipif(not has_pretrained(), reason="no shipped model in this checkout")]
 
 NEW_STYLE = "surf"  # not among the shipped model's styles

@@ -318,6 +318,7 @@ def test_nonfinite_loss_stops_with_message(tiny_cfg, tiny_dataset, tmp_path):
         train(cfg, run_dir=tmp_path / "nan", progress=False)
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_on_gloo(tiny_dataset, tmp_path):
     """Real DDP through torchrun on CPU: both ranks step in lock-step and rank 0 writes one run."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -360,6 +361,7 @@ _DDP_RESUME_DRIVER = """
 """
 
 
+@pytest.mark.slow
 def test_ddp_resume_gives_each_rank_its_own_random_streams(tiny_dataset, tmp_path):
     """Two gloo ranks with dropout, interrupted at step 4 and resumed: each rank's dropout stream continues as it
     would have without the interruption (the ranks' streams differ), so the losses match step for step."""
@@ -461,6 +463,7 @@ def test_max_steps_below_one_is_refused(tiny_dataset, tmp_path, steps):
     assert "next:" not in r.output and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_new_run_never_trains_over_an_old_one(tiny_cfg, tiny_dataset, tmp_path):
     run = tmp_path / "run"
     cfg = _cfg(tiny_cfg, tiny_dataset, max_steps=4, eval_interval=2, log_interval=1)
