@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from dataclasses import replace
 
 import symusic
 import torch
+from harness import interleaved
 
 
 def remi_prompt(tok, n: int, shift: int = 0) -> list[int]:
@@ -62,19 +62,13 @@ def sync() -> None:
 
 
 def timed(fns: dict, repeat: int) -> dict:
-    """Best wall time of each callable over `repeat` interleaved rounds (after one warm-up call each): on a shared
-    machine, background load then hits every contender alike."""
+    """Best wall time of each callable over `repeat` interleaved rounds (after one warm-up call each; harness.py):
+    on a shared machine, background load then hits every contender alike."""
     for fn in fns.values():
         fn()  # warm-up (allocator, kernels, graph capture)
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            sync()
-            t = time.perf_counter()
-            fn()
-            sync()
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
+    sync()
+    times = interleaved({name: (lambda fn=fn: (fn(), sync())) for name, fn in fns.items()}, repeat)
+    return {name: min(ts) for name, ts in times.items()}
 
 
 @torch.no_grad()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -16,9 +15,8 @@ from guitarformer.errors import GuitarformerError
 from guitarformer.readers import read_guitar
 from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.readers.limits import ReadLimitError, ReadLimits, check_notes
+from helpers import hostile_files as hostile
 from helpers.reliability import ROOT, assert_clear_error, cli, gf
-
-from helpers import hostile_files as hostile  # noqa: E402
 
 FIX = Path(__file__).parents[1] / "fixtures" / "io"
 BAND = FIX / "band.mid"  # its guitar part: 6 notes; every part: 8

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -20,10 +19,9 @@ from guitarformer.readers import contained, read_guitar
 from guitarformer.readers.contained import read_guitar_contained
 from guitarformer.readers.gpif import MAX_NOTES_PER_BEAT
 from guitarformer.readers.limits import ReadLimitError, ReadLimits
+from helpers import hostile_files as hostile
 
-ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "io"
-from helpers import hostile_files as hostile  # noqa: E402
 
 
 def write(path: Path, data: bytes) -> Path:
