@@ -315,7 +315,7 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
 
     Numbers also go to the run's TensorBoard under eval/<split>/. docs/results/EVAL.md says how to read them. The riffs it
     samples are the model alone (its own meters and form, no controls); what `sample` writes with a run's defaults,
-    drawn meters and forms, is measured by scripts/bench_eval_riffs.py.
+    drawn meters and forms, is measured by benchmarks/bench_eval_riffs.py.
     With --fingering DIR, only the agreement of the model's fingering with human tabs (docs/results/FINGERING_MODEL.md).
     """
     from guitarformer.app.eval import evaluate

@@ -139,7 +139,7 @@ class SampleConfig:
     top_k: int = 0
     top_p: float = 0.95
     # `sample --form` when none is asked: "auto" (a training tune's form) or "none" (the model's own); None: by the
-    # model (none where it copies, model.copy). The release sets it by measurement (scripts/release_model.py).
+    # model (none where it copies, model.copy). The release sets it by measurement (tools/release_model.py).
     form: str | None = None
     # `sample --time-signature` when none is asked: "auto" draws each riff's meter from the run's training bars
     # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses. The preset draws: left to
@@ -154,7 +154,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
-    name: str = DEFAULT_CONFIG  # the defaults above are configs/decoder-small.yaml (tests/test_config.py checks)
+    name: str = DEFAULT_CONFIG  # the defaults above are configs/decoder-small.yaml (tests/package/test_config.py checks)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

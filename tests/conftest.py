@@ -130,7 +130,7 @@ def shared_guitar() -> Path:
 @pytest.fixture(scope="session")
 def riff_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("riffs")
-    from reliability_helpers import write_riffs
+    from helpers.reliability import write_riffs
 
     write_riffs(d, 6)
     return d

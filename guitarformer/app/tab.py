@@ -33,7 +33,7 @@ class TabResult:
 
 
 # A model that learned its strings from fret()'s fingering can only imitate it: on held-out human tabs it matches
-# their authors less often than fret() does (scripts/bench_fingering.py; docs/results/FINGERING_MODEL.md).
+# their authors less often than fret() does (benchmarks/bench_fingering.py; docs/results/FINGERING_MODEL.md).
 FRET_TAUGHT = ("{who} learned its strings from fret()'s fingering ({data}), so it fingers like fret() at "
                "best: on held-out human tabs the shipped model matches fewer notes as their authors played them "
                "than fret() does (docs/results/FINGERING_MODEL.md). Without --run, tab fingers with fret() (or keeps "

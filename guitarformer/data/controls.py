@@ -51,7 +51,7 @@ MAX_CAPO = 12
 CAPO_VALUES = tuple(str(c) for c in range(MAX_CAPO + 1))
 KEY_VALUES = tuple(f"{n}:{mode}" for mode in ("major", "minor") for n in PITCH_NAMES)
 DENSITY_VALUES = ("low", "mid", "high")
-# Onsets per quarter note: low below the first, high from the second. scripts/measure_controls.py over 300 real
+# Onsets per quarter note: low below the first, high from the second. benchmarks/measure_controls.py over 300 real
 # files of the shared guitar data (19,992 bars) and 40 books of the built-in corpus (1,174 bars): pooled tertiles
 # 1.5 and 2.0, but a fifth of all bars sit exactly on 2.0 (straight eighths), so the cut goes just above them:
 # 33% low (under 1.5: quarter-note feel or sparser), 35% mid (about eighths), 32% high (busier than eighths).

@@ -9,7 +9,7 @@ every control dropped), the tokens a run without controls scores, so their NLL p
 
 With `infill` > 0 that share of training windows (pairs) becomes a bar-infilling example (data/infill.py): a span of
 1-4 bars inside one piece, with bars on both sides, laid out for the model kind. Validation never infills, so val
-numbers stay comparable with runs trained without it (scripts/bench_infill.py measures the fill).
+numbers stay comparable with runs trained without it (benchmarks/bench_infill.py measures the fill).
 
 With a shifter (`data.transpose` > 0), each training window or pair is moved by a random shift (data/transpose.py).
 On tab layout 3 a shift changes a window's length (Strings come and go with the pitches), so a decoder window is

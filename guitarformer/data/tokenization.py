@@ -1,7 +1,7 @@
 """miditok tokenizers: build from config, encode a GuitarScore to ids (BOS ... EOS), decode ids leniently.
 
 This module is the one place that touches miditok's private attributes (the tick tables the sampler's time
-state needs, the BPE model prepare trains): everything else calls the functions below. tests/test_tokenization.py
+state needs, the BPE model prepare trains): everything else calls the functions below. tests/data/test_tokenization.py
 fails loudly if a miditok upgrade changes them.
 """
 

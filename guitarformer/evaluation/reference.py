@@ -35,7 +35,7 @@ def reference_from_split(dataset: Path, split: str, tokenizer) -> Reference:
 def _fretted_only(gs) -> list[tuple[int, int]] | None:
     """The part's human frets with harmonics and dead notes marked unplayable: a harmonic's string/fret names a
     node to touch and a dead note's no pitch, so `fingering_agreement` leaves them out (as
-    scripts/bench_fretting.py does)."""
+    benchmarks/bench_fretting.py does)."""
     if not gs.frets:
         return gs.frets
 

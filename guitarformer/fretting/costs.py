@@ -1,7 +1,7 @@
 """Fingering costs: every cost is a weight times a feature count, so the weights can be fit on human tabs.
 
 The feature layout (below) fixes the order of `FretCosts.vector()` and `fingering_features`; the fitted
-weights are data, in weights.json beside this file (scripts/bench_fretting.py --fit writes new ones).
+weights are data, in weights.json beside this file (benchmarks/bench_fretting.py --fit writes new ones).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _DISTORTED_FIRST, _DISTORTED = tuple(_W["distorted_first"]), tuple(_W["distorted
 class FretCosts:
     """Weights of the fingering cost (each multiplies a feature count; see `fingering_features`).
 
-    Defaults are fit on human tabs (scripts/bench_fretting.py --fit, docs/results/FRETTING.md)."""
+    Defaults are fit on human tabs (benchmarks/bench_fretting.py --fit, docs/results/FRETTING.md)."""
 
     fret: tuple[float, ...] = _FITTED[FRET0:STRING0]  # per note, by fret 0..24
     string: tuple[float, ...] = _FITTED[STRING0:SPAN0]  # per note, by tab string 1..8

@@ -4,7 +4,7 @@ note to the Viterbi's costs.
 
 Inputs are relative to the tuning and capo (the fret each note would have on each string, and which strings
 can play it), so any tuning of up to `N_SLOTS` strings works. Trained on the fit half of the fretting data
-(`scripts/bench_fretting.py --train-nn`); the weights ship as `string_model.pt` beside this file. Without that
+(`benchmarks/bench_fretting.py --train-nn`); the weights ship as `string_model.pt` beside this file. Without that
 file `string_costs` returns None and `fret()` uses the hand-made costs alone. Its inputs are string_features.py's;
 fret() imports this module (and torch) only when it runs the model.
 """
@@ -147,7 +147,7 @@ def _batch(data: list[Example], wins: list[tuple[int, int]], window: int) -> tup
 
 def fit(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int = 32, lr: float = 3e-3,
           seed: int = 0, hidden: int = 64, layers: int = 2, out: Path | None = None):
-    """Fit on `parts` ((name, tuning, capo, notes, human (string, fret)) as in scripts/bench_fretting.py):
+    """Fit on `parts` ((name, tuning, capo, notes, human (string, fret)) as in benchmarks/bench_fretting.py):
     cross-entropy of the human tab string, windows of `window` notes. Returns the model (best epoch on
     `val_parts` by string accuracy when given) and saves it to `out`."""
     torch.manual_seed(seed)

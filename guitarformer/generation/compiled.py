@@ -42,7 +42,7 @@ TRACED_LENGTH = 1  # the host count the compiled step is traced at: a static ste
 
 # Inductor's options for the step a GPU captures (HeldStep). Coordinate-descent tuning of the generated kernels' launch
 # settings: decoder-base dims at batch 1 on an H200, GPU time a token 513 -> 410 µs, tokens/s with the constraint
-# 1,185 -> 1,401, for ~15 s more compiling on the first call (docs/results/BENCH_GPU.md, scripts/gpu_decode_ab.py).
+# 1,185 -> 1,401, for ~15 s more compiling on the first call (docs/results/BENCH_GPU.md, benchmarks/gpu_decode_ab.py).
 CUDA_OPTIONS: dict = {"coordinate_descent_tuning": True}
 
 # Inductor's options for the CPU step (CompiledStep). A pointwise result with more than `realize_cpu_opcount_threshold`

@@ -63,7 +63,7 @@ def _deciding_device(device: torch.device, constraint, generator) -> torch.devic
     """Where `generate` chooses each token (the constraint's masks, the guards' bias, the draw, the stops): the
     model's device, or the host when the constraint lives there and the model does not. On a GPU the constraint's
     many small tensor ops a token are hundreds of kernel launches, each costing host time, so sampling with it took
-    several times as long as without (docs/results/BENCH_GPU.md, scripts/gpu_profile_step.py); on the host the same
+    several times as long as without (docs/results/BENCH_GPU.md, benchmarks/gpu_profile_step.py); on the host the same
     ops are cheap and its remembered answers apply (generation/strings.py). The logits come
     to the host once a step, as a CPU generator's draw needs anyway; the drawn tokens go back to the model's device."""
     home = getattr(constraint, "device", None)
@@ -129,7 +129,7 @@ def _window(ids: torch.Tensor, n: int, length: int, keep_front: int) -> torch.Te
 # row) where the keys that saves, (rows - 1) x prompt tokens, are at least this many. Below it the shared path's few
 # extra ops a layer cost about what they save: 96 tokens from the shipped model on the 2-core CPU, shared against own
 # caches, 1.18x the time at 2 rows of 32 tokens, 0.90x (1.06x in another sweep) at 2 of 128, 0.72x at 2 of 512, 1.00x
-# at 8 of 4, 0.99x at 8 of 32, 0.42x at 8 of 512, 0.28x at 32 of 512 (scripts/bench_shared_prompt.py,
+# at 8 of 4, 0.99x at 8 of 32, 0.42x at 8 of 512, 0.28x at 32 of 512 (benchmarks/bench_shared_prompt.py,
 # docs/results/BENCH_SAMPLE.md).
 SHARED_KEYS_MIN = 200
 
@@ -222,7 +222,7 @@ class _Reader:
 
 # The most rows (a guided riff's twin counted) a compiled CPU step decodes: from about 4 rows the eager step is as fast
 # (the shipped model, a 512-token prompt and 128 new, the constraint on: the compiled step's tokens/s 1.20x the eager
-# step's at 2 rows, 1.02x at 4, 0.94x at 8, 0.99x at 32; scripts/bench_sample.py --compile), and each batch shape is
+# step's at 2 rows, 1.02x at 4, 0.94x at 8, 0.99x at 32; benchmarks/bench_sample.py --compile), and each batch shape is
 # another compile.
 COMPILED_ROWS = 2
 

@@ -34,7 +34,7 @@ own greedy choice (so the greedy path is always kept and the result never scores
 choice exactly) and rows 1..K-1 the best other candidates; the KV cache, the constraint's per-row state and the
 onset's taken strings follow the rows as they are re-ranked. At the window's end the best row wins.
 With K = 2 the one free row holds only the runner-up of each choice, so an alternative that pays off only after
-the next token can be dropped for a likelier one first (the trap in tests/test_fingering.py needs K = 3).
+the next token can be dropped for a likelier one first (the trap in tests/generation/test_fingering.py needs K = 3).
 
 Layout 3's rows drift apart: a row that writes a String has one token more to read than one that does not, so
 each row keeps its own pointer into the window's teacher-forced tokens (moved with the row when beam search
@@ -52,7 +52,7 @@ that ends the window on its lowest-fret string costs the non-String mass there, 
 On a 500-step layout-3 run (16 held-out classtab parts, windows of 256), beam 8 ranked this way gained 3.3 times
 the log-likelihood over the greedy choice that ranking rows as they stand did. Ending a note shows its cost at
 once (the token read after it), a String one token later: an alternative String that pays off only in that token
-needs more rows than in layout 2 to survive rows that ended the note (tests/test_fingering.py: K = 4 for two
+needs more rows than in layout 2 to survive rows that ended the note (tests/generation/test_fingering.py: K = 4 for two
 such notes in a row).
 
 Batched: each sequence is cut into windows of at most the model's block_size tokens, cut before a Bar where one

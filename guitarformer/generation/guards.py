@@ -56,7 +56,7 @@ from guitarformer.music.guitar import PITCH_NAMES, fret_of
 # pitch, pitch classes per riff; seed 0 of the command, seeds 1 and 2 in brackets. The kept row and the unguarded one
 # come from the command; the others from switches of this module that were tried and not kept. Tonic: the share of
 # notes on the tonic, counted apart (the tunes' in the first four segments of each).
-#   GUITARFORMER_CACHE=... python scripts/bench_controls.py --controls key --guard both --seed 0 \
+#   GUITARFORMER_CACHE=... python benchmarks/bench_controls.py --controls key --guard both --seed 0 \
 #       --key-strength 8 --tonic-bonus 5 --profile-weight 0.75
 #   unguarded:                                  42% [45 44], 2.50 [2.46 2.50], 9.3% [11.2 11.6], 6.7 (tonic 21%)
 #   val tunes, 4-bar segments:                  71% (estimate_key == the tune's key), 2.51, 9.8%, 6.6 (tonic 24%)

@@ -277,7 +277,7 @@ def rank_fills(tokenizer, rows: list[tuple[list[int], bool]], scores: list[float
     `measure`) plus `weight` x its mean log-probability per token (`scores`, from `draw_fills`), by default in
     standard deviations from the candidates' mean, so the likelihood breaks near-ties whatever its scale. A fill the
     model closed wins over one cut short by the token budget, and a fill it could not score (empty) never wins.
-    The other measures and weights are for comparing rules (scripts/bench_fill_rank.py)."""
+    The other measures and weights are for comparing rules (benchmarks/bench_fill_rank.py)."""
     near = bar_notes(tokenizer, [i for b in around for i in b])
     s = np.asarray(scores, dtype=float)
     ok = np.isfinite(s)

@@ -23,7 +23,7 @@ after its Duration comes (`update`: as if its String had been fed, at the note's
 that may follow the Duration at once (a chord) are judged as if it were recorded (`blocked(now, due)`), and so is
 Tech_Hammer (`hammer_allowed`).
 
-The tolerances come from human tabs replayed through the constraint (scripts/check_constraint_on_tabs.py):
+The tolerances come from human tabs replayed through the constraint (benchmarks/check_constraint_on_tabs.py):
 a new note may take a string whose earlier note would still ring for up to one position of the finest grid
 (the tokenizer rounds onsets and durations apart, triplets above all), never one struck at the same tick; and
 a hammer may repeat the earlier note's pitch (a slur between equal frets, or an ornament that quantisation

@@ -4,7 +4,7 @@ read, mixed into the network's distribution by a learned gate.
 Fiddle tunes and riffs play their bars again: 38% of the built-in val stream's tokens sit in a bar that repeats an
 earlier bar of its window. The network learns to copy them only in part (the quickstart's run read 0.396
 nats/token on tokens whose last 16+ tokens occur earlier in the window, where the token after the latest such
-occurrence is right 96.8% of the time; scripts/bench_copy.py). So the model states the copy outright:
+occurrence is right 96.8% of the time; docs/results/TAB_TOKENS.md). So the model states the copy outright:
 
     p(v) = (1 - g) softmax(z)(v) + g [v == c]
 

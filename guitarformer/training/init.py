@@ -17,7 +17,7 @@ user's dataset. What it takes from the init run:
   style), so the old ids' rows and the model's predictions over the old vocabulary are unchanged at step 0.
 
 The preset's learning rate and step count are for random weights; `train --init` without a --config takes the
-fine-tune recipe (FINETUNE, chosen by scripts/bench_finetune.py: docs/results/FINETUNE.md) for each of them the user
+fine-tune recipe (FINETUNE, chosen by benchmarks/bench_finetune.py: docs/results/FINETUNE.md) for each of them the user
 does not set (`finetune_defaults`).
 """
 

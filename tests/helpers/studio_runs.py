@@ -1,0 +1,33 @@
+"""An untrained tiny run the studio can be asked everything of: TabREMI with control tokens and fill tokens, its
+config saying so (data.controls, data.infill), so every option and Regenerate are available."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from guitarformer.config import DataConfig
+from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
+from helpers.tiny_runs import untrained_run
+
+STYLES = ("folk", "rock")
+
+
+def studio_run(run: Path, controls: bool = True, infill: float = 0.3, block_size: int = 512, seed: int = 0) -> Path:
+    """Write the run at `run`: an untrained 1-layer decoder (tests/helpers/tiny_runs.py) whose config has the
+    tokenizer's controls and infilling switched on, as a run trained with them would."""
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI", controls=controls), styles=STYLES if controls else ())
+    untrained_run(run, tok, block_size, seed=seed, max_new_tokens=block_size)
+    ckpt = run / "ckpt" / "last.pt"
+    state = load_checkpoint(ckpt)
+    state["config"]["data"].update(controls=controls, infill=infill)
+    save_checkpoint(ckpt, state)
+    return run
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
