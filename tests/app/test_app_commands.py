@@ -12,7 +12,7 @@ from guitarformer.app import (EvalRequest, InfoRequest, PrepareRequest, TrainReq
                               prepare, train)
 from guitarformer.errors import GuitarformerError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_prepare_says_its_summary_and_where_it_wrote(riff_dir, tmp_path, cache_root):
