@@ -127,13 +127,17 @@ def band_order(roles: list[str], piece: str) -> list[str]:
 
 
 def _tokenize_band(path: Path, rec: dict) -> list[list[int]]:
-    """A file's band stream (data/parts.py): the parts it has of the tokenizer's roles, at least two of them."""
+    """A file's band stream (data/parts.py): the parts it has of the tokenizer's roles where it has two or more; a
+    file with one guitar part (and nothing else of the band) is that part's own stream, as a single part writes it,
+    so that a band model also learns the guitar alone."""
     roles = band_roles(_TOK) or []
     song = song_of(read_guitar(path, tracks="all"), path)
     _check_strings(song.stringed)
     picked = dict(pick_parts(song, roles))
     if len(picked) < min(2, len(roles)):
-        raise SkipFile(f"{len(picked)} of the band's parts ({', '.join(roles)}): a band stream needs two")
+        if not song.guitars:
+            raise SkipFile(f"no guitar part and {len(picked)} of the band's parts ({', '.join(roles)})")
+        return _tokenize_parts(path, song.guitars, rec)
     piece = piece_of(list(picked.values()))
     parts = [(r, picked[r]) for r in band_order([r for r in roles if r in picked], piece)]
     given = _OPTS.get("labels", {}).get(str(path.resolve()), {})
@@ -154,9 +158,14 @@ def _tokenize(path: Path, rec: dict) -> list[list[int]]:
     if band_roles(_TOK):
         return _tokenize_band(path, rec)
     parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
-    parts = [gs for gs in parts if not gs.is_drum]  # --tracks all reads drum parts; the tokens have no drums yet
+    parts = [gs for gs in parts if not gs.is_drum]  # --tracks all reads drum parts: a band dataset writes them
     if not parts:
-        raise SkipFile("only drum parts: the tokenizations here have no drum tokens")
+        raise SkipFile("only drum parts: drums are written in a band dataset (--set data.parts=guitar,bass,drums)")
+    return _tokenize_parts(path, parts, rec)
+
+
+def _tokenize_parts(path: Path, parts: list[GuitarScore], rec: dict) -> list[list[int]]:
+    """One token sequence per part, each with its controls."""
     seqs, fingerings = [], set()
     if is_tab_tokenizer(_TOK):
         _check_strings(parts)
