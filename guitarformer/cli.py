@@ -208,6 +208,10 @@ def _list_tunings(ctx, param, value):
               help="MIDI/GP/tab/MusicXML file to continue: the output is the file, every part, with new bars "
                    "after the continued part's last bar (a 'generated' marker where they begin), in its tempo, "
                    "time signature, program and tuning.")
+@click.option("--parts", default=None, help="Write a band: the parts, guitar,bass,drums or some of them (a run "
+              "that learned the band, as the shipped model): every part in the MIDI and GP5, each stringed part's tab.")
+@click.option("--accompany", type=click.Path(path_type=Path), default=None, help="A MIDI/GP/tab file whose parts "
+              "the band plays with: --parts (default: every band part the file lacks) are written for it, bar by bar.")
 @click.option("--tempo", type=_Finite(20, 400), default=None,
               help="Tempo (BPM) of the new bars (default: the prompt's, else the model's choice).")
 @click.option("--tuning", default=None, is_eager=True, callback=_list_tunings,
@@ -246,7 +250,7 @@ def _list_tunings(ctx, param, value):
 @_threads
 @_compile
 def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperature, top_k, top_p, seed, prompt,
-           tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, track, tracks, time_signature,
+           parts, accompany, tempo, tuning, program, batch_size, wav_out, tab_out, gp_out, position, track, tracks, time_signature,
            guard, guidance, form, device, threads, compile_step, **controls):
     """Generate riffs with a trained model: MIDI (and tab / GP5 / WAV) files.
 
@@ -271,7 +275,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
                         batch_size=batch_size, bars=bars, sampling=sampling, seed=seed, prompt=prompt, track=track,
                         tracks=tracks, tempo=tempo, tuning=tuning, program=program, position=position,
                         controls=Controls(**controls), time_signature=time_signature, guard=guard, form=form,
-                        threads=threads)
+                        threads=threads, parts=parts, accompany=accompany)
     result = run_sample(req)
     for line in result.lines:
         click.echo(line)

@@ -55,6 +55,9 @@ class DataConfig:
     # TabREMI's note layout (data/tab_tokens.py): 3 = a String token only where a note leaves its lowest-fret
     # string (0.79x REMI's tokens per note on the corpus); 2 = a String on every note (as many tokens as REMI).
     tab_layout: int = 3
+    # The band (data/parts.py): the part roles each piece's one stream carries, bar by bar, e.g. "guitar,bass,drums";
+    # "" = one guitar part per sequence. Tab tokens of layout 3 only.
+    parts: str = ""
 
 
 def preset_data() -> DataConfig:
@@ -380,6 +383,10 @@ def validate(cfg: Config, asked: frozenset[str] = frozenset()) -> None:
         (0.0 <= cfg.data.piece_starts <= 1.0, "data.piece_starts must be in [0, 1]"),
         (cfg.data.tab_layout in (2, 3), "data.tab_layout must be 3 (a String only off the lowest-fret string) or 2"),
         (0.0 <= cfg.data.infill <= 1.0, "data.infill must be in [0, 1]"),
+        (all(r.strip() in ("guitar", "bass", "drums") for r in d.parts.split(",")) if d.parts else True,
+         "data.parts must name parts among guitar, bass, drums (e.g. guitar,bass,drums), or be empty"),
+        (not d.parts or (d.tokenizer == "TabREMI" and d.tab_layout == 3 and d.bpe_vocab_size == 0),
+         "data.parts needs data.tokenizer=TabREMI, data.tab_layout=3 and data.bpe_vocab_size=0"),
         (d.num_velocities > 0, "data.num_velocities must be positive"),
         (min(d.bpe_vocab_size, d.transpose, d.corpus_limit) >= 0,
          "data.bpe_vocab_size, data.transpose and data.corpus_limit must be >= 0"),

@@ -13,7 +13,7 @@ from pathlib import Path
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers.contained import read_guitar_contained
-from guitarformer.render.ascii_tab import write_ascii_tab
+from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
 from guitarformer.render.audio import Synth, find_synth, render_wav
 from guitarformer.render.gp5 import write_gp5_parts
 from guitarformer.render.midi import write_midi
@@ -138,6 +138,22 @@ def read_user_song(path: str | Path, track: str | None = None, tracks: str = "gu
 def write_score(gs: GuitarScore, path: str | Path, synth: Synth | None = None) -> Path:
     """Write `gs` in the format its suffix names (see `write_song`)."""
     return write_song([gs], 0, path, synth)
+
+
+def write_band(parts: list[GuitarScore], path: str | Path, synth: Synth | None = None) -> Path:
+    """A band's parts written by suffix: every part (MIDI, GP5, WAV, as `write_song`), every stringed part's tab one
+    after the other (.txt/.tab), each under its name and tuning."""
+    path = Path(path)
+    if path.suffix.lower() not in (".txt", ".tab"):
+        return write_song(parts, 0, path, synth)
+    texts = [render_ascii_tab(gs, gs.frets) for gs in parts if not gs.is_drum]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n\n".join(texts))
+    except OSError as e:
+        raise GuitarformerError(f"cannot write {e.filename or path}: {e.strerror or e}",
+                                "choose output paths in a writable folder") from None
+    return path
 
 
 def write_song(parts: list[GuitarScore], edited: int, path: str | Path, synth: Synth | None = None) -> Path:

@@ -121,6 +121,13 @@ class SampleRequest:
     # style where one is asked); "none", the model alone; or letters, one per phrase: "AABB". None: auto where the run
     # has its tunes' forms and does not copy by itself (app/sample.py `_forms`), else none, without a warning.
     form: str | None = None
+    # The band (a run that learned it, data/parts.py): the parts to write, "guitar,bass,drums" or some of them; with
+    # `accompany`, a file whose other parts they are written for (default: every band part the file lacks).
+    parts: str | None = None
+    accompany: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.accompany = _path(self.accompany)
 
     @classmethod
     def of(cls, **options: Any) -> "SampleRequest":

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-from guitarformer.app.files import write_song
+from guitarformer.app.band import band_riffs, parse_parts
+from guitarformer.app.files import write_band, write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, Sampling, check_outputs
@@ -91,6 +92,10 @@ def check_sample_request(req: SampleRequest) -> None:
                                 "add --prompt FILE, or leave out --track")
     check_form(req.form, req.bars)
     check_outputs(req.outputs, ("midi", "tab", "gp", "wav"))
+    if (req.parts or req.accompany) and req.prompt is not None:
+        raise GuitarformerError("--parts and --accompany write a band's parts; --prompt continues one part",
+                                "leave out --prompt, or --parts and --accompany")
+    parse_parts(req.parts)
 
 
 def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -274,6 +279,8 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
+    if req.parts or req.accompany:
+        return _band(req, loaded, tuning, synth)
     file = read_sample_prompt(req, loaded) if file is None else file
     held_meter, held_tempo, held_note = _held(req, loaded, file)
     req = _held_density(req, loaded, file)
@@ -295,6 +302,24 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
         if req.bars and riff.new_bars < req.bars and not riff.ended:
             result.warnings.append(f"{riff.files.get('midi', f'riff {i}')}: wrote {riff.new_bars} of {req.bars} "
                                    f"bars: the token budget ({params.max_new_tokens}) ran out; raise --max-new-tokens")
+    return result
+
+
+def _band(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, synth) -> SampleResult:
+    """`sample --parts` / `--accompany` (app/band.py): the riffs written whole, every part, and summarised."""
+    asked = _asked(req, loaded, tuning) if req.accompany is None else None
+    riffs = band_riffs(req, loaded, asked, tuning)
+    if not any(r.new_notes for r in riffs):
+        raise GuitarformerError("the band's riffs came out empty; nothing was written",
+                                "try another --seed or a higher --temperature")
+    result = SampleResult(riffs, [loaded.describe()], run=loaded.describe())
+    for i, riff in enumerate(riffs):
+        riff.files = {kind: write_band(riff.parts or [riff.gs], numbered(path, i, len(riffs)), synth)
+                      for kind, path in req.outputs.items()}
+        first, *rest = list(riff.files.values()) or [Path("(not written)")]
+        parts = ", ".join(f"{gs.role} {len(gs.track.notes)} notes" for gs in riff.parts or [riff.gs])
+        result.lines.append(f"{first}: {riff.new_bars} bars, {parts}" + (f"; {', '.join(map(str, rest))}"
+                                                                          if rest else ""))
     return result
 
 

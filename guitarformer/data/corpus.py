@@ -33,7 +33,7 @@ from guitarformer.music.guitar import (
     TPQ,
     playable_range,
 )
-from guitarformer.data.guitar_corpora import write_classical, write_rock
+from guitarformer.data.guitar_corpora import freedoom_files, write_classical, write_rock
 from guitarformer.data.tune_labels import (
     header_of,
     key_control,
@@ -333,6 +333,12 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
     limit = data_cfg.corpus_limit
     out = Path(out) if out else default_dataset_dir().with_name(builtin_dataset_name(data_cfg))
     if (out / "meta.json").is_file():
+        return out
+    if getattr(data_cfg, "parts", ""):  # the band: Freedoom's arrangements as they are (guitar, bass and drums)
+        files = freedoom_files(limit)
+        given = {"labels": {str(f.resolve()): {"Style": "rock"} for f in files}} if data_cfg.controls else {}
+        prepare(files, out, data_cfg, progress=progress, sources=["Freedoom (BSD-3-Clause), band arrangements"],
+                **given)
         return out
     src = build_corpus(limit=limit, progress=progress)
     # The tunes' types and K: keys as their Style and Key controls (see `labels_taken`).

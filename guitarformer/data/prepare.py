@@ -37,6 +37,7 @@ from guitarformer.data.prepare_file import FILE_TIMEOUT_S, init_worker, piece_of
 from guitarformer.data.sources import EMPTY_SHA256, collect_files, file_style, manifest_line, sha256_file
 from guitarformer.data.tab_tokens import control_styles
 from guitarformer.data.tokenization import (
+    band_tokenizer,
     bar_ids,
     bpe_encode_pretokenized,
     build_tokenizer,
@@ -150,7 +151,7 @@ def prepare(
     styles = sorted({s for f in files if (s := file_style(f, roots))} | {v["Style"] for v in labels.values()
                                                                          if v.get("Style")})
     if like is not None:
-        tok = extended_tokenizer(like, styles)
+        tok = extended_tokenizer(tok, styles)
     elif data_cfg.controls:
         tok = build_tokenizer(data_cfg, styles)
     out = Path(out).expanduser()
@@ -198,6 +199,8 @@ def _base_tokenizer(data_cfg: DataConfig, like: miditok.MusicTokenizer | None) -
                                 "fine-tune a run trained on base tokens (data.bpe_vocab_size 0), or prepare and "
                                 "train from scratch")
     tok = like if like is not None else build_tokenizer(data_cfg)
+    if like is not None and getattr(data_cfg, "parts", ""):  # a single-part run learning the band
+        tok = band_tokenizer(like, [r.strip() for r in data_cfg.parts.split(",")])
     if 0 < data_cfg.bpe_vocab_size <= len(tok):
         raise GuitarformerError(f"a BPE vocabulary of {data_cfg.bpe_vocab_size} is not larger than the "
                                 f"{data_cfg.tokenizer} base vocabulary ({len(tok)} tokens): nothing to merge",

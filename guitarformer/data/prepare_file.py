@@ -16,13 +16,15 @@ from typing import Any
 
 import torch
 
+from guitarformer.data.parts import band_roles
+from guitarformer.data.song_tokens import encode_song, pick_parts
 from guitarformer.data.sources import file_style
 from guitarformer.data.tab_tokens import MAX_STRINGS, has_controls, insert_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import encode, load_tokenizer
 from guitarformer.errors import SkipFile
 from guitarformer.fretting import finger_score
 from guitarformer.music.score import GuitarScore
-from guitarformer.readers import detect_format, read_guitar
+from guitarformer.readers import detect_format, read_guitar, song_of
 from guitarformer.readers.contained import describe
 from guitarformer.readers.formats import binary_reason, unsupported_reason
 from guitarformer.readers.limits import ReadLimitError, ReadLimits, cap_address_space, too_big_in_memory
@@ -117,6 +119,35 @@ def _check_strings(parts: list[GuitarScore]) -> None:
                        "(prepare with --tokenizer REMI to keep its pitches without strings)")
 
 
+def band_order(roles: list[str], piece: str) -> list[str]:
+    """The order of a piece's parts in its band stream: the roles' own (the guitar first) for half the pieces, the
+    rhythm first (drums, bass, then the guitar) for the other half, chosen by the piece, so that a model learns to
+    accompany a guitar and to write a guitar part for a groove."""
+    return list(roles) if int(piece[:8], 16) % 2 == 0 else list(reversed(roles))
+
+
+def _tokenize_band(path: Path, rec: dict) -> list[list[int]]:
+    """A file's band stream (data/parts.py): the parts it has of the tokenizer's roles where it has two or more; a
+    file with one guitar part (and nothing else of the band) is that part's own stream, as a single part writes it,
+    so that a band model also learns the guitar alone."""
+    roles = band_roles(_TOK) or []
+    song = song_of(read_guitar(path, tracks="all"), path)
+    _check_strings(song.stringed)
+    picked = dict(pick_parts(song, roles))
+    if len(picked) < min(2, len(roles)):
+        if not song.guitars:
+            raise SkipFile(f"no guitar part and {len(picked)} of the band's parts ({', '.join(roles)})")
+        return _tokenize_parts(path, song.guitars, rec)
+    piece = piece_of(list(picked.values()))
+    parts = [(r, picked[r]) for r in band_order([r for r in roles if r in picked], piece)]
+    given = _OPTS.get("labels", {}).get(str(path.resolve()), {})
+    style = (given.get("Style") or file_style(path, _OPTS.get("style_roots", ()))) if has_controls(_TOK) else None
+    ids = encode_song(_TOK, parts, style=style, key=given.get("Key"))
+    rec.update(tracks=len(parts), n_tokens=len(ids), piece=piece, fingering="band",
+               parts=[r for r, _ in parts])
+    return [ids]
+
+
 def _tokenize(path: Path, rec: dict) -> list[list[int]]:
     """The token sequences of a file's parts (filling rec's tracks, tokens, fingering and piece)."""
     if rec["format"] is None:  # a file passed by name (folders pass these over in collect_files)
@@ -124,10 +155,17 @@ def _tokenize(path: Path, rec: dict) -> list[list[int]]:
     binary = binary_reason(path)
     if binary:  # said before a text reader calls it "a chord sheet"
         raise SkipFile(binary)
+    if band_roles(_TOK):
+        return _tokenize_band(path, rec)
     parts = read_guitar(path, tracks=_OPTS.get("tracks", "guitar"), include_bass=_OPTS.get("include_bass", False))
-    parts = [gs for gs in parts if not gs.is_drum]  # --tracks all reads drum parts; the tokens have no drums yet
+    parts = [gs for gs in parts if not gs.is_drum]  # --tracks all reads drum parts: a band dataset writes them
     if not parts:
-        raise SkipFile("only drum parts: the tokenizations here have no drum tokens")
+        raise SkipFile("only drum parts: drums are written in a band dataset (--set data.parts=guitar,bass,drums)")
+    return _tokenize_parts(path, parts, rec)
+
+
+def _tokenize_parts(path: Path, parts: list[GuitarScore], rec: dict) -> list[list[int]]:
+    """One token sequence per part, each with its controls."""
     seqs, fingerings = [], set()
     if is_tab_tokenizer(_TOK):
         _check_strings(parts)

@@ -58,6 +58,7 @@ from guitarformer.data.controls import (
     style_name,
 )
 from guitarformer.data.infill import FILL_TOKENS, extend_graph, infill_on
+from guitarformer.data.parts import DRUM, PART, band_roles, band_vocabulary, extend_band_graph
 from guitarformer.data.tab_techniques import (
     MAX_BEND_QUARTER_TONES,
     TECH_VALUES,
@@ -82,7 +83,7 @@ VELOCITY_PARAM = "tab_velocities"  # True: the data has dynamics, each note keep
 # in the shared Guitar Pro files); a higher one means the tokens were written for another tuning.
 WRITTEN_FRETS = 36
 TAB_TYPES = ("String", "Bend", "Tech")
-_NOT_NOTES = ("BOS", "EOS", "PAD", "MASK", *TAB_TYPES)  # what REMI decoding is not given
+_NOT_NOTES = ("BOS", "EOS", "PAD", "MASK", PART, DRUM, *TAB_TYPES)  # what REMI decoding is not given
 _SideTable = dict[tuple[int, int], list[tuple[int, int, Technique]]]  # (time, pitch) -> [(duration, string, tech)]
 
 
@@ -124,6 +125,9 @@ class TabREMI(miditok.REMI):
             # Styles a fine-tuning dataset added to an init run's vocabulary (tokenization.extended_tokenizer): last of
             # all, in the order they were added, so every id the init run's model knows keeps its row.
             vocab += [control_token("Style", s) for s in added]
+        roles = band_roles(self)
+        if roles:  # the band stream's part and drum tokens (data/parts.py): after everything, so no id moves
+            vocab += band_vocabulary(roles)
         return vocab
 
     def _create_token_types_graph(self) -> dict[str, set[str]]:
@@ -144,7 +148,9 @@ class TabREMI(miditok.REMI):
             for k, t in enumerate(bar):
                 graph[t] = set(bar[k + 1:]) | after_bar
             graph["Bar"] = after_bar | set(bar)
-        return extend_graph(graph) if infill_on(self) else graph
+        graph = extend_graph(graph) if infill_on(self) else graph
+        roles = band_roles(self)
+        return extend_band_graph(graph, roles) if roles else graph
 
     # ------------------------------------------------------------ encoding
 

@@ -17,6 +17,8 @@ import symusic
 
 from guitarformer.data.controls import style_name
 from guitarformer.data.infill import infill_params
+from guitarformer.errors import GuitarformerError
+from guitarformer.data.parts import BAND_PARAM, band_params, band_roles
 from guitarformer.data.tab_tokens import (
     ADDED_STYLES,
     CONTROLS_PARAM,
@@ -65,6 +67,8 @@ def tokenizer_params(cfg: "DataConfig", styles: list[str] | tuple[str, ...] = ()
         params.update(tab_params(dynamics or bool(getattr(cfg, "tab_velocities", False)),
                                  int(getattr(cfg, "tab_layout", LAYOUT))))
         params.update(infill_params())
+        if getattr(cfg, "parts", ""):
+            params.update(band_params([r.strip() for r in cfg.parts.split(",") if r.strip()]))
     return params
 
 
@@ -107,6 +111,22 @@ def extended_tokenizer(base: miditok.MusicTokenizer, styles: list[str] | tuple[s
     return type(base)(config)
 
 
+def band_tokenizer(base: miditok.MusicTokenizer, roles: list[str] | tuple[str, ...]) -> miditok.MusicTokenizer:
+    """`base` (a single-part run's tokenizer) with the band's part and drum tokens (data/parts.py) after its whole
+    vocabulary: every id of `base` names the same token, so its model learns the band with its embedding grown."""
+    if band_roles(base):
+        if band_roles(base) != band_params(roles)[BAND_PARAM]:
+            raise GuitarformerError(f"this run's band is {', '.join(band_roles(base))}",
+                                    "prepare with the same --set data.parts")
+        return base
+    if not is_tab_tokenizer(base) or base.is_trained:
+        raise GuitarformerError("a band stream needs tab tokens without BPE", "fine-tune a TabREMI run (the shipped "
+                                "model is one) or prepare with --set data.tokenizer=TabREMI")
+    config = copy.deepcopy(base.config)
+    config.additional_params.update(band_params(roles))
+    return type(base)(config)
+
+
 # What a mismatch between two tokenizers' configs means, for the few settings users change.
 _SETTING_NAMES = {"beat_res": "beat resolution", "pitch_range": "pitch range", "use_velocities": "velocities",
                   "use_tempos": "tempo tokens", "use_time_signatures": "time signatures", "num_velocities":
@@ -126,6 +146,8 @@ def tokens_differ(init: miditok.MusicTokenizer, data: miditok.MusicTokenizer) ->
     for key in sorted(set(a) | set(b)):
         if a.get(key) != b.get(key):
             return f"{_SETTING_NAMES.get(key, key)} {b.get(key)}, the init run's {a.get(key)}"
+    if BAND_PARAM in extra_b and BAND_PARAM not in extra_a:  # the band's tokens come after all of init's
+        extra_b.pop(BAND_PARAM)
     for key in sorted((set(extra_a) | set(extra_b)) - {CONTROLS_PARAM}):
         if extra_a.get(key) != extra_b.get(key):
             return f"{key} {extra_b.get(key)}, the init run's {extra_a.get(key)}"

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
+from guitarformer.data.parts import DRUM, PART
 from guitarformer.generation.grammar import ALL_KINDS, DURATION, STRING, Grammar, allow, keep
 from guitarformer.generation.guards import Guards, GuardSpec
 from guitarformer.generation.repeats import Repeats
@@ -107,7 +108,9 @@ class GuitarConstraint:
         self.forced: torch.Tensor | None = None  # (bars in the schedule, V)
         # Columns no step may take, as one (V,) mask `keep` (None: none): the bar controls where a list says which
         # (the asked ones are forced instead), and `fixed`'s below.
-        never = torch.zeros(self.V, dtype=torch.bool)
+        # A band tokenizer's part and drum tokens (data/parts.py): a single part never writes them (the band's own
+        # constraint does: generation/band_constraint.py).
+        never = torch.tensor([t in (PART, DRUM) for t in self.grammar.types], dtype=torch.bool)
         if bar_controls is not None:
             never |= self.grammar.is_bar_ctrl.cpu()
         self.opens = int(prompt_opens_bar)

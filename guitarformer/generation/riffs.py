@@ -38,6 +38,7 @@ class Riff:
     new_notes: int = 0
     ended: bool = True  # the model finished it (end token or bar limit); False: the token budget ran out
     files: dict[str, Path] = field(default_factory=dict)  # what the `sample` command wrote of it, by kind
+    parts: list[GuitarScore] | None = None  # a band riff's parts (guitar, bass, drums; `gs` the first new stringed one)
 
     @property
     def score(self) -> GuitarScore:
