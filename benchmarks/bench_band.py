@@ -2,7 +2,7 @@
 held-out band files, the bass and drums written for a held-out guitar part against the real ones, every written
 file's parts, and the seconds a band riff takes. Writes docs/results/BAND.md and BAND.json.
 
-    python scripts/bench_band.py --run RUN --dataset DATASET [--single pretrained] [--bars 8]
+    python benchmarks/bench_band.py --run RUN --dataset DATASET [--single pretrained] [--bars 8]
 
 RUN: a run that learned the band; DATASET: the band dataset it was trained on (its test split is held out);
 --single: a one-part run to compare the guitar part's nats per note with.
@@ -243,7 +243,7 @@ def main() -> int:
             single[1] += c
     real, made, checks = accompaniment(model, tok, files, args.bars, args.seed)
     keys = sorted({k for r in real for k in r})
-    res = {"command": "python scripts/bench_band.py " + " ".join(sys.argv[1:]),
+    res = {"command": "python benchmarks/bench_band.py " + " ".join(sys.argv[1:]),
            "machine": f"{torch.get_num_threads()} CPU threads, torch {torch.__version__}",
            "tokens": token_costs(tok, sorted((ROOT / "guitarformer/data/corpora/freedoom").glob("*.mid"))[:40]),
            "nats": {r: acc[r][0] / max(1, acc[r][1]) for r in ROLES},

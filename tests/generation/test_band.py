@@ -22,7 +22,7 @@ from guitarformer.music.guitar import BASS_TUNING, MAX_FRET, STANDARD_TUNING, fr
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.readers import read_song
 from guitarformer.runs import load_run
-from tests.tiny_runs import untrained_run
+from helpers.tiny_runs import untrained_run
 
 ROLES = ("guitar", "bass", "drums")
 SONGS = ("d_dm01.mid", "d_dm02.mid", "d_bunny.mid")  # Freedoom arrangements inside the package (BSD-3)
