@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -180,6 +181,23 @@ def command_seconds(run: Path, bars: int, repeats: int) -> dict[str, float]:
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
+def prepare_costs(folder: Path) -> dict[str, dict[str, float]]:
+    """`prepare` of a folder as one guitar part per sequence and as band streams: seconds, files per second and the
+    peak memory of the largest process (each in a process of its own, one after the other, cold caches)."""
+    out = {}
+    files = sum(1 for p in folder.iterdir() if p.is_file())
+    for name, extra in (("single", []), ("band", ["--set", "data.parts=guitar,bass,drums"])):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "XDG_CACHE_HOME": tmp}
+            cmd = ["/usr/bin/time", "-f", "%e %M", sys.executable, "-m", "guitarformer", "prepare", str(folder),
+                   "--out", f"{tmp}/ds", "--workers", "2", *extra]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+            seconds, kb = done.stderr.strip().splitlines()[-1].split()
+            out[name] = {"files": files, "seconds": float(seconds), "files_per_s": files / float(seconds),
+                         "peak_mb": int(kb) / 1024}
+    return out
+
+
 def mean(rows: list[dict], key: str) -> float:
     vals = [r[key] for r in rows if key in r and not math.isnan(r[key])]
     return float(np.mean(vals)) if vals else float("nan")
@@ -211,6 +229,13 @@ def write_page(res: dict, out: Path) -> None:
               "| riff | seconds (median) |", "|---|---|"]
     for k, v in res["seconds"].items():
         lines.append(f"| {res['bars']} bars, {'guitar, bass and drums' if k == 'band' else 'guitar alone'} | {v:.2f} |")
+    if res.get("prepare"):
+        p = res["prepare"]
+        lines += ["", f"## prepare of {p['single']['files']} multi-track files", "",
+                  "| tokens | seconds | files per second | peak memory (MB) |", "|---|---|---|---|"]
+        for k in ("single", "band"):
+            lines.append(f"| {'one part per sequence' if k == 'single' else 'band streams'} | {p[k]['seconds']:.1f} | "
+                         f"{p[k]['files_per_s']:.1f} | {p[k]['peak_mb']:.0f} |")
     out.write_text("\n".join(lines) + "\n")
 
 
@@ -222,6 +247,7 @@ def main() -> int:
     ap.add_argument("--bars", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prepare", type=Path, default=None, help="a folder of multi-track files to prepare both ways")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "BAND.md")
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -250,7 +276,8 @@ def main() -> int:
            "single_nats": {"guitar": single[0] / max(1, single[1])} if single[1] else {},
            "held_out_files": len(files), "bars": args.bars,
            "accompaniment": {k: (mean(real, k), mean(made, k)) for k in keys}, "checks": checks,
-           "seconds": command_seconds(args.run, args.bars, args.repeats)}
+           "seconds": command_seconds(args.run, args.bars, args.repeats),
+           "prepare": prepare_costs(args.prepare) if args.prepare else None}
     args.out.with_suffix(".json").write_text(json.dumps(res, indent=2, default=float))
     write_page(res, args.out)
     print(args.out.read_text())

@@ -113,7 +113,11 @@ def _accompany(req: SampleRequest, loaded: LoadedRun, write: tuple[str, ...], pa
                                 "(--parts guitar)")
     guitar = dict(given).get("guitar")
     tunings = _tunings(tuning or (guitar.tuning if guitar is not None else None))
-    ask = BandAsk([r for r, _ in given] + list(write), tunings, None, req.num_samples, req.seed)
+    # The two orders the band learned: the guitar first (a bass and drums written for it), or the rhythm first (a
+    # guitar part for a groove); a part given is read before the parts written after it in its bar.
+    used = [r for r in roles if r in write or r in dict(given)]
+    order = used if "guitar" in dict(given) else list(reversed(used))
+    ask = BandAsk(order, tunings, None, req.num_samples, req.seed)
     if params.max_bars:  # the bars accompanied, and no more of the file
         given = [(r, _first_bars(gs, params.max_bars)) for r, gs in given]
     rows = accompany_rows(loaded.model, loaded.tokenizer, ask, given, params, loaded.cfg.model.block_size)

@@ -1,9 +1,10 @@
 """The band: a riff of several parts from nothing, and the parts written for given ones (accompaniment).
 
 `band_rows` samples band streams (data/parts.py) under the BandConstraint, all parts at once, bar by bar, in the
-parts' order. `accompany_rows` writes the parts a song lacks for the parts it has: bar by bar, each prompt ends with
-the given parts' bar (they come first in every bar, so the new parts hear the bar they go with), and the model writes
-the other parts' bars until that bar ends; the given bars are the song's own tokens, never sampled. `band_parts`
+parts' order. `accompany_rows` writes the parts a song lacks for the parts it has: bar by bar and part by part in the
+band's order, a given part's bar the song's own tokens (never sampled), a written part's bar sampled after all that
+comes before it until that part's bar may end (with the guitar given first, the bass and drums hear the bar they go
+with; with the rhythm first, the guitar hears the groove). `band_parts`
 decodes a row into (role, part) pairs.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from guitarformer.data.parts import part_token
+from guitarformer.data.parts import PART, part_token
 from guitarformer.data.song_tokens import decode_song, encode_song
 from guitarformer.data.tokenization import special_ids
 from guitarformer.generation.band_constraint import BandConstraint, BandPlan
@@ -75,28 +76,34 @@ def _until_eos(row: list[int], eos: int) -> list[int]:
     return row[:row.index(eos, 1) + 1] if eos in row[1:] else row + [eos]
 
 
-def given_bars(tok, given: Sequence[tuple[str, GuitarScore]]) -> tuple[list[int], list[list[int]]]:
-    """(BOS and the piece controls, each bar's given tokens after its Bar) of the given parts' band stream."""
+def given_bars(tok, given: Sequence[tuple[str, GuitarScore]]) -> tuple[list[int], list[dict[str, list[int]]]]:
+    """(BOS and the piece controls, each bar's given tokens by role) of the given parts' band stream."""
     ids = encode_song(tok, given)[:-1]  # without EOS
     bar = tok.vocab["Bar_None"]
     head_end = ids.index(bar) if bar in ids else len(ids)
-    bars: list[list[int]] = []
+    bars: list[dict[str, list[int]]] = []
+    role = ""
     for i in ids[head_end:]:
+        t = tok[i]
         if i == bar:
-            bars.append([])
+            bars.append({})
+        elif t.startswith(PART + "_"):
+            role = t.split("_", 1)[1]
+            bars[-1][role] = []
         else:
-            bars[-1].append(i)
+            bars[-1][role].append(i)
     return ids[:head_end], bars
 
 
 def accompany_rows(model, tok, ask: BandAsk, given: Sequence[tuple[str, GuitarScore]], params: SamplingParams,
                    block_size: int) -> list[list[int]]:
     """`ask.num` band streams whose `given` parts (role, part) are the song's and whose other parts in `ask.order`
-    are written for them, bar by bar (`params.max_bars` bars at most; None: every bar of the given parts)."""
+    are written for them, bar by bar, part by part in `ask.order` (`params.max_bars` bars at most; None: every bar of
+    the given parts): a given part's bar is its own tokens, a written part's bar is sampled after everything before
+    it (the bars before, and this bar's parts earlier in the order), until the part's bar may end."""
     head, bars = given_bars(tok, given)
     bars = bars[:params.max_bars] if params.max_bars else bars
-    roles = tuple(r for r, _ in given)
-    plan = BandPlan(ask.order, ask.tunings, None, given=roles, opens=True)
+    plan = BandPlan(ask.order, ask.tunings, None, given=tuple(r for r, _ in given), opens=True, segment=True)
     eos, bar = special_ids(tok)["eos"], tok.vocab["Bar_None"]
     gens = _generators(ask)
     rows = []
@@ -105,13 +112,18 @@ def accompany_rows(model, tok, ask: BandAsk, given: Sequence[tuple[str, GuitarSc
         starts: list[int] = []  # where each bar begins in body
         for chunk in bars:
             starts.append(len(body))
-            body += [bar, *chunk]
-            cut = next((s for s in starts if len(head) + len(body) - s < block_size - ROOM), starts[-1])
-            prompt = head + body[cut:]
-            out = generate(model, torch.tensor([prompt], dtype=torch.long), replace(params, max_bars=0),
-                           generator=gens[k], constraint=BandConstraint(tok, plan), eos_id=eos, bar_ids=[bar])
-            new = out[0, len(prompt):].tolist()
-            body += new[:new.index(eos)] if eos in new else new
+            body.append(bar)
+            for role in ask.order:
+                body.append(tok.vocab[part_token(role)])
+                if role in plan.given:
+                    body += chunk.get(role, [])
+                    continue
+                cut = next((s for s in starts if len(head) + len(body) - s < block_size - ROOM), starts[-1])
+                prompt = head + body[cut:]
+                out = generate(model, torch.tensor([prompt], dtype=torch.long), replace(params, max_bars=0),
+                               generator=gens[k], constraint=BandConstraint(tok, plan), eos_id=eos, bar_ids=[bar])
+                new = out[0, len(prompt):].tolist()
+                body += new[:new.index(eos)] if eos in new else new
         rows.append(head + body + [eos])
     return rows
 

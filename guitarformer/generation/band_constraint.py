@@ -32,13 +32,15 @@ MAX_HITS = 4  # kit pieces struck at one time at most: a drummer's two hands and
 class BandPlan:
     """What a band is asked: the parts' `order` in each bar, each stringed part's (tuning, capo), the guitar's bar
     controls (ids, or a schedule of them per bar), the parts `given` in the prompt and never sampled (accompaniment),
-    and whether the prompt already opens the first new bar (`opens`)."""
+    whether the prompt already opens the first new bar (`opens`), and whether a row is one part's bar (`segment`:
+    the prompt ends with its part token, and the row ends where that bar may)."""
 
     order: list[str]
     tunings: dict[str, tuple[tuple[int, ...], int]]
     bar_controls: Sequence[int] | Sequence[Sequence[int]] | None = None
     given: tuple[str, ...] = ()
     opens: bool = False
+    segment: bool = False  # one part's bar at a time: where it may end, the row ends (EOS)
 
 
 @dataclass
@@ -184,7 +186,9 @@ class BandConstraint:
         """Where the active part's bar may end: the next part, or after the last one the next Bar (EOS in the last
         bar)."""
         order = self.plan.order
-        if k + 1 < len(order):
+        if self.plan.segment:
+            m[self.eos] = True
+        elif k + 1 < len(order):
             m[self.part_ids[order[k + 1]]] = True
         elif last_bar or (self.max_bars is not None and row.bars >= self.max_bars):
             m[self.eos] = True
