@@ -345,7 +345,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     from guitarformer.app import Outputs, SampleRequest
     from guitarformer.app import sample as run_sample
     from guitarformer.app.requests import Sampling
-    from guitarformer.data.controls import Controls
+    from guitarformer.vocab.controls import Controls
 
     outputs = Outputs(midi=out, tab=tab_out, gp=gp_out, wav=wav_out,
                       labels={"midi": "--out", "tab": "--tab", "gp": "--gp", "wav": "--wav"})
@@ -405,8 +405,8 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
     import json
 
     if fingering_dir is not None:
-        from guitarformer.evaluation.fingering import evaluate_folder, format_report
-        from guitarformer.generation.fingering import check_fingering_run
+        from guitarformer.fingering.agreement import evaluate_folder, format_report
+        from guitarformer.fingering.tab_model import check_fingering_run
         from guitarformer.runs import load_run
         from guitarformer.runtime import resolve_device, set_threads, step_work
 

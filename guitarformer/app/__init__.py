@@ -41,7 +41,7 @@ _API = {
     "warm_up": "guitarformer.app.sample",
     "TabResult": "guitarformer.app.tab",
     "tab": "guitarformer.app.tab",
-    "Riff": "guitarformer.generation.riffs",
+    "Riff": "guitarformer.compose.riffs",
 }
 
 __all__ = sorted(_API)
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest, TabRequest
     from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
     from guitarformer.app.tab import TabResult, tab
-    from guitarformer.generation.riffs import Riff
+    from guitarformer.compose.riffs import Riff
 
 
 __getattr__ = lazy_names(__name__, _API, globals())
