@@ -271,10 +271,11 @@ class SlotCache:
             cache, n = self.cache, self.cache.length
             dst_t = torch.tensor(dst, device=src.device)
             frm_t = torch.tensor(frm, device=src.device)
-            for kv in (cache.k, cache.v):
-                for buf in kv:
+            for kv in (cache.k, cache.v):  # slot to slot in place: indexing both sides with the index tensors
+                for buf in kv:  # gathered a temporary and scattered it, several times the copying
                     if buf is not None:
-                        buf[dst_t, :, :n] = buf[frm_t, :, :n]
+                        for d, f in zip(dst, frm):
+                            buf[d, :, :n].copy_(buf[f, :, :n])
             if cache.last is not None:  # a decoder with model.prev_token: each row's last token
                 cache.last[dst_t] = cache.last[frm_t]
             if cache.match is not None:  # model.copy: each row's tokens and n-gram hashes
