@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from guitarformer.data.parts import DRUM
-from guitarformer.data.song_tokens import decode_song, encode_song, part_ids, pick_parts, split_song
-from guitarformer.generation.band import BandAsk, accompany_rows, band_parts
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.vocab.parts import DRUM
+from guitarformer.data.band import pick_parts
+from guitarformer.vocab.song_tokens import decode_song, encode_song, part_ids, split_song
+from guitarformer.compose.band import BandAsk, accompany_rows, band_parts
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.bars import bar_starts, count_bars
 from guitarformer.music.guitar import BASS_TUNING, MAX_FRET, STANDARD_TUNING, fret_of
 from guitarformer.readers import read_song

@@ -7,7 +7,7 @@
     python benchmarks/bench_constraint.py --replay --rows 32    # ... for 32 riffs at once (a batch's masks)
 
 Each ask is a `guitarformer sample` command line run in-process (one riff, batch 1, its own bars, guards, form and
-guidance, as a user gets them). The constraint's methods (`start`, `mask`, `update`, `steer`: generation/constraint.py)
+guidance, as a user gets them). The constraint's methods (`start`, `mask`, `update`, `steer`: generation/constraint/guitar.py)
 and the draw (`sample_next`) are timed inside `generate`; the rest of `generate` is the model's steps and the loop.
 "constraint cost" is generate's time over generate's time less the constraint's: what the constraint multiplies a riff's
 sampling time by. The numbers are per token drawn, best of `--repeat` calls by generate's time. To compare two trees,
@@ -18,7 +18,7 @@ recorded once, then replayed on the same constraint `--rounds` times with nothin
 cost, µs a token, best round, without the model's steps' noise (or their caches: inside `generate` the same work costs
 about twice as much, docs/results/BENCH_SAMPLE.md). For comparing two versions of the constraint's code. `--rows N`: each ask
 with `--num-samples N` (N riffs drawn together), µs a step of N rows: the constraint's host side at a batch, which
-is also what a model on a GPU waits for up to 64 rows (generation/engine.py `_deciding_device`).
+is also what a model on a GPU waits for up to 64 rows (generation/decode/engine.py `_deciding_device`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ ASKS = {
 
 def timers() -> dict[str, float]:
     """Wrap the constraint's methods, the draw and generate with timers; returns the accumulator."""
-    from guitarformer.generation import engine
-    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.decode import engine
+    from guitarformer.generation.constraint.guitar import GuitarConstraint
 
     acc: dict[str, float] = defaultdict(float)
 
@@ -68,7 +68,7 @@ def timers() -> dict[str, float]:
     for name in ("start", "mask", "update", "steer"):
         wrap(GuitarConstraint, name, "constraint")
     wrap(engine, "sample_next", "draw")
-    from guitarformer.generation import riffs  # what `sample` calls generate through (imported there by name)
+    from guitarformer.compose import riffs  # what `sample` calls generate through (imported there by name)
 
     wrap(riffs, "generate", "generate")
     return acc
@@ -78,7 +78,7 @@ def replay(args) -> None:
     """Record each ask's constraint calls, replay them `args.rounds` times (best round, µs a step: a token of each of
     `args.rows` rows)."""
     from guitarformer.cli import main as cli
-    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.constraint.guitar import GuitarConstraint
 
     names = ("start", "mask", "update", "steer")
     plain = {n: getattr(GuitarConstraint, n) for n in names}

@@ -1,6 +1,6 @@
 """Control adherence, as MIDI-GPT reports it, with and without the sampler's guards: for each control and each value
-a run learned (its training data's, data/seen.py), sample riffs asking for it, compute the attribute from the notes
-the riffs decode to (the functions of data/controls.py that made the training tokens: estimate_key,
+a run learned (its training data's, vocab/seen.py), sample riffs asking for it, compute the attribute from the notes
+the riffs decode to (the functions of vocab/controls.py that made the training tokens: estimate_key,
 controls_per_bar over notes_of), and report the share equal to the request, guarded and unguarded, beside the share
 of riffs sampled without any control that happen to have it (chance).
 
@@ -12,7 +12,7 @@ listed, not measured. Tuning is not measured: the run's data has one tuning, and
 string of it. Style is measured by its meter (the time signature most of the style's training bars have, which the
 guard asks for where the user names none); what the notes sound like is left to a style classifier.
 
-The key guard's settings (generation/guards.py: `--key-strength` off a pitch outside the scale, `--tonic-bonus` onto
+The key guard's settings (generation/constraint/guards.py: `--key-strength` off a pitch outside the scale, `--tonic-bonus` onto
 the tonic at a bar's first note, `--profile-weight` on the scale's other degrees) can be swept here; the key rows also
 give what the riffs sound like (pitch classes per riff, pitch-class entropy in bits, the share of notes repeating the
 previous pitch), beside the same for the run's val tunes cut into segments of `--bars` bars (the bar length of
@@ -22,7 +22,7 @@ their first time signature), so that a guard which reaches the key by droning on
         [--out docs/results/CONTROLS.md]
 
 `--form auto` draws each riff's form from the run's tunes (of the asked style) as `sample` does by default
-(generation/form.py); `none` (the default, as the published table was measured) leaves the form to the model.
+(compose/form.py); `none` (the default, as the published table was measured) leaves the form to the model.
 
 Small settings on a CPU: --bars 2 --num-samples 2 --controls density,tempo.
 """
@@ -42,20 +42,20 @@ import torch
 from guitarformer.app.loaded import load_run_once
 from guitarformer.app.prompt import tokens_per_bar
 from guitarformer.app.sample import GUIDANCE
-from guitarformer.data.controls import (BAR, PlayedNote, control, controls_per_bar, estimate_key, notes_of,
+from guitarformer.vocab.controls import (BAR, PlayedNote, control, controls_per_bar, estimate_key, notes_of,
                                         option_controls, position_value)
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.data.dataset import TokenSplit
-from guitarformer.data.tab_tokens import has_controls
-from guitarformer.data.tokenization import decode
+from guitarformer.vocab.tab_tokens import has_controls
+from guitarformer.vocab.tokenization import decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, pitch_class_entropy
-from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS, GuardSpec
-from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs, riff_forms
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.compose.conditioning import conditions
+from guitarformer.generation.constraint.guards import KEY_STRENGTH, PROFILE_WEIGHT, TONIC_BONUS, GuardSpec
+from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs, riff_forms
+from guitarformer.generation.decode.sampling import SamplingParams
 
-# Control name in the table -> the registered control its values are measured as (data/controls.py); the hand
+# Control name in the table -> the registered control its values are measured as (vocab/controls.py); the hand
 # position's row is "position", and style is measured by its meter (below).
 MEASURED = {("position" if option == "hand_position" else option): c.name
             for option, c in option_controls().items() if c.name != "Style"}
@@ -317,7 +317,7 @@ def report(args, loaded, names, modes, rows, base, seconds, ref: dict | None = N
     run = args.run or "the shipped model"
     lines = ["# Control adherence", "",
              "How often a riff asked for a control value has it, measured from its notes with the functions that "
-             "made the training tokens (data/controls.py), with the sampler's guards (generation/guards.py, the "
+             "made the training tokens (vocab/controls.py), with the sampler's guards (generation/constraint/guards.py, the "
              "default) and without (`--no-guard`), beside riffs sampled without controls (chance). Written by "
              "`benchmarks/bench_controls.py` (its docstring says what is counted); values the run's training data "
              "never held are refused by `sample` and listed below the tables.", "",

@@ -1,7 +1,7 @@
 """How `guitarformer infill` should choose among its candidate fills: ranking rules compared on the same fills.
 
 For each run and seed, the spans `bench_infill.py` measures (random 1-4 bar spans of the val pieces, bars on both
-sides); for each span `--candidates` fills drawn side by side as the command draws them (generation/infill.py
+sides); for each span `--candidates` fills drawn side by side as the command draws them (compose/infill.py
 `draw_fills`), each scored by the model as it is drawn; each rule keeps one, and the kept fills' OA against the true
 bars (pitch / duration / onset-in-bar, the kernel-density OA of issue #26) is averaged over the spans, beside
 copying the bars before the gap. Every rule sees the same candidates, so their differences are the rules'.
@@ -26,9 +26,9 @@ from bench_infill import bars_before, fill_spans, span_split  # noqa: E402
 from harness import table, write_section  # noqa: E402
 
 from guitarformer.evaluation.features import overlap_area  # noqa: E402
-from guitarformer.generation.infill import Gap, bar_notes, check_infill_run, draw_fills, rank_fills  # noqa: E402
-from guitarformer.generation.riffs import Draws  # noqa: E402
-from guitarformer.generation.sampling import SamplingParams  # noqa: E402
+from guitarformer.compose.infill import Gap, bar_notes, check_infill_run, draw_fills, rank_fills  # noqa: E402
+from guitarformer.compose.riffs import Draws  # noqa: E402
+from guitarformer.generation.decode.sampling import SamplingParams  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.runtime import resolve_device  # noqa: E402

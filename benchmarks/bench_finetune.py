@@ -38,10 +38,10 @@ import torch
 
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 from guitarformer.config import load_config, set_values
-from guitarformer.data.controls import controls_per_bar, notes_of
+from guitarformer.vocab.controls import controls_per_bar, notes_of
 from guitarformer.data.dataset import PLAIN, DecoderWindows, TokenSplit, note_ids
 from guitarformer.data.prepare import prepare
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll
 from guitarformer.readers import read_guitar
@@ -137,7 +137,7 @@ class Notes:
 
 def measured(gs, bars: int | None = None) -> Notes:
     """What a guitar part's notes are like: its rest share over `bars` bars (None: the bars its notes reach), its
-    leaps and each bar's control values (data/controls.py)."""
+    leaps and each bar's control values (vocab/controls.py)."""
     tpq = gs.score.ticks_per_quarter
     sigs = [(ts.time, ts.numerator, ts.denominator) for ts in gs.score.time_signatures] or [(0, 4, 4)]
     bar_ticks = tpq * 4 * sigs[0][1] // sigs[0][2]

@@ -10,7 +10,7 @@ extension, so a song's .gp3/.gp4/.gp5 copies land together): half 0 is for train
 scored here. Parts are de-duplicated by their notes and fingering, then every Nth is kept (`--every`).
 Sources: classtab's ASCII tabs, Guitar Pro 3-5 files (the two sources of docs/results/FRETTING.md) and Guitar Pro 6-8
 files. Agreement is counted in token space on the same notes for the model and fret()
-(guitarformer/evaluation/fingering.py: the model re-chooses every note's string of the part encoded with the
+(guitarformer/fingering/agreement.py: the model re-chooses every note's string of the part encoded with the
 human fingering, in the run's tab layout: 2, a String on every note, or 3, a String only off the lowest-fret
 string; dead notes and natural harmonics are left out).
 """
@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_fretting import half as _part_half  # noqa: E402  (the split must be exactly the fretting benchmark's)
 
-from guitarformer.evaluation.fingering import (Agreement, has_human_fingering, part_ids, score_parts,
+from guitarformer.fingering.agreement import (Agreement, has_human_fingering, part_ids, score_parts,
                                                score_parts_combined)  # noqa: E402
-from guitarformer.generation.fingering import BEAM  # noqa: E402
+from guitarformer.fingering.tab_model import BEAM  # noqa: E402
 from guitarformer.readers import read_guitar  # noqa: E402
 
 NOTES = "<!-- notes: kept when the script rewrites this page -->"
@@ -152,8 +152,8 @@ def main() -> None:
 
     import torch
 
-    from guitarformer.data.tab_tokens import implied_strings
-    from guitarformer.generation.fingering import check_fingering_run
+    from guitarformer.vocab.tab_tokens import implied_strings
+    from guitarformer.fingering.tab_model import check_fingering_run
     from guitarformer.runs import load_run
     from guitarformer.runtime import resolve_device
 
@@ -244,7 +244,7 @@ batches of {args.batch_size} rows; on {dev.type}
 {table}
 
 Accuracy = share of notes whose (string, fret) equals the human tab's, for the model and for fret() on the same
-notes. How it is counted (guitarformer/generation/fingering.py): each part is encoded with its human fingering;
+notes. How it is counted (guitarformer/fingering/tab_model.py): each part is encoded with its human fingering;
 the model reads those tokens with teacher forcing except the strings, which it chooses itself at each note among
 the strings the guitar allows (a string that sounds the pitch in the part's tuning and capo, free at that onset,
 and leaving the onset's later notes strings of their own) and then reads back: a String token, or in layout 3,
@@ -257,7 +257,7 @@ window's end. With the pitch the same, the same string means the same fret. Dead
 left out (their string and fret are not a fretted pitch), as in benchmarks/bench_fretting.py, and so are notes
 whose human string cannot sound their pitch.
 
-`fret() + model xW` (guitarformer/generation/fret_model.py, issue #25): fret()'s own Viterbi over the whole part,
+`fret() + model xW` (guitarformer/fingering/combined.py, issue #25): fret()'s own Viterbi over the whole part,
 with W x -log p(string) from the model added to each note's cost. The log-probabilities come from one
 teacher-forced pass over the part as fret() fingers it (renormalised over the strings), so the model's
 ear for the idiom and fret()'s hand (shifts, stretches, positions, the notes ahead) decide together. W was chosen

@@ -29,11 +29,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from guitarformer.fretting import DEFAULT_COSTS, DISTORTED_PROGRAMS, fingering_features, fret, fret_lowest, FretCosts  # noqa: E402
-from guitarformer.fretting import piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
-from guitarformer.fretting.costs import N_FROM_FIRST, PIECE0, N_FEATURES, WEIGHTS_FILE
-from guitarformer.fretting.notes import group_onsets as _group_onsets
-from guitarformer.fretting.viterbi import _decode, _piece_table
+from guitarformer.fingering import DEFAULT_COSTS, DISTORTED_PROGRAMS, fingering_features, fret, fret_lowest, FretCosts  # noqa: E402
+from guitarformer.fingering import piece_table  # noqa: E402  (fitting needs the decoder with gold paths)
+from guitarformer.fingering.costs import N_FROM_FIRST, PIECE0, N_FEATURES, WEIGHTS_FILE
+from guitarformer.fingering.notes import group_onsets as _group_onsets
+from guitarformer.fingering.viterbi import _decode, _piece_table
 
 # (name, tuning lowest first, capo, notes (onset, dur, sounding pitch), human (string, fret from the capo))
 Part = tuple[str, tuple[int, ...], int, list[tuple[int, int, int]], list[tuple[int, int]]]
@@ -195,7 +195,7 @@ def nn_split(part: Part) -> bool:
 
 
 def save_weights(key_first: str, first: FretCosts, key_second: str, second: FretCosts) -> None:
-    """Write a refit into guitarformer/fretting/weights.json (the weights fret() loads), keeping the other entries."""
+    """Write a refit into guitarformer/fingering/weights.json (the weights fret() loads), keeping the other entries."""
     data = json.loads(WEIGHTS_FILE.read_text())
     data[key_first], data[key_second] = first.vector().tolist(), second.vector().tolist()
     WEIGHTS_FILE.write_text(json.dumps(data, indent=1) + "\n")
@@ -203,13 +203,13 @@ def save_weights(key_first: str, first: FretCosts, key_second: str, second: Fret
 
 
 def train_nn(parts: list[Part], epochs: int, out: Path, weights=(0.0, 0.5, 1.0, 1.5, 2.0, 3.0)) -> float:
-    """Train guitarformer/fretting/string_model.py's string model on the fit half (less its validation eighth), save it to
+    """Train guitarformer/fingering/string_model.py's string model on the fit half (less its validation eighth), save it to
     `out`, and return the nn_weight that scores best on that validation eighth."""
     import dataclasses
 
     import torch
 
-    from guitarformer.fretting import string_model
+    from guitarformer.fingering import string_model
 
     torch.set_num_threads(1)
     fit_parts = [p for p in parts if half(p) == 0]
@@ -223,7 +223,7 @@ def train_nn(parts: list[Part], epochs: int, out: Path, weights=(0.0, 0.5, 1.0, 
         hit, n, _ = score(va, fret, costs=dataclasses.replace(DEFAULT_COSTS, nn_weight=w))
         print(f"nn_weight {w}: {hit / max(n, 1):.2%} on the validation eighth of the fit half ({n} notes)", flush=True)
         best = max(best, (hit / max(n, 1), w))
-    print(f"best nn_weight: {best[1]} (set FretCosts.nn_weight in guitarformer/fretting/costs.py)")
+    print(f"best nn_weight: {best[1]} (set FretCosts.nn_weight in guitarformer/fingering/costs.py)")
     return best[1]
 
 
@@ -358,8 +358,8 @@ def write_doc(path: Path, rows, dist, n_gp, gp_bad, n_tab, tab_bad) -> None:
 Command (from the repository root, with the shared data checked out beside it):
 
     python benchmarks/bench_fretting.py               # scores, writes this file
-    python benchmarks/bench_fretting.py --fit         # refits both passes on the fit half into fretting/weights.json, prints the table
-    python benchmarks/bench_fretting.py --train-nn    # trains the learned string model (guitarformer/fretting/string_model.pt)
+    python benchmarks/bench_fretting.py --fit         # refits both passes on the fit half into fingering/weights.json, prints the table
+    python benchmarks/bench_fretting.py --train-nn    # trains the learned string model (guitarformer/fingering/string_model.pt)
     python benchmarks/bench_fretting.py --fit-distorted    # refits the distorted-guitar costs (programs 29-30)
     python benchmarks/bench_fretting.py --human-agreement  # how often two versions of one piece agree
 
@@ -370,7 +370,7 @@ same script on the same notes. Parts are de-duplicated by note content; ties, de
 Files read: {n_gp} GP files ({gp_bad} unreadable), {n_tab} ASCII tabs ({tab_bad} skipped/unreadable).
 
 Files are split in two halves by a hash of the file name without its extension (the GP test suites
-hold one song as .gp3/.gp4/.gp5; those copies stay in one half). The weights in `guitarformer/fretting/weights.json` and the learned
+hold one song as .gp3/.gp4/.gp5; those copies stay in one half). The weights in `guitarformer/fingering/weights.json` and the learned
 string model (`string_model.pt`) were fit on half 0 only; **half 1 is held out** and is the number to quote. Half-0 rows are in-sample.
 Held out, pooled over both sources: fret() **{pooled:.1%}**, lowest-fret {pooled_base:.1%}.
 
@@ -393,7 +393,7 @@ Transformer fretting model 81.6%, the lowest-fret rule 79.2%, Guitar Pro 8's own
 (assignments of its notes to distinct strings; the 16 cheapest by chord cost kept: the human fingering is
 among them for 100.0% of classtab onsets and 99.8% of GP onsets, so widening the beam cannot help). A
 fingering's cost is `FretCosts.vector() @ fingering_features(...)` plus two fixed terms (1000 per note left
-without a string, 50 for a chord spanning more than 5 frets). The features (`guitarformer/fretting/costs.py` names them) are counts:
+without a string, 50 for a chord spanning more than 5 frets). The features (`guitarformer/fingering/costs.py` names them) are counts:
 
 - per note: fret (0..24, one-hot), tab string (1..8), string x fret region (open, 1-4, 5-8, 9-12, 13+),
   string x fret (one-hot);
@@ -413,7 +413,7 @@ without a string, 50 for a chord spanning more than 5 frets). The features (`gui
   pass 1 put the previous / next note of this pitch on that string, and the share of the part's notes
   and of the notes within 8 onsets that pass 1 played in the candidate's fret region.
 
-Learned string model (`guitarformer/fretting/string_model.py`, weights `guitarformer/fretting/string_model.pt`, 136,775 parameters):
+Learned string model (`guitarformer/fingering/string_model.py`, weights `guitarformer/fingering/string_model.pt`, 136,775 parameters):
 a 2-layer bidirectional GRU (64 units per direction) over the part's notes in onset order (highest first within
 a chord). Inputs per note, all relative to the tuning and capo so any tuning of up to 7 strings works: which tab
 strings can play it and at which fret, its pitch, the number of playable strings, onset gaps to the previous and
@@ -437,7 +437,7 @@ Weights are fit by an averaged structured perceptron (`--fit`: 3 epochs over 32-
 parts; the human fingering is added to the candidates; where the decoded fingering differs, weights move
 by 0.05 x (features(decoded) - features(human))), first for pass 1 (`_FIRST`), then, with pass-1 piece
 features computed by that pass-1 model on each whole part, for pass 2 (`_FITTED`). They ship as data,
-`guitarformer/fretting/weights.json`, which `--fit` / `--fit-distorted` rewrite. Tests check that each pass's Viterbi returns the brute-force minimum of
+`guitarformer/fingering/weights.json`, which `--fit` / `--fit-distorted` rewrite. Tests check that each pass's Viterbi returns the brute-force minimum of
 its cost on short lines (with the hand window switched off: it is path-dependent state that the Viterbi
 carries along the best path, so the DP is exact only without it; a second test checks the decoded cost
 with it is no worse than pass 1's or lowest-fret's and near the brute-force minimum). Two passes cost

@@ -34,14 +34,14 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.app.requests import InfillRequest
-from guitarformer.data.controls import control_kinds
+from guitarformer.vocab.controls import control_kinds
 from guitarformer.data.dataset import TokenSplit
-from guitarformer.data.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
+from guitarformer.vocab.infill import MAX_SPAN_BARS, FillIds, decoder_layout, seq2seq_layout, split_bars
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import overlap_area
-from guitarformer.generation.infill import Gap, bar_notes, check_infill_run, plan, sample_fill
-from guitarformer.generation.riffs import Draws
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.compose.infill import Gap, bar_notes, check_infill_run, plan, sample_fill
+from guitarformer.compose.riffs import Draws
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.models.loss import token_stats
 from guitarformer.music.guitar import STANDARD_TUNING
 from guitarformer.runs import load_run
@@ -196,7 +196,7 @@ def write_doc(rows: list[dict], out: Path, command: str) -> None:
         "and onset-in-bar distributions, filled bars vs the real ones, per span, averaged; in brackets the same for",
         "the bars right before the span (copying the left side). Fills are sampled as `guitarformer infill` samples",
         "them: the run's sampling settings, `fills drawn` candidates side by side, the one ranked first kept",
-        "(generation/infill.py `rank_fills`: its fit to the bars around the gap, and the model's likelihood).",
+        "(compose/infill.py `rank_fills`: its fit to the bars around the gap, and the model's likelihood).",
         "",
         f"    {command}",
         "",

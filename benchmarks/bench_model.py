@@ -163,7 +163,7 @@ def default_model_mfu(args: argparse.Namespace) -> dict:
     plus attention; the report gives attention both as computed under the causal mask (6 * n_layer * C * T:
     SDPA skips the masked half) and as PaLM counts it (12 * n_layer * C * T)."""
     from guitarformer.config import load_config
-    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.vocab.tokenization import build_tokenizer
     from guitarformer.runtime import cpu_has_fast_bf16
 
     cfg = load_config(None)

@@ -26,7 +26,7 @@ from harness import Timer, table
 
 from guitarformer.config import DataConfig
 from guitarformer.data.prepare import prepare
-from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.vocab.tokenization import build_tokenizer
 
 
 def plain_miditok(files: list[Path], tok) -> tuple[int, int]:

@@ -33,7 +33,7 @@ from harness import write_section  # noqa: E402
 
 from guitarformer.config import load_config  # noqa: E402
 from guitarformer.data.dataset import TokenSplit  # noqa: E402
-from guitarformer.data.tokenization import load_tokenizer  # noqa: E402
+from guitarformer.vocab.tokenization import load_tokenizer  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.runtime import autocast_ctx, resolve_dtype  # noqa: E402

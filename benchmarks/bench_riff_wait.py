@@ -33,7 +33,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from guitarformer.app import SampleRequest, load_run_once, sample, warm_up
-    from guitarformer.data.tab_tokens import has_controls
+    from guitarformer.vocab.tab_tokens import has_controls
 
     loaded = load_run_once(args.run, None, "cpu")
     with Timer() as t:

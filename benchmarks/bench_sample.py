@@ -30,8 +30,8 @@ def remi_prompt(tok, n: int, shift: int = 0) -> list[int]:
     """n ids of a real riff in the tokenizer's own layout (so the constraint's state is a real one); tab
     tokenizers get the riff fretted by `fret()`, as `prepare` does for MIDI. `shift`: another riff of the same
     rhythm, its pitch pattern moved (a batch's rows differ, as riffs do: rows of one prompt would share its cache)."""
-    from guitarformer.data.tokenization import encode, is_tab_tokenizer
-    from guitarformer.fretting.viterbi import fret
+    from guitarformer.vocab.tokenization import encode, is_tab_tokenizer
+    from guitarformer.fingering.viterbi import fret
     from guitarformer.music.score import GuitarScore
 
     s = symusic.Score(480)
@@ -128,11 +128,11 @@ def main() -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from guitarformer.config import DataConfig, ModelConfig
-    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.vocab.tokenization import build_tokenizer
     from guitarformer.models import build_model
-    from guitarformer.generation.constraint import GuitarConstraint, constraint_device
-    from guitarformer.generation.engine import generate
-    from guitarformer.generation.sampling import SamplingParams
+    from guitarformer.generation.constraint.guitar import GuitarConstraint, constraint_device
+    from guitarformer.generation.decode.engine import generate
+    from guitarformer.generation.decode.sampling import SamplingParams
 
     dev = torch.device(args.device)
     torch.manual_seed(0)
@@ -182,7 +182,7 @@ def main() -> None:
             # rows), against "cons" above, which keeps it on the GPU
             fns["home"] = lambda: generate(ours, idx, SamplingParams(n), generator=gen,
                                            constraint=GuitarConstraint(tok, device=constraint_device(dev, B)))
-        if args.compile:  # the compiled step (generation/compiled.py; on CUDA compiled, then captured)
+        if args.compile:  # the compiled step (generation/decode/compiled.py; on CUDA compiled, then captured)
             fns["compiled"] = lambda: generate(ours, idx, SamplingParams(n, compile=True), generator=gen)
             fns["compiled_cons"] = lambda: generate(ours, idx, SamplingParams(n, compile=True), generator=gen,
                                                     constraint=GuitarConstraint(tok, device=constraint_device(dev, B)))
@@ -217,7 +217,7 @@ def main() -> None:
           lambda r: [f"{r['home']:.0f}", f"{r['ours'] / r['home']:.2f}x", f"{r['home'] / r['hf']:.2f}x",
                      f"{r['home'] / r['cons']:.2f}x"])
     extra(rows, "compiled", "Ours with the one-token step compiled (`SamplingParams(compile=True)`, "
-          "generation/compiled.py; on CUDA compiled, then captured; the constraint where `sample` keeps it; the "
+          "generation/decode/compiled.py; on CUDA compiled, then captured; the constraint where `sample` keeps it; the "
           "compiling is in the warm-up):",
           ["ours compiled", "ours compiled + constraint", "compiled/HF", "compiled + constraint/HF",
            "compiled / not (plain)", "compiled / not (constraint)"],

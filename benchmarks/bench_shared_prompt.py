@@ -1,4 +1,4 @@
-"""Rows of one prompt reading it once: what `KVCache.sharing` saves (generation/engine.py SHARED_KEYS_MIN).
+"""Rows of one prompt reading it once: what `KVCache.sharing` saves (generation/decode/engine.py SHARED_KEYS_MIN).
 
     python benchmarks/bench_shared_prompt.py                            # the sweep: rows x prompt tokens, shared vs own
     python benchmarks/bench_shared_prompt.py --song S.gp5 --bars 5-8 --tree /path/to/other/checkout --runs 3
@@ -27,9 +27,9 @@ import torch
 
 
 def sweep(args) -> None:
-    from guitarformer.generation import engine
-    from guitarformer.generation.constraint import GuitarConstraint
-    from guitarformer.generation.sampling import SamplingParams
+    from guitarformer.generation.decode import engine
+    from guitarformer.generation.constraint.guitar import GuitarConstraint
+    from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.runs import load_run
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_string_rules.py DATASET [DATASET ...] [--split val]
 
-Tab layout 3 (data/tab_tokens.py) writes a note's String only where the note leaves its lowest-fret string, a rule
+Tab layout 3 (vocab/tab_tokens.py) writes a note's String only where the note leaves its lowest-fret string, a rule
 of the pitch alone. A guitarist's string mostly follows the hand instead: the fret nearest to where the hand is.
 This script reads a prepared TabREMI dataset (the human or fret() fingering its files carry), notes in token order
 with their strings, and counts the share of notes each rule names right, i.e. the notes that would need no String:
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from guitarformer.data.dataset import TokenSplit, dataset_tokenizer  # noqa: E402
-from guitarformer.data.tab_tokens import closes_note, decode_tab, lowest_fret_string, strip_controls  # noqa: E402
+from guitarformer.vocab.tab_tokens import closes_note, decode_tab, lowest_fret_string, strip_controls  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, fret_of  # noqa: E402
 
 HAND_NOTES = 2  # fretted notes of the bar the hand position averages

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from guitarformer import IGNORE_INDEX  # noqa: E402
 from guitarformer.data.dataset import PLAIN, DecoderWindows, TokenSplit, note_ids  # noqa: E402
-from guitarformer.data.tokenization import load_tokenizer  # noqa: E402
+from guitarformer.vocab.tokenization import load_tokenizer  # noqa: E402
 from guitarformer.models.kinds import kind_of  # noqa: E402
 from guitarformer.models.loss import nll  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness
 
 from guitarformer.config import DataConfig  # noqa: E402
-from guitarformer.data.controls import PREFIX as CTRL_PREFIX, control_type  # noqa: E402
-from guitarformer.data.tab_tokens import (  # noqa: E402
+from guitarformer.vocab.controls import PREFIX as CTRL_PREFIX, control_type  # noqa: E402
+from guitarformer.vocab.tab_tokens import (  # noqa: E402
     LAYOUT_PARAM,
     canonical,
     lowest_fret_string,
@@ -44,9 +44,9 @@ from guitarformer.data.tab_tokens import (  # noqa: E402
     resolve_strings,
     technique_tokens,
 )
-from guitarformer.data.tokenization import build_tokenizer, encode, load_tokenizer  # noqa: E402
+from guitarformer.vocab.tokenization import build_tokenizer, encode, load_tokenizer  # noqa: E402
 from guitarformer.errors import SkipFile  # noqa: E402
-from guitarformer.fretting import fret  # noqa: E402
+from guitarformer.fingering import fret  # noqa: E402
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, fret_of  # noqa: E402
 from guitarformer.music.score import PLAIN, GuitarScore  # noqa: E402
 from guitarformer.readers import detect_format, read_guitar  # noqa: E402

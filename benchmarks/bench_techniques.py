@@ -23,9 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from guitarformer.data.dataset import TokenSplit  # noqa: E402
-from guitarformer.data.tab_tokens import is_tab_tokenizer  # noqa: E402
-from guitarformer.generation.riffs import Draws, generate_riffs  # noqa: E402
-from guitarformer.generation.sampling import SamplingParams  # noqa: E402
+from guitarformer.vocab.tab_tokens import is_tab_tokenizer  # noqa: E402
+from guitarformer.compose.riffs import Draws, generate_riffs  # noqa: E402
+from guitarformer.generation.decode.sampling import SamplingParams  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.runtime import resolve_device  # noqa: E402
 

@@ -32,9 +32,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tokenization import build_tokenizer, encode
-from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.generation.grammar import NO_PITCH
+from guitarformer.vocab.tokenization import build_tokenizer, encode
+from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.grammar import NO_PITCH
 from guitarformer.readers import detect_format, read_guitar
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,8 +168,8 @@ def time_steps(tok, seq: list[int], B: int, repeat: int = 3) -> float:
 def time_generate(tok, seq: list[int], B: int, new: int = 64, repeat: int = 3) -> float:
     """Generated tokens per second with the constraint, decoder-small dims (6 layers, C=192), a 64-token prompt."""
     from guitarformer.config import ModelConfig
-    from guitarformer.generation.engine import generate
-    from guitarformer.generation.sampling import SamplingParams
+    from guitarformer.generation.decode.engine import generate
+    from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.models import build_model
 
     torch.manual_seed(0)

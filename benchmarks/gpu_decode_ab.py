@@ -7,7 +7,7 @@
 
 `overlap`: both engines compiled (`SamplingParams(compile=True)`), the constraint where `sample` keeps it
 (`constraint_device`), fp32 and bf16 weights, three alternating rounds (best shown), and whether both wrote the same
-tokens. OLD_ENGINE.py: `git show REV:guitarformer/generation/engine.py > OLD_ENGINE.py`.
+tokens. OLD_ENGINE.py: `git show REV:guitarformer/generation/decode/engine.py > OLD_ENGINE.py`.
 `tuning`: generation/compiled.CUDA_OPTIONS (inductor's options for the step a GPU captures) as they are, empty, and
 with `--extra` options added, each compiled afresh; tokens/s plain and with the constraint on the host, GPU time a
 token (torch.profiler, kernels' self time over 128 tokens and their prefill) and the first call's seconds (the
@@ -29,10 +29,10 @@ from bench_sample import remi_prompt  # noqa: E402
 from gpu_profile_step import base_models  # noqa: E402
 
 from guitarformer.config import DataConfig  # noqa: E402
-from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
-from guitarformer.generation import compiled, engine  # noqa: E402
-from guitarformer.generation.constraint import GuitarConstraint, constraint_device  # noqa: E402
-from guitarformer.generation.sampling import SamplingParams  # noqa: E402
+from guitarformer.vocab.tokenization import build_tokenizer  # noqa: E402
+from guitarformer.generation.decode import compiled, engine  # noqa: E402
+from guitarformer.generation.constraint.guitar import GuitarConstraint, constraint_device  # noqa: E402
+from guitarformer.generation.decode.sampling import SamplingParams  # noqa: E402
 
 
 class Bench:

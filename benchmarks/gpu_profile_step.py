@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sample import remi_prompt  # noqa: E402
 
 from guitarformer.config import DataConfig, ModelConfig  # noqa: E402
-from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
-from guitarformer.generation.constraint import GuitarConstraint  # noqa: E402
-from guitarformer.generation.engine import generate  # noqa: E402
-from guitarformer.generation.sampling import SamplingParams  # noqa: E402
+from guitarformer.vocab.tokenization import build_tokenizer  # noqa: E402
+from guitarformer.generation.constraint.guitar import GuitarConstraint  # noqa: E402
+from guitarformer.generation.decode.engine import generate  # noqa: E402
+from guitarformer.generation.decode.sampling import SamplingParams  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """Per-bar control statistics of real guitar parts and the built-in corpus: the density tertiles that set
-guitarformer.data.controls.DENSITY_THRESHOLDS, and how often each bar value occurs with them.
+guitarformer.vocab.controls.DENSITY_THRESHOLDS, and how often each bar value occurs with them.
 
 Usage: python benchmarks/measure_controls.py [--files 300] [--corpus-files 10] [--data ../shared/data/guitar]
 Bars are read the way training sees them: through TabREMI's tokens (quantised), one value per bar with notes.
@@ -17,11 +17,11 @@ import miditok
 import numpy as np
 
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import BAR, bar_controls, control_names
+from guitarformer.vocab.controls import BAR, bar_controls, control_names
 from guitarformer.data.corpus import build_corpus
-from guitarformer.data.tab_tokens import TabREMI, bar_notes, control_params
-from guitarformer.data.tokenization import encode, tokenizer_params
-from guitarformer.fretting import fret
+from guitarformer.vocab.tab_tokens import TabREMI, bar_notes, control_params
+from guitarformer.vocab.tokenization import encode, tokenizer_params
+from guitarformer.fingering import fret
 from guitarformer.readers import read_guitar
 
 SUFFIXES = (".gp3", ".gp4", ".gp5", ".gpx", ".gp", ".txt", ".mid")

@@ -46,15 +46,15 @@ _API = {
     "read_song_contained": "guitarformer.readers.contained",
     "Song": "guitarformer.music.song",
     "read_guitar_contained": "guitarformer.readers.contained",
-    "fret": "guitarformer.fretting",
+    "fret": "guitarformer.fingering",
     "write_midi": "guitarformer.render.midi",
     "write_ascii_tab": "guitarformer.render.ascii_tab",
     "render_ascii_tab": "guitarformer.render.ascii_tab",
     "write_gp5": "guitarformer.render.gp5",
     "build_model": "guitarformer.models",
     "load_run": "guitarformer.runs",
-    "generate": "guitarformer.generation.engine",
-    "SamplingParams": "guitarformer.generation.sampling",
+    "generate": "guitarformer.generation.decode.engine",
+    "SamplingParams": "guitarformer.generation.decode.sampling",
     "load_run_once": "guitarformer.app",
     "run_info": "guitarformer.app",
     "Outputs": "guitarformer.app",
@@ -74,11 +74,11 @@ _API = {
     "train": "guitarformer.app",
     "evaluate": "guitarformer.app",
     "info": "guitarformer.app",
-    "generate_riffs": "guitarformer.generation.riffs",
-    "Draws": "guitarformer.generation.riffs",
-    "RiffSpec": "guitarformer.generation.riffs",
-    "Controls": "guitarformer.data.controls",
-    "GuitarConstraint": "guitarformer.generation.constraint",
+    "generate_riffs": "guitarformer.compose.riffs",
+    "Draws": "guitarformer.compose.riffs",
+    "RiffSpec": "guitarformer.compose.riffs",
+    "Controls": "guitarformer.vocab.controls",
+    "GuitarConstraint": "guitarformer.generation.constraint.guitar",
     "load_config": "guitarformer.config",
     "GuitarformerError": "guitarformer.errors",
 }
@@ -109,12 +109,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     )
     from guitarformer.config import load_config
     from guitarformer.errors import GuitarformerError
-    from guitarformer.fretting import fret
-    from guitarformer.generation.constraint import GuitarConstraint
-    from guitarformer.generation.engine import generate
-    from guitarformer.data.controls import Controls
-    from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
-    from guitarformer.generation.sampling import SamplingParams
+    from guitarformer.fingering import fret
+    from guitarformer.generation.constraint.guitar import GuitarConstraint
+    from guitarformer.generation.decode.engine import generate
+    from guitarformer.vocab.controls import Controls
+    from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs
+    from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.models import build_model
     from guitarformer.music.guitar import TUNINGS
     from guitarformer.music.score import GuitarScore, Technique

@@ -265,7 +265,7 @@ def sample(out, run_dir, checkpoint, num_samples, max_new_tokens, bars, temperat
     from guitarformer.app import Outputs, SampleRequest
     from guitarformer.app import sample as run_sample
     from guitarformer.app.requests import Sampling
-    from guitarformer.data.controls import Controls
+    from guitarformer.vocab.controls import Controls
 
     outputs = Outputs(midi=out, tab=tab_out, gp=gp_out, wav=wav_out,
                       labels={"midi": "--out", "tab": "--tab", "gp": "--gp", "wav": "--wav"})

@@ -6,7 +6,7 @@ import click
 
 
 class ControlOptions(click.Command):
-    """A command that takes one option per registered control (data/controls.py: its option name and --help text),
+    """A command that takes one option per registered control (vocab/controls.py: its option name and --help text),
     read from the registry whenever the command's parameters are read, so a new control is an option here too; the
     callback gets them as keyword arguments."""
 
@@ -14,7 +14,7 @@ class ControlOptions(click.Command):
 
     @property
     def params(self) -> list[click.Parameter]:
-        from guitarformer.data.controls import option_controls
+        from guitarformer.vocab.controls import option_controls
 
         want, own = option_controls(), self._own  # kept in step with the registry, in place (click appends to it)
         own[:] = [p for p in own if p.name in want or all(p is not made for made in self._made.values())]

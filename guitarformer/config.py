@@ -34,7 +34,7 @@ class DataConfig:
     bpe_model: str = "BPE"  # BPE | Unigram
     transpose: int = 0  # on-the-fly augmentation: random shift in [-transpose, +transpose] semitones
     corpus_limit: int = 0  # built-in corpus: keep the first N tunes (0 = all); for quick tests
-    # Control tokens (data/controls.py: tuning, key, style, per-bar density, polyphony, position, techniques), so a
+    # Control tokens (vocab/controls.py: tuning, key, style, per-bar density, polyphony, position, techniques), so a
     # run can be asked for them at sampling time; tab tokens without BPE only. Each control type is dropped from a
     # training window with probability control_dropout, so any subset (none included) can be asked for.
     controls: bool = False
@@ -49,10 +49,10 @@ class DataConfig:
     # prompt begins. A window drawn anywhere opens there once in ~1,000 tokens: the model otherwise learns how pieces
     # begin only after the piece before (the corpus lists like tunes together), which a riff never has.
     piece_starts: float = 0.0
-    # Bar infilling (data/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
+    # Bar infilling (vocab/infill.py): the share of training windows (decoder) or pairs (encoder-decoder) turned into
     # fill-these-bars examples, so `guitarformer infill` can use the run; tab tokens without BPE. 0 = none.
     infill: float = 0.0
-    # TabREMI's note layout (data/tab_tokens.py): 3 = a String token only where a note leaves its lowest-fret
+    # TabREMI's note layout (vocab/tab_tokens.py): 3 = a String token only where a note leaves its lowest-fret
     # string (0.79x REMI's tokens per note on the corpus); 2 = a String on every note (as many tokens as REMI).
     tab_layout: int = 3
     # The band (data/parts.py): the part roles each piece's one stream carries, bar by bar, e.g. "guitar,bass,drums";

@@ -48,7 +48,7 @@ import symusic
 import torch
 
 from guitarformer.config import Config, load_config
-from guitarformer.data.controls import PlayedNote, estimate_key
+from guitarformer.vocab.controls import PlayedNote, estimate_key
 from guitarformer.data.corpus import (
     COLLECTIONS,
     CORPUS_VERSION,
@@ -60,9 +60,9 @@ from guitarformer.data.corpus import (
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.guitar_corpora import FREEDOOM, classical_credits
 from guitarformer.data.prepare import load_meta
-from guitarformer.data.seen import read_seen, write_seen
-from guitarformer.generation.form import forms_of_dataset, write_forms
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.seen import read_seen, write_seen
+from guitarformer.compose.form import forms_of_dataset, write_forms
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
 from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
 from guitarformer.app.loaded import count_dataset
@@ -207,7 +207,7 @@ def default_meter_by_measure(meter: dict) -> str | None:
 def default_form_by_measure(form: dict, tunes_share: float) -> str | None:
     """The shipped model's default `--form`: "none" (the model's own) or "auto" (a tune's form), whichever gives
     riffs a repeat share nearer the test tunes' (as a ratio: 0.7x and 1.43x are as far); None where a share is
-    missing (then `sample` decides by the model: generation/form.py's rule in app/sample.py)."""
+    missing (then `sample` decides by the model: compose/form.py's rule in app/sample.py)."""
     alone, formed = form.get("samples_repeat_share"), form.get("form_samples_repeat_share")
     if not all(isinstance(x, float) and x > 0 for x in (alone, formed, tunes_share)):
         return None
@@ -216,7 +216,7 @@ def default_form_by_measure(form: dict, tunes_share: float) -> str | None:
 
 def corpus_facts(dataset: Path, limit: int) -> dict:
     """What the prepared corpus is: its styles (tune types) and K: keys, how often the key estimate of
-    data/controls.py agrees with the K: key on the val tunes (the ceiling of key adherence measured by that
+    vocab/controls.py agrees with the K: key on the val tunes (the ceiling of key adherence measured by that
     estimate), and the repeat share of the first 16 bars of the test tunes (their corpus MIDI, as prepared)."""
     summary = json.loads((build_corpus(limit=limit, progress=False) / "corpus.json").read_text())["labels"]
     given = corpus_labels(build_corpus(limit=limit, progress=False))
@@ -483,10 +483,10 @@ def main(argv: list[str] | None = None) -> int:
     card = model_card(scores[0], scores[1:], meta, corpus, args, form, meter)
     exported = export_run(Path(scores[0].run), card, args.out, form, meter)
     exported = replace(exported, bytes=exported.bytes + write_credits(exported.folder))
-    # What the shipped model learned, per control (data/seen.py): `sample` refuses what its data never held.
+    # What the shipped model learned, per control (vocab/seen.py): `sample` refuses what its data never held.
     seen = read_seen(dataset) or count_dataset(dataset, load_tokenizer(dataset / "tokenizer.json").vocab)
     exported = replace(exported, bytes=exported.bytes + write_seen(exported.folder, seen).stat().st_size)
-    # The forms of its training tunes (generation/form.py): what `sample --form auto` draws.
+    # The forms of its training tunes (compose/form.py): what `sample --form auto` draws.
     forms = forms_of_dataset(dataset, load_tokenizer(dataset / "tokenizer.json"))
     if forms is not None:
         exported = replace(exported, bytes=exported.bytes + write_forms(exported.folder, forms).stat().st_size)

@@ -55,7 +55,7 @@ _API = {
     "tab": "guitarformer.app.tab",
     "TrainResult": "guitarformer.app.train",
     "train": "guitarformer.app.train",
-    "Riff": "guitarformer.generation.riffs",
+    "Riff": "guitarformer.compose.riffs",
 }
 
 __all__ = sorted(_API)
@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.app.sample import SampleResult, check_sample_request, read_sample_prompt, sample, warm_up
     from guitarformer.app.tab import TabResult, tab
     from guitarformer.app.train import TrainResult, train
-    from guitarformer.generation.riffs import Riff
+    from guitarformer.compose.riffs import Riff
 
 
 __getattr__ = lazy_names(__name__, _API, globals())

@@ -9,12 +9,13 @@ from pathlib import Path
 from guitarformer.app.files import read_user_parts
 from guitarformer.app.loaded import LoadedRun
 from guitarformer.app.requests import SampleRequest
-from guitarformer.data.parts import PART_ROLES
-from guitarformer.data.song_tokens import check_band, pick_parts
+from guitarformer.vocab.parts import PART_ROLES
+from guitarformer.data.band import pick_parts
+from guitarformer.vocab.song_tokens import check_band
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.band import BandAsk, accompany_rows, band_parts, band_rows
-from guitarformer.generation.riffs import Riff, riff_seed
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.compose.band import BandAsk, accompany_rows, band_parts, band_rows
+from guitarformer.compose.riffs import Riff, riff_seed
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.bars import bar_starts, count_bars
 from guitarformer.music.guitar import BASS_TUNING, STANDARD_TUNING
 from guitarformer.music.score import GuitarScore

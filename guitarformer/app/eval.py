@@ -26,8 +26,8 @@ def _write_json(path: Path, numbers: dict[str, Any], voice: Voice) -> None:
 
 def _fingering(req: EvalRequest, voice: Voice) -> EvalResult:
     """The agreement of a TabREMI decoder's fingering with the tabs under `req.fingering`, per folder and pooled."""
-    from guitarformer.evaluation.fingering import evaluate_folder, format_report
-    from guitarformer.generation.fingering import check_fingering_run
+    from guitarformer.fingering.agreement import evaluate_folder, format_report
+    from guitarformer.fingering.tab_model import check_fingering_run
     from guitarformer.runs import load_run
     from guitarformer.runtime import resolve_device, set_threads, step_work
 

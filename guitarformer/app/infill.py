@@ -1,5 +1,5 @@
 """`infill`: bars i..j of a song written again by a run trained with infilling, spliced into the song at the bar
-lines and in the quantised time the model saw (generation/infill.py lays out and samples the fill)."""
+lines and in the quantised time the model saw (compose/infill.py lays out and samples the fill)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from guitarformer.app.files import UserSong, read_user_song, write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, Sampling, check_outputs
 from guitarformer.app.splice import splice
-from guitarformer.data.controls import PREFIX
-from guitarformer.data.tokenization import decode_guitar
+from guitarformer.vocab.controls import PREFIX
+from guitarformer.vocab.tokenization import decode_guitar
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.infill import Gap, SongBars, check_infill_run, plan, sample_fill, song_bars
-from guitarformer.generation.riffs import Draws
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.compose.infill import Gap, SongBars, check_infill_run, plan, sample_fill, song_bars
+from guitarformer.compose.riffs import Draws
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
 from guitarformer.runtime import set_threads, step_work
 
@@ -42,7 +42,7 @@ def fill_bars(model, tokenizer, cfg, gs: GuitarScore, bars: tuple[int, int], sam
     """Bars `bars` (first, last; 1-based, as `tab` numbers them) of `gs` written again by a run trained with
     infilling, given the bars around them; every other note is kept as it is. `sampling`: the filters (None: the
     run's) and the fill's token budget (None: twice what the bars take in the song); `draws`: the seed and the fills
-    sampled at once, one kept (generation/infill.py `rank_fills`)."""
+    sampled at once, one kept (compose/infill.py `rank_fills`)."""
     first, last = bars
     params = SamplingParams.from_config(cfg.sample, temperature=sampling.temperature, top_k=sampling.top_k,
                                         top_p=sampling.top_p)

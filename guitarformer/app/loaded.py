@@ -15,14 +15,14 @@ import torch
 
 from guitarformer.config import Config
 from guitarformer.errors import GuitarformerError
-from guitarformer.data.controls import option_controls
+from guitarformer.vocab.controls import option_controls
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
-from guitarformer.data.infill import has_fill_tokens
+from guitarformer.vocab.infill import has_fill_tokens
 from guitarformer.data.dataset import TokenSplit
-from guitarformer.data.seen import Seen, from_vocabulary, read_seen, summarize
-from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
-from guitarformer.data.tokenization import bar_ids
-from guitarformer.generation.form import FormCounts, read_forms
+from guitarformer.vocab.seen import Seen, from_vocabulary, read_seen, summarize
+from guitarformer.vocab.tab_tokens import has_controls, is_tab_tokenizer
+from guitarformer.vocab.tokenization import bar_ids
+from guitarformer.compose.form import FormCounts, read_forms
 from guitarformer.music.guitar import GUITAR_PROGRAMS, TUNINGS
 from guitarformer.pretrained import pretrained_dir, shipped_note
 from guitarformer.runs import checkpoint_of, load_run
@@ -44,8 +44,8 @@ class LoadedRun:
     step: int | None  # the optimizer step the checkpoint was saved at
     val_loss: float | None  # the best validation loss the run had reached at that step
     device: torch.device
-    seen: Seen | None = None  # what its training data held, per control (data/seen.py)
-    forms: FormCounts | None = None  # the forms of its training tunes (generation/form.py; None: not at hand)
+    seen: Seen | None = None  # what its training data held, per control (vocab/seen.py)
+    forms: FormCounts | None = None  # the forms of its training tunes (compose/form.py; None: not at hand)
     named: bool = False  # the user named the run or checkpoint (False: the default one was taken)
 
     @property
@@ -165,7 +165,7 @@ def run_info(loaded: LoadedRun) -> RunInfo:
     options = {"bars": always, "temperature": always, "top_p": always, "seed": always,
                "tempo": OptionInfo(True, None, None),  # any number in the range seen (conditioning.check_seen)
                "tuning": OptionInfo(True, None, tunings),
-               # auto, none or letters (generation/form.py): any run (auto is none where its tunes are not at hand)
+               # auto, none or letters (compose/form.py): any run (auto is none where its tunes are not at hand)
                "form": OptionInfo(True, None, None),
                # the sound the file names, not a control: the General MIDI guitars
                "program": OptionInfo(True, None, [str(p) for p in GUITAR_PROGRAMS]),

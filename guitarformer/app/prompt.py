@@ -11,10 +11,10 @@ import numpy as np
 import symusic
 
 from guitarformer.app.files import UserSong, read_user_song
-from guitarformer.data.tab_tokens import is_tab_tokenizer
-from guitarformer.data.tokenization import decode, encode
+from guitarformer.vocab.tab_tokens import is_tab_tokenizer
+from guitarformer.vocab.tokenization import decode, encode
 from guitarformer.errors import GuitarformerError
-from guitarformer.fretting import finger_score
+from guitarformer.fingering import finger_score
 from guitarformer.music.bars import bar_lines, count_bars, signature_at
 from guitarformer.music.score import GuitarScore
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from guitarformer.data.controls import Controls, option_controls
+from guitarformer.vocab.controls import Controls, option_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
 
@@ -56,7 +56,7 @@ class Outputs:
 
 @dataclass
 class Sampling:
-    """How the tokens are drawn, as asked; None takes the run's config `sample` section (generation/sampling.py
+    """How the tokens are drawn, as asked; None takes the run's config `sample` section (generation/decode/sampling.py
     `SamplingParams.from_config`)."""
 
     max_new_tokens: int | None = None  # None: the run's sample.max_new_tokens (`sample`: raised to fit `bars`)
@@ -66,7 +66,7 @@ class Sampling:
     # Classifier-free guidance on the piece's controls (style, key, ...): logits c + g (c - u), u read without them;
     # 0 off; None: GUIDANCE (app/sample.py) where piece controls are asked. `sample` only.
     guidance: float | None = None
-    compile: bool = False  # CPU: the one-token step compiled (generation/compiled.py): seconds once per process
+    compile: bool = False  # CPU: the one-token step compiled (generation/decode/compiled.py): seconds once per process
 
 
 SAMPLING = tuple(f.name for f in fields(Sampling))
@@ -74,7 +74,7 @@ SAMPLING = tuple(f.name for f in fields(Sampling))
 
 def _split_options(cls: type, options: dict[str, Any]) -> dict[str, Any]:
     """`options` (one flat set of names, as the studio's JSON and scripts give them) as `cls`'s fields: the sampling
-    options as its `sampling`, the control options (data/controls.py) as its `controls`, where it has them."""
+    options as its `sampling`, the control options (vocab/controls.py) as its `controls`, where it has them."""
     names = {f.name for f in fields(cls)}
     own = {k: v for k, v in options.items() if k in names}
     sampling = {k: options[k] for k in SAMPLING if k in options}
@@ -111,13 +111,13 @@ class SampleRequest:
     tuning: str | tuple[int, ...] | None = None  # a name or the open strings low to high
     program: int | None = None
     position: int | None = None  # re-finger the tab in this position (index finger at this fret)
-    # A run with controls (data/controls.py's registry: key, style, density, ...). The bar controls take one value
+    # A run with controls (vocab/controls.py's registry: key, style, density, ...). The bar controls take one value
     # for every bar or one per bar range: "1-4:low,5-8:high" (bars from 1; bars past the ranges get none asked).
     controls: Controls = field(default_factory=Controls)
     time_signature: str | None = None  # "7/8"; "auto": drawn per riff (app/sample.py `_meters`); "none": the
     # model's own; None: the run's sample.time_signature, else the model's own
-    guard: bool = True  # steer key, density and a style's meter in the sampler (generation/guards.py)
-    # Which bars repeat an earlier bar (generation/form.py): "auto", a real tune's form, drawn per riff (of the asked
+    guard: bool = True  # steer key, density and a style's meter in the sampler (generation/constraint/guards.py)
+    # Which bars repeat an earlier bar (compose/form.py): "auto", a real tune's form, drawn per riff (of the asked
     # style where one is asked); "none", the model alone; or letters, one per phrase: "AABB". None: auto where the run
     # has its tunes' forms and does not copy by itself (app/sample.py `_forms`), else none, without a warning.
     form: str | None = None

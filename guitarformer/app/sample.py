@@ -14,14 +14,14 @@ from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, Sampling, check_outputs
 from guitarformer.app.splice import continue_part
-from guitarformer.data.controls import Controls, density_value, option_value
-from guitarformer.data.tab_tokens import has_controls
-from guitarformer.data.tokenization import bar_ids, decode, decode_guitar, special_ids
+from guitarformer.vocab.controls import Controls, density_value, option_value
+from guitarformer.vocab.tab_tokens import has_controls
+from guitarformer.vocab.tokenization import bar_ids, decode, decode_guitar, special_ids
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.engine import generate
-from guitarformer.generation.form import Plan, check_form, parse_letters
-from guitarformer.generation.riffs import (
+from guitarformer.compose.conditioning import conditions
+from guitarformer.generation.decode.engine import generate
+from guitarformer.compose.form import Plan, check_form, parse_letters
+from guitarformer.compose.riffs import (
     Draws,
     Riff,
     RiffSpec,
@@ -31,7 +31,7 @@ from guitarformer.generation.riffs import (
     riff_meters,
     sample_rows,
 )
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.models import kinds
 from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import count_bars
@@ -106,7 +106,7 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
 
 def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None,
            tempo: float | None = None):
-    """The request's controls as tokens (generation/conditioning.py), refused where the run never learned them;
+    """The request's controls as tokens (compose/conditioning.py), refused where the run never learned them;
     `meter`: the time signature drawn for the riffs (`_meters`) or held from a prompt (`_held`) in place of the
     request's; `tempo`: the prompt's, where none is asked."""
     ts = meter or (None if req.time_signature in (AUTO_METER, OWN_METER) else req.time_signature)
@@ -156,10 +156,10 @@ def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, st
     """(riff k's time signature at k, None where the request's or the model's hold for every riff; a note for the
     summary). `auto` (asked, or the run's sample.time_signature where no time signature is asked) draws riff k's
     meter from the run's training bars (those of the asked style where one is asked), as often as the tunes are
-    heard in it (generation/riffs.py `meters_to_draw`), with a generator seeded by the riff's seed: the model alone
+    heard in it (compose/riffs.py `meters_to_draw`), with a generator seeded by the riff's seed: the model alone
     opens its riffs in the meters it leans to (the layout-3 candidates 2/2 and 2/4 where half the tunes' time is
     6/8), while each meter's bars it fills about as the tunes do (docs/results/TAB_TOKENS.md). A continued file keeps its
-    meter; a style asked under the guard keeps its usual meter (generation/guards.py) unless auto is asked by name."""
+    meter; a style asked under the guard keeps its usual meter (generation/constraint/guards.py) unless auto is asked by name."""
     asked = req.time_signature if req.time_signature is not None else loaded.cfg.sample.time_signature
     if asked != AUTO_METER or req.prompt is not None:
         return None, None

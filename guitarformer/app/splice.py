@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import symusic
 
 from guitarformer.app.prompt import Prompt
-from guitarformer.fretting import finger_score
-from guitarformer.generation.riffs import Riff, bars_spanned, clamp_to_tuning, new_bars_from
+from guitarformer.fingering import finger_score
+from guitarformer.compose.riffs import Riff, bars_spanned, clamp_to_tuning, new_bars_from
 from guitarformer.music.bars import bar_lines
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 

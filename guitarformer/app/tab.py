@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from guitarformer.app.files import pick_track, read_user_parts, stringed
 from guitarformer.app.requests import TabRequest, check_outputs
 from guitarformer.errors import GuitarformerError
-from guitarformer.fretting import finger_score
+from guitarformer.fingering import finger_score
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import parse_tuning
 from guitarformer.music.score import GuitarScore
@@ -76,7 +76,7 @@ def _fingered_by_model(req: TabRequest, parts: list[GuitarScore],
         raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
                                 "drop --run to re-finger with fret(), or drop --position/--program")
     from guitarformer.app.loaded import load_run_once
-    from guitarformer.generation.fingering import check_fingering_run, finger
+    from guitarformer.fingering.tab_model import check_fingering_run, finger
     from guitarformer.runtime import set_threads, step_work
 
     loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)

@@ -24,7 +24,7 @@ import symusic
 from tqdm import tqdm
 
 from guitarformer.data.prepare import prepare, reader_hash
-from guitarformer.data.tokenization import tokenizer_params
+from guitarformer.vocab.tokenization import tokenizer_params
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import (
     GUITAR_PROGRAM,

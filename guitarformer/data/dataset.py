@@ -1,13 +1,13 @@
 """Training windows from a prepared dataset: decoder (x, y) and encoder-decoder (src, tgt, targets).
 
-When the dataset's tokenizer has control tokens (data/controls.py), each training window drops each control type
+When the dataset's tokenizer has control tokens (vocab/controls.py), each training window drops each control type
 with probability p, the same types throughout the window, so the model learns every subset of controls, none
 included; and a window that starts past its piece's opening controls gets them (those kept) in front, so the
 piece's tuning, key and style condition every window of it. Validation windows draw their drops from a generator
 seeded by the window's number: the same windows every time; training validates on the plain stream (`PLAIN`:
 every control dropped), the tokens a run without controls scores, so their NLL per note compares.
 
-With `infill` > 0 that share of training windows (pairs) becomes a bar-infilling example (data/infill.py): a span of
+With `infill` > 0 that share of training windows (pairs) becomes a bar-infilling example (vocab/infill.py): a span of
 1-4 bars inside one piece, with bars on both sides, laid out for the model kind. Validation never infills, so val
 numbers stay comparable with runs trained without it (benchmarks/bench_infill.py measures the fill).
 
@@ -28,20 +28,20 @@ import numpy as np
 import torch
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.data.controls import (
+from guitarformer.vocab.controls import (
     PIECE,
     control_kinds,
     control_names,
 )
-from guitarformer.data.infill import (
+from guitarformer.vocab.infill import (
     MAX_SPAN_BARS,
     FillIds,
     decoder_example,
     seq2seq_example,
 )
 from guitarformer.data.prepare import load_meta
-from guitarformer.data.tab_tokens import CONTROLS_PARAM
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.tab_tokens import CONTROLS_PARAM
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.data.transpose import PitchShifter
 
 __all__ = ["ControlDropout", "DecoderWindows", "PitchShifter", "Seq2SeqPairs", "TokenSplit", "note_ids", "PLAIN"]
@@ -87,7 +87,7 @@ class ControlDropout:
         self.kind = np.where(kinds < 0, self.n, kinds)  # control_names() index, n for a token that is no control
         self.is_piece = np.isin(kinds, [names.index(c) for c in control_names(PIECE)])
         # Whether the loss scores the control tokens themselves (data.control_targets). The sampler writes every
-        # control a riff is asked for (generation/conditioning.py), so the model only has to read them; unscored,
+        # control a riff is asked for (compose/conditioning.py), so the model only has to read them; unscored,
         # the whole loss is on the music, and the model puts next to nothing on a control token anywhere.
         self.scored = scored
         self._unscored = torch.from_numpy(kinds >= 0)
@@ -232,7 +232,7 @@ class DecoderWindows:
         return y if self.controls is None else self.controls.unscore(y)
 
     def _infill_window(self, i: int, length: int, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray] | None:
-        """An infilling window (data/infill.py) from the piece that holds stream index i, moved back where the piece
+        """An infilling window (vocab/infill.py) from the piece that holds stream index i, moved back where the piece
         ends too soon; with controls, the dropped types left out and the piece's kept opening controls in front."""
         a, b = _piece_bounds(self.split, i, self.fill)
         need = length - 4  # BOS, FillStart, FillEnd and at least one FillBar around the content
@@ -388,7 +388,7 @@ class Seq2SeqPairs:
         return out[:k], out[k:]
 
     def _infill_pair(self, cut: int, start: int, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray] | None:
-        """Source with FillBar placeholders for 1-4 bars from `cut`, target those bars + EOS (data/infill.py)."""
+        """Source with FillBar placeholders for 1-4 bars from `cut`, target those bars + EOS (vocab/infill.py)."""
         a, b = _piece_bounds(self.split, start, self.fill)
         before = np.asarray(self.split.tokens[max(a, cut - 2 * self.S): cut], dtype=np.int64)
         rest_end = cut + 2 * self.S + MAX_SPAN_BARS * self.T

@@ -32,11 +32,11 @@ from guitarformer.data.meta import (
     summary_lines,
 )
 from guitarformer.data.pool import run_pool
-from guitarformer.data.seen import summarize, write_seen
+from guitarformer.vocab.seen import summarize, write_seen
 from guitarformer.data.prepare_file import FILE_TIMEOUT_S, init_worker, piece_of, process_file
 from guitarformer.data.sources import EMPTY_SHA256, collect_files, file_style, manifest_line, sha256_file
-from guitarformer.data.tab_tokens import control_styles
-from guitarformer.data.tokenization import (
+from guitarformer.vocab.tab_tokens import control_styles
+from guitarformer.vocab.tokenization import (
     band_tokenizer,
     bar_ids,
     bpe_encode_pretokenized,
@@ -88,15 +88,19 @@ def assign_splits(pieces: Iterable[str]) -> dict[str, str]:
     return split
 
 
+FRET_MODULES = ("__init__", "chords", "costs", "notes", "part", "string_features", "string_model", "viterbi")
+
+
 @functools.lru_cache(maxsize=1)
 def reader_hash() -> str:
-    """A hash of the code that turns a file into tokens (readers, score, fretting, this package's data modules), so
+    """A hash of the code that turns a file into tokens (readers, score, fret(), the vocabulary, data's modules), so
     that a cached tokenization is reused only by the reader code that made it: after an upgrade that reads a format
     differently (say, note lengths in ASCII tab), a re-run into the same folder reads every file again."""
     h = hashlib.sha256()
     pkg = Path(__file__).resolve().parent.parent
     files = [*(pkg / "readers").glob("*.py"), *(pkg / "music").glob("*.py"), *(pkg / "data").glob("*.py"),
-             *(pkg / "fretting").glob("*.py"), *(pkg / "fretting").glob("*.json")]  # fret() fingers tab tokens
+             *(pkg / "vocab").glob("*.py"), *(pkg / "fingering").glob("*.json"),  # fret() fingers tab tokens
+             *(pkg / "fingering" / f"{m}.py" for m in FRET_MODULES)]
     for f in sorted(files, key=lambda f: f.relative_to(pkg).as_posix()):
         if f.name not in ("dataset.py", "transpose.py"):  # training's windows and their shifts; read no input file
             h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes())
@@ -178,7 +182,7 @@ def prepare(
         train_bpe(tok, split_seqs, data_cfg.bpe_vocab_size, data_cfg.bpe_model)
         tok.save(tok_json)  # the trained tokenizer replaces the base one
     counts, dtype = _write_arrays(out, split_seqs, len(tok))
-    if data_cfg.bpe_vocab_size <= 0:  # what the run will have learned, per control (data/seen.py; BPE ids are merged)
+    if data_cfg.bpe_vocab_size <= 0:  # what the run will have learned, per control (vocab/seen.py; BPE ids are merged)
         write_seen(out, summarize(tok.vocab, split_seqs.get("train", []), f"the training data of {out}"))
     _write_atomic(out / "manifest.jsonl", "".join(json.dumps(d) + "\n" for d in lines).encode())
     meta = dataset_meta(

@@ -16,13 +16,14 @@ from typing import Any
 
 import torch
 
-from guitarformer.data.parts import band_roles
-from guitarformer.data.song_tokens import encode_song, pick_parts
+from guitarformer.vocab.parts import band_roles
+from guitarformer.data.band import pick_parts
+from guitarformer.vocab.song_tokens import encode_song
 from guitarformer.data.sources import file_style
-from guitarformer.data.tab_tokens import MAX_STRINGS, has_controls, insert_controls, is_tab_tokenizer
-from guitarformer.data.tokenization import encode, load_tokenizer
+from guitarformer.vocab.tab_tokens import MAX_STRINGS, has_controls, insert_controls, is_tab_tokenizer
+from guitarformer.vocab.tokenization import encode, load_tokenizer
 from guitarformer.errors import SkipFile
-from guitarformer.fretting import finger_score
+from guitarformer.fingering import finger_score
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import detect_format, read_guitar, song_of
 from guitarformer.readers.contained import describe

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from guitarformer.data.controls import style_of
+from guitarformer.vocab.controls import style_of
 from guitarformer.errors import GuitarformerError
 from guitarformer.readers.formats import detect_format, readable_types, unsupported_reason
 

@@ -18,7 +18,7 @@ controls call "other" (none of music.guitar.TUNINGS) stays where it is: its stri
 tokens, so neither its frets nor, in layout 3, its lowest-fret string could be moved truly; a window holding one
 draws shift 0.
 
-Tab layout 3 (data/tab_tokens.py) writes a note's String only where the note leaves its lowest-fret string, the
+Tab layout 3 (vocab/tab_tokens.py) writes a note's String only where the note leaves its lowest-fret string, the
 string that plays its pitch at the lowest fret in that tuning and capo. A moved note keeps its string, but whether
 that is still the lowest-fret string of its new pitch depends on the pitch: a note without a String gets one where
 its string no longer is (`String_<its string>`), and a note with one loses it where its string now is. So the moved
@@ -43,8 +43,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from guitarformer.data.controls import POS_VALUES, control_type, position_value
-from guitarformer.data.tab_tokens import MAX_STRINGS, implied_strings, is_tab_tokenizer, note_offset
+from guitarformer.vocab.controls import POS_VALUES, control_type, position_value
+from guitarformer.vocab.tab_tokens import MAX_STRINGS, implied_strings, is_tab_tokenizer, note_offset
 from guitarformer.music.guitar import MAX_FRET, PITCH_NAMES, STANDARD_TUNING, TUNINGS
 
 GUITAR_LOW, GUITAR_HIGH = 40, 88  # E2 .. E6: transposition keeps every note on a standard-tuned 24-fret neck
@@ -266,7 +266,7 @@ class PitchShifter:
 
     def _positions(self, out: np.ndarray, j: np.ndarray, frets: np.ndarray) -> None:
         """Write each bar's CtrlPos again from the moved frets of its notes (their Pitch at j) in `out` (in place),
-        as data/controls.py computes it: the bin of the median fretted fret, the lowest bin where every note is
+        as vocab/controls.py computes it: the bin of the median fretted fret, the lowest bin where every note is
         open; a bar without a note a string can play keeps its CtrlPos."""
         bars = np.nonzero(out == self.bar)[0]
         pos = np.nonzero(self.is_pos[out])[0]
@@ -287,7 +287,7 @@ class PitchShifter:
         middle = (f[np.minimum(start + (count - 1) // 2, len(f) - 1)] + f[np.minimum(start + count // 2, len(f) - 1)]
                   if len(f) else np.zeros(len(bars), dtype=np.int64))
         write = played[pos_bar] > 0
-        for at, b in zip(pos[write].tolist(), pos_bar[write].tolist()):  # a few bars: data/controls.py's own bins
+        for at, b in zip(pos[write].tolist(), pos_bar[write].tolist()):  # a few bars: vocab/controls.py's own bins
             out[at] = self.pos_id[position_value(middle[b] / 2) if count[b] else POS_VALUES[0]]
 
 

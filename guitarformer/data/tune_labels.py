@@ -3,7 +3,7 @@
 Types come from the ``R:`` (rhythm) field, else from the title ("Abitha Muggins' Favorite -- Reel"), through one
 table of spellings (`TUNE_TYPES`), and in a book printed section by section, from the typed tunes around it
 (`section_types`); a tune none of these types has none. Keys come from music21's
-reading of ``K:``, mode included ("A:dorian"); as a Key control value ("E:minor", data/controls.py) a mode keeps its
+reading of ``K:``, mode included ("A:dorian"); as a Key control value ("E:minor", vocab/controls.py) a mode keeps its
 tonic and is major or minor by its third (dorian, phrygian, aeolian, locrian: minor; ionian, lydian, mixolydian:
 major), which is what a key estimate from the notes finds for such a tune.
 """

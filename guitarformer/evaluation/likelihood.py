@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.data.controls import PREFIX
+from guitarformer.vocab.controls import PREFIX
 from guitarformer.data.dataset import PLAIN, DecoderWindows
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll, summarize

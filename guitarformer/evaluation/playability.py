@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from guitarformer.evaluation.features import Piece
-from guitarformer.fretting import UNPLAYABLE, fret
+from guitarformer.fingering import UNPLAYABLE, fret
 from guitarformer.music.guitar import TPQ
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import symusic
 
 from guitarformer.data.dataset import TokenSplit
-from guitarformer.data.tokenization import decode
+from guitarformer.vocab.tokenization import decode
 from guitarformer.evaluation.features import Piece, piece_of
-from guitarformer.fretting import UNPLAYABLE
+from guitarformer.fingering import UNPLAYABLE
 from guitarformer.readers import detect_format, read_guitar
 
 

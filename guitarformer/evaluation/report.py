@@ -14,7 +14,7 @@ from torch.utils.tensorboard import SummaryWriter
 from guitarformer.data.corpus import ensure_builtin_dataset
 from guitarformer.data.dataset import PLAIN, Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import load_meta
-from guitarformer.data.tokenization import bar_ids, decode
+from guitarformer.vocab.tokenization import bar_ids, decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, compare, length_matched, piece_of
 from guitarformer.evaluation.form import FORM_BARS, form_report
@@ -22,8 +22,8 @@ from guitarformer.evaluation.likelihood import continuation_nll, ngram_continuat
 from guitarformer.evaluation.ngram import KneserNey
 from guitarformer.evaluation.playability import fingering_agreement, playability
 from guitarformer.evaluation.reference import reference_from_dir, reference_from_split
-from guitarformer.generation.riffs import Draws, generate_riffs
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.compose.riffs import Draws, generate_riffs
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs import checkpoint_of, load_run, newest_run

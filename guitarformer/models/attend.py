@@ -19,7 +19,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: f
     matrix-vector products and a softmax in fp32). SDPA sends one query with a mask to its memory-efficient
     kernel, whose tiles of 64 queries leave most of the GPU idle: most of a large decoder's decoding step at batch 1
     went there (`benchmarks/gpu_profile_step.py`, docs/results/BENCH_GPU.md). In a step compiled on a CPU
-    (generation/compiled.py), inductor fuses the written-out attention into one C++ kernel, quicker than SDPA's call;
+    (generation/decode/compiled.py), inductor fuses the written-out attention into one C++ kernel, quicker than SDPA's call;
     eager on a CPU, SDPA stays (the written-out ops, each its own call, are slower there)."""
     if q.shape[2] != 1 or not (q.is_cuda or torch.compiler.is_compiling()) or dropout_p or is_causal:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)

@@ -13,7 +13,7 @@ longest n in ORDERS that has such an s (L: that n's index + 1), and g = sigmoid(
 hidden state h and a learned bias per length; g = 0 where nothing matches (L = 0). The last n tokens are compared
 by a hash (a collision, about one pair in 2^31, makes a wrong copy the gate pays for, the same in training and
 decoding). The sampler and the scored NLL see the mixture; the network alone is the softmax(z) inside it. Infilling gains the same way: the bars after the gap sit in
-the window before the fill (data/infill.py), so a fill that repeats one of them is copied from there.
+the window before the fill (vocab/infill.py), so a fill that repeats one of them is copied from there.
 
 The forward returns log p as its "logits": cross-entropy, sampling (temperature, top-p, constraint masks) and
 every NLL read them unchanged, since softmax(log p) = p.

@@ -277,7 +277,7 @@ class KVCache:
     def keep_last(self, tokens: Tensor) -> None:
         """Remember the (B, 1) last token written; a static cache writes it into the same buffer (a captured step
         reads and writes it on every replay). Its own strides, not the prompt's: a compiled step's guards check them,
-        and a prompt's width in them would make every length of prompt another program (generation/compiled.py)."""
+        and a prompt's width in them would make every length of prompt another program (generation/decode/compiled.py)."""
         if self.static and self.last is not None and self.last.shape == tokens.shape:
             self.last.copy_(tokens)
         else:

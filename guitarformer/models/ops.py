@@ -15,7 +15,7 @@ from torch import Tensor, nn
 FEW_ROWS = 64  # a product with at most this many rows (a decoding step) reads a transposed weight on CPU
 
 
-compiling = torch.compiler.is_compiling  # a compiled step (generation/compiled.py) lets the compiler pick layouts
+compiling = torch.compiler.is_compiling  # a compiled step (generation/decode/compiled.py) lets the compiler pick layouts
 
 
 def transposed(m: nn.Linear) -> Tensor:
@@ -43,7 +43,7 @@ def linear(x: Tensor, m: nn.Linear) -> Tensor:
     A product of few rows on CPU without autograd (a decoding step) reads an (in, out) copy of the weight
     (`transposed`): a row vector times a row-major matrix is the layout CPU BLAS runs fastest
     (docs/results/BENCH_SAMPLE.md). A compiled step reads the copy without checking it
-    (`hold_transposed` made it before: generation/compiled.py). Anything else is F.linear on the weight itself.
+    (`hold_transposed` made it before: generation/decode/compiled.py). Anything else is F.linear on the weight itself.
     """
     if x.is_cpu and not torch.is_grad_enabled() and x.numel() <= FEW_ROWS * m.in_features:
         w_t = getattr(m, "_weight_t", None) if compiling() else transposed(m)

@@ -4,7 +4,7 @@
              strikes and polyphony stays a measure of its own;
   polyphony  notes per onset (notes that start together): 1 = single notes, 3+ = chords.
 
-The Density and Poly controls (data/controls.py) bin these per bar; `guitarformer eval` (evaluation/features.py)
+The Density and Poly controls (vocab/controls.py) bin these per bar; `guitarformer eval` (evaluation/features.py)
 compares their per-piece values between samples and real music. Onsets are in any unit (ticks, quarters) as
 long as notes that start together have equal onsets.
 """

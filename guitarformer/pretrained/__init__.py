@@ -2,8 +2,8 @@
 
 It is laid out as any run (``ckpt/best.pt``, ``config.yaml``, ``tokenizer.json``), so `runs.load_run` reads it
 as it reads the user's runs, plus ``MODEL_CARD.md`` (data, recipe, steps, scores) and ``controls_seen.json`` (the
-control values its training data held, data/seen.py: what `sample` may ask it for) and ``forms_seen.json`` (which
-bars of its training tunes repeat which, generation/form.py: the forms `sample --form auto` draws). `tools/release_model.py`
+control values its training data held, vocab/seen.py: what `sample` may ask it for) and ``forms_seen.json`` (which
+bars of its training tunes repeat which, compose/form.py: the forms `sample --form auto` draws). `tools/release_model.py`
 trains it on the built-in public-domain corpus and writes it here with `runs.export.export_run`; the weights
 are stored in half precision where full precision would pass `MAX_BYTES`, and load with
 ``torch.load(weights_only=True)``.

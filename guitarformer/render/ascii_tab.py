@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from guitarformer.fretting import finger_score
+from guitarformer.fingering import finger_score
 from guitarformer.music.bars import bar_index
 from guitarformer.music.bars import bars as bar_spans
 from guitarformer.music.bars import signature_at as bar_signature

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from guitarformer.config import saved_config
-from guitarformer.data.tab_tokens import tab_layout_of
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.tab_tokens import tab_layout_of
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.pretrained import has_pretrained, pretrained_dir

@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from guitarformer.config import save_config, saved_config
-from guitarformer.data.seen import SEEN_FILE
+from guitarformer.vocab.seen import SEEN_FILE
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.form import FORMS_FILE
+from guitarformer.compose.form import FORMS_FILE
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 

@@ -81,7 +81,7 @@ class Studio:
 
     def __init__(self, loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False):
         self.loaded = loaded
-        self.compile = compile  # riffs through the compiled one-token step (generation/compiled.py)
+        self.compile = compile  # riffs through the compiled one-token step (generation/decode/compiled.py)
         self.info = run_info(loaded)
         self.own_root = root is None  # a temporary folder of its own, removed by `close`
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="guitarformer-studio-"))

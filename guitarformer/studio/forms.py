@@ -1,7 +1,7 @@
 """What the page (or a script) sends, checked and turned into the app's requests; what a riff looks like back.
 
 JSON option names are `run_info`'s option names (bars, tempo, time_signature, tuning, the registered controls' options
-of data/controls.py: key, style, density, ..., then form, program, temperature, top_p, seed; and guard), so the page
+of vocab/controls.py: key, style, density, ..., then form, program, temperature, top_p, seed; and guard), so the page
 builds its form from /api/run (`form_fields`, in order) and sends the fields back as they are. An option this run
 cannot honour is refused here with the run's own reason, before the request waits in the queue.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guitarformer.app import RunInfo
-from guitarformer.data.controls import BAR, option_controls
+from guitarformer.vocab.controls import BAR, option_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.bars import count_bars
 from guitarformer.music.score import GuitarScore
@@ -25,7 +25,7 @@ BEFORE_CONTROLS = (("bars", "Bars", "int"), ("tempo", "Tempo (BPM)", "float"),
                    ("time_signature", "Time signature", "text"), ("tuning", "Tuning", "text"))
 AFTER_CONTROLS = (("form", "Form (auto, none, AABB)", "text"), ("program", "GM program", "int"),
                   ("temperature", "Temperature", "float"), ("top_p", "Top-p", "float"), ("seed", "Seed", "int"))
-BOOL_OPTIONS = {"guard"}  # the sampler's guards (generation/guards.py), on unless false
+BOOL_OPTIONS = {"guard"}  # the sampler's guards (generation/constraint/guards.py), on unless false
 FIX = "see /api/run for the options this run honours and their values (docs/studio.md)"
 
 

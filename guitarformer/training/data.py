@@ -12,7 +12,7 @@ from guitarformer.config import Config
 from guitarformer.data.corpus import ensure_builtin_dataset
 from guitarformer.data.dataset import PLAIN, DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit, note_ids
 from guitarformer.data.prepare import load_meta
-from guitarformer.data.tokenization import bar_ids, load_tokenizer
+from guitarformer.vocab.tokenization import bar_ids, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.runtime import Dist
 

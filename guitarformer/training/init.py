@@ -32,8 +32,8 @@ import miditok
 import torch
 
 from guitarformer.config import Config, load_config, saved_config, set_values, validate
-from guitarformer.data.tab_tokens import tab_layout_of
-from guitarformer.data.tokenization import load_tokenizer, tokens_differ
+from guitarformer.vocab.tab_tokens import tab_layout_of
+from guitarformer.vocab.tokenization import load_tokenizer, tokens_differ
 from guitarformer.errors import GuitarformerError
 from guitarformer.runs import PRETRAINED, named_checkpoint
 from guitarformer.runs.checkpoint import load_checkpoint

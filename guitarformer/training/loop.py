@@ -24,11 +24,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from guitarformer.config import Config, apply_overrides, save_config, saved_config, set_values
-from guitarformer.data.seen import SEEN_FILE
+from guitarformer.vocab.seen import SEEN_FILE
 from guitarformer.data.dataset import Seq2SeqPairs
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.form import forms_of_dataset, write_forms
+from guitarformer.compose.form import forms_of_dataset, write_forms
 from guitarformer.models import build_model
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll

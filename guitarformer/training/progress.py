@@ -10,7 +10,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams as hparams_summaries
 
 from guitarformer.config import Config
-from guitarformer.generation.riffs import generate_riff
+from guitarformer.compose.riffs import generate_riff
 from guitarformer.render.media import render_media
 
 

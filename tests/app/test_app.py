@@ -19,8 +19,8 @@ from guitarformer.app.prompt import Prompt
 from guitarformer.app.splice import continue_part
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig, ModelConfig
-from guitarformer.data.controls import POS_VALUES
-from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.vocab.controls import POS_VALUES
+from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.music.score import PLAIN, GuitarScore, Technique

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from guitarformer.app import SampleRequest, load_run_once, sample
 from guitarformer.app.sample import check_sample_request
 from guitarformer.cli import main
-from guitarformer.data.seen import Seen
+from guitarformer.vocab.seen import Seen
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.riffs import meters_to_draw, riff_indices, riff_meters
+from guitarformer.compose.riffs import meters_to_draw, riff_indices, riff_meters
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from guitarformer.data.tab_tokens import lowest_fret_string
+from guitarformer.vocab.tab_tokens import lowest_fret_string
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_string_rules.py"

@@ -16,14 +16,14 @@ from helpers.tiny_runs import untrained_run
 
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig
-from guitarformer.data.tokenization import build_tokenizer, decode
+from guitarformer.vocab.tokenization import build_tokenizer, decode
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation import riffs as riffs_mod
+from guitarformer.compose import riffs as riffs_mod
 from guitarformer.app import Outputs, SampleRequest
 from guitarformer.app import sample as app_sample
 from guitarformer.app.prompt import TOKENS_PER_BAR, data_tokens_per_bar, read_prompt, tokens_per_bar
 from guitarformer.app.sample import MAX_AUTO_TOKENS
-from guitarformer.generation.sampling import sample_next
+from guitarformer.generation.decode.sampling import sample_next
 from guitarformer.music.guitar import TUNINGS, parse_tuning, tuning_lines
 from guitarformer.music.score import GuitarScore
 from guitarformer.render.midi import write_midi
@@ -189,7 +189,7 @@ def test_tokens_per_bar_from_the_runs_data(tiny_dataset, tiny_cfg):
 
     import numpy as np
 
-    from guitarformer.data.tokenization import bar_ids, load_tokenizer
+    from guitarformer.vocab.tokenization import bar_ids, load_tokenizer
 
     tok = load_tokenizer(tiny_dataset / "tokenizer.json")
     cfg = copy.deepcopy(tiny_cfg)

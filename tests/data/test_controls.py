@@ -13,7 +13,7 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import (
+from guitarformer.vocab.controls import (
     BAR,
     DENSITY_THRESHOLDS,
     PIECE,
@@ -38,7 +38,7 @@ from guitarformer.data.dataset import (
     Seq2SeqPairs,
     TokenSplit,
 )
-from guitarformer.data.tab_tokens import (
+from guitarformer.vocab.tab_tokens import (
     TabREMI,
     bar_notes,
     control_params,
@@ -47,7 +47,7 @@ from guitarformer.data.tab_tokens import (
     insert_controls,
     strip_controls,
 )
-from guitarformer.data.tokenization import (
+from guitarformer.vocab.tokenization import (
     build_tokenizer,
     decode_guitar,
     encode,
@@ -55,7 +55,7 @@ from guitarformer.data.tokenization import (
     tokenizer_params,
 )
 from guitarformer.errors import GuitarformerError, SkipFile
-from guitarformer.fretting import fret
+from guitarformer.fingering import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers import read_guitar
@@ -248,7 +248,7 @@ def test_grammar_allows_controls_only_where_they_belong(tok):
     assert errors(["Bar_None", "TimeSig_4/4", *note[:-1], "CtrlPoly_single", "String_2"]) > 0  # inside a note
     assert errors(["CtrlStyle_metal", "CtrlTuning_standard", "Bar_None", "TimeSig_4/4", *note]) > 0
     # the sampler's grammar, built from the same graph: after Bar a bar control may come, after Position none
-    from guitarformer.generation.grammar import Grammar
+    from guitarformer.generation.constraint.grammar import Grammar
 
     g = Grammar(tok)
     assert g.allowed[tok["Bar_None"], tok["CtrlDensity_low"]] and g.allowed[tok["CtrlDensity_low"], tok["TimeSig_4/4"]]
@@ -533,7 +533,7 @@ def test_windows_without_controls_are_unchanged(tmp_path):
 
 
 def test_meter_tokens_are_remis_own(tok):
-    from guitarformer.data.controls import meter_tokens
+    from guitarformer.vocab.controls import meter_tokens
 
     ids = meter_tokens(tok.vocab, "7/8", 160)
     toks = [tok[i] for i in ids]

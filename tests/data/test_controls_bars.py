@@ -1,4 +1,4 @@
-"""data/controls.py counts bars as music/bars.py does, so its bars are the bars of miditok's Bar tokens (a time
+"""vocab/controls.py counts bars as music/bars.py does, so its bars are the bars of miditok's Bar tokens (a time
 signature inside a bar takes effect at the next bar line)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 import symusic
 
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import bar_controls, controls_per_bar, notes_of
-from guitarformer.data.tab_tokens import bar_notes
-from guitarformer.data.tokenization import build_tokenizer, decode_guitar, encode
-from guitarformer.fretting import finger_score
+from guitarformer.vocab.controls import bar_controls, controls_per_bar, notes_of
+from guitarformer.vocab.tab_tokens import bar_notes
+from guitarformer.vocab.tokenization import build_tokenizer, decode_guitar, encode
+from guitarformer.fingering import finger_score
 from guitarformer.music.score import GuitarScore
 
 TPQ = 480

@@ -1,4 +1,4 @@
-"""The control registry (data/controls.py): adding a control is one class. A toy bar control, registered for the test,
+"""The control registry (vocab/controls.py): adding a control is one class. A toy bar control, registered for the test,
 is a `sample` option, a request field, a studio form field, a `run_info` option and a token the sampler writes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from guitarformer.app import SampleRequest, load_run_once, run_info, sample
 from guitarformer.cli import main
-from guitarformer.data.controls import (
+from guitarformer.vocab.controls import (
     BAR,
     PIECE,
     BarFacts,
@@ -23,7 +23,7 @@ from guitarformer.data.controls import (
     unregister,
 )
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.conditioning import conditions
+from guitarformer.compose.conditioning import conditions
 from guitarformer.studio.forms import form_fields, sample_form
 from helpers.studio_runs import studio_run
 

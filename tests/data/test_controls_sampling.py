@@ -17,19 +17,19 @@ from helpers.tiny_runs import untrained_run
 from guitarformer.app.loaded import load_run_once
 from guitarformer.cli import main
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import controls_per_bar, notes_of
+from guitarformer.vocab.controls import controls_per_bar, notes_of
 from guitarformer.data.dataset import TokenSplit
-from guitarformer.data.seen import Seen
-from guitarformer.data.tab_tokens import control_styles
-from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.vocab.seen import Seen
+from guitarformer.vocab.tab_tokens import control_styles
+from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.evaluation.likelihood import plain_tokens
 from guitarformer.evaluation.report import evaluate_run
-from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.generation.engine import generate
+from guitarformer.compose.conditioning import conditions
+from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.decode.engine import generate
 from guitarformer.models.kinds import Prompt
-from guitarformer.generation.sampling import SamplingParams
-from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
+from guitarformer.generation.decode.sampling import SamplingParams
+from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs
 from guitarformer.runs import load_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

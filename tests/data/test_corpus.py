@@ -20,8 +20,8 @@ from guitarformer.data.corpus import (
 )
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.prepare import load_meta
-from guitarformer.data.tab_tokens import control_styles
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.tab_tokens import control_styles
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.data.tune_labels import (
     header_of,
     key_control,

@@ -11,7 +11,7 @@ from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
 from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import VAL_MIN_PIECES, assign_splits, load_meta, prepare, split_of
-from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, encode, load_tokenizer
+from guitarformer.vocab.tokenization import bar_ids, build_tokenizer, decode, encode, load_tokenizer
 from guitarformer.errors import GuitarformerError
 
 
@@ -47,7 +47,7 @@ def test_corpus_tunes_sound_an_octave_below_written_in_open_position():
     from music21 import converter
 
     from guitarformer.data.corpus import tune_to_score
-    from guitarformer.fretting import fret
+    from guitarformer.fingering import fret
 
     abc = "X:1\nT:Reel\nM:4/4\nL:1/8\nK:D\nDEFG ABcd|efga b2a2|g2fe dcBA|G2E2 D4|\n"
     tune = converter.parse(abc, format="abc")
@@ -243,7 +243,7 @@ def test_seq2seq_training_pairs_include_each_pieces_start_from_an_empty_source(t
 @pytest.mark.parametrize("model", ["BPE", "Unigram"])
 def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset, model):
     """data.bpe_vocab_size with either of miditok's subword models (data.bpe_model): fewer tokens, the same notes."""
-    from guitarformer.data.tokenization import decode
+    from guitarformer.vocab.tokenization import decode
 
     midi = sorted(tiny_dataset.parent.parent.glob("corpus/*/midi"))[0]
     base = prepare([midi], tmp_path / "base", DataConfig(), workers=1, progress=False)

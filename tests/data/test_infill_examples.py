@@ -1,4 +1,4 @@
-"""Infilling training examples (data/infill.py): the bars after the gap are always whole bars."""
+"""Infilling training examples (vocab/infill.py): the bars after the gap are always whole bars."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
-from guitarformer.data.infill import FillIds, bar_ends, decoder_example, seq2seq_example
-from guitarformer.data.tokenization import bar_ids, load_tokenizer
+from guitarformer.vocab.infill import FillIds, bar_ends, decoder_example, seq2seq_example
+from guitarformer.vocab.tokenization import bar_ids, load_tokenizer
 
 BAR = 1
 F = FillIds(bar=100, start=101, end=102, bos=103, eos=104, pad=0, bars=(BAR,))

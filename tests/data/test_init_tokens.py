@@ -9,8 +9,8 @@ import pytest
 
 from guitarformer.config import DataConfig
 from guitarformer.data.prepare import prepare
-from guitarformer.data.tab_tokens import control_styles
-from guitarformer.data.tokenization import build_tokenizer, extended_tokenizer, load_tokenizer, tokens_differ
+from guitarformer.vocab.tab_tokens import control_styles
+from guitarformer.vocab.tokenization import build_tokenizer, extended_tokenizer, load_tokenizer, tokens_differ
 from guitarformer.errors import GuitarformerError
 
 STYLES = ["jig", "reel", "waltz"]

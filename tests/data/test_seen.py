@@ -1,4 +1,4 @@
-"""data/seen.py: what a run's training data held per control, and the values a run counts as learned."""
+"""vocab/seen.py: what a run's training data held per control, and the values a run counts as learned."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from guitarformer.app.loaded import load_run_once, seen_of_run
 from guitarformer.config import DataConfig
-from guitarformer.data.seen import MIN_SEEN, SEEN_FILE, Seen, from_vocabulary, read_seen, summarize, write_seen
-from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.vocab.seen import MIN_SEEN, SEEN_FILE, Seen, from_vocabulary, read_seen, summarize, write_seen
+from guitarformer.vocab.tokenization import build_tokenizer
 
 
 @pytest.fixture(scope="module")

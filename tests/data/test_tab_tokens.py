@@ -15,10 +15,10 @@ import pytest
 import symusic
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tab_tokens import TabREMI, canonical, lowest_fret_string, technique_of, technique_tokens
-from guitarformer.data.tokenization import build_tokenizer, decode, decode_guitar, encode, load_tokenizer
+from guitarformer.vocab.tab_tokens import TabREMI, canonical, lowest_fret_string, technique_of, technique_tokens
+from guitarformer.vocab.tokenization import build_tokenizer, decode, decode_guitar, encode, load_tokenizer
 from guitarformer.errors import GuitarformerError, SkipFile
-from guitarformer.fretting import fret
+from guitarformer.fingering import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore, Technique
 from guitarformer.readers import read_guitar
@@ -76,7 +76,7 @@ def test_fixture_round_trip_is_exact(tok, name):
 
 
 def test_the_wrappers_give_what_the_tokenizer_gives(tok):
-    """data/tokenization.py's encode/decode_guitar (what the rest of the package calls) wrap tok.encode/decode."""
+    """vocab/tokenization.py's encode/decode_guitar (what the rest of the package calls) wrap tok.encode/decode."""
     gs = fretted(read_guitar(FIX / "tabs" / "drop_d.txt")[0])
     back, ids = round_trip(tok, gs)
     wrapped = encode(tok, gs)
@@ -354,8 +354,8 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     from guitarformer.cli import main
     from guitarformer.config import load_config
     from guitarformer.data.prepare import prepare
-    from guitarformer.generation.riffs import Draws, generate_riffs
-    from guitarformer.generation.sampling import SamplingParams
+    from guitarformer.compose.riffs import Draws, generate_riffs
+    from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.runs import load_run
     from guitarformer.training.loop import train
 
@@ -398,7 +398,7 @@ def test_constraint_allows_only_strings_that_can_play_the_note(layout):
     going on without a String (a Bend here, or the next Pitch), allowed where that string can play it."""
     import torch
 
-    from guitarformer.generation.constraint import GuitarConstraint
+    from guitarformer.generation.constraint.guitar import GuitarConstraint
 
     tok = build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=layout))
     head = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
@@ -425,9 +425,9 @@ def test_constraint_allows_only_strings_that_can_play_the_note(layout):
 def test_constrained_tab_sampling_writes_only_playable_strings(tok):
     import torch
 
-    from guitarformer.generation.constraint import GuitarConstraint
-    from guitarformer.generation.engine import generate
-    from guitarformer.generation.sampling import SamplingParams
+    from guitarformer.generation.constraint.guitar import GuitarConstraint
+    from guitarformer.generation.decode.engine import generate
+    from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.models import build_model
 
     torch.manual_seed(0)
@@ -456,7 +456,7 @@ def test_transposition_moves_the_hand_not_the_string(tok):
     import torch
 
     from guitarformer.data.dataset import PitchShifter
-    from guitarformer.data.tab_tokens import decode_tab
+    from guitarformer.vocab.tab_tokens import decode_tab
 
     def line(shift: int) -> GuitarScore:
         score = symusic.Score(480)

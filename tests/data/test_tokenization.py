@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tokenization import (
+from guitarformer.vocab.tokenization import (
     bpe_encode_pretokenized,
     build_tokenizer,
     duration_ticks,

@@ -14,10 +14,10 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import PlayedNote, bar_controls
+from guitarformer.vocab.controls import PlayedNote, bar_controls
 from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
-from guitarformer.data.infill import FillIds, unfold
-from guitarformer.data.tab_tokens import (
+from guitarformer.vocab.infill import FillIds, unfold
+from guitarformer.vocab.tab_tokens import (
     TabREMI,
     closes_note,
     control_params,
@@ -26,9 +26,9 @@ from guitarformer.data.tab_tokens import (
     lowest_fret_string,
     strip_controls,
 )
-from guitarformer.data.tokenization import bar_ids, encode, tokenizer_params
+from guitarformer.vocab.tokenization import bar_ids, encode, tokenizer_params
 from guitarformer.data.transpose import PitchShifter
-from guitarformer.fretting import fret
+from guitarformer.fingering import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
 from guitarformer.music.score import GuitarScore
 from guitarformer.readers import read_guitar

@@ -140,7 +140,7 @@ def test_playability_and_fingering():
     wide = _piece([41, 73], onsets=[0, 0])  # F only on the low E (fret 1); C#5 at fret 9 or higher: a stretch
     assert playability([wide])["chord_stretch_ok"] == 0.0
     # Human frets that match the fretter's choice agree fully; moving one note to another string does not.
-    from guitarformer.fretting import fret
+    from guitarformer.fingering import fret
 
     run = _piece([40, 42, 44, 45, 47])
     ours = fret([(int(o * 480), 480, int(x)) for o, x in zip(run.onset, run.pitch)], run.tuning)
@@ -247,7 +247,7 @@ def test_decoder_continuation_matches_plain_forward(riff_runs):
     import torch.nn.functional as F
 
     from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
-    from guitarformer.data.tokenization import bar_ids
+    from guitarformer.vocab.tokenization import bar_ids
     from guitarformer.evaluation.likelihood import continuation_nll
     from guitarformer.runs import load_run
 
@@ -345,7 +345,7 @@ def test_fingering_agreement_fingers_by_the_track_program():
 
     from guitarformer.evaluation.features import piece_of
     from guitarformer.evaluation.playability import fingering_agreement
-    from guitarformer.fretting import DISTORTED_COSTS, fret
+    from guitarformer.fingering import DISTORTED_COSTS, fret
 
     def piece(program):
         score = symusic.Score(480)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import symusic
 
-from guitarformer.fretting import finger_score, fret
+from guitarformer.fingering import finger_score, fret
 from guitarformer.music.score import GuitarScore
 
 
@@ -40,7 +40,7 @@ def test_the_lazy_hand_window_moves_as_its_rule_says():
 
     import numpy as np
 
-    from guitarformer.fretting.viterbi import _window_move
+    from guitarformer.fingering.viterbi import _window_move
 
     def rule(h, lo, hi):
         if math.isnan(lo):
@@ -66,8 +66,8 @@ def test_chord_candidates_kept_between_parts_are_those_of_each_parts_costs_and_g
     a part fingered after others gets what it gets alone."""
     from dataclasses import replace
 
-    from guitarformer.fretting.chords import _CANDS
-    from guitarformer.fretting.costs import DEFAULT_COSTS, DISTORTED_COSTS
+    from guitarformer.fingering.chords import _CANDS
+    from guitarformer.fingering.costs import DEFAULT_COSTS, DISTORTED_COSTS
 
     chords = [(k * 240, 240, p) for k, p in enumerate([40, 47, 52, 45, 52, 57, 43, 50, 55, 59, 64, 67])]
     chords += [(3000, 480, p) for p in (40, 47, 52, 55, 59, 64)] + [(3480, 480, p) for p in (45, 52, 57, 61, 64)]
@@ -87,7 +87,7 @@ def test_chord_candidates_kept_between_parts_are_those_of_each_parts_costs_and_g
 def test_fitting_adds_a_human_fingering_past_the_top_fret_to_the_candidates():
     """viterbi._decode with `gold` (bench_fretting --fit): each onset's human chord is a candidate, even one whose fret
     is past max_fret, and the Viterbi's hand tables reach it."""
-    from guitarformer.fretting import viterbi
+    from guitarformer.fingering import viterbi
 
     notes = [(k * 240, 240, p) for k, p in enumerate([64, 88, 90, 64, 67])]
     gold = [(5, 0), (5, 24), (5, 26), (5, 0), (5, 3)]  # string index 5 = the high E string

@@ -9,7 +9,7 @@ import symusic
 from guitarformer.readers.ascii_tab import read_ascii_tab
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS
 from guitarformer.music.score import GuitarScore
-from guitarformer.fretting import fret, fret_lowest, UNPLAYABLE
+from guitarformer.fingering import fret, fret_lowest, UNPLAYABLE
 from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
 from guitarformer.render.gp5 import write_gp5
 
@@ -179,8 +179,8 @@ def test_real_gp_files_fret_validly():
 
 
 def test_costs_vector_round_trip():
-    from guitarformer.fretting import DEFAULT_COSTS, FretCosts
-    from guitarformer.fretting.costs import N_FROM_FIRST, N_BASE, N_FEATURES
+    from guitarformer.fingering import DEFAULT_COSTS, FretCosts
+    from guitarformer.fingering.costs import N_FROM_FIRST, N_BASE, N_FEATURES
 
     w = DEFAULT_COSTS.vector()
     assert w.shape == (N_FEATURES,)
@@ -197,8 +197,8 @@ def test_costs_vector_round_trip():
 
 def test_piece_features_come_from_the_first_pass():
     """A pitch played four times: each note's pitch share is the first pass's choice on the OTHER three."""
-    from guitarformer.fretting import DEFAULT_COSTS, piece_table
-    from guitarformer.fretting.costs import P_PITCH, PIECE0
+    from guitarformer.fingering import DEFAULT_COSTS, piece_table
+    from guitarformer.fingering.costs import P_PITCH, PIECE0
 
     notes = [(i * 240, 240, p) for i, p in enumerate([69, 71, 69, 72, 69, 71, 69])]
     first = fret(notes, costs=DEFAULT_COSTS.first())
@@ -234,9 +234,9 @@ def test_viterbi_finds_the_cheapest_fingering():
 
 
     from guitarformer.music.guitar import MAX_FRET
-    from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
-    from guitarformer.fretting.costs import N_WIN
-    from guitarformer.fretting.viterbi import _piece_table
+    from guitarformer.fingering import DEFAULT_COSTS, fingering_features, piece_table
+    from guitarformer.fingering.costs import N_WIN
+    from guitarformer.fingering.viterbi import _piece_table
 
     costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * N_WIN, nn_weight=0.0)  # hand-made costs only
     assert any(costs.piece)
@@ -265,7 +265,7 @@ def test_viterbi_with_hand_window_is_near_the_cheapest():
     import dataclasses
     import itertools
 
-    from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
+    from guitarformer.fingering import DEFAULT_COSTS, fingering_features, piece_table
 
     costs = dataclasses.replace(DEFAULT_COSTS, nn_weight=0.0)  # hand-made costs only
     w = costs.vector()
@@ -279,8 +279,8 @@ def test_viterbi_with_hand_window_is_near_the_cheapest():
 
 
 def test_fingering_features_count_what_they_say():
-    from guitarformer.fretting import fingering_features
-    from guitarformer.fretting.costs import FRET0, MOVE0, SAME, SLIDE, STRING0
+    from guitarformer.fingering import fingering_features
+    from guitarformer.fingering.costs import FRET0, MOVE0, SAME, SLIDE, STRING0
 
     notes = [(0, 240, 64 + 5), (240, 240, 64 + 7)]  # A4 then B4, both on the high E string at frets 5, 7
     f = fingering_features(notes, [(1, 5), (1, 7)])
@@ -290,7 +290,7 @@ def test_fingering_features_count_what_they_say():
 
 
 def test_custom_costs_change_the_choice():
-    from guitarformer.fretting import DEFAULT_COSTS, FretCosts
+    from guitarformer.fingering import DEFAULT_COSTS, FretCosts
 
     w = DEFAULT_COSTS.vector().copy()
     w[:25] = [0.0] + [10.0] * 24  # frets cost a lot: open strings wherever possible
@@ -305,8 +305,8 @@ def test_learned_string_model_loads_and_is_deterministic():
     import numpy as np
     import torch
 
-    from guitarformer.fretting import string_model
-    from guitarformer.fretting import DEFAULT_COSTS
+    from guitarformer.fingering import string_model
+    from guitarformer.fingering import DEFAULT_COSTS
 
     assert DEFAULT_COSTS.nn_weight > 0
     assert string_model.WEIGHTS.is_file()
@@ -337,9 +337,9 @@ def test_learned_term_enters_the_viterbi_exactly():
     import dataclasses
     import itertools
 
-    from guitarformer.fretting import string_model
-    from guitarformer.fretting import DEFAULT_COSTS, fingering_features, piece_table
-    from guitarformer.fretting.costs import N_WIN
+    from guitarformer.fingering import string_model
+    from guitarformer.fingering import DEFAULT_COSTS, fingering_features, piece_table
+    from guitarformer.fingering.costs import N_WIN
 
     costs = dataclasses.replace(DEFAULT_COSTS, window=(0.0,) * N_WIN, nn_weight=2.0)
     w = costs.vector()
@@ -363,8 +363,8 @@ def test_learned_term_enters_the_viterbi_exactly():
 def test_fret_falls_back_without_the_weights(monkeypatch, tmp_path):
     import dataclasses
 
-    from guitarformer.fretting import string_model
-    from guitarformer.fretting import DEFAULT_COSTS
+    from guitarformer.fingering import string_model
+    from guitarformer.fingering import DEFAULT_COSTS
 
     notes = [(i * 120, 120, 45 + (i * 5) % 27) for i in range(40)]
     monkeypatch.setattr(string_model, "WEIGHTS", tmp_path / "missing.pt")
@@ -420,7 +420,7 @@ def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
     """A distorted guitar (General MIDI 29-30) gets its own fitted costs: every two-note fifth of a riff is a
     power-chord shape on adjacent strings (the fifth on the next string up, two frets higher, or open root
     + fret 2), where the default costs (fit mostly on classical tab) reach for open strings across a gap."""
-    from guitarformer.fretting import costs_for_program, DEFAULT_COSTS, DISTORTED_COSTS
+    from guitarformer.fingering import costs_for_program, DEFAULT_COSTS, DISTORTED_COSTS
 
     assert costs_for_program(30) is DISTORTED_COSTS and costs_for_program(29) is DISTORTED_COSTS
     assert costs_for_program(25) is DEFAULT_COSTS and costs_for_program(None) is DEFAULT_COSTS
@@ -436,8 +436,8 @@ def test_distorted_guitar_program_plays_power_chords_as_rock_shapes():
 
 
 def test_sampled_and_tabbed_tracks_are_fingered_by_their_program():
-    from guitarformer.fretting import finger_score
-    from guitarformer.fretting import DISTORTED_COSTS
+    from guitarformer.fingering import finger_score
+    from guitarformer.fingering import DISTORTED_COSTS
 
     score = symusic.Score(480)
     track = symusic.Track("riff", 30, False)
@@ -455,7 +455,7 @@ def test_tab_cli_fingers_by_program(tmp_path):
 
     from guitarformer.cli import main
     from guitarformer.render.midi import write_midi
-    from guitarformer.fretting import DISTORTED_COSTS
+    from guitarformer.fingering import DISTORTED_COSTS
     from guitarformer.render.ascii_tab import render_ascii_tab
 
     def riff(program):
@@ -487,7 +487,7 @@ def test_loading_the_string_model_leaves_the_global_rng_alone():
     """fret() inside a training run (the TensorBoard riff) must not move torch's RNG: resume would drift."""
     import torch
 
-    from guitarformer.fretting import string_model
+    from guitarformer.fingering import string_model
 
     string_model.load.cache_clear()
     torch.manual_seed(123)

@@ -12,11 +12,12 @@ from click.testing import CliRunner
 from guitarformer.cli import main
 from guitarformer.config import DataConfig
 from guitarformer.data.guitar_corpora import FREEDOOM
-from guitarformer.data.parts import KIT, band_roles
-from guitarformer.data.song_tokens import decode_song, encode_song, part_ids, pick_parts, split_song
-from guitarformer.data.tokenization import band_tokenizer, build_tokenizer, load_tokenizer, tokens_differ
-from guitarformer.generation.band import BandAsk, accompany_rows, band_parts, band_rows
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.vocab.parts import KIT, band_roles
+from guitarformer.data.band import pick_parts
+from guitarformer.vocab.song_tokens import decode_song, encode_song, part_ids, split_song
+from guitarformer.vocab.tokenization import band_tokenizer, build_tokenizer, load_tokenizer, tokens_differ
+from guitarformer.compose.band import BandAsk, accompany_rows, band_parts, band_rows
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import BASS_TUNING, MAX_FRET, STANDARD_TUNING, fret_of
 from guitarformer.pretrained import pretrained_dir

@@ -1,4 +1,4 @@
-"""generation/compiled.py `_isa_probed_once`: inductor's vector-ISA probe runs once per CPU, not once per process."""
+"""generation/decode/compiled.py `_isa_probed_once`: inductor's vector-ISA probe runs once per CPU, not once per process."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from guitarformer.generation import compiled
+from guitarformer.generation.decode import compiled
 
 pytestmark = pytest.mark.slow  # each test starts fresh processes that compile
 
@@ -65,7 +65,7 @@ def test_a_later_process_picks_the_probed_isa_without_probing(tmp_path) -> None:
     script = textwrap.dedent("""
         import sys
         from torch._inductor import cpu_vec_isa
-        from guitarformer.generation import compiled
+        from guitarformer.generation.decode import compiled
         if sys.argv[1] == "second":  # the probe of each ISA fails (not the extra feature checks of some ISAs)
             check_build = cpu_vec_isa.VecISA.check_build
             def probe(self, code):

@@ -13,19 +13,19 @@ import pytest
 import torch
 
 from guitarformer.config import DataConfig, ModelConfig
-from guitarformer.data.tab_tokens import implied_strings, lowest_fret_string
-from guitarformer.data.tokenization import (
+from guitarformer.vocab.tab_tokens import implied_strings, lowest_fret_string
+from guitarformer.vocab.tokenization import (
     bar_ids,
     build_tokenizer,
     decode_guitar,
     special_ids,
 )
-from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.generation.repeats import END
-from guitarformer.generation.engine import generate
-from guitarformer.generation.guards import GuardSpec
-from guitarformer.generation.sampling import SamplingParams
-from guitarformer.generation.strings import HAND_SPAN
+from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.repeats import END
+from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.constraint.guards import GuardSpec
+from guitarformer.generation.decode.sampling import SamplingParams
+from guitarformer.generation.constraint.strings import HAND_SPAN
 from guitarformer.models import build_model
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
 from guitarformer.music.score import UNPLAYABLE
@@ -255,7 +255,7 @@ def test_random_model_writes_playable_tab(tok, tuning, capo):
 
 
 def test_a_repeated_bar_is_copied_with_its_unnamed_strings(tok):
-    """A form's repeat (generation/repeats.py) forces an earlier bar's tokens again: with layout 3 its notes without a
+    """A form's repeat (generation/constraint/repeats.py) forces an earlier bar's tokens again: with layout 3 its notes without a
     String are copied as they are (their Duration followed by what followed it there), on the same strings. Bar 2
     repeats bar 1 and bar 4 bar 2; a copy only stops where the state rules a token out (here: a Tempo, which a
     repeat does not restate, between two Positions), so most rows copy whole bars, and every riff stays playable."""
@@ -378,7 +378,7 @@ def test_an_asked_hand_position_holds_every_note_the_sampler_writes(tok):
     string where its fret is 5-9 (or an open string), and does not start a pitch no string can play there. With
     layout 3 a note ends without a String only where its lowest-fret string's fret is in the region; the same for a
     region the guards hold per bar."""
-    from guitarformer.data.controls import position_frets
+    from guitarformer.vocab.controls import position_frets
 
     assert position_frets("5-9") == (5, 9) and position_frets("15+") == (15, 24)
     start = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"]]
@@ -440,7 +440,7 @@ def test_cpu_shortcuts_keep_the_unnamed_strings(tok):
 def test_grammar_cuts_select_their_columns(name):
     """The constraint masks through `<kind>_at` (a slice where the ids are one run): each selects exactly
     `<kind>_cols`, in their order, with and without controls."""
-    from guitarformer.generation.grammar import Grammar
+    from guitarformer.generation.constraint.grammar import Grammar
 
     for controls in (False, True):
         g = Grammar(build_tokenizer(DataConfig(tokenizer=name, controls=controls)))
@@ -458,8 +458,8 @@ def test_the_hand_rule_is_what_it_says(tok3, tuning, capo, region):
     play it (in the asked region), nothing sounds on k, and, unless p is k's open string, its fret and the frets of
     the fretted notes still sounding on other strings lie within HAND_SPAN; random states, every pitch the tokenizer
     writes."""
-    from guitarformer.generation.grammar import NO_PITCH, Grammar
-    from guitarformer.generation.strings import StringState
+    from guitarformer.generation.constraint.grammar import NO_PITCH, Grammar
+    from guitarformer.generation.constraint.strings import StringState
     from guitarformer.music.guitar import fret_of
 
     g = Grammar.of(tok3)
@@ -495,9 +495,9 @@ def test_the_hand_rule_is_what_it_says(tok3, tuning, capo, region):
 def test_constraint_tables_are_built_once_per_guitar(tok3):
     """A constraint's read-only tables come from its grammar's `derived` cache: shared by every constraint for the
     same guitar, their own for another tuning, capo or region, and the same as a grammar of its own builds."""
-    from guitarformer.generation import grammar as grammar_mod
-    from guitarformer.generation.grammar import Grammar
-    from guitarformer.generation.strings import StringState
+    from guitarformer.generation.constraint import grammar as grammar_mod
+    from guitarformer.generation.constraint.grammar import Grammar
+    from guitarformer.generation.constraint.strings import StringState
 
     a, b = GuitarConstraint(tok3), GuitarConstraint(tok3)
     assert a.strings.W is b.strings.W and a.strings.lowest is b.strings.lowest and a.time.ticks is b.time.ticks
@@ -524,8 +524,8 @@ def test_the_hand_rule_as_its_definition_reads(tok3, tuning, capo, region):
     pitch p may go on string k iff k plays it (from the capo, within the frets and the asked region, or open),
     nothing sounds on k, and p is an open string or its fret and the fretted notes sounding on the other strings lie
     within HAND_SPAN frets of each other."""
-    from guitarformer.generation.grammar import Grammar
-    from guitarformer.generation.strings import StringState
+    from guitarformer.generation.constraint.grammar import Grammar
+    from guitarformer.generation.constraint.strings import StringState
     from guitarformer.music.guitar import fret_of
 
     s = StringState(Grammar.of(tok3), tuning, capo, MAX_FRET, region=region)

@@ -1,4 +1,4 @@
-"""The model fingers other music (generation/fingering.py, `tab --run`, `eval --fingering`): playable choices that
+"""The model fingers other music (fingering/tab_model.py, `tab --run`, `eval --fingering`): playable choices that
 follow the model, the same tokens whatever the batching, agreement counted on the same notes for the model and
 fret(), and a clear error for runs that cannot finger. Tiny untrained models: what is checked is what the code
 does with whatever the model says. Most tests run on both tab layouts (`tok` and `tab_run` are parametrized): 2, a
@@ -22,13 +22,13 @@ from helpers.tiny_runs import untrained_run
 
 from guitarformer.cli import main
 from guitarformer.config import DataConfig, ModelConfig
-from guitarformer.data.tokenization import build_tokenizer, encode
+from guitarformer.vocab.tokenization import build_tokenizer, encode
 from guitarformer.errors import GuitarformerError
-from guitarformer.evaluation.fingering import note_strings, part_ids, score_parts
-from guitarformer.fretting import fret
-from guitarformer.data.tab_tokens import MAX_STRINGS, lowest_fret_string
-from guitarformer.generation import fingering
-from guitarformer.generation.fingering import (
+from guitarformer.fingering.agreement import note_strings, part_ids, score_parts
+from guitarformer.fingering import fret
+from guitarformer.vocab.tab_tokens import MAX_STRINGS, lowest_fret_string
+from guitarformer.fingering import tab_model as fingering
+from guitarformer.fingering.tab_model import (
     TabVocab,
     _refinger,
     finger,
@@ -36,8 +36,8 @@ from guitarformer.generation.fingering import (
     refinger,
     token_note_of,
 )
-from guitarformer.generation.fingering_rows import window_cuts, SlotCache, window_spans
-from guitarformer.generation.fret_model import finger_combined, string_logprobs
+from guitarformer.fingering.tab_rows import window_cuts, SlotCache, window_spans
+from guitarformer.fingering.combined import finger_combined, string_logprobs
 from guitarformer.models import build_model
 from guitarformer.music.guitar import STANDARD_TUNING
 from guitarformer.music.score import GuitarScore
@@ -320,7 +320,7 @@ def test_a_remi_run_cannot_finger(remi_run):
 
 
 def test_a_bpe_tokenizer_cannot_finger(model, tok):
-    from guitarformer.generation.fingering import check_fingering_run
+    from guitarformer.fingering.tab_model import check_fingering_run
 
     bpe = copy.copy(tok)
     bpe.__dict__["_model"] = object()  # is_trained: a BPE model is present
@@ -432,7 +432,7 @@ def test_greedy_takes_the_bait_and_beam_search_does_not(model, tok, parts, monke
 
 
 def test_the_constraint_rows_beam_search_reorders_are_all_its_per_row_state(tok, parts):
-    from guitarformer.generation.fingering_rows import RowGroup
+    from guitarformer.fingering.tab_rows import RowGroup
 
     seqs, _ = _seqs(tok, parts)
     n = min(map(len, seqs))
@@ -451,7 +451,7 @@ def test_the_constraint_rows_beam_search_reorders_are_all_its_per_row_state(tok,
     assert torch.equal(moved.constraint.mask(last), replayed.constraint.mask(last))
 
 
-# ---------------------------------------------------------------- fret() + the model (generation/fret_model.py)
+# ---------------------------------------------------------------- fret() + the model (fingering/combined.py)
 
 
 def test_extra_costs_steer_fret(parts):

@@ -1,4 +1,4 @@
-"""The form control (generation/form.py, generation/repeats.py, `sample --form`): a bar the plan repeats comes out
+"""The form control (compose/form.py, generation/constraint/repeats.py, `sample --form`): a bar the plan repeats comes out
 as the earlier bar's notes, letters and forms parse, tunes' forms are counted and travel in a file."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from guitarformer.app import SampleRequest, load_run_once, sample
 from guitarformer.app.sample import default_form
 from guitarformer.cli import main
-from guitarformer.data.tokenization import load_tokenizer
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.form import bar_notes
-from guitarformer.generation.conditioning import conditions
-from guitarformer.generation.form import (
+from guitarformer.compose.conditioning import conditions
+from guitarformer.compose.form import (
     FORMS_FILE,
     FormCounts,
     agree,
@@ -135,7 +135,7 @@ def test_auto_forms_repeat_as_drawn(shipped):
     req = SampleRequest.of(num_samples=4, bars=8, seed=3, style="jig", form="auto")
     res = sample(req, shipped)
     for k, riff in enumerate(res.riffs):
-        plan = shipped.forms.draw(random.Random(__import__("guitarformer.generation.riffs", fromlist=["x"])
+        plan = shipped.forms.draw(random.Random(__import__("guitarformer.compose.riffs", fromlist=["x"])
                                                 .riff_seed(3, k)), "jig", 8)
         assert len(plan) == 8 and plan in [phrase_repeats(parse_plan(f[:8])) for f in shipped.forms.by_style["jig"]]
         _repeats_as_planned(riff, plan)

@@ -1,4 +1,4 @@
-"""generation/guards.py: the key bias and where the tonic gains, the per-bar onset ranges of density, a hand position
+"""generation/constraint/guards.py: the key bias and where the tonic gains, the per-bar onset ranges of density, a hand position
 per bar."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import torch
 
 from guitarformer.app.loaded import load_run_once
 from guitarformer.config import DataConfig
-from guitarformer.data.controls import controls_per_bar, estimate_key, notes_of, position_value
-from guitarformer.data.tokenization import build_tokenizer
-from guitarformer.generation.conditioning import conditions, parse_per_bar
-from guitarformer.generation.constraint import GuitarConstraint
-from guitarformer.generation.guards import UNTIMED_TONIC_BONUS, GuardSpec, key_bias, onset_range
-from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.vocab.controls import controls_per_bar, estimate_key, notes_of, position_value
+from guitarformer.vocab.tokenization import build_tokenizer
+from guitarformer.compose.conditioning import conditions, parse_per_bar
+from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.guards import UNTIMED_TONIC_BONUS, GuardSpec, key_bias, onset_range
+from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.errors import GuitarformerError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

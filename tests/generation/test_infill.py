@@ -18,7 +18,7 @@ from guitarformer import IGNORE_INDEX
 from guitarformer.cli import main
 from guitarformer.config import DataConfig, apply_overrides
 from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
-from guitarformer.data.infill import (
+from guitarformer.vocab.infill import (
     FILL_TOKENS,
     FillIds,
     decoder_layout,
@@ -26,13 +26,13 @@ from guitarformer.data.infill import (
     split_bars,
     unfold,
 )
-from guitarformer.data.tab_tokens import TabREMI
-from guitarformer.data.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
+from guitarformer.vocab.tab_tokens import TabREMI
+from guitarformer.vocab.tokenization import bar_ids, build_tokenizer, encode, load_tokenizer, tokenizer_params
 from guitarformer.errors import GuitarformerError
-from guitarformer.fretting import fret
+from guitarformer.fingering import fret
 from guitarformer.app.infill import fill_bars
-from guitarformer.generation.infill import song_bars
-from guitarformer.generation.riffs import Draws
+from guitarformer.compose.infill import song_bars
+from guitarformer.compose.riffs import Draws
 from guitarformer.readers import read_guitar
 from guitarformer.runs import load_run
 
@@ -267,7 +267,7 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
     """`candidates` samples fills side by side and keeps the one `rank_fills` puts first: the scores are the
     model's own mean log-probabilities per token (checked against a teacher-forced pass), and the kept fill is the
     row with the highest fit to the bars around the gap plus LIKELIHOOD_WEIGHT x its score, computed here by hand."""
-    import guitarformer.generation.infill as gi
+    import guitarformer.compose.infill as gi
 
     model, tok, cfg = load_run(infill_run)
     gs = read_guitar(SONG)[0]
@@ -333,7 +333,7 @@ def test_rank_fills_prefers_the_fill_that_sounds_like_its_surroundings(tok):
     """A fill that repeats the bars around the gap outranks a wild one the model scores higher, unless only the wild
     one was closed before the token budget ran out; an empty fill (score -inf) never wins; with no notes around to
     fit, the likelihood decides."""
-    from guitarformer.generation.infill import rank_fills, share_overlap
+    from guitarformer.compose.infill import rank_fills, share_overlap
 
     _, _, f, _, bars = _song(tok)
     around = [bars[0], bars[3]]

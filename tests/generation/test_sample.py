@@ -16,16 +16,16 @@ from click.testing import CliRunner
 
 from guitarformer.config import Config, DataConfig, ModelConfig
 from guitarformer.music.guitar import MAX_FRET, STANDARD_TUNING, TUNINGS
-from guitarformer.data.tokenization import bar_ids, build_tokenizer, decode, decode_guitar, encode, special_ids
+from guitarformer.vocab.tokenization import bar_ids, build_tokenizer, decode, decode_guitar, encode, special_ids
 from guitarformer.models import build_model
 from guitarformer.models.kinds import Prompt, kind_of
 from guitarformer.models.layers import KVCache
 from guitarformer import runtime
-from guitarformer.generation.constraint import HOST_ROWS, GuitarConstraint, constraint_device
-from guitarformer.generation import engine
-from guitarformer.generation.engine import generate
-from guitarformer.generation.sampling import SamplingParams
-from guitarformer.generation.riffs import Draws, RiffSpec, generate_riffs
+from guitarformer.generation.constraint.guitar import HOST_ROWS, GuitarConstraint, constraint_device
+from guitarformer.generation.decode import engine
+from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.decode.sampling import SamplingParams
+from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs
 
 TOKENIZERS = ["REMI", "TSD", "MIDILike", "Structured", "TabREMI"]
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "io"
@@ -387,7 +387,7 @@ def test_rows_of_one_long_prompt_share_its_cache_and_sample_what_their_own_cache
     """engine._Reader: B rows of one prompt long enough ((B - 1) x its tokens >= SHARED_KEYS_MIN, infill's candidates)
     read it once into a cache they share (KVCache.sharing); each row then draws what it draws with a cache of its own,
     through the constraint and past a slide of the window (a fresh cache of the rows' own, no longer one prompt)."""
-    from guitarformer.generation import engine
+    from guitarformer.generation.decode import engine
     from guitarformer.models import layers
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
@@ -457,7 +457,7 @@ def _three_rows_on_cuda(kind: str):
 @pytest.mark.parametrize("kind", ["decoder", "decoder-prev", "decoder-copy", "encoder_decoder",
                                   "encoder_decoder-copy"])
 def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
-    """The CUDA-graph step (generation/captured.py): the same riffs from the same seeds, window slide included."""
+    """The CUDA-graph step (generation/decode/captured.py): the same riffs from the same seeds, window slide included."""
     tok, _, model, prompt = _three_rows_on_cuda(kind)
     runs = []
     for capture in (False, True):
@@ -776,7 +776,7 @@ def test_the_bars_asked_are_the_bars_written(tokenizer):
 def test_a_grammar_is_built_once_per_tokenizer():
     """Grammar.of: a constraint reuses its tokenizer's read-only tables; another tokenizer (even an equal one) and
     another device get their own, and what is reused is what a fresh build gives."""
-    from guitarformer.generation.grammar import Grammar
+    from guitarformer.generation.constraint.grammar import Grammar
 
     tok, other = build_tokenizer(DataConfig(tokenizer="REMI")), build_tokenizer(DataConfig(tokenizer="REMI"))
     g = GuitarConstraint(tok).grammar
@@ -788,10 +788,10 @@ def test_a_grammar_is_built_once_per_tokenizer():
 @pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeypatch):
-    """`sample --compile` (generation/compiled.py, through the app layer): the same riff, file for file, from the
+    """`sample --compile` (generation/decode/compiled.py, through the app layer): the same riff, file for file, from the
     shipped model (a trained model's peaked choices: the compiled kernels' last bits never flip a draw)."""
     from guitarformer.cli import main
-    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.generation.decode.compiled import CompiledStep
     from guitarformer.pretrained import has_pretrained
 
     if not has_pretrained():
@@ -813,7 +813,7 @@ def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeyp
 def test_compile_leaves_batches_of_more_rows_to_the_eager_cache(monkeypatch):
     """From COMPILED_ROWS + 1 rows the eager step is as fast as a compiled one (and each batch shape would be
     another compile), so `compile` decodes them eagerly (the same tokens as without it)."""
-    from guitarformer.generation import engine
+    from guitarformer.generation.decode import engine
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     model = tiny(tok, "decoder-copy", block_size=48)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from guitarformer.cli import main  # noqa: E402
 from guitarformer.config import Config, DataConfig, ModelConfig, SampleConfig  # noqa: E402
-from guitarformer.data.tokenization import build_tokenizer  # noqa: E402
+from guitarformer.vocab.tokenization import build_tokenizer  # noqa: E402
 from guitarformer.models import build_model  # noqa: E402
 from guitarformer.runs.checkpoint import save_checkpoint  # noqa: E402
 
@@ -59,7 +59,7 @@ def hand_position_flag() -> str:
 
 
 def unguarded() -> list[str]:
-    """--no-guard and --guidance 0 where they exist: the sampler's guards (generation/guards.py) and classifier-free
+    """--no-guard and --guidance 0 where they exist: the sampler's guards (generation/constraint/guards.py) and classifier-free
     guidance steer the asked controls on purpose, so the recorded riffs are compared as the model alone writes
     them."""
     names = {p.name for p in main.commands["sample"].params}

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from guitarformer.config import DataConfig
-from guitarformer.data.tokenization import build_tokenizer
+from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from helpers.tiny_runs import untrained_run
 

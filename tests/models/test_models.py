@@ -221,10 +221,10 @@ def test_shared_prefix_cache_matches_full_forward(pos: str) -> None:
 @pytest.mark.usefixtures("cxx")
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
-    """generation/compiled.py: the one-token step compiled on a CPU (model.copy and prev_token on, the default
+    """generation/decode/compiled.py: the one-token step compiled on a CPU (model.copy and prev_token on, the default
     preset's shape) gives the logits of the full forward, across a reset and an eager refill (a sliding window)."""
     from guitarformer.errors import GuitarformerError
-    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.generation.decode.compiled import CompiledStep
     from guitarformer.models.kinds import Prompt, kind_of
 
     model = make(kind, "rope", prev_token=kind == "decoder", copy=True, block_size=24)
@@ -247,7 +247,7 @@ def test_compiled_step_gives_the_full_forward_logits(kind: str) -> None:
             compiled(tgt[:, :1], model.new_cache(2, 24, static=True))
         compiled = CompiledStep(step, cache, model)
         broken = pytest.MonkeyPatch()
-        broken.setattr("guitarformer.generation.compiled._program",
+        broken.setattr("guitarformer.generation.decode.compiled._program",
                        lambda *a: (_ for _ in ()).throw(RuntimeError("C++ compile error: cannot find g++")))
         with broken.context(), pytest.raises(GuitarformerError, match="cannot find g\\+\\+.*needs a C\\+\\+ compiler"):
             compiled(tgt[:, :1], cache)
@@ -261,7 +261,7 @@ def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str)
     """models/ops.py `as_rows`: inside a compiled step the norms and activations write (rows, C) buffers, so
     ATen's CPU mm reads them as they are; over (1, 1, C) inductor hands mm a view with a 0 row stride, which mm
     copies first (seven copies a step in this two-layer model before)."""
-    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.generation.decode.compiled import CompiledStep
     from guitarformer.models.kinds import Prompt, kind_of
 
     model = make("decoder", "rope", 1, block_size=24, ffn=ffn)
@@ -279,7 +279,7 @@ def test_a_compiled_step_hands_its_products_their_operands_as_they_are(ffn: str)
 
 def _compiled_logits(model, tgt: torch.Tensor, prompt: int) -> torch.Tensor:
     """`tgt`'s logits from an eager prompt of `prompt` tokens, then one CompiledStep per token (a riff)."""
-    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.generation.decode.compiled import CompiledStep
     from guitarformer.models.kinds import Prompt, kind_of
 
     with torch.inference_mode():
@@ -293,8 +293,8 @@ def _compiled_logits(model, tgt: torch.Tensor, prompt: int) -> torch.Tensor:
 
 @pytest.fixture
 def programs(tmp_path, monkeypatch):
-    """generation/compiled.py's programs as in a fresh process, saved in (and read from) tmp_path only."""
-    from guitarformer.generation import compiled as compiled_mod
+    """generation/decode/compiled.py's programs as in a fresh process, saved in (and read from) tmp_path only."""
+    from guitarformer.generation.decode import compiled as compiled_mod
 
     monkeypatch.setattr(compiled_mod, "_saved_dir", lambda: tmp_path)  # not in a folder named as _saved_dir's
     monkeypatch.setattr(compiled_mod, "PROGRAMS", [])
@@ -305,7 +305,7 @@ def programs(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.usefixtures("cxx")
 def test_a_compiled_program_serves_each_riff_the_model_it_is_given(programs) -> None:
-    """generation/compiled.py `_program`: a new riff's step (a new cache, another prompt length; another model of the
+    """generation/decode/compiled.py `_program`: a new riff's step (a new cache, another prompt length; another model of the
     same dims, its own weights) reuses the program its guards accept, reading that step's model, and a model of
     other dims gets its own program: a program that kept its first model, or skipped its guards for other shapes,
     would fail here, and one whose guards read the prompt's length (its width in a stride) would be one per prompt."""
@@ -346,9 +346,9 @@ def test_compiled_steps_of_old_code_versions_are_pruned(tmp_path, monkeypatch) -
     """Saving a program keeps the folders of the KEEP_VERSIONS versions of the code saved to last, and nothing else
     is touched: no folder but a version's, none outside `guitarformer-steps` (the tests' own programs are saved
     straight into their tmp_path: pruning its siblings would delete other tests' folders)."""
-    from guitarformer.generation import compiled as compiled_mod
+    from guitarformer.generation.decode import compiled as compiled_mod
 
-    versions = tmp_path / compiled_mod.STEPS_FOLDER
+    versions= tmp_path / compiled_mod.STEPS_FOLDER
     names = [f"{i:016x}" for i in range(compiled_mod.KEEP_VERSIONS + 2)]
     for i, name in enumerate([*names, "not-a-version"]):
         (versions / name).mkdir(parents=True)
@@ -375,11 +375,11 @@ class _Uncompiled:
 
 
 def _held_step_logits(kind: str, device: str) -> None:
-    """A held compiled step (generation/compiled.py `HeldStep`: the whole static buffer, the host count held), as
+    """A held compiled step (generation/decode/compiled.py `HeldStep`: the whole static buffer, the host count held), as
     CUDA captures it (captured.CapturedStep) or called by itself on a CPU, gives the full forward's logits across a
     reset and an eager refill (a sliding window), at one graph: the host count never reaches the graph's guards."""
-    from guitarformer.generation.captured import CapturedStep
-    from guitarformer.generation.compiled import HeldStep
+    from guitarformer.generation.decode.captured import CapturedStep
+    from guitarformer.generation.decode.compiled import HeldStep
     from guitarformer.models.kinds import Prompt, kind_of
 
     model = make(kind, "rope", prev_token=kind == "decoder", copy=True, block_size=24).to(device)

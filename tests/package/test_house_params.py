@@ -15,9 +15,9 @@ LIMIT = 8
 WAITING = {
     "data/dataset.py::Seq2SeqPairs.__init__", "data/dataset.py::_shift", "data/prepare.py::prepare",
     "evaluation/report.py::evaluate_run", "evaluation/report.py::_sample_metrics",
-    "fretting/string_model.py::fit", "fretting/viterbi.py::_transition",
-    "generation/constraint.py::GuitarConstraint.__init__", "generation/engine.py::generate",
-    "generation/fingering_implied.py::_Search3._rank", "generation/fingering_rows.py::allowed_strings",
+    "fingering/string_model.py::fit", "fingering/viterbi.py::_transition",
+    "generation/constraint/guitar.py::GuitarConstraint.__init__", "generation/decode/engine.py::generate",
+    "fingering/tab_implied.py::_Search3._rank", "fingering/tab_rows.py::allowed_strings",
     "models/layers.py::KVCache.__init__", "readers/gp_notes.py::build_part", "readers/gpif.py::_Document._place",
     "readers/guitarpro.py::_track_rows.<locals>.place",
 }

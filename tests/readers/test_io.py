@@ -9,7 +9,7 @@ import symusic
 
 from guitarformer.music.guitar import TPQ
 from guitarformer.evaluation.reference import _fretted_only
-from guitarformer.fretting import UNPLAYABLE
+from guitarformer.fingering import UNPLAYABLE
 from guitarformer.readers import detect_format, from_music21, read_guitar
 from guitarformer.readers.base import time_limit
 from guitarformer.readers.base import DEAD_NOTE_TICKS, DEAD_NOTE_VELOCITY

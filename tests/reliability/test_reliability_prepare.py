@@ -70,7 +70,7 @@ def test_process_never_raises_on_random_mutations(tmp_path, cache_root):
     """A few hundred random mutations through the per-file worker function, in-process: a record, never an exception."""
     from guitarformer.config import DataConfig
     from guitarformer.data import prepare_file as P
-    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.vocab.tokenization import build_tokenizer
 
     build_tokenizer(DataConfig()).save(tmp_path / "tok.json")
     P.init_worker(str(tmp_path / "tok.json"), {"timeout": 10})

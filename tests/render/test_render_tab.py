@@ -375,7 +375,7 @@ def test_cli_rejects_nonsense_widths(tmp_path, width):
 def test_notes_below_the_tuning_are_reported(tmp_path):
     gs = _score([(0, 480, 6, 0), (1920, 480, 6, 0), (3840, 480, 4, 2)])  # E2 twice, then E3
     gs.tuning = (45, 50, 55, 59, 64, 69)  # A2 at the bottom: no E2
-    from guitarformer.fretting import fret
+    from guitarformer.fingering import fret
 
     frets = fret(gs.track.notes, gs.tuning)
     missing = unplaced_notes(gs, frets)

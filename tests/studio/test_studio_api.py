@@ -132,7 +132,7 @@ def test_sample_gives_candidates_with_their_files(client, riffs, tmp_path):
 
 def test_meters_drawn_or_the_models_own(run, client, tmp_path):
     """The page's time-signature choices `auto` (drawn from the run's tunes) and `none` (the model's own)."""
-    from guitarformer.generation.riffs import meters_to_draw
+    from guitarformer.compose.riffs import meters_to_draw
 
     drawn = meters_to_draw(load_run_once(run).seen)
     for choice in ("auto", "none"):
@@ -366,7 +366,7 @@ def test_a_taken_port_is_one_clear_message():
 def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_path, monkeypatch):
     """`guitarformer studio --compile`: the warm-up compiles the one-token step before the page opens, and the page's
     riffs then come through it, the same riffs as an eager studio's."""
-    from guitarformer.generation.compiled import CompiledStep
+    from guitarformer.generation.decode.compiled import CompiledStep
     from guitarformer.app import warm_up
 
     steps = []

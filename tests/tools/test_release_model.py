@@ -13,8 +13,8 @@ import torch
 
 from guitarformer.data.corpus import labels_taken
 from guitarformer.errors import GuitarformerError
-from guitarformer.generation.riffs import Draws, generate_riffs
-from guitarformer.generation.sampling import SamplingParams
+from guitarformer.compose.riffs import Draws, generate_riffs
+from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
 from guitarformer.runs import export
 from guitarformer.runs.export import shipping_dtype
@@ -178,7 +178,7 @@ def test_with_no_run_named_and_none_of_the_users_sampling_uses_the_shipped_model
     import guitarformer.runs as runs_mod
     from guitarformer.cli import main
     from guitarformer.config import DataConfig
-    from guitarformer.data.tokenization import build_tokenizer
+    from guitarformer.vocab.tokenization import build_tokenizer
 
     shipped = untrained_run(tmp_path / "shipped", build_tokenizer(DataConfig()), 128)
     (shipped / "ckpt" / "last.pt").rename(shipped / CHECKPOINT)

@@ -21,8 +21,8 @@ from guitarformer.app.loaded import load_run_once, run_info
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
-from guitarformer.data.tab_tokens import strip_controls, tab_layout_of
-from guitarformer.data.tokenization import build_tokenizer, load_tokenizer
+from guitarformer.vocab.tab_tokens import strip_controls, tab_layout_of
+from guitarformer.vocab.tokenization import build_tokenizer, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.pretrained import has_pretrained, pretrained_dir

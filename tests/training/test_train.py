@@ -83,7 +83,7 @@ def test_riff_in_tensorboard(tmp_path, tiny_cfg, monkeypatch):
     from torch.utils.tensorboard import SummaryWriter
 
     import guitarformer.training.progress as progress
-    from guitarformer.generation.riffs import Riff
+    from guitarformer.compose.riffs import Riff
     from guitarformer.readers import read_guitar
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no fluidsynth
@@ -565,7 +565,7 @@ def test_validation_reads_the_plain_stream(tiny_cfg, tiny_dataset):
     """A run with controls and infilling validates on the tokens a plain run scores: no control tokens, no fill
     examples, the same targets and notes as the plain dataset of the same tunes; its NLL per note is its nats
     over those notes."""
-    from guitarformer.data.controls import control_kinds
+    from guitarformer.vocab.controls import control_kinds
     from guitarformer.data.corpus import ensure_builtin_dataset
 
     cfg = copy.deepcopy(tiny_cfg)
