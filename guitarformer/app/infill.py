@@ -8,7 +8,7 @@ from pathlib import Path
 
 import symusic
 
-from guitarformer.app.files import UserSong, read_user_song, write_song
+from guitarformer.app.files import UserSong, pick_track, read_user_song, stringed, write_song
 from guitarformer.app.loaded import LoadedRun, load_run_once
 from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, Sampling, check_outputs
 from guitarformer.app.splice import splice
@@ -19,6 +19,7 @@ from guitarformer.compose.infill import Gap, SongBars, check_infill_run, plan, s
 from guitarformer.compose.riffs import Draws
 from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.score import PLAIN, UNPLAYABLE, GuitarScore
+from guitarformer.music.song import Song
 from guitarformer.runtime import set_threads, step_work
 
 
@@ -79,15 +80,29 @@ def _part(req: InfillRequest) -> tuple[UserSong, list[str]]:
     """The song with the part to fill, and a warning when the file has several guitar parts and none was chosen."""
     if isinstance(req.song, GuitarScore):
         return UserSong([req.song], 0), []
-    song = read_user_song(req.song, req.track, req.tracks)
+    if isinstance(req.song, Song):
+        song, name = song_part(req.song, req.track, req.tracks), req.song.name or "the song"
+    else:
+        song, name = read_user_song(req.song, req.track, req.tracks), Path(req.song).name
     if req.track is None and song.choices > 1:
-        return song, [f"{Path(req.song).name} has {song.choices} parts: filling the first (choose another with "
-                      "--track)"]
+        return song, [f"{name} has {song.choices} parts: filling the first (choose another with --track)"]
     return song, []
 
 
+def song_part(song: Song, track: str | None = None, tracks: str = "guitar") -> UserSong:
+    """A song held in memory as `infill` edits it: the part `track` names (number from 1 or name, as `--track` names
+    a file's) among its stringed parts (tracks="guitar": its guitar parts, where it has any), every part written back."""
+    name = song.name or "the song"
+    chosen_from = stringed(song.parts, name)
+    if tracks != "all":
+        chosen_from = [gs for gs in chosen_from if gs.role == "guitar"] or chosen_from
+    part = chosen_from[0] if track is None else pick_track(chosen_from, track, name, tracks)
+    index = next(k for k, gs in enumerate(song.parts) if gs is part)
+    return UserSong(list(song.parts), index, len(chosen_from))
+
+
 def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
-    """The `infill` command: read the song (or take the GuitarScore given), load the run (unless `loaded` is
+    """The `infill` command: read the song (or take the GuitarScore or Song given), load the run (unless `loaded` is
     given), fill the bars, write every output asked for and summarise."""
     check_outputs(req.outputs, ("midi", "tab", "gp"))
     first, last = req.bars

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from guitarformer.vocab.controls import Controls, option_controls
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
+from guitarformer.music.song import Song
 
 # Output slot -> the suffixes it may carry and the example its error names.
 SUFFIXES = {"midi": ((".mid", ".midi"), "riff.mid"), "tab": ((".txt", ".tab"), "riff.txt"),
@@ -143,7 +144,7 @@ MAX_CANDIDATES = 16  # fills `infill` samples at once, at most
 class InfillRequest:
     """`infill`: bars `bars` (first, last; 1-based, inclusive, as `tab` numbers them) of `song` written again."""
 
-    song: Path | GuitarScore
+    song: Path | GuitarScore | Song  # a file, one part, or a song's parts in memory (`track` chooses among them)
     bars: tuple[int, int]
     outputs: Outputs = field(default_factory=Outputs)
     track: str | None = None  # the part to fill (a file with several): its number (1-based) or name

@@ -3,10 +3,13 @@
     GET  /                          the page
     GET  /api/run                   the run and the options it honours (run_info)
     POST /api/sample                {options} -> {"riffs": [...], "lines": [...]}: candidates to flip through
-    POST /api/infill                {"riff": id, "bars": [first, last], ...} -> {"riffs": [the riff, bars new]}
+    POST /api/infill                {"riff": id, "bars": [first, last], "part"?, ...} -> {"riffs": [the riff, bars new]}
     POST /api/continue              multipart: file (any format the readers take) + options (JSON) -> {"riffs"}
     POST /api/cancel/{job}          stop a queued or running request
     GET  /api/files/{riff}/{kind}   gp | midi | tab | wav of a riff this server made
+
+A riff says its parts ("parts": guitars, bass, drums, in its files' track order; studio/parts.py), and a Regenerate
+names the part it fills ("part": an index in that list; default: the part the model wrote).
 
 Errors come back as {"error": problem, "fix": fix} with status 400 (bad input or a Host this server does not
 serve), 403 (a change asked from another site's page), 404 (unknown riff or file),
@@ -48,6 +51,7 @@ from guitarformer.app import (
 from guitarformer.app.prompt import Prompt
 from guitarformer.errors import GuitarformerError
 from guitarformer.music.score import GuitarScore
+from guitarformer.music.song import Song
 from guitarformer.render.audio import find_synth
 from guitarformer.studio.forms import (
     InfillForm,
@@ -59,6 +63,7 @@ from guitarformer.studio.forms import (
     sample_form,
 )
 from guitarformer.studio.guard import HostGuard
+from guitarformer.studio.parts import fill_part, part_name, parts_json, track_of
 from guitarformer.studio.store import KINDS, MEDIA_TYPES, RiffStore, StoredRiff, UnknownRiff
 from guitarformer.studio.worker import Busy, JobCancelled, StopCheck, Worker
 
@@ -110,19 +115,22 @@ class Studio:
         song that has others (the page marks them and shows the first), None for a riff that is all new."""
         gs = riff.score
         tab = riff.files.get("tab")
-        bars = bars_of(gs)
+        bars = max(bars_of(p) for p in riff.parts or [gs])
         if new_bars:  # counted as `bars` counts them: a last note ringing into a further bar adds none
             new_bars = (new_bars[0], min(new_bars[1], bars)) if new_bars[0] <= bars else None
         return {"id": riff.id, "seed": seed, "bars": bars, "notes": len(gs.track.notes),
+                "parts": parts_json(riff.parts or [gs], riff.edited), "edited": riff.edited,
                 "regenerated": list(regenerated) if regenerated else None,
                 "new_bars": list(new_bars) if new_bars else None,
                 "files": {k: f"/api/files/{riff.id}/{k}" for k in riff.files},
                 "tab": tab.read_text() if tab else "", "lines": lines}
 
     @staticmethod
-    def _keep(riff: StoredRiff, score: GuitarScore, files: dict[str, Path]) -> None:
+    def _keep(riff: StoredRiff, score: GuitarScore, files: dict[str, Path], parts: list[GuitarScore] | None = None,
+              edited: int = 0) -> None:
         riff.score = score
         riff.files = {k: Path(p) for k, p in files.items()}
+        riff.parts, riff.edited = (parts or [score]), edited
 
     def sample_job(self, form: SampleForm, prompt: Path | None = None) -> Callable[[StopCheck], dict]:
         """Candidates one at a time, so a cancel is seen between riffs; candidate k is seed + k (the CLI's
@@ -145,7 +153,9 @@ class Studio:
                 except BaseException:
                     self.store.discard(riff)
                     raise
-                self._keep(riff, result.riffs[0].gs, result.riffs[0].files)
+                gs = result.riffs[0].gs
+                parts, edited = (file.parts(gs), file.edited) if file is not None else ([gs], 0)
+                self._keep(riff, gs, result.riffs[0].files, parts, edited)
                 lines = lines or result.lines[:1]
                 out.append(self.riff_json(riff, base_seed + k, result.lines[1:],
                                           new_bars=continued_bars(file, result.riffs[0].new_bars)))
@@ -154,19 +164,25 @@ class Studio:
         return run
 
     def infill_job(self, form: InfillForm) -> Callable[[StopCheck], dict]:
+        """Bars of one part written again (the part the riff's model wrote, or `form.part`); the other parts kept."""
         source = self.store.get(form.riff)
-        check_bar_range(form.bars, source.score)
+        parts = source.parts or [source.score]
+        part = source.edited if form.part is None else form.part
+        gs = fill_part(parts, part)
+        several = len(parts) > 1
+        check_bar_range(form.bars, gs, f"{part_name(gs)}'s" if several else "the riff's")
+        # one part: the part itself (as ever); several: the song, the part chosen as `infill --track N --tracks all`
+        song = dict(song=Song(parts), track=track_of(parts, part), tracks="all") if several else dict(song=gs)
 
         def run(stop: StopCheck) -> dict:
             riff = self.store.new()
             try:
-                req = InfillRequest.of(song=source.score, bars=form.bars, outputs=self.outputs(riff, wav=False),
-                                       **form.options)
+                req = InfillRequest.of(bars=form.bars, outputs=self.outputs(riff, wav=False), **song, **form.options)
                 result = infill(req, self.loaded)
             except BaseException:
                 self.store.discard(riff)
                 raise
-            self._keep(riff, result.score, result.files)
+            self._keep(riff, result.score, result.files, result.parts, part)
             return {"riffs": [self.riff_json(riff, form.options.get("seed", 0), list(result.lines), form.bars,
                                                new_bars=form.bars)],
                     "lines": list(result.lines)}

@@ -55,6 +55,7 @@ class InfillForm:
     bars: tuple[int, int]
     options: dict[str, Any]  # seed, temperature, top_p
     job: str | None = None
+    part: int | None = None  # the part to fill (index in the riff's parts, from 0); None: the one the model wrote
 
 
 def _number(name: str, value: Any) -> int | float:
@@ -130,7 +131,8 @@ def sample_form(body: Any, info: RunInfo) -> SampleForm:
 
 
 def infill_form(body: Any, info: RunInfo) -> InfillForm:
-    """Check a /api/infill body: {"riff": id, "bars": [first, last], "seed"?, "temperature"?, "top_p"?, "job"?}."""
+    """Check a /api/infill body: {"riff": id, "bars": [first, last], "part"?, "seed"?, "temperature"?, "top_p"?,
+    "job"?}; `part` (the riff's parts, from 0) is checked against the riff by studio/parts.py."""
     if not isinstance(body, dict) or not isinstance(body.get("riff"), str):
         raise GuitarformerError("an infill request names the riff to change: {\"riff\": id, \"bars\": [first, last]}",
                                 "send the id a /api/sample answer gave")
@@ -141,12 +143,13 @@ def infill_form(body: Any, info: RunInfo) -> InfillForm:
     if not (isinstance(bars, list) and len(bars) == 2):
         raise GuitarformerError(f"bars must be [first, last] (1-based, inclusive), not {bars!r}", "e.g. [5, 8]")
     first, last = (_number("bars", b) for b in bars)
-    unknown = sorted(set(body) - {"riff", "bars", "seed", "temperature", "top_p", "job"})
+    unknown = sorted(set(body) - {"riff", "bars", "part", "seed", "temperature", "top_p", "job"})
     if unknown:
         raise GuitarformerError(f"unknown option {', '.join(map(repr, unknown))} for infill",
-                                "use only riff, bars, seed, temperature, top_p, job")
+                                "use only riff, bars, part, seed, temperature, top_p, job")
     options = {k: _number(k, body[k]) for k in ("seed", "temperature", "top_p") if body.get(k) not in (None, "")}
-    return InfillForm(body["riff"], (first, last), options, _job(body))
+    part = None if body.get("part") in (None, "") else _number("part", body["part"])
+    return InfillForm(body["riff"], (first, last), options, _job(body), part)
 
 
 def bars_of(gs: GuitarScore) -> int:
@@ -156,10 +159,10 @@ def bars_of(gs: GuitarScore) -> int:
     return max(1, count_bars(gs.score.time_signatures, gs.score.ticks_per_quarter, end))
 
 
-def check_bar_range(bars: tuple[int, int], gs: GuitarScore) -> None:
-    """1 <= first <= last <= the riff's bars."""
+def check_bar_range(bars: tuple[int, int], gs: GuitarScore, whose: str = "the riff's") -> None:
+    """1 <= first <= last <= the riff's bars (`whose`: the part's, where a riff has several)."""
     first, last = bars
     n = bars_of(gs)
     if not 1 <= first <= last <= n:
-        raise GuitarformerError(f"bars {first}-{last} are not within the riff's bars 1-{n}",
+        raise GuitarformerError(f"bars {first}-{last} are not within {whose} bars 1-{n}",
                                 f"select bars between 1 and {n}, the first no later than the last")

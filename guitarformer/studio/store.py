@@ -33,8 +33,10 @@ class UnknownRiff(GuitarformerError):
 class StoredRiff:
     id: str
     folder: Path
-    score: GuitarScore | None = None
+    score: GuitarScore | None = None  # the part the model wrote (continued or regenerated)
     files: dict[str, Path] = field(default_factory=dict)
+    parts: list[GuitarScore] = field(default_factory=list)  # every part, in its files' track order: `score` among them
+    edited: int = 0  # `score`'s place in `parts`
 
 
 class RiffStore:

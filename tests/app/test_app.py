@@ -24,6 +24,7 @@ from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
+from guitarformer.music.song import Song
 from guitarformer.render.gp5 import GENERATED_MARK
 from guitarformer.studio.forms import sample_form
 from guitarformer.runs.checkpoint import save_checkpoint
@@ -253,6 +254,26 @@ def test_infill_api_takes_a_score_and_returns_it_filled(runs, tmp_path):
     assert len(res.score.frets) == len(res.score.track.notes) == len(res.score.techniques)
     with pytest.raises(GuitarformerError, match="has 4 bars"):
         infill(InfillRequest(song=read_user_file(SONG), bars=(5, 6)), loaded)
+
+
+def test_infill_api_takes_a_song_and_fills_the_part_named(runs, tmp_path):
+    """A Song in memory: `track` names the part among its stringed ones (as `--track` with --tracks all); every other
+    part comes back as it was, in its place; none named: the first guitar, with a warning when there are several."""
+    loaded = load_run_once(runs["tab"])
+    guitar = read_user_file(SONG)
+    drums = copy.deepcopy(guitar)
+    drums.score.tracks[0].is_drum = True
+    second = copy.deepcopy(guitar)
+    song = Song([drums, guitar, second], name="band")
+    res = infill(InfillRequest(song=song, bars=(2, 3), track="2", tracks="all", seed=1,
+                               outputs=Outputs(gp=tmp_path / "f.gp5")), loaded)
+    assert res.parts[:2] == [drums, guitar] and res.parts[2] is res.score and res.score is not second
+    assert len(guitarpro.parse(str(tmp_path / "f.gp5")).tracks) == 3 and "the 2 other parts" in res.lines[-1]
+    res = infill(InfillRequest(song=song, bars=(2, 3), seed=1), loaded)
+    assert res.parts[1] is res.score and res.warnings == ["band has 2 parts: filling the first (choose another with "
+                                                          "--track)"]
+    with pytest.raises(GuitarformerError, match="band has no track 3"):
+        infill(InfillRequest(song=song, bars=(2, 3), track="3", tracks="all"), loaded)
 
 
 def test_program_names_a_guitar_sound_only(tmp_path):

@@ -31,3 +31,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def band_midi(bars: int = 4) -> bytes:
+    """A MIDI file of three parts, `bars` bars of 4/4 at 120 BPM: a guitar (eighth notes), a bass (quarter notes)
+    and drums (kick, snare and hi-hat), as a band's file brings them to the studio."""
+    import symusic
+
+    s = symusic.Score(480)
+    s.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    s.tempos.append(symusic.Tempo(0, 120))
+    guitar = symusic.Track(name="Lead guitar", program=29)
+    guitar.notes.extend(symusic.Note(bar * 1920 + i * 240, 240, p + bar % 2 * 2, 100) for bar in range(bars)
+                        for i, p in enumerate((52, 55, 57, 59, 62, 59, 57, 55)))
+    bass = symusic.Track(name="Bass", program=33)
+    bass.notes.extend(symusic.Note(bar * 1920 + i * 480, 480, p, 100) for bar in range(bars)
+                      for i, p in enumerate((40, 40, 43, 45)))
+    drums = symusic.Track(name="Drums", program=0, is_drum=True)
+    drums.notes.extend(symusic.Note(bar * 1920 + i * 480, 120, p, 100) for bar in range(bars) for i in range(4)
+                       for p in ((36 if i % 2 == 0 else 38), 42))
+    s.tracks.extend([guitar, bass, drums])
+    return bytes(s.dumps_midi())

@@ -10,18 +10,19 @@ import sys
 import threading
 from pathlib import Path
 
+import guitarpro
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from guitarformer.app import load_run_once
+from guitarformer.app import load_run_once, read_user_parts
 from guitarformer.music.bars import bar_starts
 from guitarformer.readers import read_guitar
 from guitarformer.studio import BackgroundServer, create_app
 from guitarformer.studio.forms import bars_of
 from guitarformer.studio.server import check_host
 from guitarformer.studio.worker import JobCancelled, Worker
-from helpers.studio_runs import free_port, studio_run
+from helpers.studio_runs import band_midi, free_port, studio_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FIX = Path(__file__).parents[1] / "fixtures" / "io"
@@ -225,6 +226,53 @@ def test_continue_an_uploaded_file(client, tmp_path):
     new = [n for n in out.track.notes if n.time >= starts[first - 1]]
     assert len(new) == len(out.track.notes) - len(src.track.notes) > 0
     assert any(n.time >= starts[last - 1] for n in new)  # the last bar named holds new notes
+
+
+def test_a_riff_says_its_parts(riffs):
+    part = riffs[0]["parts"]
+    assert riffs[0]["edited"] == 0 and len(part) == 1
+    assert part[0] | {"name": None} == {"index": 0, "name": None, "kind": "guitar", "instrument": part[0]["instrument"],
+                                        "tuning": "standard: E2 A2 D3 G3 B3 E4", "strings": 6, "capo": 0,
+                                        "notes": riffs[0]["notes"], "edited": True}
+
+
+def test_a_band_file_keeps_and_says_every_part_and_regenerates_the_one_chosen(client, tmp_path):
+    """Continue a guitar + bass + drums MIDI: the answer lists the three parts as the Guitar Pro file holds them;
+    Regenerate fills the part it names (the bass here) and keeps the others note for note; drums are refused."""
+    res = client.post("/api/continue", files={"file": ("band.mid", band_midi(4))},
+                      data={"options": json.dumps({"bars": 2, "num_samples": 1, "seed": 3})})
+    assert res.status_code == 200, res.text
+    riff = res.json()["riffs"][0]
+    parts = riff["parts"]
+    assert [(p["name"], p["kind"], p["strings"]) for p in parts] == [
+        ("Lead guitar", "guitar", 6), ("Bass", "bass", 4), ("Drums", "drums", 0)]
+    assert [p["tuning"] for p in parts] == ["standard: E2 A2 D3 G3 B3 E4", "standard bass: E1 A1 D2 G2",
+                                            "drum kit (no strings)"]
+    assert [p["notes"] for p in parts[1:]] == [16, 32] and parts[0]["notes"] == riff["notes"] >= 32
+    assert riff["edited"] == 0 and [p["edited"] for p in parts] == [True, False, False]
+    song = guitarpro.parse(str(fetch(client, riff["files"]["gp"], tmp_path, "band.gp5")))
+    assert [t.name for t in song.tracks] == [p["name"] for p in parts] and song.tracks[2].isPercussionTrack
+
+    before = read_user_parts(fetch(client, riff["files"]["midi"], tmp_path, "before.mid"), "all")
+    res = client.post("/api/infill", json={"riff": riff["id"], "bars": [2, 3], "part": 1, "seed": 1})
+    assert res.status_code == 200, res.text
+    new = res.json()["riffs"][0]
+    assert new["edited"] == 1 and [p["edited"] for p in new["parts"]] == [False, True, False]
+    assert [p["name"] for p in new["parts"]] == [p["name"] for p in parts] and new["regenerated"] == [2, 3]
+    assert "the 2 other parts as they were" in res.json()["lines"][-1]
+    after = read_user_parts(fetch(client, new["files"]["midi"], tmp_path, "after.mid"), "all")
+    notes = lambda gs: [(n.time, n.duration, n.pitch) for n in gs.track.notes]  # noqa: E731
+    assert notes(after[0]) == notes(before[0]) and notes(after[2]) == notes(before[2])  # guitar and drums kept
+    starts = bar_starts(before[1].score.time_signatures, before[1].score.ticks_per_quarter, 4 * 1920)
+    outside = lambda gs: [x for x in notes(gs) if not starts[1] <= x[0] < starts[3]]  # noqa: E731
+    assert outside(after[1]) == outside(before[1])  # the bass outside bars 2-3 kept
+
+    drums = error(client.post("/api/infill", json={"riff": riff["id"], "bars": [1, 1], "part": 2}), 400)
+    assert "part 2 (Drums) is a drum part" in drums
+    assert "the riff has parts 0-2" in error(client.post("/api/infill", json={"riff": riff["id"], "bars": [1, 1],
+                                                                            "part": 3}), 400)
+    assert "not within Bass's bars 1-4" in error(client.post("/api/infill", json={"riff": riff["id"], "bars": [4, 6],
+                                                                                "part": 1}), 400)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The studio as a guitarist uses it, in headless Chromium: open the page, Generate, see the tab alphaTab draws
 (every fret of the file, bar by bar), play it and watch the cursor move, drag across two bars and Regenerate
-them (the other bars stay), upload a broken file and read the message.
+them (the other bars stay), upload a broken file and read the message; continue a band's file and see, hear,
+mute, solo, hide and regenerate its parts.
 
 Needs Playwright for Python and a Chromium on the machine (Debian: `apt-get install chromium`; Playwright's own
 browser downloads are not used). Skips, saying which is missing, elsewhere. Set STUDIO_SCREENSHOTS=docs to keep
@@ -24,7 +25,7 @@ from PIL import Image
 
 from guitarformer.app import load_run_once
 from guitarformer.studio import BackgroundServer, create_app
-from helpers.studio_runs import free_port, studio_run
+from helpers.studio_runs import band_midi, free_port, studio_run
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs Playwright for Python "
                                "(pip install playwright; its browsers are not needed)")
@@ -68,6 +69,21 @@ MARKED = """() => Array.from(document.querySelectorAll('#new-bars .new-bar')).ma
   const r = e.getBoundingClientRect();
   return {bar: Number(e.dataset.bar), left: r.left, top: r.top, right: r.right, bottom: r.bottom};
 })"""
+# What the page asks of alphaTab's synthesizer (it runs in a worker): each mute, solo and reset message, in order
+SYNTH_CALLS = """(() => {
+  const post = Worker.prototype.postMessage;
+  window.synthCalls = [];
+  Worker.prototype.postMessage = function (message, ...rest) {
+    if (message && /^alphaSynth[.](setChannelMute|setChannelSolo|resetChannelStates)$/.test(message.cmd)) {
+      window.synthCalls.push(message);
+    }
+    return post.call(this, message, ...rest);
+  };
+})()"""
+# Per drawn staff system, the track of each staff line alphaTab drew in it, top to bottom (a stringed track draws
+# notation and tab: two lines; a drum track one line of percussion)
+DRAWN_TRACKS = """() => studio.api.boundsLookup.staffSystems.map(s =>
+  s.bars[0].bars.map(b => (b.bar || b.beats[0].beat.voice.bar).staff.track.index))"""
 CURSOR_X = "() => { const c = document.querySelector('.at-cursor-beat'); return c ? c.getBoundingClientRect().x : null; }"
 
 
@@ -91,6 +107,7 @@ def page(server):
             "--no-sandbox", "--autoplay-policy=no-user-gesture-required"])
         page = browser.new_page(viewport={"width": 1280, "height": 860})
         page.requests = []
+        page.add_init_script(SYNTH_CALLS)
         page.on("request", lambda r: page.requests.append(r.url))
         page.goto(server + "/")
         page.wait_for_function("window.studio && window.studio.api")
@@ -295,3 +312,91 @@ def test_a_continuation_opens_at_its_new_bars(page, shots):
     assert marked(page) == []
     _, y = page.evaluate(BAR_POINT, 0)
     assert 0 <= y <= height, f"bar 1 at y={y}, off the page"
+
+
+def mix(page, kind: str, track: int) -> dict:
+    """Press a track's mute ("M") or solo ("S") toggle; alphaTab's record of it and what its synthesizer was sent."""
+    before = page.evaluate("window.synthCalls.length")
+    page.click(f"#tracks tr[data-track='{track}'] button:text-is('{kind}')")
+    field = {"M": "isMute", "S": "isSolo"}[kind]
+    page.wait_for_function(f"window.synthCalls.length > {before}", timeout=10_000)
+    return {"pressed": page.get_attribute(f"#tracks tr[data-track='{track}'] button:text-is('{kind}')", "aria-pressed"),
+            "alphatab": page.evaluate(f"studio.api.score.tracks.map(t => t.playbackInfo.{field})"),
+            "channel": page.evaluate(f"studio.api.score.tracks[{track}].playbackInfo.primaryChannel"),
+            "sent": page.evaluate(f"window.synthCalls.slice({before})")}
+
+
+def test_a_band_file_shows_and_plays_every_part(page, shots, tmp_path):
+    """Continue a guitar + bass + drums MIDI: the track list names the three parts, alphaTab draws and plays them
+    all (tab and notation for the strings, percussion for the drums), mute and solo reach alphaTab's synthesizer,
+    a track can be hidden and shown again, and Regenerate fills the part chosen, the others and the mix kept."""
+    page.fill("#opt-bars", "2")
+    page.fill("#candidates", "1")
+    page.evaluate("window.scrollTo(0, 0)")
+    page.set_input_files("#upload", files=[{"name": "band.mid", "mimeType": "audio/midi", "buffer": band_midi(4)}])
+    before = page.evaluate("studio.rendered")
+    page.click("#continue")
+    wait_render(page, before)
+    assert page.is_hidden("#message"), page.inner_text("#message")
+    rows = page.eval_on_selector_all("#tracks tbody tr", "rs => rs.map(r => Array.from(r.cells).slice(1, 5)"
+                                     ".map(c => c.textContent))")
+    assert [r[0] for r in rows] == ["Lead guitar ✱", "Bass", "Drums"]
+    assert [r[2] for r in rows] == ["standard: E2 A2 D3 G3 B3 E4", "standard bass: E1 A1 D2 G2",
+                                    "drum kit (no strings)"]
+    assert "(bass)" in rows[1][1] and "(drums)" in rows[2][1] and [r[3] for r in rows[1:]] == ["16", "32"]
+    assert page.is_visible("#tracks") and page.is_visible("#part-row")
+
+    # alphaTab holds and draws the three tracks, the drums as percussion, in every staff system
+    assert page.evaluate("studio.api.score.tracks.map(t => t.name)") == ["Lead guitar", "Bass", "Drums"]
+    assert page.evaluate("studio.api.score.tracks.map(t => t.isPercussion)") == [False, False, True]
+    assert page.evaluate("studio.api.tracks.map(t => t.index)") == [0, 1, 2]
+    systems = page.evaluate(DRAWN_TRACKS)
+    assert systems and all(s == [0, 0, 1, 1, 2] for s in systems), systems
+    page.evaluate("window.scrollTo(0, 0)")
+    shoot(page, shots / "studio-tracks.png")
+
+    # mute the bass, solo the drums and take the solo back: alphaTab's tracks and its synthesizer's channels follow
+    bass = mix(page, "M", 1)
+    assert bass["pressed"] == "true" and bass["alphatab"] == [False, True, False]
+    assert {"cmd": "alphaSynth.setChannelMute", "channel": bass["channel"], "mute": True} in bass["sent"]
+    drums = mix(page, "S", 2)
+    assert drums["pressed"] == "true" and drums["alphatab"] == [False, False, True]
+    assert {"cmd": "alphaSynth.setChannelSolo", "channel": drums["channel"], "solo": True} in drums["sent"]
+    shoot(page, shots / "studio-tracks-mix.png")
+    drums = mix(page, "S", 2)
+    assert drums["pressed"] == "false" and drums["alphatab"] == [False, False, False]
+    assert {"cmd": "alphaSynth.setChannelSolo", "channel": drums["channel"], "solo": False} in drums["sent"]
+
+    # it plays: the cursor moves through the three-part score
+    page.wait_for_function("window.studio.playerReady", timeout=60_000)
+    page.click("#play")
+    page.wait_for_function("(window.studio.position || 0) > 800", timeout=30_000)
+    page.click("#stop")
+
+    # hide the bass: alphaTab draws the guitar and drums; show it again
+    before = page.evaluate("studio.rendered")
+    page.uncheck("#tracks tr[data-track='1'] input.show")
+    page.wait_for_function(f"studio.rendered > {before}", timeout=30_000)
+    assert page.evaluate("studio.api.tracks.map(t => t.index)") == [0, 2]
+    assert all(s == [0, 0, 2] for s in page.evaluate(DRAWN_TRACKS))
+    before = page.evaluate("studio.rendered")
+    page.check("#tracks tr[data-track='1'] input.show")
+    page.wait_for_function(f"studio.rendered > {before}", timeout=30_000)
+    assert page.evaluate("studio.api.tracks.map(t => t.index)") == [0, 1, 2]
+
+    # Regenerate bars 2-3 of the bass: the answer's edited part is the bass, three tracks drawn, the bass still muted
+    drum_choice = page.eval_on_selector("#infill-part option[value='2']", "o => o.disabled")
+    assert drum_choice, "drums offered to Regenerate"
+    page.select_option("#infill-part", "1")
+    page.fill("#bar-first", "2")
+    page.fill("#bar-last", "3")
+    before = page.evaluate("studio.rendered")
+    page.click("#regenerate")
+    wait_render(page, before)
+    assert page.is_hidden("#message"), page.inner_text("#message")
+    riff = page.evaluate("studio.riffs[0]")
+    assert riff["edited"] == 1 and riff["regenerated"] == [2, 3] and len(riff["parts"]) == 3
+    assert page.evaluate("studio.api.tracks.map(t => t.index)") == [0, 1, 2]
+    assert page.evaluate("studio.api.score.tracks.map(t => t.playbackInfo.isMute)") == [False, True, False]
+    assert page.inner_text("#tracks tr[data-track='1'] td:nth-child(2)") == "Bass ✱"
+    shoot(page, shots / "studio-tracks-regenerate.png")

@@ -1,4 +1,5 @@
-// The studio page: a form built from /api/run, riffs drawn and played by alphaTab, bars regenerated in place.
+// The studio page: a form built from /api/run, riffs drawn and played by alphaTab, bars regenerated in place
+// (a riff's tracks, their mute and solo and the part a Regenerate fills: tracks.js).
 // Plain JS, no build step. `window.studio` exposes the state for the browser test and for curious users.
 "use strict";
 
@@ -133,7 +134,7 @@ function makeApi() {
   });
   api.postRenderFinished.on(markNewBars);  // the bars' bounds are known from here on
   api.error.on((e) => showMessage(`alphaTab: ${e && e.message ? e.message : e}`));
-  api.playerReady.on(() => { studio.playerReady = true; updateButtons(); });
+  api.playerReady.on(() => { studio.playerReady = true; applyMix(); updateButtons(); });
   api.playerStateChanged.on((e) => { $("play").textContent = e.state === 1 ? "Pause" : "Play"; });
   api.playerPositionChanged.on((e) => {
     studio.position = e.currentTime;
@@ -146,6 +147,8 @@ function makeApi() {
     if (!from) return;
     const a = from.voice.bar.index + 1, b = (beat || from).voice.bar.index + 1;
     selectBars(Math.min(a, b), Math.max(a, b));
+    const part = tracks.parts[from.voice.bar.staff.track.index];  // dragged on a track: Regenerate fills that part
+    if (tracks.parts.length > 1 && part && part.kind !== "drums") choosePart(part.index);
   });
   return api;
 }
@@ -222,7 +225,9 @@ async function showRiff(i) {
   const data = await (await fetch(riff.files.gp)).arrayBuffer();
   $("new-bars").textContent = "";  // the last riff's marks go with it
   studio.scrollPending = true;
-  studio.api.load(new Uint8Array(data));
+  studio.api.load(new Uint8Array(data), tracksToDraw(riff.parts || []));
+  applyMix();
+  showTracks();
   updateButtons();
 }
 
@@ -286,13 +291,14 @@ async function continueFile() {
 async function regenerate() {
   const riff = studio.riffs[studio.index];
   const bars = [Number($("bar-first").value), Number($("bar-last").value)];
-  const body = { riff: riff.id, bars, seed: Math.floor(Math.random() * 1e9) };
+  const body = { riff: riff.id, bars, seed: Math.floor(Math.random() * 1e9) }, part = partToFill();
+  if (part) body.part = part.index;
   for (const name of ["temperature", "top_p"]) {
     const input = $("opt-" + name);
     if (input && !input.disabled && input.value !== "") body[name] = Number(input.value);
   }
   studio.clickedAt = performance.now();
-  const out = await runJob(`regenerating bars ${bars[0]}-${bars[1]}`, (job) => callApi("/api/infill", {
+  const out = await runJob(`regenerating bars ${bars[0]}-${bars[1]}${part ? " of " + part.name : ""}`, (job) => callApi("/api/infill", {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ...body, job }),
   }));
   if (!out) { studio.clickedAt = null; return; }
