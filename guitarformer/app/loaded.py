@@ -20,6 +20,7 @@ from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.vocab.infill import has_fill_tokens
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.vocab.seen import Seen, from_vocabulary, read_seen, summarize
+from guitarformer.vocab.parts import band_roles
 from guitarformer.vocab.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.vocab.tokenization import bar_ids
 from guitarformer.compose.form import FormCounts, read_forms
@@ -171,6 +172,9 @@ def run_info(loaded: LoadedRun) -> RunInfo:
                "program": OptionInfo(True, None, [str(p) for p in GUITAR_PROGRAMS]),
                "time_signature": OptionInfo(True, None, meters) if meters else
                OptionInfo(False, f"this run's tokens ({type(tok).__name__}) have no time signatures"),
+               # the band (vocab/parts.py): the parts a run that learned it writes together
+               "parts": OptionInfo(True, None, band_roles(tok)) if band_roles(tok) else
+               OptionInfo(False, "this run's tokens carry one part (a band run writes guitar, bass and drums)"),
                **_control_options(tok, seen)}
     can_infill = is_tab_tokenizer(tok) and has_fill_tokens(tok) and loaded.cfg.data.infill > 0
     return RunInfo(loaded.run_dir, loaded.kind, loaded.step, loaded.val_loss, can_infill, type(tok).__name__,

@@ -144,9 +144,12 @@ class Studio:
                     raise JobCancelled(form.job or "")
                 riff = self.store.new()
                 try:
+                    # an upload with parts asked is accompanied (the band writes those parts for it), else continued
+                    given = {"accompany": prompt} if prompt is not None and form.options.get("parts") else \
+                        {"prompt": prompt}
                     req = SampleRequest.of(outputs=self.outputs(riff), num_samples=1, seed=base_seed + k,
-                                           prompt=prompt, compile=self.compile, **form.options)
-                    if file is None and prompt is not None:
+                                           compile=self.compile, **given, **form.options)
+                    if file is None and req.prompt is not None:
                         check_sample_request(req)  # the request's own errors before the file's
                         file = read_sample_prompt(req, self.loaded)
                     result = sample(req, self.loaded, file)
@@ -155,6 +158,9 @@ class Studio:
                     raise
                 gs = result.riffs[0].gs
                 parts, edited = (file.parts(gs), file.edited) if file is not None else ([gs], 0)
+                if result.riffs[0].parts:  # a band riff: every part, the first the model wrote being edited
+                    parts = result.riffs[0].parts
+                    edited = next(k for k, p in enumerate(parts) if p is gs)
                 self._keep(riff, gs, result.riffs[0].files, parts, edited)
                 lines = lines or result.lines[:1]
                 out.append(self.riff_json(riff, base_seed + k, result.lines[1:],

@@ -21,7 +21,7 @@ from guitarformer.music.score import GuitarScore
 MAX_CANDIDATES = 8  # riffs one Generate asks for: enough to flip through, short enough to wait for
 MAX_BARS = 64
 # The form's fields around the controls': (name, label, input kind "int" | "float" | "text").
-BEFORE_CONTROLS = (("bars", "Bars", "int"), ("tempo", "Tempo (BPM)", "float"),
+BEFORE_CONTROLS = (("parts", "Parts (guitar,bass,drums)", "text"), ("bars", "Bars", "int"), ("tempo", "Tempo (BPM)", "float"),
                    ("time_signature", "Time signature", "text"), ("tuning", "Tuning", "text"))
 AFTER_CONTROLS = (("form", "Form (auto, none, AABB)", "text"), ("program", "GM program", "int"),
                   ("temperature", "Temperature", "float"), ("top_p", "Top-p", "float"), ("seed", "Seed", "int"))

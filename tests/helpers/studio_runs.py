@@ -14,14 +14,16 @@ from helpers.tiny_runs import untrained_run
 STYLES = ("folk", "rock")
 
 
-def studio_run(run: Path, controls: bool = True, infill: float = 0.3, block_size: int = 512, seed: int = 0) -> Path:
+def studio_run(run: Path, controls: bool = True, infill: float = 0.3, block_size: int = 512, seed: int = 0,
+               parts: str = "") -> Path:
     """Write the run at `run`: an untrained 1-layer decoder (tests/helpers/tiny_runs.py) whose config has the
     tokenizer's controls and infilling switched on, as a run trained with them would."""
-    tok = build_tokenizer(DataConfig(tokenizer="TabREMI", controls=controls), styles=STYLES if controls else ())
+    tok = build_tokenizer(DataConfig(tokenizer="TabREMI", controls=controls, parts=parts),
+                          styles=STYLES if controls else ())
     untrained_run(run, tok, block_size, seed=seed, max_new_tokens=block_size)
     ckpt = run / "ckpt" / "last.pt"
     state = load_checkpoint(ckpt)
-    state["config"]["data"].update(controls=controls, infill=infill)
+    state["config"]["data"].update(controls=controls, infill=infill, parts=parts)
     save_checkpoint(ckpt, state)
     return run
 
@@ -33,9 +35,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def band_midi(bars: int = 4) -> bytes:
+def band_midi(bars: int = 4, parts: tuple[str, ...] = ("guitar", "bass", "drums")) -> bytes:
     """A MIDI file of three parts, `bars` bars of 4/4 at 120 BPM: a guitar (eighth notes), a bass (quarter notes)
-    and drums (kick, snare and hi-hat), as a band's file brings them to the studio."""
+    and drums (kick, snare and hi-hat), as a band's file brings them to the studio (`parts`: those of them)."""
     import symusic
 
     s = symusic.Score(480)
@@ -50,5 +52,5 @@ def band_midi(bars: int = 4) -> bytes:
     drums = symusic.Track(name="Drums", program=0, is_drum=True)
     drums.notes.extend(symusic.Note(bar * 1920 + i * 480, 120, p, 100) for bar in range(bars) for i in range(4)
                        for p in ((36 if i % 2 == 0 else 38), 42))
-    s.tracks.extend([guitar, bass, drums])
+    s.tracks.extend([t for t, name in ((guitar, "guitar"), (bass, "bass"), (drums, "drums")) if name in parts])
     return bytes(s.dumps_midi())
