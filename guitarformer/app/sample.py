@@ -37,6 +37,7 @@ from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
 from guitarformer.music.texture import density
+from guitarformer.pretrained import band_dir, has_pretrained
 from guitarformer.render.audio import find_synth
 from guitarformer.runtime import set_threads, step_work
 
@@ -277,9 +278,12 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     check_sample_request(req)
     tuning = _tuning(req.tuning)
     synth = find_synth() if req.outputs.wav else None  # fail before the slow part
-    loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    band = bool(req.parts or req.accompany)
+    run = req.run if req.run is not None or req.checkpoint is not None or not band or not has_pretrained(band_dir()) \
+        else band_dir()  # the band without --run: the shipped band model
+    loaded = loaded or load_run_once(run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, req.num_samples))
-    if req.parts or req.accompany:
+    if band:
         return _band(req, loaded, tuning, synth)
     file = read_sample_prompt(req, loaded) if file is None else file
     held_meter, held_tempo, held_note = _held(req, loaded, file)

@@ -24,6 +24,11 @@ def pretrained_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
+def band_dir() -> Path:
+    """The folder of the shipped band model (guitar, bass and drums: docs/band.md), laid out as the shipped model's."""
+    return pretrained_dir() / "band"
+
+
 def has_pretrained(folder: Path | None = None) -> bool:
     """Whether the shipped model is there, every file of it (a source checkout before a release has none)."""
     folder = pretrained_dir() if folder is None else Path(folder)

@@ -161,7 +161,44 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                 "(a changed bit on disk or in a copy)",
                 "use another checkpoint (ckpt/best.pt or ckpt/last.pt), copy it again, or retrain",
             )
+    state["model"] = dequantize(state["model"])  # a shipped model stored as int8 (`quantize_int8`)
     return state
+
+
+INT8_SCALE = "::int8_scale"  # beside an int8 weight: its rows' scales (`quantize_int8`)
+
+
+def quantize_int8(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Weights to ship at a quarter of their float32 size: each matrix (2-D or more) as int8 with one float16 scale
+    per row (its largest magnitude over 127), the rest as float16. `load_checkpoint` gives float32 back."""
+    out: dict[str, torch.Tensor] = {}
+    for name, w in weights.items():
+        if not w.is_floating_point():
+            out[name] = w
+        elif w.dim() < 2:
+            out[name] = w.to(torch.float16).contiguous()
+        else:
+            rows = w.float().reshape(w.shape[0], -1)
+            scale = (rows.abs().amax(1) / 127).clamp_min(1e-12)
+            out[name] = torch.round(rows / scale[:, None]).clamp(-127, 127).to(torch.int8).reshape(w.shape)
+            out[name + INT8_SCALE] = scale.to(torch.float16)
+    return out
+
+
+def dequantize(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`quantize_int8`'s weights as float32 (other weights as they are)."""
+    if not any(k.endswith(INT8_SCALE) for k in weights):
+        return weights
+    out = {}
+    for name, w in weights.items():
+        if name.endswith(INT8_SCALE):
+            continue
+        scale = weights.get(name + INT8_SCALE)
+        if scale is not None:
+            out[name] = (w.float().reshape(w.shape[0], -1) * scale.float()[:, None]).reshape(w.shape)
+        else:
+            out[name] = w.float() if w.is_floating_point() else w
+    return out
 
 
 def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:

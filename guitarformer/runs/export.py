@@ -13,7 +13,7 @@ from guitarformer.vocab.seen import SEEN_FILE
 from guitarformer.errors import GuitarformerError
 from guitarformer.compose.form import FORMS_FILE
 from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
-from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
+from guitarformer.runs.checkpoint import INT8_SCALE, load_checkpoint, quantize_int8, save_checkpoint
 
 FP16_MAX = 65504.0  # the largest finite float16: weights beyond it are stored as bfloat16 instead
 # Room left beside the weights for config.yaml, tokenizer.json and the card (a TabREMI tokenizer.json with controls
@@ -55,17 +55,19 @@ def shipping_dtype(weights: dict[str, torch.Tensor], budget: int) -> torch.dtype
 
 
 def export_run(run: Path, card: str, out: Path | None = None, form: str | None = None,
-               time_signature: str | None = None) -> Exported:
+               time_signature: str | None = None, int8: bool = False) -> Exported:
     """Write `run`'s best weights (no optimizer state), its config (dataset: the built-in corpus it was trained on),
     its tokenizer and the model card `card` into `out` (default: the package's pretrained folder), laid out as a
     run directory; the weights load with ``torch.load(weights_only=True)``. `form`: its sample.form (the default
     `--form`), and `time_signature` its sample.time_signature (the default `--time-signature`), where the release
-    chose them."""
+    chose them. `int8`: the weights as int8 with a scale per row (`quantize_int8`), for a second model beside the
+    first within the package's budget."""
     run, out = Path(run), Path(out) if out is not None else pretrained_dir()
     state = load_checkpoint(best_checkpoint(run))
     weights = state["model"]
-    dtype = shipping_dtype(weights, MAX_BYTES - OTHER_FILES_BYTES)
-    weights = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
+    dtype = "int8" if int8 else shipping_dtype(weights, MAX_BYTES - OTHER_FILES_BYTES)
+    weights = quantize_int8(weights) if int8 else \
+        {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
     cfg = saved_config(state["config"])
     cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
     if form is not None:
@@ -85,6 +87,6 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
     if size > MAX_BYTES:
         raise GuitarformerError(f"the exported model takes {size / 2**20:.2f} MiB, more than {MAX_BYTES / 2**20:.0f} MiB",
                                 "release a smaller model")
-    params = sum(t.numel() for t in weights.values())
+    params = sum(t.numel() for k, t in weights.items() if not k.endswith(INT8_SCALE))
     return Exported(out, str(dtype).removeprefix("torch."), params, size)
 
