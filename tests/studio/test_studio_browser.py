@@ -80,6 +80,11 @@ SYNTH_CALLS = """(() => {
     return post.call(this, message, ...rest);
   };
 })()"""
+# Notes per track as alphaTab read the Guitar Pro file (a note tied over a bar line counted once).
+NOTES_PER_TRACK = """() => studio.api.score.tracks.map(t => { let n = 0;
+  for (const st of t.staves) for (const b of st.bars) for (const v of b.voices) for (const beat of v.beats)
+    for (const note of beat.notes) if (!note.isTieDestination) n++;
+  return n; })"""
 # Per drawn staff system, the track of each staff line alphaTab drew in it, top to bottom (a stringed track draws
 # notation and tab: two lines; a drum track one line of percussion)
 DRAWN_TRACKS = """() => studio.api.boundsLookup.staffSystems.map(s =>
@@ -350,6 +355,8 @@ def test_a_band_file_shows_and_plays_every_part(page, shots, tmp_path):
     assert page.evaluate("studio.api.score.tracks.map(t => t.name)") == ["Lead guitar", "Bass", "Drums"]
     assert page.evaluate("studio.api.score.tracks.map(t => t.isPercussion)") == [False, False, True]
     assert page.evaluate("studio.api.tracks.map(t => t.index)") == [0, 1, 2]
+    # alphaTab, an independent reader of our GP5, finds every part's notes: as many as the MIDI's part has
+    assert page.evaluate(NOTES_PER_TRACK) == page.evaluate("studio.riffs[0].parts.map(p => p.notes)")
     systems = page.evaluate(DRAWN_TRACKS)
     assert systems and all(s == [0, 0, 1, 1, 2] for s in systems), systems
     page.evaluate("window.scrollTo(0, 0)")
