@@ -15,6 +15,7 @@ import json
 import math
 import os
 import subprocess
+from dataclasses import replace
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from guitarformer.data.band import pick_parts
 from guitarformer.vocab.song_tokens import decode_song, encode_song, part_ids, split_song
 from guitarformer.compose.band import BandAsk, accompany_rows, band_parts
 from guitarformer.generation.decode.sampling import SamplingParams
+from guitarformer.evaluation.features import compare, piece_of
 from guitarformer.music.bars import bar_starts, count_bars
 from guitarformer.music.guitar import BASS_TUNING, MAX_FRET, STANDARD_TUNING, fret_of
 from guitarformer.readers import read_song
@@ -122,6 +124,28 @@ def rhythm_stats(parts: dict, n_bars: int) -> dict[str, float]:
     return out
 
 
+def where_all_play(parts: dict) -> dict:
+    """The parts from the first bar where every one of them plays (a song's intro, one part alone, left out), each
+    moved to start at tick 0 (the song's first tempo and time signature kept)."""
+    g = parts["guitar"].score
+    starts = bar_starts(g.time_signatures, g.ticks_per_quarter, max(gs.score.end() for gs in parts.values()) + 1)
+    first = next((a for a in starts if all(any(a <= n.time for n in gs.track.notes) and
+                                           min((n.time for n in gs.track.notes if n.time >= a), default=1 << 60)
+                                           < a + 2 * (starts[1] - starts[0]) for gs in parts.values())), 0)
+    out = {}
+    for role, gs in parts.items():
+        keep = [k for k, n in enumerate(gs.track.notes) if n.time >= first]
+        sc = gs.score.copy()
+        sc.tracks[0].notes = [gs.track.notes[k].copy() for k in keep]
+        for n in sc.tracks[0].notes:
+            n.time -= first
+        sc.tempos = sc.tempos[:1]
+        sc.time_signatures = sc.time_signatures[:1]
+        out[role] = replace(gs, score=sc, frets=[gs.frets[k] for k in keep] if gs.frets else gs.frets,
+                            techniques=[gs.techniques[k] for k in keep] if gs.techniques else gs.techniques)
+    return out
+
+
 def playable(gs) -> bool:
     grace = gs.score.ticks_per_quarter // 8
     ends: dict[int, int] = {}
@@ -135,13 +159,16 @@ def playable(gs) -> bool:
 
 
 def accompaniment(model, tok, files: list[Path], bars: int, seed: int) -> tuple[list[dict], list[dict], dict]:
-    """Real and written stats per held-out file (the guitar given, bass and drums written), and the files' checks."""
+    """Real and written stats per held-out file (the guitar given, bass and drums written), and the files' checks
+    (with each written and real bass and drum part, for `oa_by_part`)."""
     real, made = [], []
+    pieces: dict[str, dict[str, list]] = {r: {"real": [], "written": []} for r in ("bass", "drums")}
     checks = {"riffs": 0, "equal_bars": 0, "playable": 0}
     for k, f in enumerate(files):
         parts = dict(pick_parts(read_song(f), ROLES))
         if set(parts) != set(ROLES):
             continue
+        parts = where_all_play(parts)
         truth = dict(decode_song(tok, encode_song(tok, [(r, parts[r]) for r in ROLES])))
         ask = BandAsk(list(ROLES), TUNINGS, num=1, seed=seed + k)
         row = accompany_rows(model, tok, ask, [("guitar", parts["guitar"])],
@@ -149,12 +176,35 @@ def accompaniment(model, tok, files: list[Path], bars: int, seed: int) -> tuple[
         written = dict(band_parts(tok, row, ask))
         real.append(rhythm_stats(truth, bars))
         made.append(rhythm_stats(written, bars))
+        end = _bars(truth["guitar"], bars)[-1]
+        for role in pieces:
+            for side, parts_ in (("real", truth), ("written", written)):
+                gs = parts_.get(role)
+                if gs is not None and len(gs.track.notes):
+                    sc = gs.score.copy()
+                    sc.tracks[0].notes = [n for n in sc.tracks[0].notes if n.time < end]
+                    pieces[role][side].append(piece_of(sc))
         checks["riffs"] += 1
         lengths = {count_bars(gs.score.time_signatures, gs.score.ticks_per_quarter, gs.score.end())
                    for gs in written.values() if len(gs.track.notes)}
         checks["equal_bars"] += len(lengths) <= 1 or max(lengths) - min(lengths) <= 1
         checks["playable"] += all(playable(gs) for r, gs in written.items() if r != "drums")
+    checks["pieces"] = pieces
     return real, made, checks
+
+
+def oa_by_part(pieces: dict[str, dict[str, list]]) -> dict[str, dict[str, float]]:
+    """Per written part: the mean over the features (evaluation/features.py) of OA(written, real) and of the
+    real-vs-real ceiling (one half of the real parts against the other), and their ratio."""
+    out = {}
+    for role, sides in pieces.items():
+        if len(sides["real"]) < 4 or len(sides["written"]) < 2:
+            continue
+        res = compare(sides["written"], sides["real"])
+        oa = float(np.nanmean([v["oa"] for v in res.values()]))
+        ceiling = float(np.nanmean([v["oa_ceiling"] for v in res.values()]))
+        out[role] = {"oa": oa, "ceiling": ceiling, "ratio": oa / ceiling if ceiling else float("nan")}
+    return out
 
 
 def token_costs(tok, files: list[Path]) -> dict[str, float]:
@@ -223,6 +273,9 @@ def write_page(res: dict, out: Path) -> None:
               "| measure | real | written | ratio |", "|---|---|---|---|"]
     for key, (a, b) in res["accompaniment"].items():
         lines.append(f"| {key.replace('_', ' ')} | {a:.3f} | {b:.3f} | {b / a if a else float('nan'):.2f}x |")
+    if res.get("oa"):
+        lines += ["", "| part | OA written vs real (mean over features) | real vs real ceiling | ratio |", "|---|---|---|---|"]
+        lines += [f"| {r} | {v['oa']:.3f} | {v['ceiling']:.3f} | {v['ratio']:.2f}x |" for r, v in res["oa"].items()]
     c = res["checks"]
     lines += ["", f"{c['riffs']} files, {res['bars']} bars each: parts of equal length in bars in {c['equal_bars']} of "
               f"{c['riffs']}, every stringed part playable in {c['playable']} of {c['riffs']}.", "",
@@ -276,7 +329,8 @@ def main() -> int:
            "nats": {r: acc[r][0] / max(1, acc[r][1]) for r in ROLES},
            "single_nats": {"guitar": single[0] / max(1, single[1])} if single[1] else {},
            "held_out_files": len(files), "bars": args.bars,
-           "accompaniment": {k: (mean(real, k), mean(made, k)) for k in keys}, "checks": checks,
+           "accompaniment": {k: (mean(real, k), mean(made, k)) for k in keys},
+           "oa": oa_by_part(checks.pop("pieces")), "checks": checks,
            "seconds": command_seconds(args.run, args.bars, args.repeats),
            "prepare": prepare_costs(args.prepare) if args.prepare else None}
     args.out.with_suffix(".json").write_text(json.dumps(res, indent=2, default=float))
