@@ -155,6 +155,7 @@ def info(dataset):
     import json
 
     from guitarformer.data.prepare import load_meta, summary_lines
+    from guitarformer.runs import RunDir
 
     if dataset is None:
         from guitarformer.data.corpus import default_dataset_dir
@@ -164,9 +165,10 @@ def info(dataset):
             raise GuitarformerError("no dataset given and the built-in corpus is not prepared yet",
                                     "pass a dataset folder, or run `guitarformer prepare`")
         dataset = max(cands, key=lambda d: d.stat().st_mtime)  # the most recently prepared
-    if (dataset / "config.yaml").is_file() and not (dataset / "meta.json").is_file():
-        summ = dataset / "summary.json"
-        click.echo((dataset / "config.yaml").read_text())
+    run = RunDir(dataset)
+    if run.is_run():
+        summ = run.summary_path
+        click.echo(run.config_path.read_text())
         if summ.is_file():
             click.echo(json.dumps(json.loads(summ.read_text()), indent=2))
         return
@@ -411,7 +413,8 @@ def eval_cmd(run_dir, data, split, reference, num_samples, max_new_tokens, no_sa
         from guitarformer.runtime import resolve_device, set_threads, step_work
 
         dev = resolve_device(device)
-        model, tokenizer, _ = load_run(run_dir, None, str(dev))
+        loaded = load_run(run_dir, None, str(dev))
+        model, tokenizer = loaded.model, loaded.tokenizer
         check_fingering_run(model, tokenizer)
         set_threads(threads, step_work(model, batch_size))
         report = evaluate_folder(model, tokenizer, fingering_dir, dev, batch_size)

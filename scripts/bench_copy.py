@@ -25,7 +25,8 @@ from guitarformer.runs import load_run
 @torch.no_grad()
 def copy_scores(run: Path, windows: int, data: Path | None = None) -> dict[str, float]:
     """{"repeated": nats/token in repeated bars, "new": in the others, and their token counts}."""
-    model, tok, cfg = load_run(run, None, "cpu")
+    loaded = load_run(run, None, "cpu")
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     split = TokenSplit(data or Path(cfg.data.dataset), "val")
     bars = set(int(i) for i in tok.token_ids_of_type("Bar"))
     T = cfg.model.block_size

@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from guitarformer.app import load_run_once  # noqa: E402 (the paths above first)
+from guitarformer.app import load_run  # noqa: E402 (the paths above first)
 from guitarformer.studio import BackgroundServer, create_app  # noqa: E402
 
 START, END = "<!-- bench_studio:start -->", "<!-- bench_studio:end -->"
@@ -180,7 +180,7 @@ def main() -> None:
             from studio_runs import studio_run
 
             run = studio_run(Path(tmp) / "run")
-        app = create_app(load_run_once(run, device=args.device), root=Path(tmp) / "served")
+        app = create_app(load_run(run, device=args.device), root=Path(tmp) / "served")
         with BackgroundServer(app, free_port()) as url:
             seeds = longest_seeds(url, args.repeat)  # also the warm-up (tokenizer tables, torch kernels)
             server_ms, bars = server_share(url, seeds)

@@ -273,7 +273,9 @@ def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
     from guitarformer.render.ascii_tab import render_ascii_tab
     from guitarformer.runs import load_run
 
-    m, tk, _ = load_run(tab_run)
+    loaded = load_run(tab_run)
+
+    m, tk, _ = loaded.model, loaded.tokenizer, loaded.cfg
     parts = read_guitar(f)
     assert r.stdout == "\n".join(render_ascii_tab(gs, res.frets, width=40)
                                   for gs, res in zip(parts, finger(m, tk, parts)))

@@ -17,7 +17,8 @@ import symusic
 import torch
 from click.testing import CliRunner
 
-from guitarformer.app.loaded import load_run_once, run_info
+from guitarformer.app.loaded import run_info
+from guitarformer.runs.run import load_run
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
@@ -102,7 +103,9 @@ def test_step_zero_keeps_the_shipped_model(like_dataset):
     assert torch.allclose(emb[V0], shipped[styles].mean(0), atol=1e-3)  # stored in the shipped dtype's precision
     assert model.lm_head.weight.data_ptr() == model.embed.wte.weight.data_ptr()  # still tied
 
-    base, _, _ = load_run(pretrained_dir())
+    loaded = load_run(pretrained_dir())
+
+    base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:300]])  # old ids only
     x = torch.tensor([ids])
     model.eval()
@@ -131,7 +134,8 @@ def test_fine_tune_run_starts_from_the_shipped_loss(fine_tuned, tabs, tmp_path):
     shutil.copytree(tabs / NEW_STYLE, flat)
     shipped = load_init("pretrained")
     prepare([flat], tmp_path / "flat-ds", shipped.cfg.data, workers=1, progress=False, like=shipped.tokenizer)
-    base, _, _ = load_run(pretrained_dir())
+    loaded = load_run(pretrained_dir())
+    base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     cfg = _cfg(tmp_path / "flat-ds")
     data = Data(init_config(cfg, shipped), tmp_path / "flat-ds")
     assert len(data.tokenizer) == SHIPPED_VOCAB
@@ -151,7 +155,7 @@ def test_fine_tuned_run_samples_its_new_style_and_infills(fine_tuned, tabs, tmp_
     assert "fine-tuned from pretrained" in r.output  # the summary names where the run came from
     assert sum(len(t.notes) for t in symusic.Score(str(out)).tracks) > 0
     assert (tmp_path / "r.txt").read_text().count("|") > 0
-    assert run_info(load_run_once(run, device="cpu")).init == "pretrained"
+    assert run_info(load_run(run, device="cpu")).init == "pretrained"
     r = CliRunner().invoke(main, ["infill", str(tabs / NEW_STYLE / "riff0.mid"), "--bars", "2-3", "--out",
                                   str(tmp_path / "new.mid"), "--run", str(run), "--device", "cpu"])
     assert r.exit_code == 0 and "bars 2-3 written again" in r.output, r.output
@@ -296,7 +300,8 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
     model = build_model(cfg.model)
     init_weights(model, init, data.tokenizer)
     assert init.added == ["CtrlStyle_metal"]
-    base, _, _ = load_run(pretrained_dir())
+    loaded = load_run(pretrained_dir())
+    base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:400]])
     model.eval()
     with torch.no_grad():

@@ -31,12 +31,12 @@ from typing import Any, Iterable
 import miditok
 import torch
 
-from guitarformer.config import Config, load_config, saved_config, set_values, validate
-from guitarformer.data.tab_tokens import tab_layout_of
-from guitarformer.data.tokenization import load_tokenizer, tokens_differ
+from guitarformer.config import Config, load_config, set_values, validate
+from guitarformer.data.tokenization import tokens_differ
 from guitarformer.errors import GuitarformerError
-from guitarformer.runs import PRETRAINED, named_checkpoint
+from guitarformer.runs import PRETRAINED, named_checkpoint, read_run
 from guitarformer.runs.checkpoint import load_checkpoint
+from guitarformer.runs.migrate import read_saved
 
 # The model settings the weights depend on (dropout and the vocabulary size are not among them).
 SHAPE_KEYS = ("kind", "n_layer", "n_enc_layer", "n_head", "n_embd", "block_size", "src_block_size", "bias", "pos",
@@ -48,7 +48,6 @@ MIX_KEYS = ("control_dropout", "control_plain", "control_targets", "piece_starts
 # The fine-tune recipe `train --init` takes where the user sets none: a lower peak learning rate than the preset's
 # (which trains random weights) and a step count a CPU runs in minutes (docs/results/FINETUNE.md).
 FINETUNE = {"train.lr": 1e-3, "train.max_steps": 40}
-INIT_FILE = "init.json"  # in the run directory: InitRun.describe(), for the summary of every later segment
 
 
 @dataclass
@@ -73,15 +72,12 @@ class InitRun:
 def load_init(name: str | Path) -> InitRun:
     """The run named by `name`: "pretrained", a run directory or a checkpoint file (runs.named_checkpoint)."""
     ck = named_checkpoint(name)
+    facts = read_run(checkpoint=ck)  # its tokenizer, and its folder's format (runs/migrate.py)
     state = load_checkpoint(ck)
-    tok_path = ck.parent.parent / "tokenizer.json"
-    if not tok_path.is_file():
-        raise GuitarformerError(f"no tokenizer.json beside {ck} (looked in {tok_path.parent})",
-                                "name a checkpoint inside its run directory (RUN/ckpt/best.pt) or the run directory")
+    cfg, _ = read_saved(state["config"], facts.dir, facts.tokenizer)
     step = state.get("step")
     label = PRETRAINED if str(name) == PRETRAINED else str(Path(name).expanduser().resolve())
-    return InitRun(label, ck, saved_config(state["config"]), load_tokenizer(tok_path), state["model"],
-                   int(step) if isinstance(step, int) else None)
+    return InitRun(label, ck, cfg, facts.tokenizer, state["model"], int(step) if isinstance(step, int) else None)
 
 
 def finetune_defaults(cfg: Config, given: Iterable[str]) -> Config:
@@ -110,9 +106,7 @@ def init_config(cfg: Config, init: InitRun) -> Config:
     out.model.vocab_size = 0  # the dataset's (the init run's vocabulary and the tokens the dataset adds)
     for k in TOKEN_KEYS:
         setattr(out.data, k, getattr(init.cfg.data, k))
-    # The tab layout comes from the init run's tokenizer.json: a run saved before the option existed (the shipped
-    # model) has none in its config, and the config's default would say 3 where its tokens are layout 2.
-    out.data.tab_layout = tab_layout_of(init.tokenizer, out.data.tab_layout)
+    out.data.tab_layout = init.cfg.data.tab_layout  # its tokenizer's, for a run saved before the option (migrate)
     for k in MIX_KEYS:
         if getattr(cfg.data, k) == getattr(default.data, k):
             setattr(out.data, k, getattr(init.cfg.data, k))
