@@ -70,7 +70,7 @@ from guitarformer.evaluation.features import length_matched, notes_per_second, p
 from guitarformer.evaluation.reference import reference_from_split
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs.export import export_run
-from guitarformer.runs import load_run
+from guitarformer.runs import load_run, read_run
 from guitarformer.runtime import resolve_device
 from guitarformer.training.loop import train
 

@@ -18,7 +18,6 @@ import torch
 from click.testing import CliRunner
 
 from guitarformer.app.loaded import run_info
-from guitarformer.runs.run import load_run
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
@@ -26,8 +25,9 @@ from guitarformer.data.tab_tokens import strip_controls, tab_layout_of
 from guitarformer.data.tokenization import build_tokenizer, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.pretrained import has_pretrained, pretrained_dir
-from guitarformer.runs import checkpoint_of, load_run, named_checkpoint
+from guitarformer.pretrained import pretrained_dir
+from guitarformer.runs.rundir import has_pretrained
+from guitarformer.runs import checkpoint_of, load_run, named_checkpoint, read_run
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.init import FINETUNE, finetune_defaults, init_config, init_weights, load_init
 from guitarformer.training.data import Data
@@ -213,15 +213,15 @@ def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs,
 
 
 def test_a_fine_tune_inherits_the_init_runs_tab_layout(tmp_path):
-    """A run saved before data.tab_layout existed has none in its config (which then says the default, 3): its
-    tokenizer says which layout its tokens are, and a fine-tune prepares and trains that one."""
+    """A run saved before data.tab_layout existed has none in its config (which alone would say the default, 3): the
+    migration of its folder (format 1) takes its tokenizer's layout, and a fine-tune prepares and trains that one."""
     state = load_checkpoint(named_checkpoint("pretrained"))
     state["config"]["data"].pop("tab_layout", None)
     run = tmp_path / "old"
     save_checkpoint(run / "ckpt" / "best.pt", state)
     build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2, controls=True)).save(run / "tokenizer.json")
     init = load_init(run)
-    assert init.cfg.data.tab_layout == 3  # the config alone would say the default
+    assert init.cfg.data.tab_layout == 2  # its tokenizer's (runs/migrate.py), not the default
     assert init_config(load_config(None), init).data.tab_layout == 2
     shipped = load_init("pretrained")
     assert init_config(load_config(None), shipped).data.tab_layout == tab_layout_of(shipped.tokenizer)
@@ -241,7 +241,7 @@ def test_clashing_architecture_is_refused(like_dataset, tmp_path):
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--data", str(like_dataset), "--set",
                                   "model.n_layer=8", "--run-dir", str(tmp_path / "run"), "--max-steps", "1"])
     assert r.exit_code == 2
-    shipped_layers = load_config(str(pretrained_dir() / "config.yaml")).model.n_layer
+    shipped_layers = read_run("pretrained").cfg.model.n_layer
     assert "model.n_layer=8" in r.output and f"n_layer={shipped_layers}" in r.output
     assert "drop the model options" in r.output
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--config", "tiny", "--data", str(like_dataset),

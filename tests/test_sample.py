@@ -767,7 +767,7 @@ def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeyp
     shipped model (a trained model's peaked choices: the compiled kernels' last bits never flip a draw)."""
     from guitarformer.cli import main
     from guitarformer.generation.compiled import CompiledStep
-    from guitarformer.pretrained import has_pretrained
+    from guitarformer.runs.rundir import has_pretrained
 
     if not has_pretrained():
         pytest.skip("no shipped model in this checkout")

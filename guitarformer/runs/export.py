@@ -76,7 +76,7 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
         shutil.copyfile(src.forms_path, dst.forms_path)
     dst.card_path.write_text(card)
     out = dst.path
-    size = sum(f.stat().st_size for f in dst.shipped_files())
+    size = sum(f.stat().st_size for f in [*dst.shipped_files(), dst.state_path])
     if size > MAX_BYTES:
         raise GuitarformerError(f"the exported model takes {size / 2**20:.2f} MiB, more than {MAX_BYTES / 2**20:.0f} MiB",
                                 "release a smaller model")
