@@ -94,10 +94,10 @@ def test_step_zero_keeps_the_shipped_model(like_dataset):
     data = Data(cfg, like_dataset)
     cfg.model.vocab_size = len(data.tokenizer)
     model = build_model(cfg.model)
-    init_weights(model, init, data.tokenizer)
-    assert init.added == [f"CtrlStyle_{NEW_STYLE}"]
+    assert init_weights(model, init, data.tokenizer) == [f"CtrlStyle_{NEW_STYLE}"]
     V0 = len(init.tokenizer)
-    emb, shipped = model.state_dict()["embed.wte.weight"], init.weights["embed.wte.weight"].float()
+    shipped = load_checkpoint(init.checkpoint)["model"]["embed.wte.weight"].float()
+    emb = model.state_dict()["embed.wte.weight"]
     assert torch.equal(emb[:V0], shipped)
     styles = [i for t, i in init.tokenizer.vocab.items() if t.startswith("CtrlStyle_")]
     assert torch.allclose(emb[V0], shipped[styles].mean(0), atol=1e-3)  # stored in the shipped dtype's precision
@@ -298,8 +298,7 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
     data = Data(cfg, tmp_path / "ds")
     cfg.model.vocab_size = len(data.tokenizer)
     model = build_model(cfg.model)
-    init_weights(model, init, data.tokenizer)
-    assert init.added == ["CtrlStyle_metal"]
+    assert init_weights(model, init, data.tokenizer) == ["CtrlStyle_metal"]
     loaded = load_run(pretrained_dir())
     base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:400]])

@@ -32,7 +32,7 @@ from guitarformer.models import build_model
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll
 from guitarformer.training.styles import STYLE_PREFIX, nats_per_note_by_style
-from guitarformer.runs import RunDir, new_run_dir
+from guitarformer.runs import Run, RunDir, new_run_dir
 from guitarformer.runs.migrate import read_saved
 from guitarformer.runs.rundir import RunState
 from guitarformer.runtime import (
@@ -49,7 +49,7 @@ from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.micro_batch import fit_on_gpu
 from guitarformer.training.budget import Budget
 from guitarformer.training.data import Data, resolve_dataset
-from guitarformer.training.init import InitRun, check_tokens, init_config, init_weights, load_init
+from guitarformer.training.init import check_tokens, init_config, init_record, init_weights, load_init
 from guitarformer.training.progress import RunLog
 from guitarformer.training.ranks import any_rank, mean_over_ranks, on_main
 from guitarformer.training.state import (
@@ -278,7 +278,8 @@ class Training:
     state: TrainState
     log: RunLog
     resumed: bool
-    init: InitRun | None = None  # the run this one started from (train.init), None for random weights or a resume
+    init: Run | None = None  # the run this one started from (train.init), None for random weights or a resume
+    init_record: dict[str, Any] | None = None  # what summary.json says of it (training/init.py init_record)
     data_s: float = 0.0  # seconds spent finding or building the dataset (outside the time budget)
 
     @property
@@ -304,7 +305,7 @@ def resumed_config(cfg: Config, resume: str | Path | None, overrides: list[str] 
 
 
 def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None, progress: bool, force: bool,
-           init: InitRun | None = None) -> Training:
+           init: Run | None = None) -> Training:
     """Device and threads, data, the run directory (its config knows the vocabulary and the dataset's full path),
     then the model and its state: fresh (from `init`'s weights where given), or exactly where the checkpoint left
     off."""
@@ -333,8 +334,7 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
 
     raw = build_model(cfg.model).to(device)
-    if init is not None:
-        init_weights(raw, init, data.tokenizer)
+    record = None if init is None else init_record(init, init_weights(raw, init, data.tokenizer))
     if device.type == "cpu":  # train.num_threads, else what this machine's idle cores can run
         set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size),
                     processes=int(os.environ.get("LOCAL_WORLD_SIZE", dist.world)))
@@ -351,7 +351,7 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
     return Training(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None,
-               init=init, data_s=data_s)
+               init=init, init_record=record, data_s=data_s)
 
 
 def announce(run: Training, ckpt: dict[str, Any] | None) -> None:
@@ -389,11 +389,12 @@ def announce_init(run: Training) -> None:
     val = validate(run.raw, run.data, run.cfg, run.device, run.dtype, run.dist)
     run.log.scalars("val", 0, extra={"split": run.data.val_split}, loss=val["loss"], ppl=val["ppl"],
                     accuracy=val["accuracy"])
-    init.val_loss = val["loss"]
+    record = run.init_record
+    record["val_loss_at_init"] = val["loss"]
     if run.dist.main:
-        RunDir(run.run_dir).init_path.write_text(json.dumps(init.describe(), indent=2))  # a resume's summary reads it
-        added = f" + {', '.join(init.added)}" if init.added else ""
-        print(f"guitarformer: initialised from {init.name} ({init.checkpoint}, step {init.step}); vocabulary "
+        RunDir(run.run_dir).init_path.write_text(json.dumps(record, indent=2))  # a resume's summary reads it
+        added = f" + {', '.join(record['added_tokens'])}" if record["added_tokens"] else ""
+        print(f"guitarformer: initialised from {init.name} ({init.checkpoint}, step {record['step']}); vocabulary "
               f"{len(init.tokenizer)}{added}; val loss at step 0 {val['loss']:.4f} nats/token", flush=True)
 
 
@@ -542,7 +543,7 @@ def finish(run: Training, stopped_by: str | None, last_val: dict | None, seconds
         summary["val_nats_per_note_by_style"] = {s: round(v, 4) for s, (v, _) in by_style.items()}
     if cfg.train.init:  # a fine-tune: what it started from (resumed, as its first segment wrote it)
         written = RunDir(run.run_dir).init_path
-        summary["init"] = run.init.describe() if run.init is not None else \
+        summary["init"] = run.init_record if run.init_record is not None else \
             json.loads(written.read_text()) if written.is_file() else {"from": cfg.train.init}
     if dist.main:
         if not interrupted:
