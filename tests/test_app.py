@@ -38,7 +38,8 @@ def _run(folder: Path, data: DataConfig, step: int | None = None, best_val: floa
     tok = build_tokenizer(data)
     cfg = Config()
     cfg.data = copy.deepcopy(data)
-    cfg.model = ModelConfig(vocab_size=len(tok), block_size=256, n_layer=1, n_head=2, n_embd=32, dropout=0.0,
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            vocab_size=len(tok), block_size=256, n_layer=1, n_head=2, n_embd=32, dropout=0.0,
                             pos="learned")
     cfg.sample.max_new_tokens = 150
     folder.mkdir(parents=True)

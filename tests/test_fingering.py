@@ -73,7 +73,8 @@ def _strip(tok, ids) -> list[int]:
 @pytest.fixture(scope="module")
 def model(tok):
     torch.manual_seed(0)
-    return build_model(ModelConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32,
+    return build_model(ModelConfig(prev_token=False, copy=False,
+                                   vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32,
                                    dropout=0.0))
 
 
@@ -732,7 +733,8 @@ def test_a_tiny_decoder_fingers_a_tab_file(tmp_path, monkeypatch):
     tk = build_tokenizer(DataConfig(tokenizer="TabREMI"))
     assert TabVocab(tk).implied
     torch.manual_seed(3)
-    m = build_model(ModelConfig(vocab_size=len(tk), block_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0))
+    m = build_model(ModelConfig(prev_token=False, copy=False,
+                                vocab_size=len(tk), block_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0))
     gs = read_guitar(FIXTURES / "tabs" / "riff.txt")[0]
     for compete in (False, True):
         if compete:

@@ -314,7 +314,8 @@ def test_an_encoder_decoder_run_of_ones_own_fine_tunes_too(like_dataset, tmp_pat
     shipped = load_init("pretrained")
     own = tmp_path / "own-encdec"
     cfg = Config(data=copy.deepcopy(shipped.cfg.data))
-    cfg.model = ModelConfig(kind="encoder_decoder", vocab_size=len(shipped.tokenizer), block_size=64,
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            kind="encoder_decoder", vocab_size=len(shipped.tokenizer), block_size=64,
                             src_block_size=64, n_layer=1, n_head=2, n_embd=32)
     shipped.tokenizer.save(own / "tokenizer.json")
     torch.manual_seed(0)

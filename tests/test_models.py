@@ -95,7 +95,8 @@ def test_attention_dropout_is_its_own(kind: str, monkeypatch) -> None:
     x = torch.randint(3, 50, (2, 12))
     for attn_p, want in ((0.0, {0.0}), (None, {0.1}), (0.3, {0.3})):
         torch.manual_seed(0)
-        cfg = ModelConfig(kind=kind, vocab_size=64, block_size=16, src_block_size=16, n_layer=1, n_head=2, n_embd=16,
+        cfg = ModelConfig(prev_token=False, copy=False,
+                          kind=kind, vocab_size=64, block_size=16, src_block_size=16, n_layer=1, n_head=2, n_embd=16,
                           dropout=0.1, attn_dropout=attn_p)
         model = build_model(cfg).train()
         args = (x,) if kind == "decoder" else (x, x)  # an encoder-decoder: source, target
