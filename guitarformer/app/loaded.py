@@ -16,6 +16,7 @@ from guitarformer.data.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.data.tokenization import bar_ids
 from guitarformer.music.guitar import GUITAR_PROGRAMS, TUNINGS
 from guitarformer.runs import Run
+from guitarformer.runs.run import seen_of_run
 
 NO_CONTROLS = "this run was trained without control tokens (prepare with --set data.controls=true)"
 
@@ -61,7 +62,7 @@ def _control_options(tokenizer, seen: Seen) -> dict[str, OptionInfo]:
 def run_info(loaded: Run) -> RunInfo:
     """What `loaded` is and which `sample` options it honours (OptionInfo per option)."""
     tok = loaded.tokenizer
-    seen = loaded.seen
+    seen = loaded.seen or seen_of_run(loaded.dir, loaded.cfg, tok)
     meters = (seen.known("TimeSig") if seen.counts.get("TimeSig") else _vocab_values(tok.vocab, "TimeSig")) \
         if bar_ids(tok) else []
     tunings = seen.known("Tuning") if seen.counts.get("Tuning") else sorted(TUNINGS)
