@@ -32,7 +32,8 @@ def tiny(kind: str = "decoder", pos: str = "learned", **kw) -> ModelConfig:
     """A named tiny config: fast on CPU, big enough to be a real Transformer (2 layers, 2+ heads)."""
     base = dict(
         kind=kind, vocab_size=V, block_size=16, src_block_size=12, n_layer=2, n_head=4, n_embd=32,
-        dropout=0.0, pos=pos, ffn="swiglu" if pos == "rope" else "gelu", bias=pos == "learned",
+        dropout=0.0, pos=pos, ffn="swiglu" if pos == "rope" else "gelu", bias=pos == "learned", prev_token=False,
+        copy=False,
     )
     base.update(kw)
     return ModelConfig(**base)
