@@ -305,10 +305,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "BAND.md")
     args = ap.parse_args()
     torch.set_num_threads(2)
-    model, tok, cfg = load_run(args.run)
+    run = load_run(args.run)
+    model, tok, cfg = run.model, run.tokenizer, run.cfg
     files = test_files(args.dataset)
     acc = {r: [0.0, 0] for r in ROLES}
-    single_model, single_tok, _ = load_run(args.single)
+    single_model = load_run(args.single).model
     single = [0.0, 0]
     for f in files:
         parts = pick_parts(read_song(f), ROLES)

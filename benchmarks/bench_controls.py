@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from guitarformer.app.loaded import load_run_once
+from guitarformer.runs.run import load_run
 from guitarformer.app.prompt import tokens_per_bar
 from guitarformer.app.sample import GUIDANCE
 from guitarformer.vocab.controls import (BAR, PlayedNote, control, controls_per_bar, estimate_key, notes_of,
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="also write the report here (docs/results/CONTROLS.md for the "
                     "page; a run of a few controls would otherwise replace the whole page)")
     args = ap.parse_args(argv)
-    loaded = load_run_once(args.run, None, args.device)
+    loaded = load_run(args.run, None, args.device)
     model, tok, cfg, dev = loaded.model, loaded.tokenizer, loaded.cfg, loaded.device
     if not has_controls(tok):
         print(f"{args.run}: trained without controls (prepare with --set data.controls=true)", file=sys.stderr)

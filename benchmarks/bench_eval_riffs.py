@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
+from guitarformer.app import Outputs, SampleRequest, load_run, sample
 from guitarformer.app.sample import default_form
 from guitarformer.data.corpus import cache_home
 from guitarformer.evaluation.features import compare, length_matched, piece_of
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.exists() and len(args.data.parts) == 1:  # a bare name: the cache's datasets folder holds it
         args.data = cache_home() / "datasets" / args.data.name
     t0 = time.time()
-    loaded = load_run_once(args.run, None, args.device)
+    loaded = load_run(args.run, None, args.device)
     real = reference_from_split(args.data, args.split, loaded.tokenizer)
     tunes = [p for p in real.pieces if len(p.pitch) >= 2]
     tunes_form = form_report(real.scores)

@@ -59,7 +59,8 @@ def oa(made, real) -> list[float]:
 
 def bench(run: Path, seed: int, num: int, candidates: int, device) -> dict[str, np.ndarray]:
     """Rule name (and "copying the bars before") -> mean OA (pitch, duration, onset) over the spans."""
-    model, tok, cfg = load_run(run, None, str(device))
+    loaded = load_run(run, None, str(device))
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     fill = check_infill_run(tok, cfg)
     split, _ = span_split(Path(cfg.data.dataset))
     params = SamplingParams.from_config(cfg.sample)
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
     columns, t0 = [], time.time()
     for run in a.runs:
         for seed in a.seeds:
-            kind = load_run(run, None, "cpu")[2].model.kind
+            kind = load_run(run, None, "cpu").cfg.model.kind
             columns.append((f"{run.name} ({kind}), seed {seed}", bench(run, seed, a.num, a.candidates, device)))
             print(f"{columns[-1][0]}: {time.time() - t0:.0f} s", flush=True)
     names = list(columns[0][1])

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
+from guitarformer.app import Outputs, SampleRequest, load_run, sample
 from guitarformer.config import load_config, set_values
 from guitarformer.vocab.controls import controls_per_bar, notes_of
 from guitarformer.data.dataset import PLAIN, DecoderWindows, TokenSplit, note_ids
@@ -225,7 +225,7 @@ ADHERENCE = {"density high": ("Density", "high"), "hand position 5": ("Pos", "5-
 
 def riffs(run: str | Path, style: str | None, count: int, bars: int, seed: int) -> dict[str, list[Notes]]:
     """`count` riffs of `bars` bars per ask in RIFF_ASKS (with `style` where given), measured."""
-    loaded = load_run_once(run, None, "cpu")
+    loaded = load_run(run, None, "cpu")
     out = {}
     for ask, options in RIFF_ASKS.items():
         req = SampleRequest.of(outputs=Outputs(), num_samples=count, bars=bars, seed=seed, style=style, device="cpu",
@@ -236,7 +236,7 @@ def riffs(run: str | Path, style: str | None, count: int, bars: int, seed: int) 
 
 def scored(run: str | Path, style: str | None, held: Path, args) -> dict[str, float]:
     """A model's row: held-out nats per note, its plain riffs' measures and both controls' adherence."""
-    loaded = load_run_once(run, None, "cpu")
+    loaded = load_run(run, None, "cpu")
     row = {"nll": heldout_nll(loaded.model, held, loaded.cfg.model.block_size)}
     made = riffs(run, style, args.riffs, args.bars, args.seed)
     row.update(summary(made["plain"]))

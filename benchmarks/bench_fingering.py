@@ -159,7 +159,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     dev = resolve_device(args.device)
-    model, tok, cfg = load_run(args.run, args.checkpoint, str(dev))
+    loaded = load_run(args.run, args.checkpoint, str(dev))
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     check_fingering_run(model, tok)
     args.layout = 3 if implied_strings(tok) else 2  # the run's own (tokenizer.json), for the page
     n_params = sum(p.numel() for p in model.parameters())

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
+from guitarformer.app import Outputs, SampleRequest, load_run, sample
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.data.dataset import TokenSplit
 from guitarformer.data.guitar_corpora import TEST_LICENCES, classical_files
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("docs/results/GUITAR.md"))
     args = ap.parse_args(argv)
     t0 = time.time()
-    loaded = load_run_once(args.run, None, args.device)
+    loaded = load_run(args.run, None, args.device)
     dataset = args.data or default_dataset_dir().parent / builtin_dataset_name(loaded.cfg.data)
     fitted = corpus_judge(dataset)
     nll = nats_per_note_by_style(loaded.model, loaded.tokenizer, TokenSplit(dataset, "val"),

@@ -145,7 +145,8 @@ def nll_pair(model, cfg, fill: FillIds, head, before, span, after, left: list[in
 
 def bench_run(run: Path, num: int, seed: int, device, temperature: float | None = None,
               candidates: int = InfillRequest.candidates) -> dict:
-    model, tok, cfg = load_run(run, None, str(device))
+    loaded = load_run(run, None, str(device))
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     fill = check_infill_run(tok, cfg)
     split, split_name = span_split(Path(cfg.data.dataset))
     skip = control_ids(tok)

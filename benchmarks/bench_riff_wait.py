@@ -32,10 +32,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from guitarformer.app import SampleRequest, load_run_once, sample, warm_up
+    from guitarformer.app import SampleRequest, load_run, sample, warm_up
     from guitarformer.vocab.tab_tokens import has_controls
 
-    loaded = load_run_once(args.run, None, "cpu")
+    loaded = load_run(args.run, None, "cpu")
     with Timer() as t:
         warm_up(loaded)
     print(f"warm-up (compiling the one-token step, or finding it in inductor's disk cache): {t.seconds:.1f} s")

@@ -139,7 +139,9 @@ def main() -> None:
     if args.pretrained:
         from guitarformer.runs import load_run
 
-        ours, tok, _ = load_run("pretrained", device=args.device)
+        loaded = load_run("pretrained", device=args.device)
+
+        ours, tok, _ = loaded.model, loaded.tokenizer, loaded.cfg
         args.dims = "shipped"
     else:
         tok = build_tokenizer(DataConfig())

@@ -35,7 +35,9 @@ def sweep(args) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_sample import remi_prompt
 
-    model, tok, _ = load_run("pretrained", device="cpu")
+    loaded = load_run("pretrained", device="cpu")
+
+    model, tok, _ = loaded.model, loaded.tokenizer, loaded.cfg
     tune = torch.tensor(remi_prompt(tok, max(args.prompts)))  # a riff's tokens, fretted as `prepare` frets MIDI
     print(f"\n`python benchmarks/bench_shared_prompt.py`: torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; "
           f"the shipped model draws {args.new} tokens with the constraint after B copies of one riff's first tokens; "

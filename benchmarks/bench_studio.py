@@ -38,7 +38,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from harness import table, write_section  # noqa: E402 (benchmarks/harness.py)
 
-from guitarformer.app import load_run_once  # noqa: E402 (the paths above first)
+from guitarformer.app import load_run  # noqa: E402 (the paths above first)
 from guitarformer.studio import BackgroundServer, create_app  # noqa: E402
 
 SECTION = "bench_studio"  # the section of the page --write replaces (harness.write_section)
@@ -181,7 +181,7 @@ def main() -> None:
             from helpers.studio_runs import studio_run
 
             run = studio_run(Path(tmp) / "run")
-        app = create_app(load_run_once(run, device=args.device), root=Path(tmp) / "served")
+        app = create_app(load_run(run, device=args.device), root=Path(tmp) / "served")
         with BackgroundServer(app, free_port()) as url:
             seeds = longest_seeds(url, args.repeat)  # also the warm-up (tokenizer tables, torch kernels)
             server_ms, bars = server_share(url, seeds)

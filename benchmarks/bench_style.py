@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from guitarformer.app import Outputs, SampleRequest, load_run_once, run_info, sample
+from guitarformer.app import Outputs, SampleRequest, load_run, run_info, sample
 from guitarformer.app.sample import GUIDANCE
 from guitarformer.data.corpus import builtin_dataset_name, default_dataset_dir
 from guitarformer.evaluation.features import piece_of
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("docs/results/EVAL.md"))
     args = ap.parse_args(argv)
     t0 = time.time()
-    loaded = load_run_once(args.run, None, args.device)
+    loaded = load_run(args.run, None, args.device)
     dataset = args.data or default_dataset_dir().parent / builtin_dataset_name(loaded.cfg.data)
     if not (dataset / "manifest.jsonl").is_file():
         ap.error(f"{dataset} is not a prepared dataset (another reader version prepares another folder): pass "

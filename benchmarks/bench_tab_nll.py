@@ -44,7 +44,8 @@ def main() -> None:
     print("| run | tokenizer | val tokens | notes | tokens/note | nats/token | **nats/note** |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for run in args.runs:
-        model, tok, cfg = load_run(run, None, str(dev))
+        loaded = load_run(run, None, str(dev))
+        model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
         dataset = args.data or cfg.data.dataset
         if dataset is None:
             sys.exit(f"{run} names no dataset (the shipped model): pass --data DATASET prepared with its tokenizer")

@@ -39,7 +39,8 @@ TOKENIZERS = ("REMI", "TabREMI")
 
 def score(run: Path) -> tuple[int, int, float]:
     """(val tokens, val notes, nats per token) of a run on its own dataset's val split."""
-    model, tok, cfg = load_run(run, None, "cpu")
+    loaded = load_run(run, None, "cpu")
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     part = TokenSplit(Path(cfg.data.dataset), "val")
     pitch = sorted(i for t, i in tok.vocab.items() if t.startswith("Pitch_"))
     notes = int(np.isin(np.asarray(part.tokens), pitch).sum())

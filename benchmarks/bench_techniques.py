@@ -51,7 +51,8 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     args = ap.parse_args()
     dev = resolve_device(args.device)
-    model, tok, cfg = load_run(args.run, None, str(dev))
+    loaded = load_run(args.run, None, str(dev))
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     if not is_tab_tokenizer(tok):
         sys.exit(f"{args.run} was not trained on tab tokens (TabREMI): it writes no techniques")
     data = args.data or Path(cfg.data.dataset)

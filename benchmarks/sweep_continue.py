@@ -25,7 +25,7 @@ from pathlib import Path
 
 from guitarformer.app.files import read_user_parts
 from guitarformer.app.infill import infill
-from guitarformer.app.loaded import load_run_once
+from guitarformer.runs.run import load_run
 from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest
 from guitarformer.app.sample import sample
 from guitarformer.errors import GuitarformerError, SkipFile
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no shared guitar folder at {args.shared}", file=sys.stderr)
         return 1
     t0 = time.perf_counter()
-    loaded = load_run_once(None, None, "cpu")
+    loaded = load_run(None, None, "cpu")
     cases = []
     with tempfile.TemporaryDirectory() as tmp:
         for src in pick_files(args.shared, args.files):

@@ -9,14 +9,13 @@ The public API, in the order the data flows::
     song = gf.read_song("band.gp5")                     # Song: every part (guitars, bass, drums) on one bar grid
     frets = gf.fret(parts[0].track.notes, parts[0].tuning)  # a (string, fret) per note, where the file has none
     gf.write_ascii_tab(parts[0], "song.txt")            # also write_midi, write_gp5
-    model, tokenizer, cfg = gf.load_run("runs/20261122-101500")
-    riffs = gf.generate_riffs(model, tokenizer, cfg, gf.SamplingParams(max_bars=8), gf.Draws(num=4, seed=0))
-    model = gf.build_model(cfg.model)                  # a fresh Decoder or EncoderDecoder
+    run = gf.load_run("runs/20261122-101500")         # Run: model, tokenizer, cfg, its folder and what it learned
+    riffs = gf.generate_riffs(run.model, run.tokenizer, run.cfg, gf.SamplingParams(max_bars=8), gf.Draws(num=4, seed=0))
+    model = gf.build_model(run.cfg.model)              # a fresh Decoder or EncoderDecoder
     ids = gf.generate(model, [[1]], gf.SamplingParams(max_new_tokens=64))  # token ids, KV-cached
 
 The commands, as the CLI runs them (guitarformer.app: one function per command over a request)::
 
-    run = gf.load_run_once("runs/20261122-101500")     # weights read once, for many requests
     res = gf.sample(gf.SampleRequest.of(bars=8, key="E:minor", outputs=gf.Outputs(midi="riff.mid")), run)
     res = gf.infill(gf.InfillRequest("song.gp5", bars=(5, 8), outputs=gf.Outputs(gp="new.gp5")), run)
     print(gf.tab(gf.TabRequest("song.gp5")).text)
@@ -55,7 +54,7 @@ _API = {
     "load_run": "guitarformer.runs",
     "generate": "guitarformer.generation.decode.engine",
     "SamplingParams": "guitarformer.generation.decode.sampling",
-    "load_run_once": "guitarformer.app",
+    "Run": "guitarformer.runs",
     "run_info": "guitarformer.app",
     "Outputs": "guitarformer.app",
     "SampleRequest": "guitarformer.app",
@@ -98,7 +97,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         evaluate,
         infill,
         info,
-        load_run_once,
         prepare,
         read_user_file,
         run_info,
@@ -108,6 +106,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         write_score,
     )
     from guitarformer.config import load_config
+    from guitarformer.runs import Run, load_run
     from guitarformer.errors import GuitarformerError
     from guitarformer.fingering import fret
     from guitarformer.generation.constraint.guitar import GuitarConstraint
@@ -124,7 +123,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.render.ascii_tab import render_ascii_tab, write_ascii_tab
     from guitarformer.render.gp5 import write_gp5
     from guitarformer.render.midi import write_midi
-    from guitarformer.runs import load_run
 
 
 def lazy_names(package: str, api: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:

@@ -1,9 +1,8 @@
 """Typed configuration: dataclasses loaded from YAML, `--set a.b=c` overrides, values type-checked.
 
-The dataclass defaults are the default preset (configs/decoder-small.yaml), but for one setting: `Config()` equals
-`load_config("decoder-small")` with `model.prev_token` false, the architecture every run saved before that setting
-existed has, so their configs (which do not name it) load as the models they are. `guitarformer train` loads the
-preset (`load_config()`), and code that must mean "the default model" does the same. Every
+The dataclass defaults are the default preset: `Config()` equals `load_config("decoder-small")` (tests/test_config.py
+checks). A run's saved config is read through runs/migrate.py, which fills what runs saved before a setting existed
+did, so a later default never changes an older run. Every
 change to a loaded config goes through `apply_overrides` (strings from --set) or `set_values` (typed values from
 CLI options and the run itself), and both validate the whole config again."""
 
@@ -93,14 +92,12 @@ class ModelConfig:
     tie_weights: bool = True
     # Decoder: each position's input also holds the embedding of the token before it (a second table; PAD's row
     # at a window's first position), so one attention layer can match "the token after the one just read": the
-    # induction that copies a bar the piece played before (models/decoder.py); the encoder-decoder does not read
-    # it. On in the default preset; false here, as runs saved before it existed were built (module docstring).
-    prev_token: bool = False
+    # induction that copies a bar the piece played before (models/decoder.py); the encoder-decoder does not read it.
+    prev_token: bool = True
     # Mix into each prediction the token that followed the latest, longest earlier match of what was just read (an
     # encoder-decoder: in its source, then its target so far), by a learned gate (models/copy.py): repeated bars and
-    # fills that repeat the bars after the gap come nearly free. On in the default presets; false here for the
-    # same reason as prev_token.
-    copy: bool = False
+    # fills that repeat the bars after the gap come nearly free.
+    copy: bool = True
 
 
 @dataclass
@@ -110,9 +107,8 @@ class TrainConfig:
     max_steps: int = 2000
     # Fit the run to this many minutes (0 = off): after a few timed steps the run lowers max_steps (never raises
     # it) so that training and evaluation end in about this time, and the schedule decays to the new end. The
-    # decided max_steps is saved with the run, so --resume stays exact.
+    # decided max_steps is saved with the run (and that it was decided, in its state), so --resume stays exact.
     time_budget_min: float = 15.0
-    budget_fitted: bool = False  # set by the run once time_budget_min has fixed max_steps
     lr: float = 3e-3
     min_lr: float = 1e-4
     warmup_steps: int = 100  # at most a tenth of max_steps is warm-up (training/loop.py warmup_steps)
@@ -147,7 +143,7 @@ class SampleConfig:
     # `sample --time-signature` when none is asked: "auto" draws each riff's meter from the run's training bars
     # (app/sample.py `_meters`); None: the model opens its riffs in the meter it chooses. The preset draws: left to
     # itself a layout-3 model opens too many riffs in the dense meters (the quickstart's riffs 4.97 notes/s own, 4.13
-    # drawn, the test tunes 3.96: docs/results/TAB_TOKENS.md). A run saved before the setting keeps its own (ADDED_SINCE).
+    # drawn, the test tunes 3.96: docs/results/TAB_TOKENS.md). A run saved before the setting keeps its own (runs/migrate.py).
     time_signature: str | None = "auto"
 
 
@@ -254,28 +250,10 @@ def from_dict(d: dict[str, Any], base: Config | None = None) -> Config:
     return cfg
 
 
-# Settings added after runs were saved without them, and the value that says what such a run did (a missing key
-# would otherwise take today's preset: a run resumed from before the plain share would start training with one).
-ADDED_SINCE = {("data", "control_plain"): 0.0, ("data", "control_targets"): True, ("data", "piece_starts"): 0.0,
-               ("sample", "time_signature"): None}
-
-
 # Settings taken out: the value that meant "off" (an older config holding it loads as before) and what to do instead;
 # any other value is refused with that fix.
 REMOVED = {("train", "max_minutes"): (0.0, "drop train.max_minutes: train.time_budget_min stops a run on the clock, "
                                            "its schedule fitted to end there (train.time_budget_min=0: no budget)")}
-
-
-def saved_config(d: dict[str, Any]) -> Config:
-    """A run's saved config (its checkpoint's or config.yaml): as `from_dict`, but a setting the run predates is
-    what the run did, not the preset's (ADDED_SINCE; the tab layout comes from the run's tokenizer instead), and a
-    setting since removed (REMOVED) is left out, so the run still loads."""
-    cfg = from_dict({section: {k: v for k, v in values.items() if (section, k) not in REMOVED}
-                     if isinstance(values, dict) else values for section, values in (d or {}).items()})
-    for (section, key), then in ADDED_SINCE.items():
-        if key not in ((d or {}).get(section) or {}):
-            setattr(getattr(cfg, section), key, then)
-    return cfg
 
 
 def resolve_config_path(name_or_path: str) -> Path:

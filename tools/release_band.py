@@ -13,17 +13,18 @@ import shutil
 import sys
 from pathlib import Path
 
-from guitarformer.config import saved_config
 from guitarformer.pretrained import MAX_BYTES, band_dir, pretrained_dir
 from guitarformer.runs.checkpoint import load_checkpoint
-from guitarformer.runs.export import best_checkpoint, export_run
+from guitarformer.runs.export import export_run
+from guitarformer.runs.rundir import RunDir
+from guitarformer.runs.run import read_run
 
 CREDITS = ("CREDITS.md", "freedoom-COPYING.adoc", "freedoom-CREDITS-MUSIC")  # the data's licences, as the shipped model's
 
 
 def card(run: Path, bench: dict, recipe: str) -> str:
-    state = load_checkpoint(best_checkpoint(run))
-    cfg = saved_config(state["config"])
+    state = load_checkpoint(RunDir(run).best_checkpoint())
+    cfg = read_run(run).cfg
     params = sum(t.numel() for t in state["model"].values())
     nats = bench["nats"]
     acc = bench["accompaniment"]

@@ -64,13 +64,13 @@ from guitarformer.vocab.seen import read_seen, write_seen
 from guitarformer.compose.form import forms_of_dataset, write_forms
 from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.evaluation.form import FORM_BARS, form_report
-from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
-from guitarformer.app.loaded import count_dataset
+from guitarformer.app import Outputs, SampleRequest, load_run, sample
+from guitarformer.runs.run import count_dataset
 from guitarformer.evaluation.features import length_matched, notes_per_second, piece_of
 from guitarformer.evaluation.reference import reference_from_split
 from guitarformer.pretrained import pretrained_dir
 from guitarformer.runs.export import export_run
-from guitarformer.runs import load_run
+from guitarformer.runs import load_run, read_run
 from guitarformer.runtime import resolve_device
 from guitarformer.training.loop import train
 
@@ -162,7 +162,7 @@ def form_scores(run: Path, args, dataset: Path, device, meter: str | None = None
     """The repeat share of the first 16 bars in riffs sampled without controls, in the meters `meter` says (the
     default `--time-signature` chosen before: "auto", else the model's own): the model alone ("samples"), and with
     each riff the form of a training tune ("form_samples", `--form auto`), as `sample` draws them."""
-    loaded = load_run_once(run, None, str(device))
+    loaded = load_run(run, None, str(device))
     if loaded.forms is None:  # a run from before the forms were counted: its dataset's
         loaded = replace(loaded, forms=forms_of_dataset(dataset, loaded.tokenizer))
     out: dict[str, float] = {}
@@ -179,7 +179,7 @@ def meter_scores(run: Path, args, dataset: Path, device) -> dict[str, float]:
     model opens them in ("own") and in meters drawn from the training bars ("drawn", `sample --time-signature auto`),
     beside the test tunes cut into segments as long as the riffs (evaluation/features.length_matched): the
     layout-3 models open in the dense meters more often than the tunes are in them (docs/results/TAB_TOKENS.md)."""
-    loaded = load_run_once(run, None, str(device))
+    loaded = load_run(run, None, str(device))
     tunes = [p for p in reference_from_split(dataset, "test", loaded.tokenizer).pieces if len(p.pitch) >= 2]
     out: dict[str, float] = {}
     for key in ("own", "drawn"):
@@ -287,14 +287,15 @@ def run_seed(args) -> int:
 def from_run_recipe(run: Path) -> str:
     """The card's sentence on how a --from-run run was trained: the quickstart (`guitarformer train` with its
     defaults) or the command with the budget and schedule it had."""
-    cfg, default = load_config(str(run / "config.yaml")), load_config(KINDS["decoder"])
+    loaded, default = read_run(run), load_config(KINDS["decoder"])
+    cfg = loaded.cfg
     budget, cap = cfg.train.time_budget_min, cfg.train.max_steps
     if budget == default.train.time_budget_min and cfg.train.seed == default.train.seed:
         how = "with its defaults (the quickstart"
     else:
         how = (f"with a {budget:g}-minute budget (`--set train.time_budget_min={budget:g}` and a `--max-steps` "
                f"above what fits: the schedule fitted to {cap} steps on the machine"
-               if cfg.train.budget_fitted else f"for {cap} steps (`--max-steps {cap}`")
+               if loaded.state.budget_fitted else f"for {cap} steps (`--max-steps {cap}`")
     changed = _changed_settings(cfg, default)
     return f"The run was trained by `guitarformer train` {how}; run {run.name})" + (
         f" with {', '.join(f'`--set {c}`' for c in changed)}" if changed else "") + \
@@ -303,7 +304,7 @@ def from_run_recipe(run: Path) -> str:
 
 # Settings of a run's config that say nothing about its recipe: where its data sat, its schedule's bookkeeping (said
 # apart: the budget and steps), how often it logged, evaluated and sampled, the seed (said apart).
-_NOT_RECIPE = {"data.dataset", "train.max_steps", "train.budget_fitted", "train.time_budget_min", "train.eval_interval",
+_NOT_RECIPE = {"data.dataset", "train.max_steps", "train.time_budget_min", "train.eval_interval",
                "train.log_interval", "train.sample_interval", "train.seed", "train.device", "train.init",
                "model.vocab_size", "name"}
 
@@ -322,7 +323,7 @@ def _changed_settings(cfg: Config, default: Config) -> list[str]:
 def tokens_sentence(run: Path) -> str:
     """How the shipped run writes a note, how often its training windows left every control out, and whether its
     loss scored the control tokens."""
-    cfg = load_run(run)[2]  # its saved config, the tab layout as its tokenizer says
+    cfg = load_run(run).cfg  # its saved config, the tab layout as its tokenizer says
     layout = cfg.data.tab_layout
     how = ("a String only where a note leaves its lowest-fret string" if layout == 3 else "a String on every note")
     plain = f"; {_pct(cfg.data.control_plain)} of its training windows without any control" \

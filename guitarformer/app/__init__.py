@@ -1,11 +1,11 @@
 """The commands as functions over requests: `prepare`, `info`, `train`, `evaluate` (eval), `sample`, `infill`,
 `tab`. The CLI parses its options into a request
 and calls one of these; the studio's JSON API and the Python API call the same functions, with the same checks and
-errors. A `LoadedRun` (load_run_once) can be passed to every call so that a run's weights are read once.
+errors. A `Run` (load_run) can be passed to every call so that a run's weights are read once.
 
-    from guitarformer.app import Outputs, SampleRequest, load_run_once, sample
+    from guitarformer.app import Outputs, SampleRequest, load_run, sample
 
-    run = load_run_once("runs/20261122-101500")
+    run = load_run("runs/20261122-101500")
     result = sample(SampleRequest.of(bars=8, seed=3, key="E:minor", outputs=Outputs(midi="riff.mid")), run)
     print("\\n".join(result.lines))
 
@@ -27,10 +27,10 @@ _API = {
     "write_score": "guitarformer.app.files",
     "InfillResult": "guitarformer.app.infill",
     "infill": "guitarformer.app.infill",
-    "LoadedRun": "guitarformer.app.loaded",
+    "Run": "guitarformer.runs",
     "OptionInfo": "guitarformer.app.loaded",
     "RunInfo": "guitarformer.app.loaded",
-    "load_run_once": "guitarformer.app.loaded",
+    "load_run": "guitarformer.runs",
     "plain_words": "guitarformer.app.loaded",
     "run_info": "guitarformer.app.loaded",
     "InfoResult": "guitarformer.app.prepare",
@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.app.eval import EvalResult, evaluate
     from guitarformer.app.files import read_user_file, read_user_parts, write_score
     from guitarformer.app.infill import InfillResult, infill
-    from guitarformer.app.loaded import LoadedRun, OptionInfo, RunInfo, load_run_once, plain_words, run_info
+    from guitarformer.app.loaded import OptionInfo, RunInfo, plain_words, run_info
     from guitarformer.app.prepare import InfoResult, PrepareResult, find_dataset, info, prepare
     from guitarformer.app.requests import (EvalRequest, InfillRequest, InfoRequest, Outputs, PrepareRequest,
                                            SampleRequest, TabRequest, TrainRequest)
@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from guitarformer.app.tab import TabResult, tab
     from guitarformer.app.train import TrainResult, train
     from guitarformer.compose.riffs import Riff
+    from guitarformer.runs import Run, load_run
 
 
 __getattr__ = lazy_names(__name__, _API, globals())

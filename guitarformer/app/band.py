@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from guitarformer.app.files import read_user_parts
-from guitarformer.app.loaded import LoadedRun
+from guitarformer.runs.run import Run
 from guitarformer.app.requests import SampleRequest
 from guitarformer.vocab.parts import PART_ROLES
 from guitarformer.data.band import pick_parts
@@ -42,7 +42,7 @@ def _tunings(tuning: tuple[int, ...] | None) -> dict[str, tuple[tuple[int, ...],
     return {"guitar": (tuning or STANDARD_TUNING, 0), "bass": (BASS_TUNING, 0)}
 
 
-def band_roles_asked(req: SampleRequest, loaded: LoadedRun) -> tuple[str, ...]:
+def band_roles_asked(req: SampleRequest, loaded: Run) -> tuple[str, ...]:
     """The parts to write, in the band's order; refused where the run's tokens carry one part or lack one asked."""
     roles = check_band(loaded.tokenizer)
     asked = parse_parts(req.parts) or tuple(roles)
@@ -53,7 +53,7 @@ def band_roles_asked(req: SampleRequest, loaded: LoadedRun) -> tuple[str, ...]:
     return tuple(r for r in roles if r in asked)
 
 
-def band_riffs(req: SampleRequest, loaded: LoadedRun, asked, tuning: tuple[int, ...] | None) -> list[Riff]:
+def band_riffs(req: SampleRequest, loaded: Run, asked, tuning: tuple[int, ...] | None) -> list[Riff]:
     """The riffs of `req` as a band: from nothing (`req.parts`), or the parts `req.parts` names written for the
     parts of `req.accompany`. `asked`: the guitar's controls as tokens (generation/conditioning.py)."""
     write = band_roles_asked(req, loaded)
@@ -68,7 +68,7 @@ def band_riffs(req: SampleRequest, loaded: LoadedRun, asked, tuning: tuple[int, 
     return [_riff(loaded, row, ask, req.tempo) for row in rows]
 
 
-def _riff(loaded: LoadedRun, row: list[int], ask: BandAsk, tempo: float | None,
+def _riff(loaded: Run, row: list[int], ask: BandAsk, tempo: float | None,
           given: dict[str, GuitarScore] | None = None) -> Riff:
     parts = band_parts(loaded.tokenizer, row, ask, tempo)
     if given:
@@ -99,7 +99,7 @@ def _with_given(parts: list[tuple[str, GuitarScore]], given: dict[str, GuitarSco
     return out
 
 
-def _accompany(req: SampleRequest, loaded: LoadedRun, write: tuple[str, ...], params: SamplingParams,
+def _accompany(req: SampleRequest, loaded: Run, write: tuple[str, ...], params: SamplingParams,
                tuning: tuple[int, ...] | None) -> list[Riff]:
     roles = check_band(loaded.tokenizer)
     path = Path(req.accompany)

@@ -32,7 +32,8 @@ def _fingering(req: EvalRequest, voice: Voice) -> EvalResult:
     from guitarformer.runtime import resolve_device, set_threads, step_work
 
     dev = resolve_device(req.device)
-    model, tokenizer, _ = load_run(req.run, None, str(dev))
+    loaded = load_run(req.run, None, str(dev))
+    model, tokenizer = loaded.model, loaded.tokenizer
     check_fingering_run(model, tokenizer)
     set_threads(req.threads, step_work(model, req.batch_size))
     report = evaluate_folder(model, tokenizer, req.fingering, dev, req.batch_size)

@@ -9,7 +9,7 @@ from pathlib import Path
 import symusic
 
 from guitarformer.app.files import UserSong, pick_track, read_user_song, stringed, write_song
-from guitarformer.app.loaded import LoadedRun, load_run_once
+from guitarformer.runs.run import Run, load_run
 from guitarformer.app.requests import MAX_CANDIDATES, InfillRequest, Sampling, check_outputs
 from guitarformer.app.splice import splice
 from guitarformer.vocab.controls import PREFIX
@@ -101,7 +101,7 @@ def song_part(song: Song, track: str | None = None, tracks: str = "guitar") -> U
     return UserSong(list(song.parts), index, len(chosen_from))
 
 
-def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
+def infill(req: InfillRequest, loaded: Run | None = None) -> InfillResult:
     """The `infill` command: read the song (or take the GuitarScore or Song given), load the run (unless `loaded` is
     given), fill the bars, write every output asked for and summarise."""
     check_outputs(req.outputs, ("midi", "tab", "gp"))
@@ -114,7 +114,7 @@ def infill(req: InfillRequest, loaded: LoadedRun | None = None) -> InfillResult:
                                 "pass bars like (5, 8)")
     song, warnings = _part(req)
     gs = song.part
-    loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    loaded = loaded or load_run(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
     result = fill_bars(loaded.model, loaded.tokenizer, loaded.cfg, gs, (first, last), req.sampling,
                        Draws(req.candidates, req.seed), loaded.device)

@@ -9,6 +9,7 @@ from typing import Any
 
 from guitarformer.app.requests import InfoRequest, PrepareRequest, Say, Voice
 from guitarformer.errors import GuitarformerError
+from guitarformer.runs.rundir import RunDir
 
 
 @dataclass
@@ -105,9 +106,10 @@ def info(req: InfoRequest, say: Say | None = None) -> InfoResult:
             raise GuitarformerError("no dataset given and the built-in corpus is not prepared yet",
                                     "pass a dataset folder, or run `guitarformer prepare`")
         dataset = max(cands, key=lambda d: d.stat().st_mtime)  # the most recently prepared
-    if (dataset / "config.yaml").is_file() and not (dataset / "meta.json").is_file():
-        summ = dataset / "summary.json"
-        voice((dataset / "config.yaml").read_text())
+    run = RunDir(dataset)
+    if run.is_run():
+        summ = run.summary_path
+        voice(run.config_path.read_text())
         if summ.is_file():
             voice(json.dumps(json.loads(summ.read_text()), indent=2))
     else:

@@ -10,7 +10,7 @@ import torch
 
 from guitarformer.app.band import band_riffs, parse_parts
 from guitarformer.app.files import write_band, write_song
-from guitarformer.app.loaded import LoadedRun, load_run_once
+from guitarformer.runs.run import Run, read_run
 from guitarformer.app.prompt import Prompt, bars_of_score, read_prompt, tokens_per_bar
 from guitarformer.app.requests import SampleRequest, Sampling, check_outputs
 from guitarformer.app.splice import continue_part
@@ -37,7 +37,8 @@ from guitarformer.models.kinds import kind_of
 from guitarformer.music.bars import count_bars
 from guitarformer.music.guitar import GUITAR_PROGRAM, GUITAR_PROGRAMS, STANDARD_TUNING, parse_tuning, pitch_name
 from guitarformer.music.texture import density
-from guitarformer.pretrained import band_dir, has_pretrained
+from guitarformer.pretrained import band_dir
+from guitarformer.runs.rundir import has_pretrained
 from guitarformer.render.audio import find_synth
 from guitarformer.runtime import set_threads, step_work
 
@@ -55,7 +56,7 @@ class SampleResult:
     riffs: list[Riff]  # every riff sampled, each with the files written for it (`Riff.files`)
     lines: list[str] = field(default_factory=list)  # the summary: the run, then one line per riff
     warnings: list[str] = field(default_factory=list)  # riffs the token budget cut short; a form it could not draw
-    run: str = ""  # LoadedRun.describe() of the run used
+    run: str = ""  # Run.describe() of the run used
 
 
 def check_sample_request(req: SampleRequest) -> None:
@@ -105,7 +106,7 @@ def _tuning(value: str | tuple[int, ...] | None) -> tuple[int, ...] | None:
     return parse_tuning(value) if isinstance(value, str) else tuple(int(p) for p in value)
 
 
-def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, meter: str | None = None,
+def _asked(req: SampleRequest, loaded: Run, tuning: tuple[int, ...] | None, meter: str | None = None,
            tempo: float | None = None):
     """The request's controls as tokens (compose/conditioning.py), refused where the run never learned them;
     `meter`: the time signature drawn for the riffs (`_meters`) or held from a prompt (`_held`) in place of the
@@ -115,7 +116,7 @@ def _asked(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None
                       seen=loaded.seen, guard=req.guard, continuing=req.prompt is not None, **req.controls.asked())
 
 
-def _held(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> tuple[str | None, float | None, str | None]:
+def _held(req: SampleRequest, loaded: Run, file: Prompt | None) -> tuple[str | None, float | None, str | None]:
     """(time signature, tempo, a note for the summary) a continued file's new bars are held to: the meter of its
     last bar and, unless --tempo asks one, its tempo there, as the sampler's only TimeSig and Tempo values (the model
     alone opened new bars in meters the file never had: 9/8 after a 4/4 song). A meter the run never learned is not
@@ -136,7 +137,7 @@ def _held(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> tuple[s
     return (meter if known else None), (tempo if has_tempo else None), note
 
 
-def _held_density(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SampleRequest:
+def _held_density(req: SampleRequest, loaded: Run, file: Prompt | None) -> SampleRequest:
     """A continuation's new bars keep the onsets per beat of the bars the model reads (their density class), where
     the user asks none and the run learned that class: left alone, a model trained on dense tunes continued a prelude
     of whole notes in sixteenths."""
@@ -153,7 +154,7 @@ def _held_density(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) ->
     return replace(req, controls=Controls(**{**req.controls.asked(), "density": value}))
 
 
-def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, str | None]:
+def _meters(req: SampleRequest, loaded: Run) -> tuple[list[str] | None, str | None]:
     """(riff k's time signature at k, None where the request's or the model's hold for every riff; a note for the
     summary). `auto` (asked, or the run's sample.time_signature where no time signature is asked) draws riff k's
     meter from the run's training bars (those of the asked style where one is asked), as often as the tunes are
@@ -175,14 +176,14 @@ def _meters(req: SampleRequest, loaded: LoadedRun) -> tuple[list[str] | None, st
     return riff_meters(meters, req.seed, req.num_samples), None
 
 
-def default_form(loaded: LoadedRun) -> str:
+def default_form(loaded: Run) -> str:
     """`--form` when none is asked: the run's `sample.form` where it has one (the release sets the shipped model's
     by measurement), else the model's own ("none") for a model that copies (model.copy) and "auto" for one that
     does not."""
     return loaded.cfg.sample.form or ("none" if loaded.cfg.model.copy else "auto")
 
 
-def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, str | None]:
+def _forms(req: SampleRequest, loaded: Run) -> tuple[list[Plan] | None, str | None]:
     """(one plan per riff, None for none; a note for the summary): `auto` draws riff k's form from the run's
     tunes (of the asked style where it has some) with a generator seeded by the riff's seed; letters are one plan for
     every riff. A continued file (`prompt`) keeps the model's own form under `auto`: a tune's form is its opening.
@@ -204,7 +205,7 @@ def _forms(req: SampleRequest, loaded: LoadedRun) -> tuple[list[Plan] | None, st
     return riff_forms(loaded.forms, req.seed, n, style, req.bars), None
 
 
-def _budget(req: SampleRequest, loaded: LoadedRun, file: Prompt | None) -> SamplingParams:
+def _budget(req: SampleRequest, loaded: Run, file: Prompt | None) -> SamplingParams:
     """The run's sampling settings with the request's in their place; with `bars` and no `max_new_tokens`, a token
     budget that fits the bars (from the tokens a bar takes in the prompt or the run's data)."""
     asked = req.sampling
@@ -230,7 +231,7 @@ def _batches(req: SampleRequest, meters: list[str] | None) -> list[tuple[str | N
     return [(m, ks[i:i + bs]) for m, ks in groups.items() for i in range(0, len(ks), bs)]
 
 
-def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: Prompt | None,
+def _draw(req: SampleRequest, loaded: Run, params: SamplingParams, file: Prompt | None,
           tuning: tuple[int, ...], asked: dict, forms: list[Plan] | None = None,
           meters: list[str] | None = None) -> list[Riff]:
     """Every riff the request asks for, in batches of `batch_size` (riff k never depends on the batch); `asked`:
@@ -260,7 +261,7 @@ def _draw(req: SampleRequest, loaded: LoadedRun, params: SamplingParams, file: P
     return [riffs[k] for k in sorted(riffs)]
 
 
-def read_sample_prompt(req: SampleRequest, loaded: LoadedRun) -> Prompt | None:
+def read_sample_prompt(req: SampleRequest, loaded: Run) -> Prompt | None:
     """The part of `req.prompt` to continue (its `track`) and the window of it the run's model reads; None without a
     prompt."""
     if req.prompt is None:
@@ -269,8 +270,9 @@ def read_sample_prompt(req: SampleRequest, loaded: LoadedRun) -> Prompt | None:
     return read_prompt(loaded.tokenizer, req.prompt, room, req.track, req.tracks)
 
 
-def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | None = None) -> SampleResult:
-    """The `sample` command: check the request, load the run (unless `loaded` is given), sample, write every output
+def sample(req: SampleRequest, loaded: Run | None = None, file: Prompt | None = None) -> SampleResult:
+    """The `sample` command: check the request, read the run (unless `loaded` is given) and check the request against
+    what it learned, then load its weights, sample, write every output
     asked for (numbered riff_000.mid .. with several riffs) and summarise. Riff k depends only on the run, the
     options, the seed and k. A riff the token budget cut short is reported in `warnings`; riffs without a note are
     an error (nothing of them is written). `file`: `read_sample_prompt(req, loaded)` already made, where one file is
@@ -281,9 +283,9 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     band = bool(req.parts or req.accompany)
     run = req.run if req.run is not None or req.checkpoint is not None or not band or not has_pretrained(band_dir()) \
         else band_dir()  # the band without --run: the shipped band model
-    loaded = loaded or load_run_once(run, req.checkpoint, req.device)
-    set_threads(req.threads, step_work(loaded.model, req.num_samples))
+    loaded = loaded or read_run(run, req.checkpoint, req.device)  # its facts: what it can be asked, no weights yet
     if band:
+        set_threads(req.threads, step_work(loaded.load_weights().model, req.num_samples))
         return _band(req, loaded, tuning, synth)
     file = read_sample_prompt(req, loaded) if file is None else file
     held_meter, held_tempo, held_note = _held(req, loaded, file)
@@ -294,6 +296,7 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     tuning = tuning or (file.gs.tuning if file else STANDARD_TUNING)
     params = _budget(req, loaded, file)
     forms, note = _forms(req, loaded)
+    set_threads(req.threads, step_work(loaded.load_weights().model, req.num_samples))  # the request holds: load them
     riffs = _draw(req, loaded, params, file, tuning, asked_in, forms, meters)
     empty = [r for r in riffs if not r.new_notes]
     if empty:
@@ -309,7 +312,7 @@ def sample(req: SampleRequest, loaded: LoadedRun | None = None, file: Prompt | N
     return result
 
 
-def _band(req: SampleRequest, loaded: LoadedRun, tuning: tuple[int, ...] | None, synth) -> SampleResult:
+def _band(req: SampleRequest, loaded: Run, tuning: tuple[int, ...] | None, synth) -> SampleResult:
     """`sample --parts` / `--accompany` (app/band.py): the riffs written whole, every part, and summarised."""
     asked = _asked(req, loaded, tuning) if req.accompany is None else None
     riffs = band_riffs(req, loaded, asked, tuning)
@@ -363,7 +366,7 @@ def _where(riff: Riff, file: Prompt) -> str:
     return f"{total} bars ({file.prompt_bars} from the prompt, {riff.new_bars} new: {new}{kept})"
 
 
-def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loaded: LoadedRun,
+def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loaded: Run,
                  file: Prompt | None) -> GuitarformerError:
     midi = req.outputs.midi
     names = [str(numbered(midi, riffs.index(r), len(riffs))) if midi else f"riff {riffs.index(r)}"
@@ -378,7 +381,7 @@ def _empty_error(riffs, empty, req: SampleRequest, params: SamplingParams, loade
                              "written", fix)
 
 
-def warm_up(loaded: LoadedRun) -> None:
+def warm_up(loaded: Run) -> None:
     """Compile the one-token step (`Sampling.compile`) before the first riff that needs it: a short riff (one
     row) and, for a decoder with controls, a guided step's two rows (the riff and its unconditioned twin), each its
     own graph. Writes no file; the studio runs it before the page opens (`studio --compile`)."""

@@ -20,7 +20,7 @@ from guitarformer.render.ascii_tab import describe_unplaced, render_ascii_tab, u
 from guitarformer.render.gp5 import write_gp5_parts
 
 if TYPE_CHECKING:  # a run (torch, the models) is loaded only for --run: `tab song.gp5` imports neither
-    from guitarformer.app.loaded import LoadedRun
+    from guitarformer.runs.run import Run
 
 
 @dataclass
@@ -55,7 +55,7 @@ def strings_taught_by(cfg) -> str | None:
     return "people" if own else "fret()"
 
 
-def _fret_taught_note(loaded: LoadedRun) -> list[str]:
+def _fret_taught_note(loaded: Run) -> list[str]:
     """One line for a run whose model only ever saw fret()'s strings (see FRET_TAUGHT), else none."""
     if strings_taught_by(loaded.cfg) != "fret()":
         return []
@@ -67,7 +67,7 @@ def _fret_taught_note(loaded: LoadedRun) -> list[str]:
 
 
 def _fingered_by_model(req: TabRequest, parts: list[GuitarScore],
-                       loaded: LoadedRun | None) -> tuple[list[list] | None, list[str]]:
+                       loaded: Run | None) -> tuple[list[list] | None, list[str]]:
     """Each part's frets as a tab-token run fingers them, when the request names a run (or one is given; else None),
     and what the user should know of that run's fingering (`_fret_taught_note`)."""
     if loaded is None and req.run is None and req.checkpoint is None:
@@ -75,18 +75,18 @@ def _fingered_by_model(req: TabRequest, parts: list[GuitarScore],
     if req.position is not None or req.program is not None:
         raise GuitarformerError("--position and --program choose how fret() fingers; with --run the model does",
                                 "drop --run to re-finger with fret(), or drop --position/--program")
-    from guitarformer.app.loaded import load_run_once
+    from guitarformer.runs.run import load_run
     from guitarformer.fingering.tab_model import check_fingering_run, finger
     from guitarformer.runtime import set_threads, step_work
 
-    loaded = loaded or load_run_once(req.run, req.checkpoint, req.device)
+    loaded = loaded or load_run(req.run, req.checkpoint, req.device)
     set_threads(req.threads, step_work(loaded.model, 1))
     check_fingering_run(loaded.model, loaded.tokenizer)
     return [f.frets for f in finger(loaded.model, loaded.tokenizer, parts, loaded.device)], _fret_taught_note(loaded)
 
 
 def _fingered(req: TabRequest, parts: list[GuitarScore],
-              loaded: LoadedRun | None) -> tuple[list[GuitarScore], list[str]]:
+              loaded: Run | None) -> tuple[list[GuitarScore], list[str]]:
     """The parts with the frets the tab shows (gs.frets): the file's own, fret()'s, or the run's; and notes on the
     run's fingering."""
     new_tuning = parse_tuning(req.tuning) if isinstance(req.tuning, str) else \
@@ -110,7 +110,7 @@ def _fingered(req: TabRequest, parts: list[GuitarScore],
     return parts, notes
 
 
-def tab(req: TabRequest, loaded: LoadedRun | None = None) -> TabResult:
+def tab(req: TabRequest, loaded: Run | None = None) -> TabResult:
     """The `tab` command: read the file's parts (or the one `track` names), finger them, render the tab and write
     the outputs asked for; `loaded`: a tab-token run that fingers the notes instead of fret()."""
     check_outputs(req.outputs, ("tab", "gp"))

@@ -25,9 +25,7 @@ from guitarformer.evaluation.reference import reference_from_dir, reference_from
 from guitarformer.compose.riffs import Draws, generate_riffs
 from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.models.kinds import kind_of
-from guitarformer.pretrained import pretrained_dir
-from guitarformer.runs import checkpoint_of, load_run, newest_run
-from guitarformer.runs.checkpoint import checkpoint_facts
+from guitarformer.runs import RunDir, checkpoint_of, load_run, newest_run
 from guitarformer.runtime import resolve_device, set_threads, step_work
 
 
@@ -41,8 +39,9 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     say = progress or (lambda s: None)
     dev = resolve_device(device)
     ck = checkpoint_of(Path(run_dir) if run_dir else newest_run())  # `pretrained`: the shipped model's file
-    run_dir = ck.parent.parent
-    model, tokenizer, cfg = load_run(None, ck, str(dev))
+    loaded = load_run(None, ck, str(dev))
+    run_dir = loaded.run_dir
+    model, tokenizer, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     if dev.type == "cpu":
         set_threads(threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
     if data or cfg.data.dataset:
@@ -63,8 +62,8 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     kind, m = cfg.model.kind, cfg.model
     # The evaluated checkpoint's step (best.pt is often an earlier step than the run's last); summary.json's where a
     # checkpoint has none recorded.
-    step = checkpoint_facts(ck)[0]
-    summ = run_dir / "summary.json"
+    step = loaded.step
+    summ = loaded.dir.summary_path
     if step is None:
         step = json.loads(summ.read_text()).get("step", 0) if summ.is_file() else 0
     res: dict[str, Any] = {"run": str(run_dir), "kind": kind, "dataset": str(dataset), "split": split, "step": step}
@@ -178,10 +177,10 @@ def log_tensorboard(run_dir: Path, res: dict) -> bool:
     page keeps the run's own curves first instead of a card per one-point number. The shipped model is not logged:
     its folder is part of the installed package. Returns whether it logged."""
 
-    if Path(run_dir).resolve() == pretrained_dir().resolve():
+    if RunDir(run_dir).is_shipped:
         return False
     rows = [f"| {k} | {v:.4g} |" for k, v in scalars(res).items() if math.isfinite(v)]
-    w = SummaryWriter(str(Path(run_dir) / "tb"))
+    w = SummaryWriter(str(RunDir(run_dir).tb_dir))
     w.add_text(f"eval/{res['split']}", "\n".join(["| measure | value |", "| --- | --- |", *rows]), res.get("step", 0))
     w.close()
     return True

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import torch
 
-from guitarformer.config import save_config, saved_config
-from guitarformer.vocab.seen import SEEN_FILE
+from guitarformer.config import save_config
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
-from guitarformer.compose.form import FORMS_FILE
-from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, pretrained_dir
+from guitarformer.pretrained import MAX_BYTES, pretrained_dir
 from guitarformer.runs.checkpoint import INT8_SCALE, load_checkpoint, quantize_int8, save_checkpoint
+from guitarformer.runs.migrate import read_saved
+from guitarformer.runs.rundir import RunDir
 
 FP16_MAX = 65504.0  # the largest finite float16: weights beyond it are stored as bfloat16 instead
 # Room left beside the weights for config.yaml, tokenizer.json and the card (a TabREMI tokenizer.json with controls
@@ -29,14 +30,6 @@ class Exported:
     dtype: str
     parameters: int
     bytes: int
-
-
-def best_checkpoint(run: Path) -> Path:
-    """ckpt/best.pt of a run, else ckpt/last.pt."""
-    for name in ("best.pt", "last.pt"):
-        if (run / "ckpt" / name).is_file():
-            return run / "ckpt" / name
-    raise GuitarformerError(f"run {run} has no checkpoint (ckpt/best.pt or ckpt/last.pt)", "train it first")
 
 
 def shipping_dtype(weights: dict[str, torch.Tensor], budget: int) -> torch.dtype:
@@ -62,28 +55,30 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
     `--form`), and `time_signature` its sample.time_signature (the default `--time-signature`), where the release
     chose them. `int8`: the weights as int8 with a scale per row (`quantize_int8`), for a second model beside the
     first within the package's budget."""
-    run, out = Path(run), Path(out) if out is not None else pretrained_dir()
-    state = load_checkpoint(best_checkpoint(run))
+    src, dst = RunDir(run), RunDir(out if out is not None else pretrained_dir())
+    state = load_checkpoint(src.best_checkpoint())
     weights = state["model"]
     dtype = "int8" if int8 else shipping_dtype(weights, MAX_BYTES - OTHER_FILES_BYTES)
     weights = quantize_int8(weights) if int8 else \
         {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
-    cfg = saved_config(state["config"])
+    cfg, run_state = read_saved(state["config"], src, load_tokenizer(src.tokenizer_path))
     cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
     if form is not None:
         cfg.sample.form = form
     if time_signature is not None:  # "none": the model's own meter, which the config says as no setting
         cfg.sample.time_signature = None if time_signature == "none" else time_signature
-    save_checkpoint(out / CHECKPOINT, {"model": weights, "config": cfg.to_dict(), "step": state.get("step", 0)})
-    save_config(cfg, out / "config.yaml")
-    shutil.copyfile(run / "tokenizer.json", out / "tokenizer.json")
-    if (run / SEEN_FILE).is_file():  # the control values its training data held: what `sample` may ask of it
-        shutil.copyfile(run / SEEN_FILE, out / SEEN_FILE)
-    if (run / FORMS_FILE).is_file():  # the forms of its training tunes: what `sample --form auto` draws
-        shutil.copyfile(run / FORMS_FILE, out / FORMS_FILE)
-    (out / "MODEL_CARD.md").write_text(card)
-    size = sum((out / f).stat().st_size for f in (CHECKPOINT, Path("config.yaml"), Path("tokenizer.json"),
-                                                    Path("MODEL_CARD.md")))
+    dst.ckpt_dir.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(dst.checkpoint("best"), {"model": weights, "config": cfg.to_dict(), "step": state.get("step", 0)})
+    save_config(cfg, dst.config_path)
+    dst.write_state(run_state)  # this version's format: its config says every setting
+    shutil.copyfile(src.tokenizer_path, dst.tokenizer_path)
+    if src.seen_path.is_file():  # the control values its training data held: what `sample` may ask of it
+        shutil.copyfile(src.seen_path, dst.seen_path)
+    if src.forms_path.is_file():  # the forms of its training tunes: what `sample --form auto` draws
+        shutil.copyfile(src.forms_path, dst.forms_path)
+    dst.card_path.write_text(card)
+    out = dst.path
+    size = sum(f.stat().st_size for f in [*dst.shipped_files(), dst.state_path])
     if size > MAX_BYTES:
         raise GuitarformerError(f"the exported model takes {size / 2**20:.2f} MiB, more than {MAX_BYTES / 2**20:.0f} MiB",
                                 "release a smaller model")

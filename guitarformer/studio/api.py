@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from guitarformer.app import (
     InfillRequest,
-    LoadedRun,
+    Run,
     Outputs,
     SampleRequest,
     check_sample_request,
@@ -84,7 +84,7 @@ def _has_synth() -> bool:
 class Studio:
     """One loaded run, its generation worker and the riffs it made: what every request shares."""
 
-    def __init__(self, loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False):
+    def __init__(self, loaded: Run, root: Path | None = None, max_queued: int = 32, compile: bool = False):
         self.loaded = loaded
         self.compile = compile  # riffs through the compiled one-token step (generation/decode/compiled.py)
         self.info = run_info(loaded)
@@ -333,7 +333,7 @@ def _install_routes(app: FastAPI, studio: Studio) -> None:
         return FileResponse(path, media_type=MEDIA_TYPES[kind], filename=f"riff-{riff_id}{path.suffix}")
 
 
-def create_app(loaded: LoadedRun, root: Path | None = None, max_queued: int = 32, compile: bool = False,
+def create_app(loaded: Run, root: Path | None = None, max_queued: int = 32, compile: bool = False,
                host: str = "127.0.0.1", port: int | None = None) -> FastAPI:
     """The FastAPI app serving one loaded run (see the module docstring for its routes); `root`: where the riffs'
     files go (default: a new temporary folder); `max_queued`: requests waiting before the server says busy;

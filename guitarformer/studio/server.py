@@ -10,7 +10,7 @@ from pathlib import Path
 
 import uvicorn
 
-from guitarformer.app import load_run_once, warm_up
+from guitarformer.app import load_run, warm_up
 from guitarformer.errors import GuitarformerError
 from guitarformer.runtime import set_threads, step_work
 from guitarformer.studio.api import create_app
@@ -37,7 +37,7 @@ def serve(run: str | Path | None = None, checkpoint: str | Path | None = None, h
     warning = check_host(host)
     if warning:
         print(warning, file=sys.stderr)
-    loaded = load_run_once(run, checkpoint, device)
+    loaded = load_run(run, checkpoint, device)
     set_threads(threads, step_work(loaded.model, 1))
     if compile:
         print("guitarformer studio: compiling the decoding step (seconds, once)", flush=True)

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guitarformer.config import Config, save_config
+from guitarformer.runs.rundir import RunDir, RunState
 from guitarformer.runtime import Dist
 from guitarformer.training.ranks import min_over_ranks
+from guitarformer.training.state import TrainState
 
 # Steps timed for the first fit: after compilation, before the first eval. The median step counts, so a burst of
 # other work on a shared machine does not decide the whole run.
@@ -76,10 +78,12 @@ class Budget:
     on a resumed run, whose max_steps the first run fixed (a resume trains exactly the schedule it was given)."""
 
     def __init__(self, cfg: Config, dist: Dist, device, run_dir: Path, t_start: float, eval_batches: int,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, state: TrainState | None = None):
         self.cfg, self.dist, self.device, self.run_dir = cfg, dist, device, run_dir
         self.t_start, self.eval_batches, self.clock = t_start, eval_batches, clock
-        self.on = cfg.train.time_budget_min > 0 and not cfg.train.budget_fitted
+        self.state = state  # where the run keeps that the budget has fixed max_steps (checkpoints carry it)
+        self.fitted = state is not None and state.budget_fitted
+        self.on = cfg.train.time_budget_min > 0 and not self.fitted
         self.max_configured = cfg.train.max_steps  # a later fit may raise max_steps again, never above this
         self.times: list[float] = []  # seconds of each training step since BUDGET_TIMED_STEPS[0]
         self.costs: Costs | None = None
@@ -125,11 +129,15 @@ class Budget:
         t = self.cfg.train
         planned = fit_steps_to_budget(self.cfg, step, self.clock() - self.t_start + pending_s,
                                       statistics.median(self.times), self.costs, self.max_configured)
-        first = not t.budget_fitted
-        t.max_steps, t.budget_fitted = min_over_ranks(planned, self.dist, self.device), True
+        first, self.fitted = not self.fitted, True
+        t.max_steps = min_over_ranks(planned, self.dist, self.device)
+        if self.state is not None:
+            self.state.budget_fitted = True
         bar.total = t.max_steps
         if self.dist.main:
-            save_config(self.cfg, self.run_dir / "config.yaml")  # checkpoints carry it too
+            rd = RunDir(self.run_dir)
+            save_config(self.cfg, rd.config_path)  # checkpoints carry it too
+            rd.write_state(RunState(budget_fitted=True))
             if first:
                 print(f"\nguitarformer: {t.time_budget_min:g}-minute budget: {t.max_steps} steps "
                       f"(train.time_budget_min; the schedule decays to step {t.max_steps})", flush=True)

@@ -24,19 +24,17 @@ does not set (`finetune_defaults`).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import miditok
 import torch
 
-from guitarformer.config import Config, load_config, saved_config, set_values, validate
-from guitarformer.vocab.tab_tokens import tab_layout_of
-from guitarformer.vocab.tokenization import load_tokenizer, tokens_differ
+from guitarformer.config import Config, load_config, set_values, validate
+from guitarformer.vocab.tokenization import tokens_differ
 from guitarformer.errors import GuitarformerError
-from guitarformer.runs import PRETRAINED, named_checkpoint
-from guitarformer.runs.checkpoint import load_checkpoint
+from guitarformer.runs import PRETRAINED, Run, named_checkpoint, read_run
+from guitarformer.runs.checkpoint import checkpoint_facts, load_checkpoint
 
 # The model settings the weights depend on (dropout and the vocabulary size are not among them).
 SHAPE_KEYS = ("kind", "n_layer", "n_enc_layer", "n_head", "n_embd", "block_size", "src_block_size", "bias", "pos",
@@ -48,40 +46,22 @@ MIX_KEYS = ("control_dropout", "control_plain", "control_targets", "piece_starts
 # The fine-tune recipe `train --init` takes where the user sets none: a lower peak learning rate than the preset's
 # (which trains random weights) and a step count a CPU runs in minutes (docs/results/FINETUNE.md).
 FINETUNE = {"train.lr": 1e-3, "train.max_steps": 40}
-INIT_FILE = "init.json"  # in the run directory: InitRun.describe(), for the summary of every later segment
 
 
-@dataclass
-class InitRun:
-    """The run a new run starts from: how the user named it, its checkpoint, config, tokenizer and weights."""
-
-    name: str
-    checkpoint: Path
-    cfg: Config
-    tokenizer: miditok.MusicTokenizer
-    weights: dict[str, torch.Tensor]
-    step: int | None = None
-    added: list[str] = field(default_factory=list)  # tokens the fine-tune's vocabulary adds (set by init_weights)
-    val_loss: float | None = None  # the init weights' val loss on the fine-tune's data (step 0)
-
-    def describe(self) -> dict[str, Any]:
-        """What summary.json records of it."""
-        return {"from": self.name, "checkpoint": str(self.checkpoint.resolve()), "step": self.step,
-                "vocab_size": len(self.tokenizer), "added_tokens": self.added, "val_loss_at_init": self.val_loss}
+def load_init(name: str | Path) -> Run:
+    """The run named by `name`: "pretrained", a run directory or a checkpoint file (runs.named_checkpoint), read
+    without its weights (`init_weights` copies them from its checkpoint, in the dtype they were saved in)."""
+    init = read_run(checkpoint=named_checkpoint(name))
+    init.name = PRETRAINED if str(name) == PRETRAINED else str(Path(name).expanduser().resolve())
+    return init
 
 
-def load_init(name: str | Path) -> InitRun:
-    """The run named by `name`: "pretrained", a run directory or a checkpoint file (runs.named_checkpoint)."""
-    ck = named_checkpoint(name)
-    state = load_checkpoint(ck)
-    tok_path = ck.parent.parent / "tokenizer.json"
-    if not tok_path.is_file():
-        raise GuitarformerError(f"no tokenizer.json beside {ck} (looked in {tok_path.parent})",
-                                "name a checkpoint inside its run directory (RUN/ckpt/best.pt) or the run directory")
-    step = state.get("step")
-    label = PRETRAINED if str(name) == PRETRAINED else str(Path(name).expanduser().resolve())
-    return InitRun(label, ck, saved_config(state["config"]), load_tokenizer(tok_path), state["model"],
-                   int(step) if isinstance(step, int) else None)
+def init_record(init: Run, added: list[str], val_loss: float | None = None) -> dict[str, Any]:
+    """What summary.json records of the run a fine-tune started from: `added` the tokens its vocabulary adds,
+    `val_loss` the init weights' val loss on the fine-tune's data (step 0)."""
+    return {"from": init.name, "checkpoint": str(init.checkpoint.resolve()),
+            "step": checkpoint_facts(init.checkpoint)[0], "vocab_size": len(init.tokenizer),
+            "added_tokens": added, "val_loss_at_init": val_loss}
 
 
 def finetune_defaults(cfg: Config, given: Iterable[str]) -> Config:
@@ -91,7 +71,7 @@ def finetune_defaults(cfg: Config, given: Iterable[str]) -> Config:
     return set_values(cfg, {k: v for k, v in FINETUNE.items() if k not in asked})
 
 
-def init_config(cfg: Config, init: InitRun) -> Config:
+def init_config(cfg: Config, init: Run) -> Config:
     """`cfg` with the init run's architecture, token settings and (unless `cfg` changes them) training mix; a shape
     `cfg` asks for that the init weights do not have is a GuitarformerError."""
     default = load_config()  # the default preset: what `guitarformer train` asks when no option names a shape
@@ -110,9 +90,7 @@ def init_config(cfg: Config, init: InitRun) -> Config:
     out.model.vocab_size = 0  # the dataset's (the init run's vocabulary and the tokens the dataset adds)
     for k in TOKEN_KEYS:
         setattr(out.data, k, getattr(init.cfg.data, k))
-    # The tab layout comes from the init run's tokenizer.json: a run saved before the option existed (the shipped
-    # model) has none in its config, and the config's default would say 3 where its tokens are layout 2.
-    out.data.tab_layout = tab_layout_of(init.tokenizer, out.data.tab_layout)
+    out.data.tab_layout = init.cfg.data.tab_layout  # its tokenizer's, for a run saved before the option (migrate)
     for k in MIX_KEYS:
         if getattr(cfg.data, k) == getattr(default.data, k):
             setattr(out.data, k, getattr(init.cfg.data, k))
@@ -121,7 +99,7 @@ def init_config(cfg: Config, init: InitRun) -> Config:
     return out
 
 
-def check_tokens(init: InitRun, tokenizer: miditok.MusicTokenizer, dataset: Path) -> None:
+def check_tokens(init: Run, tokenizer: miditok.MusicTokenizer, dataset: Path) -> None:
     """Refuse a dataset whose token ids are not the init run's (extended by new tokens only), naming what differs."""
     why = tokens_differ(init.tokenizer, tokenizer)
     if why is not None:
@@ -148,25 +126,27 @@ def new_rows(old: torch.Tensor, init_vocab: dict[str, int], added: list[str]) ->
     return torch.stack(rows).to(old.dtype)
 
 
-def init_weights(model: torch.nn.Module, init: InitRun, tokenizer: miditok.MusicTokenizer) -> None:
+def init_weights(model: torch.nn.Module, init: Run, tokenizer: miditok.MusicTokenizer) -> list[str]:
     """Load the init run's weights into `model` (built for `tokenizer`'s vocabulary, the init one's plus new
     tokens at the end): tensors indexed by the vocabulary get rows for the new tokens (new_rows); the rest must
-    match in shape. Records the added tokens in `init.added`."""
+    match in shape. Returns the added tokens."""
     V_old, V = len(init.tokenizer), len(tokenizer)
     by_id = {i: t for t, i in tokenizer.vocab.items()}
-    init.added = [by_id[i] for i in range(V_old, V)]
+    added = [by_id[i] for i in range(V_old, V)]
+    weights = load_checkpoint(init.checkpoint)["model"]
     target = model.state_dict()
     state: dict[str, torch.Tensor] = {}
     for key, new in target.items():
-        old = init.weights.get(key)
+        old = weights.get(key)
         if old is None:
             raise GuitarformerError(f"the init checkpoint {init.checkpoint} has no {key}",
                                     "init from a run of this version's models (a run directory or its ckpt/best.pt)")
         if old.shape != new.shape and V > V_old and old.shape[0] == V_old and old.shape[1:] == new.shape[1:] \
                 and new.shape[0] == V:
-            old = torch.cat([old, new_rows(old, init.tokenizer.vocab, init.added)])
+            old = torch.cat([old, new_rows(old, init.tokenizer.vocab, added)])
         if old.shape != new.shape:
             raise GuitarformerError(f"the init checkpoint's {key} is {tuple(old.shape)}, the model's "
                                     f"{tuple(new.shape)}", "init from a checkpoint that matches its own config")
         state[key] = old.to(new.dtype)  # a shipped model in half precision trains in the run's precision
     model.load_state_dict(state)
+    return added

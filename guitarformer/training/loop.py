@@ -23,8 +23,7 @@ import torch.distributed
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from guitarformer.config import Config, apply_overrides, save_config, saved_config, set_values
-from guitarformer.vocab.seen import SEEN_FILE
+from guitarformer.config import Config, apply_overrides, save_config, set_values
 from guitarformer.data.dataset import Seq2SeqPairs
 from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
@@ -33,7 +32,9 @@ from guitarformer.models import build_model
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll
 from guitarformer.training.styles import STYLE_PREFIX, nats_per_note_by_style
-from guitarformer.runs import new_run_dir
+from guitarformer.runs import Run, RunDir, new_run_dir
+from guitarformer.runs.migrate import read_saved
+from guitarformer.runs.rundir import RunState
 from guitarformer.runtime import (
     Dist,
     autocast_ctx,
@@ -48,7 +49,7 @@ from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.micro_batch import fit_on_gpu
 from guitarformer.training.budget import Budget
 from guitarformer.training.data import Data, resolve_dataset
-from guitarformer.training.init import INIT_FILE, InitRun, check_tokens, init_config, init_weights, load_init
+from guitarformer.training.init import check_tokens, init_config, init_record, init_weights, load_init
 from guitarformer.training.progress import RunLog
 from guitarformer.training.ranks import any_rank, mean_over_ranks, on_main
 from guitarformer.training.state import (
@@ -59,8 +60,6 @@ from guitarformer.training.state import (
     rng_states,
     saved_world,
 )
-
-RUN_OUTPUTS = ("ckpt", "tb", "metrics.jsonl", "summary.json", INIT_FILE)  # what a run writes into its directory
 
 
 WARMUP_SHARE = 0.1  # the warm-up takes at most this share of max_steps
@@ -143,7 +142,7 @@ def compile_or_eager(raw, data: Data, kind: str, batch_size: int, device, dtype,
 
 
 def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
-    ck = run_dir / "ckpt" / "last.pt"
+    ck = RunDir(run_dir).checkpoint("last")
     if not ck.is_file():
         raise GuitarformerError(f"run {run_dir} has no checkpoint to resume (ckpt/last.pt missing)",
                                 "pass a run directory written by `guitarformer train`")
@@ -159,21 +158,24 @@ def prepare_run_dir(run_dir: Path | None, cfg: Config, dataset: Path, resumed: b
     try:
         run_dir = Path(run_dir) if run_dir else new_run_dir()
         if not resumed:
-            found = [n for n in RUN_OUTPUTS if (run_dir / n).exists()]
+            found = [p for p in RunDir(run_dir).outputs() if p.exists()]
             if found and not force:
                 raise GuitarformerError(
-                    f"{run_dir} already holds a run ({', '.join(found)}); training there would overwrite its "
+                    f"{run_dir} already holds a run ({', '.join(p.name for p in found)}); training there would overwrite its "
                     "checkpoints and mix its metrics with the new run's",
                     f"continue it with `guitarformer train --resume {run_dir}`, pick a new --run-dir, or add --force "
                     "to start afresh there (its checkpoints and logs are deleted)")
-            for n in found:
-                shutil.rmtree(run_dir / n) if (run_dir / n).is_dir() else (run_dir / n).unlink()
-        (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        shutil.copyfile(dataset / "tokenizer.json", run_dir / "tokenizer.json")
-        if (dataset / SEEN_FILE).is_file():  # the control values it trains on: kept if the dataset moves or goes
-            shutil.copyfile(dataset / SEEN_FILE, run_dir / SEEN_FILE)
-        forms = forms_of_dataset(dataset, load_tokenizer(dataset / "tokenizer.json"))
+            for p in found:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        rd, data = RunDir(run_dir), RunDir(dataset)  # a dataset folder holds its tokenizer and counts as a run does
+        rd.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, rd.config_path)
+        if not resumed:
+            rd.write_state(RunState())
+        shutil.copyfile(data.tokenizer_path, rd.tokenizer_path)
+        if data.seen_path.is_file():  # the control values it trains on: kept if the dataset moves or goes
+            shutil.copyfile(data.seen_path, rd.seen_path)
+        forms = forms_of_dataset(dataset, load_tokenizer(data.tokenizer_path))
         if forms is not None:  # which bars of its tunes repeat which: the forms `sample --form auto` draws
             write_forms(run_dir, forms)
     except OSError as e:  # a run dir under a file, no permission, a full disk: before any training time is spent
@@ -227,10 +229,10 @@ def save_checkpoints(ckpt_dir: Path, raw, state: TrainState, cfg: Config, dist: 
     """ckpt/last.pt, and ckpt/best.pt too when `best`. Every rank calls it (its random streams go in); rank 0 writes."""
     rng = rng_states(state, dist, device)
     if dist.main:
-        ck = checkpoint_dict(raw, state, cfg, rng)
-        save_checkpoint(ckpt_dir / "last.pt", ck)
+        ck, rd = checkpoint_dict(raw, state, cfg, rng), RunDir(ckpt_dir.parent)
+        save_checkpoint(rd.checkpoint("last"), ck)
         if best:
-            save_checkpoint(ckpt_dir / "best.pt", ck)
+            save_checkpoint(rd.checkpoint("best"), ck)
 
 
 class _Stop:
@@ -262,8 +264,8 @@ class _Stop:
 
 
 @dataclass
-class Run:
-    """One training run, set up: where it runs, its data, directory, model (plain and wrapped), state and log."""
+class Training:
+    """One training run in progress, set up: where it runs, its data, directory, model (plain and wrapped), state and log."""
 
     cfg: Config
     dist: Dist
@@ -276,12 +278,13 @@ class Run:
     state: TrainState
     log: RunLog
     resumed: bool
-    init: InitRun | None = None  # the run this one started from (train.init), None for random weights or a resume
+    init: Run | None = None  # the run this one started from (train.init), None for random weights or a resume
+    init_record: dict[str, Any] | None = None  # what summary.json says of it (training/init.py init_record)
     data_s: float = 0.0  # seconds spent finding or building the dataset (outside the time budget)
 
     @property
     def ckpt_dir(self) -> Path:
-        return self.run_dir / "ckpt"
+        return RunDir(self.run_dir).ckpt_dir
 
     @property
     def tokens_per_step(self) -> int:
@@ -296,11 +299,13 @@ def resumed_config(cfg: Config, resume: str | Path | None, overrides: list[str] 
     if resume is None:
         return cfg, None
     ckpt = load_resume_checkpoint(Path(resume))
-    return apply_overrides(saved_config(ckpt["config"]), overrides or []), ckpt
+    cfg, state = read_saved(ckpt["config"], RunDir(resume))
+    ckpt.setdefault("budget_fitted", state.budget_fitted)  # a run of format 1 kept it in its config
+    return apply_overrides(cfg, overrides or []), ckpt
 
 
 def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None, progress: bool, force: bool,
-           init: InitRun | None = None) -> Run:
+           init: Run | None = None) -> Training:
     """Device and threads, data, the run directory (its config knows the vocabulary and the dataset's full path),
     then the model and its state: fresh (from `init`'s weights where given), or exactly where the checkpoint left
     off."""
@@ -329,14 +334,13 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     run_dir = on_main(dist, lambda: prepare_run_dir(run_dir, cfg, dataset, resumed=ckpt is not None, force=force))
 
     raw = build_model(cfg.model).to(device)
-    if init is not None:
-        init_weights(raw, init, data.tokenizer)
+    record = None if init is None else init_record(init, init_weights(raw, init, data.tokenizer))
     if device.type == "cpu":  # train.num_threads, else what this machine's idle cores can run
         set_threads(t.num_threads, step_work(raw, t.batch_size * cfg.model.block_size),
                     processes=int(os.environ.get("LOCAL_WORLD_SIZE", dist.world)))
     state = new_state(raw, cfg, device, dtype, dist.rank)
     if ckpt is not None:
-        restore(raw, state, ckpt, dist.rank, device, where=str(run_dir / "ckpt" / "last.pt"))
+        restore(raw, state, ckpt, dist.rank, device, where=str(RunDir(run_dir).checkpoint("last")))
     fit = fit_on_gpu(raw, data, cfg.model.kind, t.batch_size, t.grad_accum, device, dtype)
     if fit != (t.batch_size, t.grad_accum):  # the same tokens per step, in more passes
         if dist.main:
@@ -346,11 +350,11 @@ def set_up(cfg: Config, run_dir: str | Path | None, ckpt: dict[str, Any] | None,
     if dist.world > 1:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     log = RunLog(run_dir if dist.main else None, resumed_at=state.step if ckpt is not None else None)
-    return Run(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None,
-               init=init, data_s=data_s)
+    return Training(cfg, dist, device, dtype, data, run_dir, raw, model, state, log, resumed=ckpt is not None,
+               init=init, init_record=record, data_s=data_s)
 
 
-def announce(run: Run, ckpt: dict[str, Any] | None) -> None:
+def announce(run: Training, ckpt: dict[str, Any] | None) -> None:
     """Rank 0 says what trains where on what, and warns about a resume on another world size or no val files."""
     if not run.dist.main:
         return
@@ -378,18 +382,19 @@ def schedule_line(t) -> str:
             f"{t.max_steps}")
 
 
-def announce_init(run: Run) -> None:
+def announce_init(run: Training) -> None:
     """Say what the run starts from, and the init model's val loss on this data (logged at step 0): where a
     fine-tune starts, not where random weights would."""
     init = run.init
     val = validate(run.raw, run.data, run.cfg, run.device, run.dtype, run.dist)
     run.log.scalars("val", 0, extra={"split": run.data.val_split}, loss=val["loss"], ppl=val["ppl"],
                     accuracy=val["accuracy"])
-    init.val_loss = val["loss"]
+    record = run.init_record
+    record["val_loss_at_init"] = val["loss"]
     if run.dist.main:
-        (run.run_dir / INIT_FILE).write_text(json.dumps(init.describe(), indent=2))  # a resume's summary reads it
-        added = f" + {', '.join(init.added)}" if init.added else ""
-        print(f"guitarformer: initialised from {init.name} ({init.checkpoint}, step {init.step}); vocabulary "
+        RunDir(run.run_dir).init_path.write_text(json.dumps(record, indent=2))  # a resume's summary reads it
+        added = f" + {', '.join(record['added_tokens'])}" if record["added_tokens"] else ""
+        print(f"guitarformer: initialised from {init.name} ({init.checkpoint}, step {record['step']}); vocabulary "
               f"{len(init.tokenizer)}{added}; val loss at step 0 {val['loss']:.4f} nats/token", flush=True)
 
 
@@ -397,7 +402,7 @@ class Throughput:
     """Training and performance scalars every log_interval steps: loss, lr, gradient norm, throughput, model FLOPs
     utilisation."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Training):
         self.run, self.last, self.tokens = run, time.time(), 0
         self.flops_tok, self.peak = run.raw.flops_per_token(), peak_flops(run.device)
 
@@ -416,7 +421,7 @@ class Throughput:
         bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val['loss']:.3f}" if last_val else "-")
 
 
-def train_step(run: Run) -> tuple[float, float, float]:
+def train_step(run: Training) -> tuple[float, float, float]:
     """One optimizer step at the scheduled learning rate: (this rank's loss, lr, gradient norm); a loss that is not
     finite stops the run before the step is taken."""
     state, t = run.state, run.cfg.train
@@ -434,7 +439,7 @@ def train_step(run: Run) -> tuple[float, float, float]:
     return loss, lr, grad_norm
 
 
-def evaluation(run: Run, budget: Budget, bar, save_s: float) -> tuple[dict[str, float], bool, float]:
+def evaluation(run: Training, budget: Budget, bar, save_s: float) -> tuple[dict[str, float], bool, float]:
     """Validate, log, let the budget fit max_steps again (this evaluation's time with `save_s`, the last checkpoint
     save's), checkpoint (best.pt on an improvement); (the val numbers, whether patience is spent, this save's s)."""
     state, t = run.state, run.cfg.train
@@ -450,10 +455,10 @@ def evaluation(run: Run, budget: Budget, bar, save_s: float) -> tuple[dict[str, 
     return val, state.patience_spent(t.patience) and state.step < t.max_steps, time.time() - t0
 
 
-def loop(run: Run, progress: bool, stop_at: int | None, t_start: float) -> tuple[str | None, dict | None]:
+def loop(run: Training, progress: bool, stop_at: int | None, t_start: float) -> tuple[str | None, dict | None]:
     """Steps until max_steps, early stopping, the clock, a signal or `stop_at`: (what stopped it, last val)."""
     t, state, dist = run.cfg.train, run.state, run.dist
-    budget = Budget(run.cfg, dist, run.device, run.run_dir, t_start, eval_batch_count(run.data, run.cfg))
+    budget = Budget(run.cfg, dist, run.device, run.run_dir, t_start, eval_batch_count(run.data, run.cfg), state=state)
     perf = Throughput(run)
     last_val: dict[str, float] | None = None
     stopped_by: str | None = None
@@ -508,7 +513,7 @@ def stop_reason(signum: int | None, out_of_time: bool, signalled: bool, sliced: 
     return None
 
 
-def _styles_of_val(run: Run, interrupted: bool) -> dict[str, tuple[float, int]]:
+def _styles_of_val(run: Training, interrupted: bool) -> dict[str, tuple[float, int]]:
     """A decoder's nats per note on each style's val pieces, where the dataset has styles and a val split of its
     own (the built-in corpus: rock, classical, the fiddle tune types); printed and kept in summary.json."""
     val = getattr(run.data.val, "split", None)
@@ -523,7 +528,7 @@ def _styles_of_val(run: Run, interrupted: bool) -> dict[str, tuple[float, int]]:
     return by_style
 
 
-def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: float) -> dict[str, Any]:
+def finish(run: Training, stopped_by: str | None, last_val: dict | None, seconds: float) -> dict[str, Any]:
     """The run's summary (summary.json), its hyper-parameters in TensorBoard, a last riff unless interrupted."""
     cfg, t, state, dist = run.cfg, run.cfg.train, run.state, run.dist
     interrupted = bool(stopped_by and stopped_by.startswith("signal"))
@@ -537,8 +542,8 @@ def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: flo
     if by_style:
         summary["val_nats_per_note_by_style"] = {s: round(v, 4) for s, (v, _) in by_style.items()}
     if cfg.train.init:  # a fine-tune: what it started from (resumed, as its first segment wrote it)
-        written = run.run_dir / INIT_FILE
-        summary["init"] = run.init.describe() if run.init is not None else \
+        written = RunDir(run.run_dir).init_path
+        summary["init"] = run.init_record if run.init_record is not None else \
             json.loads(written.read_text()) if written.is_file() else {"from": cfg.train.init}
     if dist.main:
         if not interrupted:
@@ -548,8 +553,8 @@ def finish(run: Run, stopped_by: str | None, last_val: dict | None, seconds: flo
              "n_head": cfg.model.n_head, "block_size": cfg.model.block_size, "lr": t.lr,
              "batch_size": t.batch_size * t.grad_accum * dist.world, "pos": cfg.model.pos},
             {"hparam/best_val_loss": state.best_val, "hparam/steps": state.step})
-        (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        ck = run.ckpt_dir / ("best.pt" if (run.ckpt_dir / "best.pt").exists() else "last.pt")
+        RunDir(run.run_dir).summary_path.write_text(json.dumps(summary, indent=2))
+        ck = RunDir(run.run_dir).best_checkpoint()
         why = f" (stopped by {stopped_by})" if stopped_by else ""
         last = f" (last {last_val['loss']:.4f}" + (f", {last_val['nats_per_note']:.4f} nats/note" if
                                                   last_val["nats_per_note"] else "") + ")" if last_val else ""

@@ -12,6 +12,7 @@ from torch.utils.tensorboard.summary import hparams as hparams_summaries
 from guitarformer.config import Config
 from guitarformer.compose.riffs import generate_riff
 from guitarformer.render.media import render_media
+from guitarformer.runs import RunDir
 
 
 class RunLog:
@@ -26,10 +27,11 @@ class RunLog:
         self.writer, self.metrics, self.last_step = None, None, resumed_at or 0
         if run_dir is None:
             return
-        self.writer = SummaryWriter(str(run_dir / "tb"), purge_step=resumed_at)
-        self.metrics = open(run_dir / "metrics.jsonl", "a")
+        rd = RunDir(run_dir)
+        self.writer = SummaryWriter(str(rd.tb_dir), purge_step=resumed_at)
+        self.metrics = open(rd.metrics_path, "a")
         if resumed_at is None:
-            self.writer.add_text("config", "```\n" + (run_dir / "config.yaml").read_text() + "\n```", 0)
+            self.writer.add_text("config", "```\n" + rd.config_path.read_text() + "\n```", 0)
 
     def scalars(self, kind: str, step: int, extra: dict | None = None, **vals) -> None:
         """Scalars under `kind/`; `extra` goes to the JSON line only (labels, not numbers to plot)."""

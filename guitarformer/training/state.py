@@ -33,6 +33,7 @@ class TrainState:
     step: int = 0
     best_val: float = math.inf
     bad_evals: int = 0  # evaluations since the last improvement (early stopping)
+    budget_fitted: bool = False  # train.time_budget_min has fixed max_steps (a resume does not fit it again)
 
     def record_eval(self, val_loss: float) -> bool:
         """Count one evaluation; True when it is the best so far."""
@@ -75,6 +76,7 @@ def checkpoint_dict(model: torch.nn.Module, state: TrainState, cfg: Config, rng:
         "optimizer": state.optimizer.state_dict(),
         "scaler": state.scaler.state_dict() if state.scaler.is_enabled() else None,
         "step": state.step, "best_val": state.best_val, "bad_evals": state.bad_evals,
+        "budget_fitted": state.budget_fitted,
         "config": cfg.to_dict(),
         "rng": rng,
     }
@@ -107,6 +109,7 @@ def restore(model: torch.nn.Module, state: TrainState, ckpt: dict[str, Any], ran
             state.scaler.load_state_dict(ckpt["scaler"])
         state.step, state.best_val = int(ckpt["step"]), float(ckpt["best_val"])
         state.bad_evals = int(ckpt.get("bad_evals", 0))
+        state.budget_fitted = bool(ckpt.get("budget_fitted", False))
         rng = ckpt["rng"]
         data, cpu = _rank_entry(rng["data"], rank), _rank_entry(rng["torch"], rank)
         if data is not None:

@@ -13,7 +13,7 @@ import symusic
 import torch
 from click.testing import CliRunner
 
-from guitarformer.app import InfillRequest, Outputs, SampleRequest, TabRequest, infill, load_run_once
+from guitarformer.app import InfillRequest, Outputs, SampleRequest, TabRequest, infill, load_run
 from guitarformer.app import read_user_file, run_info, sample, tab, write_score
 from guitarformer.app.prompt import Prompt
 from guitarformer.app.splice import continue_part
@@ -39,7 +39,8 @@ def _run(folder: Path, data: DataConfig, step: int | None = None, best_val: floa
     tok = build_tokenizer(data)
     cfg = Config()
     cfg.data = copy.deepcopy(data)
-    cfg.model = ModelConfig(vocab_size=len(tok), block_size=256, n_layer=1, n_head=2, n_embd=32, dropout=0.0,
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            vocab_size=len(tok), block_size=256, n_layer=1, n_head=2, n_embd=32, dropout=0.0,
                             pos="learned")
     cfg.sample.max_new_tokens = 150
     folder.mkdir(parents=True)
@@ -101,23 +102,23 @@ def test_the_summary_names_the_run_step_and_val_loss(runs, tmp_path):
 
 
 def test_run_info_says_which_options_a_run_honours(runs):
-    plain = run_info(load_run_once(runs["remi"]))
+    plain = run_info(load_run(runs["remi"]))
     assert plain.kind == "decoder" and plain.step == 7 and plain.val_loss == 1.25 and not plain.can_infill
     assert not plain.options["key"].available and "control" in plain.options["key"].reason
     assert plain.options["time_signature"].available and "3/4" in plain.options["time_signature"].values
     assert plain.options["tuning"].available and "drop-d" in plain.options["tuning"].values
-    ctl = run_info(load_run_once(runs["controls"]))
+    ctl = run_info(load_run(runs["controls"]))
     assert ctl.options["key"].available and "E:minor" in ctl.options["key"].values
     assert ctl.options["hand_position"].values == list(POS_VALUES)
     assert not ctl.options["style"].available  # a tokenizer without styles learned none
-    assert run_info(load_run_once(runs["tab"])).can_infill
+    assert run_info(load_run(runs["tab"])).can_infill
 
 
 # ---------------------------------------------------------------- sample through the API
 
 
 def test_api_sample_returns_scores_and_writes_only_what_is_asked(runs, tmp_path):
-    loaded = load_run_once(runs["remi"])
+    loaded = load_run(runs["remi"])
     res = sample(SampleRequest(num_samples=2, bars=2, seed=3), loaded)
     assert len(res.riffs) == 2 and all(r.files == {} for r in res.riffs) and not list(tmp_path.iterdir())
     assert res.lines[0] == loaded.describe() == res.run
@@ -230,7 +231,7 @@ def test_a_continuation_of_a_tab_keeps_the_strings_the_model_wrote(runs, monkeyp
     monkeypatch.setattr(app_sample, "continue_part", spy_continue)
     monkeypatch.setattr(app_splice, "finger_score", lambda *a, **k: fingered.append(a) or real_finger(*a, **k))
     song = read_user_file(SONG)
-    riff = sample(SampleRequest(prompt=SONG, bars=2, seed=4), load_run_once(runs["tab"])).riffs[0]
+    riff = sample(SampleRequest(prompt=SONG, bars=2, seed=4), load_run(runs["tab"])).riffs[0]
     n, w = riff.new_notes, len(seen["window"].tracks[0].notes)
     assert n > 0 and seen["dec"].frets is not None and not fingered
     notes = list(riff.gs.track.notes)
@@ -246,7 +247,7 @@ def test_tab_api_gives_the_text_the_cli_prints():
 
 
 def test_infill_api_takes_a_score_and_returns_it_filled(runs, tmp_path):
-    loaded = load_run_once(runs["tab"])
+    loaded = load_run(runs["tab"])
     gs = read_user_file(SONG)
     res = infill(InfillRequest(song=gs, bars=(2, 3), seed=1, outputs=Outputs(tab=tmp_path / "f.txt")), loaded)
     assert res.files == {"tab": tmp_path / "f.txt"} and res.lines[0] == loaded.describe()
@@ -259,7 +260,7 @@ def test_infill_api_takes_a_score_and_returns_it_filled(runs, tmp_path):
 def test_infill_api_takes_a_song_and_fills_the_part_named(runs, tmp_path):
     """A Song in memory: `track` names the part among its stringed ones (as `--track` with --tracks all); every other
     part comes back as it was, in its place; none named: the first guitar, with a warning when there are several."""
-    loaded = load_run_once(runs["tab"])
+    loaded = load_run(runs["tab"])
     guitar = read_user_file(SONG)
     drums = copy.deepcopy(guitar)
     drums.score.tracks[0].is_drum = True
@@ -286,7 +287,7 @@ def test_program_names_a_guitar_sound_only(tmp_path):
 def test_shipped_model_info_lists_what_its_training_data_held():
     """run_info offers the values the shipped model learned (chords, drop D, palm mutes; no other technique, no
     seven-string: too few pieces), not its vocabulary."""
-    info = run_info(load_run_once())
+    info = run_info(load_run())
     assert info.options["polyphony"].values == ["single", "dyads", "chords"]
     assert info.options["tuning"].values == ["standard", "drop-d"]
     assert info.options["palm_mute"].values == ["none", "most"] and info.options["techniques"].values == ["none"]
@@ -296,7 +297,7 @@ def test_shipped_model_info_lists_what_its_training_data_held():
 
 
 def test_studio_form_takes_the_guard_and_bar_schedules():
-    info = run_info(load_run_once())
+    info = run_info(load_run())
     form = sample_form({"guard": False, "hand_position": "1-2:0,3-4:7", "density": "1-2:low,3-4:high"}, info)
     assert form.options == {"guard": False, "hand_position": "1-2:0,3-4:7", "density": "1-2:low,3-4:high"}
     assert sample_form({"hand_position": "7"}, info).options == {"hand_position": 7}

@@ -10,7 +10,7 @@ import pytest
 import symusic
 
 from guitarformer.app.infill import infill
-from guitarformer.app.loaded import load_run_once
+from guitarformer.runs.run import load_run
 from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest
 from guitarformer.app.sample import sample
 from guitarformer.music.bars import bar_starts, signature_at
@@ -24,7 +24,7 @@ BAR = 1920  # a 4/4 bar at 480 ticks per quarter
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_run_once(None, None, "cpu")
+    return load_run(None, None, "cpu")
 
 
 def _song(path, tracks, bars: int, tempo: float = 82.0, markers=()):

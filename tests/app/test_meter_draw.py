@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from guitarformer.app import SampleRequest, load_run_once, sample
+from guitarformer.app import SampleRequest, load_run, sample
 from guitarformer.app.sample import check_sample_request
 from guitarformer.cli import main
 from guitarformer.vocab.seen import Seen
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_run_once(None, None, "cpu")
+    return load_run(None, None, "cpu")
 
 
 def _meter(riff) -> str:

@@ -156,7 +156,9 @@ def test_prompt_tempo_option_applies_to_the_new_bars(run_dir, prompt_file, tmp_p
 def test_riff_ids_prompt_marks_where_the_new_bars_begin(run_dir, tok):
     from guitarformer.runs import load_run
 
-    model, tok2, cfg = load_run(run_dir, None, "cpu")
+    loaded = load_run(run_dir, None, "cpu")
+
+    model, tok2, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     prompt = [tok2["BOS_None"], tok2["Bar_None"], tok2["TimeSig_4/4"], tok2["Position_0"], tok2["Pitch_52"],
               tok2["Velocity_63"], tok2["Duration_1.0.8"]]
     params = riffs_mod.SamplingParams(60, top_p=0.95, max_bars=1)
@@ -238,7 +240,9 @@ def test_riff_k_depends_only_on_seed_and_k(run_dir, tmp_path):
 def test_riff_ids_do_not_depend_on_the_batch(run_dir):
     from guitarformer.runs import load_run
 
-    model, tok, cfg = load_run(run_dir, None, "cpu")
+    loaded = load_run(run_dir, None, "cpu")
+
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     params = riffs_mod.SamplingParams(150, top_p=0.95, max_bars=2)
     alone = riffs_mod.generate_riffs(model, tok, cfg, params, riffs_mod.Draws(1, 4))
     batch = riffs_mod.generate_riffs(model, tok, cfg, params, riffs_mod.Draws(6, 4))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from guitarformer.app import SampleRequest, load_run_once, run_info, sample
+from guitarformer.app import SampleRequest, load_run, run_info, sample
 from guitarformer.cli import main
 from guitarformer.vocab.controls import (
     BAR,
@@ -81,7 +81,7 @@ def test_a_registered_control_is_in_the_cli_the_request_the_form_and_run_info(to
 
     assert {"name": "toy_string", "label": "Toy string", "input": "text", "help": Toy.help} in form_fields()
 
-    loaded = load_run_once(studio_run(tmp_path / "run"))  # its tokenizer built with Toy registered
+    loaded = load_run(studio_run(tmp_path / "run"))  # its tokenizer built with Toy registered
     info = run_info(loaded)
     assert info.options["toy_string"].available and info.options["toy_string"].values == ["high", "low"]
     assert sample_form({"toy_string": "high", "bars": 2}, info).options == {"toy_string": "high", "bars": 2}
@@ -102,7 +102,7 @@ def test_a_registered_control_is_in_the_cli_the_request_the_form_and_run_info(to
 
 def test_a_control_the_run_never_learned_is_refused_by_its_option(toy, tmp_path):
     unregister("Toy")  # the run's tokenizer is built without it ...
-    loaded = load_run_once(studio_run(tmp_path / "run"))
+    loaded = load_run(studio_run(tmp_path / "run"))
     register(Toy)  # ... and it is asked for after
     with pytest.raises(GuitarformerError, match="--toy-string"):
         conditions(loaded.tokenizer, guard=False, toy_string="low")

@@ -14,7 +14,7 @@ import torch
 from click.testing import CliRunner
 from helpers.tiny_runs import untrained_run
 
-from guitarformer.app.loaded import load_run_once
+from guitarformer.runs.run import load_run
 from guitarformer.cli import main
 from guitarformer.config import DataConfig
 from guitarformer.vocab.controls import controls_per_bar, notes_of
@@ -64,12 +64,14 @@ def plain_run(tmp_path_factory) -> Path:
 
 
 def test_run_records_the_styles_of_its_folders(control_run):
-    _, tok, _ = load_run(control_run)
+    loaded = load_run(control_run)
+    _, tok, _ = loaded.model, loaded.tokenizer, loaded.cfg
     assert control_styles(tok) == ["folk", "metal"]
 
 
 def test_riffs_carry_the_requested_controls(control_run):
-    model, tok, cfg = load_run(control_run)
+    loaded = load_run(control_run)
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     asked = conditions(tok, tuning=(40, 45, 50, 55, 59, 64), tempo=140, time_signature="7/8", hand_position=7,
                        key="E:minor", density="high", polyphony="chords", palm_mute="high", style="metal")
     piece = [tok[i] for i in asked.piece]
@@ -94,7 +96,8 @@ def test_riffs_carry_the_requested_controls(control_run):
 
 def test_time_signature_may_follow_bar_controls(control_run):
     """A bar the model opens itself may change meter after its controls (the grammar allows TimeSig there)."""
-    _, tok, _ = load_run(control_run)
+    loaded = load_run(control_run)
+    _, tok, _ = loaded.model, loaded.tokenizer, loaded.cfg
     c = GuitarConstraint(tok)
     c.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"], tok["CtrlDensity_low"]]]))
     m = c.mask(torch.tensor([tok["CtrlDensity_low"]]))
@@ -108,7 +111,8 @@ def test_time_signature_may_follow_bar_controls(control_run):
 
 
 def test_sliding_window_keeps_the_piece_controls(control_run):
-    model, tok, _ = load_run(control_run)
+    loaded = load_run(control_run)
+    model, tok, _ = loaded.model, loaded.tokenizer, loaded.cfg
     front = [tok["BOS_None"], tok["CtrlKey_E:minor"], tok["CtrlStyle_metal"]]
     seen: list[list[int]] = []
     hook = model.register_forward_pre_hook(lambda mod, args: seen.append(args[0][0, :3].tolist())
@@ -126,7 +130,7 @@ def test_sliding_window_keeps_the_piece_controls(control_run):
 
 def test_cli_sample_with_controls(control_run, tmp_path):
     """Every control option at a value the run's training data held (its dataset's controls_seen.json)."""
-    seen = load_run_once(control_run).seen
+    seen = load_run(control_run).seen
     assert seen.source.startswith("the training data")
     known = {o: seen.known(c)[0] for o, c in (("--key", "Key"), ("--density", "Density"), ("--polyphony", "Poly"),
                                                ("--palm-mute", "PM"), ("--style", "Style"),
@@ -156,7 +160,8 @@ def test_values_the_training_data_never_held_are_refused(control_run, tmp_path, 
 def test_bar_controls_per_bar(control_run):
     """--density 1-2:low,3-4:high: each bar's own controls follow its Bar, bar 3 never bar 1's; bars past the
     schedule get none asked."""
-    model, tok, cfg = load_run(control_run)
+    loaded = load_run(control_run)
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     asked = conditions(tok, density="1-2:low,3-4:high", polyphony="single", guard=False)
     assert [[tok[i] for i in b] for b in asked.schedule] == [
         ["CtrlDensity_low", "CtrlPoly_single"], ["CtrlDensity_low", "CtrlPoly_single"],
@@ -175,7 +180,7 @@ def test_density_guard_holds_each_bar():
     """On the shipped model, with the guard the generated bars have their own bar's asked density (measured from
     the notes: bar 3 gets bar 3's, not bar 1's) more often than without it (a bar whose strings all ring when
     it still owes onsets may end short: the guard never dead-ends a riff)."""
-    loaded = load_run_once()
+    loaded = load_run()
     model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
 
     def densities(guard: bool) -> list[tuple[str, str]]:
@@ -199,7 +204,8 @@ def test_density_guard_holds_each_bar():
 
 
 def test_style_implies_its_usual_meter(control_run):
-    _, tok, _ = load_run(control_run)
+    loaded = load_run(control_run)
+    _, tok, _ = loaded.model, loaded.tokenizer, loaded.cfg
     seen = Seen({"Style": {"metal": 40, "folk": 40}}, style_meters={"metal": {"3/4": 30, "4/4": 10}})
     meter = lambda **kw: [tok[i] for i in conditions(tok, style="metal", seen=seen, **kw).meter]  # noqa: E731
     assert meter() == ["TimeSig_3/4"]
@@ -242,7 +248,8 @@ def test_hand_position_without_controls_names_the_fix(plain_run, tmp_path):
 def test_tempo_alone_follows_the_models_time_signature(control_run):
     """Every REMI bar here states its TimeSig: asked for a tempo alone, the model picks the time signature and
     the tempo comes right after it, and the stream stays grammatical."""
-    model, tok, cfg = load_run(control_run)
+    loaded = load_run(control_run)
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     asked = conditions(tok, tempo=140)
     assert [tok[i] for i in asked.meter][0] == "Position_0"
     params = SamplingParams(60, top_p=0.95, max_bars=2)
@@ -257,7 +264,8 @@ def test_tempo_alone_follows_the_models_time_signature(control_run):
 def test_eval_scores_model_and_ngram_on_the_plain_stream(control_run):
     """`guitarformer eval` reads what training validates on: the stream without control tokens, for the model and
     for the n-gram floor alike (an n-gram fitted and scored with controls is another task)."""
-    _, tok, cfg = load_run(control_run)
+    loaded = load_run(control_run)
+    _, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     part = TokenSplit(Path(cfg.data.dataset), "train")
     plain = plain_tokens(part, tok)
     assert 0 < len(plain) < len(part)  # the dataset has control tokens, and they are gone

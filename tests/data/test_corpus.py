@@ -154,7 +154,8 @@ def test_nats_per_note_by_style_covers_every_styled_val_piece(controls_dataset):
     split = TokenSplit(controls_dataset, "val")
     if split.num_sequences == 0:
         pytest.skip("the tiny corpus drew no val piece")
-    model = build_model(ModelConfig(vocab_size=len(tok), block_size=64, n_layer=1, n_head=2, n_embd=16))
+    model = build_model(ModelConfig(prev_token=False, copy=False,
+                                    vocab_size=len(tok), block_size=64, n_layer=1, n_head=2, n_embd=16))
     got = nats_per_note_by_style(model, tok, split, 64, "cpu")
     styles = {tok[int(i)].split("_", 1)[1] for k in range(split.num_sequences)
               for i in split.sequence(k)[:8] if tok[int(i)].startswith("CtrlStyle_")}

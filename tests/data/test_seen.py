@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from guitarformer.app.loaded import load_run_once, seen_of_run
+from guitarformer.runs.run import load_run, seen_of_run
 from guitarformer.config import DataConfig
 from guitarformer.vocab.seen import MIN_SEEN, SEEN_FILE, Seen, from_vocabulary, read_seen, summarize, write_seen
 from guitarformer.vocab.tokenization import build_tokenizer
@@ -62,7 +62,7 @@ def test_round_trip_and_vocabulary_fallback(tok, tmp_path):
 def test_the_shipped_model_knows_its_corpus():
     """The shipped model carries its training data's counts: guitar music with chords, palm mutes and drop D beside
     the fiddle tunes; no 7-string (too few pieces) and no other technique."""
-    loaded = load_run_once()
+    loaded = load_run()
     seen = loaded.seen
     assert not seen.from_vocabulary and "shipped model" in seen.source
     assert seen.known("Tuning") == ["standard", "drop-d"] and "chords" in seen.known("Poly")
@@ -72,7 +72,7 @@ def test_the_shipped_model_knows_its_corpus():
 
 
 def test_an_older_run_counts_its_dataset_or_falls_back_to_its_vocabulary(tok, tmp_path):
-    cfg = load_run_once().cfg
+    cfg = load_run().cfg
     cfg.data.dataset = str(tmp_path / "gone")
     seen = seen_of_run(tmp_path, cfg, tok)
     assert seen.from_vocabulary

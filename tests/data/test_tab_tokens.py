@@ -368,7 +368,8 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     cfg = copy.deepcopy(load_config("tiny", ["train.max_steps=30"]))
     cfg.data.dataset = str(tmp_path / "ds")
     train(cfg, run_dir=tmp_path / "run", progress=False)
-    model, tok, rcfg = load_run(tmp_path / "run")
+    loaded = load_run(tmp_path / "run")
+    model, tok, rcfg = loaded.model, loaded.tokenizer, loaded.cfg
     assert isinstance(tok, TabREMI)
     torch.manual_seed(0)
     checked = 0

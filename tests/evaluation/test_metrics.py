@@ -252,7 +252,8 @@ def test_decoder_continuation_matches_plain_forward(riff_runs):
     from guitarformer.runs import load_run
 
     root, runs = riff_runs
-    model, tok, cfg = load_run(runs["decoder"])
+    loaded = load_run(runs["decoder"])
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     pairs = Seq2SeqPairs(TokenSplit(root / "ds", "val"), 16, 20, bar_ids(tok), tok["BOS_None"], tok.pad_token_id)
     got = continuation_nll(model, pairs, "cpu", batch_size=3)
     nll, n = 0.0, 0

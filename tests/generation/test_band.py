@@ -99,7 +99,8 @@ def tiny_run(tmp_path_factory, tok):
 
 @pytest.fixture(scope="module")
 def tiny(tiny_run):
-    return load_run(tiny_run)
+    run = load_run(tiny_run)
+    return run.model, run.tokenizer, run.cfg
 
 
 def _playable(gs) -> bool:

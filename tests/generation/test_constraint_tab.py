@@ -192,7 +192,8 @@ def test_a_dead_end_ends(tok):
 
 def random_model(tok, block_size: int = 200):
     torch.manual_seed(1)
-    return build_model(ModelConfig(vocab_size=len(tok), block_size=block_size, n_layer=1, n_head=2, n_embd=32,
+    return build_model(ModelConfig(prev_token=False, copy=False,
+                                   vocab_size=len(tok), block_size=block_size, n_layer=1, n_head=2, n_embd=32,
                                    dropout=0.0)).eval()
 
 

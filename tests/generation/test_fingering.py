@@ -73,7 +73,8 @@ def _strip(tok, ids) -> list[int]:
 @pytest.fixture(scope="module")
 def model(tok):
     torch.manual_seed(0)
-    return build_model(ModelConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32,
+    return build_model(ModelConfig(prev_token=False, copy=False,
+                                   vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=32,
                                    dropout=0.0))
 
 
@@ -274,7 +275,9 @@ def test_tab_with_a_run_renders_the_models_fingering(tab_run, tmp_path):
     from guitarformer.render.ascii_tab import render_ascii_tab
     from guitarformer.runs import load_run
 
-    m, tk, _ = load_run(tab_run)
+    loaded = load_run(tab_run)
+
+    m, tk, _ = loaded.model, loaded.tokenizer, loaded.cfg
     parts = read_guitar(f)
     assert r.stdout == "\n".join(render_ascii_tab(gs, res.frets, width=40)
                                   for gs, res in zip(parts, finger(m, tk, parts)))
@@ -731,7 +734,8 @@ def test_a_tiny_decoder_fingers_a_tab_file(tmp_path, monkeypatch):
     tk = build_tokenizer(DataConfig(tokenizer="TabREMI"))
     assert TabVocab(tk).implied
     torch.manual_seed(3)
-    m = build_model(ModelConfig(vocab_size=len(tk), block_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0))
+    m = build_model(ModelConfig(prev_token=False, copy=False,
+                                vocab_size=len(tk), block_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0))
     gs = read_guitar(FIXTURES / "tabs" / "riff.txt")[0]
     for compete in (False, True):
         if compete:

@@ -10,7 +10,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from guitarformer.app import SampleRequest, load_run_once, sample
+from guitarformer.app import SampleRequest, load_run, sample
 from guitarformer.app.sample import default_form
 from guitarformer.cli import main
 from guitarformer.vocab.tokenization import load_tokenizer
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_run_once(None, None, "cpu")
+    return load_run(None, None, "cpu")
 
 
 def _repeats_as_planned(riff, plan) -> None:

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from guitarformer.app.loaded import load_run_once
+from guitarformer.runs.run import load_run
 from guitarformer.config import DataConfig
 from guitarformer.vocab.controls import controls_per_bar, estimate_key, notes_of, position_value
 from guitarformer.vocab.tokenization import build_tokenizer
@@ -95,7 +95,7 @@ def test_per_bar_options_parse_and_refuse_overlaps():
 def test_key_guard_reaches_the_key_on_the_shipped_model():
     """E minor is the shipped model's weakest learned key (the corpus is mostly major): guarded riffs estimate as
     E minor far more often than unguarded ones."""
-    loaded = load_run_once()
+    loaded = load_run()
     tok = loaded.tokenizer
 
     def share(guard: bool) -> float:
@@ -113,7 +113,7 @@ def test_guidance_leans_only_where_the_piece_is_asked_something():
     riffs are the model's own; with a key asked (guards off, so only guidance and the model act) they change, and
     riffs asked for E minor and D major land in them at least as often (16 riffs a key: 8 of one key were too few
     to tell, the shipped model's 32 a key read 19 -> 25% and 59 -> 78% at guidance 0 -> 1)."""
-    loaded = load_run_once()
+    loaded = load_run()
     tok, model, cfg = loaded.tokenizer, loaded.model, loaded.cfg
 
     def riffs(guidance: float, num: int = 16, **kw):
@@ -137,7 +137,7 @@ def test_guidance_leans_only_where_the_piece_is_asked_something():
 
 def test_hand_position_per_bar_moves_the_hand():
     """--hand-position 1-2:0,3-4:7: bars 1-2 in the open position, bars 3-4 at the seventh fret, each bar its own."""
-    loaded = load_run_once()
+    loaded = load_run()
     tok = loaded.tokenizer
     asked = conditions(tok, hand_position="1-2:0,3-4:7", seen=loaded.seen)
     assert asked.region is None and asked.guard.regions[:4] == [(0, 4), (0, 4), (5, 9), (5, 9)]

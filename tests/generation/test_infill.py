@@ -188,7 +188,8 @@ def test_a_tiny_run_fills_bars_and_keeps_every_other_note(infill_run):
     """The notes the model sees in the gap (quantised onsets) are the ones replaced: a note a few ticks before the
     gap's first bar line goes (it is written again), one a few ticks before its last bar line stays (it opens the
     bar after); every other note keeps its time, string, fret and technique."""
-    model, tok, cfg = load_run(infill_run)
+    loaded = load_run(infill_run)
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     song = song_bars(tok, read_guitar(SONG)[0], FillIds.of(tok))
     lo, hi = song.starts[1], song.starts[3]
     nudge = max(1, song.gs.score.ticks_per_quarter // tok.time_division // 4)  # well under half a grid step
@@ -257,10 +258,10 @@ def test_clear_errors(infill_run, tiny_run, tmp_path):
                                "--out", str(tmp_path / "x.wav")])
     assert res.exit_code == 2 and ".gp5" in res.output
     with pytest.raises(GuitarformerError, match="data.infill needs"):
-        apply_overrides(copy.deepcopy(load_run(tiny_run)[2]), ["data.infill=0.3", "data.tokenizer=REMI"])
+        apply_overrides(copy.deepcopy(load_run(tiny_run).cfg), ["data.infill=0.3", "data.tokenizer=REMI"])
     gs = read_guitar(SONG)[0]
     gs.frets = fret(list(gs.track.notes), gs.tuning, gs.capo)
-    assert len(song_bars(load_run(infill_run)[1], gs, FillIds.of(load_run(infill_run)[1])).bars) == 4
+    assert len(song_bars(load_run(infill_run).tokenizer, gs, FillIds.of(load_run(infill_run).tokenizer)).bars) == 4
 
 
 def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
@@ -269,7 +270,9 @@ def test_candidates_keep_the_fill_that_ranks_first(infill_run, monkeypatch):
     row with the highest fit to the bars around the gap plus LIKELIHOOD_WEIGHT x its score, computed here by hand."""
     import guitarformer.compose.infill as gi
 
-    model, tok, cfg = load_run(infill_run)
+    loaded = load_run(infill_run)
+
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     gs = read_guitar(SONG)[0]
     seen: dict[str, list] = {}
     real_draw, real_rank, real_generate = gi.draw_fills, gi.rank_fills, gi.generate

@@ -527,7 +527,8 @@ def test_constraint_device_keeps_small_batches_of_a_gpu_model_on_the_host():
 def test_same_seed_same_riffs_and_encoder_decoder_encodes_the_prompt(monkeypatch):
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     cfg = Config()
-    cfg.model = ModelConfig(kind="encoder_decoder", vocab_size=len(tok), block_size=64, src_block_size=32,
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            kind="encoder_decoder", vocab_size=len(tok), block_size=64, src_block_size=32,
                             n_layer=1, n_head=2, n_embd=32, dropout=0.0)
     model = tiny(tok, "encoder_decoder", 64)
     prompt = [tok["BOS_None"], tok["Bar_None"], tok["TimeSig_4/4"], tok["Position_0"], tok["Pitch_52"],
@@ -560,7 +561,8 @@ def test_encoder_decoder_constraint_starts_from_the_source(name):
     s.tracks.append(tr)
     src_ids = [i for i in encode(tok, s) if i != sp["eos"]]
     torch.manual_seed(0)
-    model = build_model(ModelConfig(kind="encoder_decoder", vocab_size=len(tok), block_size=96,
+    model = build_model(ModelConfig(prev_token=False, copy=False,
+                                    kind="encoder_decoder", vocab_size=len(tok), block_size=96,
                                     src_block_size=len(src_ids), n_layer=1, n_head=2, n_embd=32)).eval()
     g = torch.Generator().manual_seed(3)
     src = torch.tensor([src_ids] * 16)
@@ -604,7 +606,8 @@ def run_dir(tmp_path_factory):
 
     tok = build_tokenizer(DataConfig(tokenizer="REMI"))
     cfg = Config()
-    cfg.model = ModelConfig(vocab_size=len(tok), block_size=96, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            vocab_size=len(tok), block_size=96, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
     cfg.sample.max_new_tokens = 120
     run = tmp_path_factory.mktemp("run")
     tok.save(run / "tokenizer.json")
@@ -792,7 +795,7 @@ def test_sample_compile_writes_the_riffs_the_eager_steps_write(tmp_path, monkeyp
     shipped model (a trained model's peaked choices: the compiled kernels' last bits never flip a draw)."""
     from guitarformer.cli import main
     from guitarformer.generation.decode.compiled import CompiledStep
-    from guitarformer.pretrained import has_pretrained
+    from guitarformer.runs.rundir import has_pretrained
 
     if not has_pretrained():
         pytest.skip("no shipped model in this checkout")

@@ -77,10 +77,12 @@ def tiny_run(folder: Path, data: DataConfig, kind: str = "decoder", seed: int = 
     tok = build_tokenizer(data)
     cfg = Config()
     cfg.data = copy.deepcopy(data)
+    # Neither the previous-token table nor the copy gate (off in the dataclass before the defaults became the preset's)
+    old_model = {k: False for k in ("prev_token", "copy") if k in ModelConfig.__dataclass_fields__}
     # Every field that shapes the weights or the sampling is written out: a changed default must not change them.
     cfg.model = ModelConfig(kind=kind, vocab_size=len(tok), block_size=256, src_block_size=128, n_layer=1,
                             n_enc_layer=0, n_head=2, n_embd=32, dropout=0.0, bias=False, pos="learned", ffn="gelu",
-                            ffn_mult=4.0, tie_weights=True)
+                            ffn_mult=4.0, tie_weights=True, **old_model)
     # The model's own meter (the preset draws one per riff since sample.time_signature existed; a tree before it has
     # no such field).
     own_meter = {"time_signature": None} if "time_signature" in SampleConfig.__dataclass_fields__ else {}

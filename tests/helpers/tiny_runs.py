@@ -19,7 +19,8 @@ def untrained_run(run: Path, tok, block_size: int, seed: int = 0, max_new_tokens
     """Write a 1-layer, 32-wide decoder for `tok` (initialised from `seed`) as a run directory at `run`."""
     cfg = Config()
     cfg.data.tokenizer = type(tok).__name__
-    cfg.model = ModelConfig(vocab_size=len(tok), block_size=block_size, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            vocab_size=len(tok), block_size=block_size, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
     if max_new_tokens is not None:
         cfg.sample.max_new_tokens = max_new_tokens
     tok.save(run / "tokenizer.json")

@@ -32,7 +32,8 @@ def tiny(kind: str = "decoder", pos: str = "learned", **kw) -> ModelConfig:
     """A named tiny config: fast on CPU, big enough to be a real Transformer (2 layers, 2+ heads)."""
     base = dict(
         kind=kind, vocab_size=V, block_size=16, src_block_size=12, n_layer=2, n_head=4, n_embd=32,
-        dropout=0.0, pos=pos, ffn="swiglu" if pos == "rope" else "gelu", bias=pos == "learned",
+        dropout=0.0, pos=pos, ffn="swiglu" if pos == "rope" else "gelu", bias=pos == "learned", prev_token=False,
+        copy=False,
     )
     base.update(kw)
     return ModelConfig(**base)
@@ -95,7 +96,8 @@ def test_attention_dropout_is_its_own(kind: str, monkeypatch) -> None:
     x = torch.randint(3, 50, (2, 12))
     for attn_p, want in ((0.0, {0.0}), (None, {0.1}), (0.3, {0.3})):
         torch.manual_seed(0)
-        cfg = ModelConfig(kind=kind, vocab_size=64, block_size=16, src_block_size=16, n_layer=1, n_head=2, n_embd=16,
+        cfg = ModelConfig(prev_token=False, copy=False,
+                          kind=kind, vocab_size=64, block_size=16, src_block_size=16, n_layer=1, n_head=2, n_embd=16,
                           dropout=0.1, attn_dropout=attn_p)
         model = build_model(cfg).train()
         args = (x,) if kind == "decoder" else (x, x)  # an encoder-decoder: source, target

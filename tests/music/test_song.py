@@ -11,7 +11,7 @@ import symusic
 from guitarformer import read_song
 from guitarformer.app.files import read_user_file, read_user_song
 from guitarformer.app.infill import infill
-from guitarformer.app.loaded import load_run_once
+from guitarformer.runs.run import load_run
 from guitarformer.app.requests import InfillRequest, Outputs, SampleRequest
 from guitarformer.app.sample import sample
 from guitarformer.errors import GuitarformerError
@@ -147,7 +147,7 @@ def test_song_checks_its_grid_and_roles(shared_guitar):
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_run_once(None, None, "cpu")
+    return load_run(None, None, "cpu")
 
 
 def test_sample_prompt_writes_the_files_drums_back(shipped, shared_guitar, tmp_path):

@@ -1,6 +1,8 @@
 import pytest
 
-from guitarformer.config import Config, apply_overrides, from_dict, load_config, saved_config
+from guitarformer.config import Config, apply_overrides, from_dict, load_config
+from guitarformer.runs.migrate import RUN_FORMAT, migrate, read_saved
+from guitarformer.runs.rundir import RunDir, RunState
 from guitarformer.errors import GuitarformerError
 
 
@@ -54,11 +56,11 @@ def test_missing_config_names_the_fix():
 
 
 def test_config_defaults_are_the_default_preset():
-    preset = Config()
-    preset.model.prev_token = preset.model.copy = True  # false in the dataclass: saved configs load as they were
-    assert preset == load_config("decoder-small") == load_config()
-    assert from_dict({"model": {"n_layer": 2}}).model.prev_token is False
-    assert from_dict({"model": {"n_layer": 2}}).model.copy is False
+    assert Config() == load_config("decoder-small") == load_config()
+    assert from_dict({"model": {"n_layer": 2}}).model.prev_token is True  # a config file: the preset fills the rest
+    # a run saved before the format was recorded (no state.json) was built without them
+    old = migrate({"config": {"model": {"n_layer": 2}}}, 1)["config"]
+    assert from_dict(old).model.prev_token is False and from_dict(old).model.copy is False
 
 
 def test_every_change_is_validated():
@@ -103,6 +105,7 @@ def test_a_saved_run_keeps_what_it_did_for_settings_it_predates():
     """A run saved before data.control_plain existed trained without a plain share: loading (or resuming) it must not
     give it today's preset's 0.5, while a user's config file without the key does get the preset."""
     old = Config().to_dict()
+    saved_config = lambda d: from_dict(migrate({"config": d}, 1)["config"])  # noqa: E731 (a format-1 run's config)
     del old["data"]["control_plain"]
     assert from_dict(old).data.control_plain == 0.5  # a config file: the preset fills what it does not say
     assert saved_config(old).data.control_plain == 0.0  # a run's saved config: what the run did
@@ -129,4 +132,18 @@ def test_a_removed_setting_is_refused_when_asked_and_dropped_from_saved_runs():
     old["train"]["max_minutes"] = 0.0  # as every run saved before it went (the shipped model's config.yaml too)
     assert from_dict(old).train == Config().train
     old["train"]["max_minutes"] = 30.0  # a run that had a cap still loads and resumes (its budget, if any, stops it)
-    assert saved_config(old).train == Config().train
+    assert from_dict(migrate({"config": old}, 1)["config"]).train == Config().train
+
+
+def test_the_migration_moves_the_budget_into_the_run_state_and_records_the_format(tmp_path):
+    """A format-1 run kept `train.budget_fitted` in its config: the migration moves it into the run's state; a run
+    folder of this version says its format in state.json and its config is read as saved."""
+    old = Config().to_dict()
+    old["train"]["budget_fitted"] = True
+    cfg, state = read_saved(old, RunDir(tmp_path))  # no state.json: format 1
+    assert state == RunState(RUN_FORMAT, budget_fitted=True) and "budget_fitted" not in cfg.to_dict()["train"]
+    RunDir(tmp_path).write_state(RunState())
+    new = Config().to_dict()
+    new["model"]["copy"] = False
+    cfg, state = read_saved(new, RunDir(tmp_path))
+    assert cfg.model.copy is False and cfg.model.prev_token is True and state == RunState()

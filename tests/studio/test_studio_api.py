@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from guitarformer.app import load_run_once, read_user_parts
+from guitarformer.app import load_run, read_user_parts
 from guitarformer.music.bars import bar_starts
 from guitarformer.readers import read_guitar
 from guitarformer.studio import BackgroundServer, create_app
@@ -39,7 +39,7 @@ def run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(run, tmp_path_factory):
-    app = create_app(load_run_once(run), root=tmp_path_factory.mktemp("served"))
+    app = create_app(load_run(run), root=tmp_path_factory.mktemp("served"))
     with TestClient(app, base_url=LOCAL) as c:
         yield c
 
@@ -48,7 +48,7 @@ def client(run, tmp_path_factory):
 def plain_client(tmp_path_factory):
     """A run without control or fill tokens: options it cannot honour, and no Regenerate."""
     run = studio_run(tmp_path_factory.mktemp("plain") / "run", controls=False, infill=0.0)
-    with TestClient(create_app(load_run_once(run)), base_url=LOCAL) as c:
+    with TestClient(create_app(load_run(run)), base_url=LOCAL) as c:
         yield c
 
 
@@ -135,7 +135,7 @@ def test_meters_drawn_or_the_models_own(run, client, tmp_path):
     """The page's time-signature choices `auto` (drawn from the run's tunes) and `none` (the model's own)."""
     from guitarformer.compose.riffs import meters_to_draw
 
-    drawn = meters_to_draw(load_run_once(run).seen)
+    drawn = meters_to_draw(load_run(run).seen)
     for choice in ("auto", "none"):
         res = client.post("/api/sample", json={"bars": 2, "num_samples": 2, "seed": 3, "time_signature": choice})
         assert res.status_code == 200, res.text
@@ -291,7 +291,7 @@ def test_candidates_of_an_uploaded_file_read_it_once_and_are_the_cli_riffs(clien
     for k, riff in enumerate(res.json()["riffs"]):
         got = notes_of(fetch(client, riff["files"]["midi"], tmp_path, f"c{k}.mid"))
         alone = sample(SampleRequest(prompt=song, bars=2, seed=4 + k, outputs=Outputs(midi=tmp_path / f"a{k}.mid")),
-                       load_run_once(run))
+                       load_run(run))
         assert got == notes_of(alone.riffs[0].files["midi"]), k
     assert len(reads) == 4
 
@@ -367,7 +367,7 @@ def test_a_running_job_stops_at_the_next_riff():
 
 
 def test_a_full_queue_says_busy(run):
-    app = create_app(load_run_once(run), max_queued=1)
+    app = create_app(load_run(run), max_queued=1)
     with TestClient(app, base_url=LOCAL) as c:
         release = threading.Event()
         c.app.state.studio.worker.submit(lambda stop: release.wait(30))
@@ -376,7 +376,7 @@ def test_a_full_queue_says_busy(run):
 
 
 def test_two_clients_at_once_are_both_answered(run):
-    app = create_app(load_run_once(run))
+    app = create_app(load_run(run))
     with BackgroundServer(app, port=free_port()) as url:
         out: dict[int, httpx.Response] = {}
 
@@ -420,7 +420,7 @@ def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_pa
     steps = []
     step = CompiledStep.__call__
     monkeypatch.setattr(CompiledStep, "__call__", lambda self, *a: steps.append(1) or step(self, *a))
-    loaded = load_run_once(run)
+    loaded = load_run(run)
     warm_up(loaded)
     assert steps
     ask = {"bars": 4, "num_samples": 1, "seed": 11}
@@ -435,7 +435,7 @@ def test_a_compiled_studio_writes_the_riffs_of_the_eager_one(run, client, tmp_pa
 def test_the_studio_removes_its_temporary_folder_and_keeps_a_given_one(run, tmp_path):
     """Riffs go to a temporary folder of the studio's own, removed when the server stops (docs/studio.md says so);
     a folder the caller gave is the caller's and stays."""
-    loaded = load_run_once(run)
+    loaded = load_run(run)
     app = create_app(loaded)
     with TestClient(app, base_url=LOCAL) as c:
         root = app.state.studio.root
@@ -452,7 +452,7 @@ def test_the_studio_removes_its_temporary_folder_and_keeps_a_given_one(run, tmp_
 
 def test_only_the_served_host_is_answered(run):
     """DNS rebinding: a page on evil.example whose name now points here must get nothing from the studio."""
-    app = create_app(load_run_once(run), host="127.0.0.1", port=8000)
+    app = create_app(load_run(run), host="127.0.0.1", port=8000)
     with TestClient(app, base_url=LOCAL) as c:
         assert c.get("/api/run").status_code == 200
         for good in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000"):
@@ -463,13 +463,13 @@ def test_only_the_served_host_is_answered(run):
         assert c.get("/", headers={"Host": "evil.example:8000"}).status_code == 400  # the page and static files too
         assert c.get("/static/studio.js", headers={"Host": "evil.example:8000"}).status_code == 400
         assert c.get("/static/../../errors.py").status_code == 404  # outside the static files: still not found
-    with TestClient(create_app(load_run_once(run), host="0.0.0.0", port=8000), base_url=LOCAL) as c:
+    with TestClient(create_app(load_run(run), host="0.0.0.0", port=8000), base_url=LOCAL) as c:
         assert c.get("/api/run", headers={"Host": "192.168.1.20:8000"}).status_code == 200  # the LAN address
         assert c.get("/api/run", headers={"Host": "evil.example:8000"}).status_code == 400  # never a name
 
 
 def test_a_change_from_another_site_is_refused(run):
-    app = create_app(load_run_once(run), port=8000)
+    app = create_app(load_run(run), port=8000)
     with TestClient(app, base_url=LOCAL) as c:
         for header in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Origin": "http://127.0.0.1:9000"},
                        {"Referer": "http://evil.example/form.html"}, {"Origin": "https://127.0.0.1:8000"}):

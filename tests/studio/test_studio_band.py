@@ -8,7 +8,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from guitarformer.app import load_run_once
+from guitarformer.app import load_run
 from guitarformer.studio import create_app
 from helpers.studio_runs import band_midi, studio_run
 
@@ -19,7 +19,7 @@ LOCAL = "http://127.0.0.1:8000"
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     run = studio_run(tmp_path_factory.mktemp("band") / "run", parts="guitar,bass,drums")
-    with TestClient(create_app(load_run_once(run), root=tmp_path_factory.mktemp("served")), base_url=LOCAL) as c:
+    with TestClient(create_app(load_run(run), root=tmp_path_factory.mktemp("served")), base_url=LOCAL) as c:
         yield c
 
 
@@ -46,6 +46,6 @@ def test_an_upload_with_parts_is_accompanied(client):
 
 def test_a_one_part_run_refuses_parts(tmp_path):
     run = studio_run(tmp_path / "run")
-    with TestClient(create_app(load_run_once(run)), base_url=LOCAL) as c:
+    with TestClient(create_app(load_run(run)), base_url=LOCAL) as c:
         res = c.post("/api/sample", json={"parts": "guitar,bass", "bars": 1, "num_samples": 1})
     assert res.status_code == 400 and "one part" in res.json()["error"]

@@ -23,7 +23,7 @@ import pytest
 import symusic
 from PIL import Image
 
-from guitarformer.app import load_run_once
+from guitarformer.app import load_run
 from guitarformer.studio import BackgroundServer, create_app
 from helpers.studio_runs import band_midi, free_port, studio_run
 
@@ -101,7 +101,7 @@ def shots(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     run = studio_run(tmp_path_factory.mktemp("browser") / "run")
-    with BackgroundServer(create_app(load_run_once(run)), free_port()) as url:
+    with BackgroundServer(create_app(load_run(run)), free_port()) as url:
         yield url
 
 

@@ -15,7 +15,8 @@ from guitarformer.data.corpus import labels_taken
 from guitarformer.errors import GuitarformerError
 from guitarformer.compose.riffs import Draws, generate_riffs
 from guitarformer.generation.decode.sampling import SamplingParams
-from guitarformer.pretrained import CHECKPOINT, MAX_BYTES, has_pretrained, pretrained_dir, shipped_note
+from guitarformer.pretrained import MAX_BYTES, pretrained_dir
+from guitarformer.runs.rundir import RunDir, has_pretrained, shipped_note
 from guitarformer.runs import export
 from guitarformer.runs.export import shipping_dtype
 from guitarformer.runs import load_run
@@ -48,10 +49,11 @@ def release(cache_root, tmp_path_factory):
 def test_the_release_writes_a_loadable_model_with_its_card(release):
     out, report = release
     assert has_pretrained(out)
-    state = torch.load(out / CHECKPOINT, weights_only=True)  # plain tensors and values only
+    state = torch.load(RunDir(out).checkpoint("best"), weights_only=True)  # plain tensors and values only
     assert set(state) >= {"model", "config"} and "optimizer" not in state
     assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) == report["exported"]["bytes"] <= MAX_BYTES
-    model, tok, cfg = load_run(out)
+    loaded = load_run(out)
+    model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     assert cfg.data.dataset is None and cfg.data.controls and cfg.data.infill == 0.3
     assert any(t.startswith("CtrlKey_") for t in tok.vocab) and "FillBar_None" in tok.vocab
     assert any(t.startswith("CtrlStyle_") for t in tok.vocab) == labels_taken()  # the tune types, where prepare takes them
@@ -73,7 +75,7 @@ def test_the_card_carries_the_measured_numbers(release):
     assert dec["meter"]["riffs"] == 2 and dec["meter"]["tunes_notes_per_s"] > 0 and not enc["meter"]
     assert f"play {dec['meter']['own_notes_per_s']:.2f} notes a second" in card
     chosen = _release_script().default_meter_by_measure(dec["meter"])
-    assert chosen in ("auto", "none") and load_run(out)[2].sample.time_signature == (None if chosen == "none" else chosen)
+    assert chosen in ("auto", "none") and load_run(out).cfg.sample.time_signature == (None if chosen == "none" else chosen)
     corpus = report["corpus"]
     assert corpus["test_tunes"] >= 1 and corpus["val_keyed"] >= 1 and 0 <= corpus["key_estimate_agrees_val"] <= 1
     assert sum(corpus["styles"].values()) == corpus["tunes"] and f"{corpus['tunes']} tunes, styles" in card
@@ -162,8 +164,10 @@ def test_a_half_precision_export_loads_as_a_run_and_predicts_as_the_full_one(rel
     monkeypatch.setattr(export, "MAX_BYTES", export.OTHER_FILES_BYTES + 150_000)  # fp32 (226 KB) does not fit
     done = export.export_run(run, "card", tmp_path / "half")
     assert done.dtype == "float16" and done.bytes <= export.MAX_BYTES
-    full, _, cfg = load_run(run)
-    half, _, _ = load_run(tmp_path / "half")
+    loaded = load_run(run)
+    full, _, cfg = loaded.model, loaded.tokenizer, loaded.cfg
+    loaded = load_run(tmp_path / "half")
+    half, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     x = torch.randint(0, cfg.model.vocab_size, (1, 32))
     with torch.no_grad():
         a, b = full(x)[0], half(x)[0]
@@ -174,17 +178,15 @@ def test_with_no_run_named_and_none_of_the_users_sampling_uses_the_shipped_model
     from click.testing import CliRunner
     from helpers.tiny_runs import untrained_run
 
-    import guitarformer.app.loaded as loaded_mod
-    import guitarformer.runs as runs_mod
+    import guitarformer.runs.rundir as runs_mod
     from guitarformer.cli import main
     from guitarformer.config import DataConfig
     from guitarformer.vocab.tokenization import build_tokenizer
 
     shipped = untrained_run(tmp_path / "shipped", build_tokenizer(DataConfig()), 128)
-    (shipped / "ckpt" / "last.pt").rename(shipped / CHECKPOINT)
+    (shipped / "ckpt" / "last.pt").rename(RunDir(shipped).checkpoint("best"))
     monkeypatch.setattr(runs_mod, "pretrained_dir", lambda: shipped.resolve())
     monkeypatch.setattr(runs_mod, "has_pretrained", lambda: True)
-    monkeypatch.setattr(loaded_mod, "pretrained_dir", lambda: shipped.resolve())
     monkeypatch.chdir(tmp_path)  # no runs/ here
     assert runs_mod.default_run() == shipped.resolve()
     r = CliRunner().invoke(main, ["sample", "--out", "riff.mid", "--bars", "2", "--device", "cpu"])

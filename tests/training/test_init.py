@@ -17,7 +17,7 @@ import symusic
 import torch
 from click.testing import CliRunner
 
-from guitarformer.app.loaded import load_run_once, run_info
+from guitarformer.app.loaded import run_info
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig, ModelConfig, load_config
 from guitarformer.data.prepare import prepare
@@ -25,8 +25,9 @@ from guitarformer.vocab.tab_tokens import strip_controls, tab_layout_of
 from guitarformer.vocab.tokenization import build_tokenizer, load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.models import build_model
-from guitarformer.pretrained import has_pretrained, pretrained_dir
-from guitarformer.runs import checkpoint_of, load_run, named_checkpoint
+from guitarformer.pretrained import pretrained_dir
+from guitarformer.runs.rundir import has_pretrained
+from guitarformer.runs import checkpoint_of, load_run, named_checkpoint, read_run
 from guitarformer.runs.checkpoint import load_checkpoint, save_checkpoint
 from guitarformer.training.init import FINETUNE, finetune_defaults, init_config, init_weights, load_init
 from guitarformer.training.data import Data
@@ -93,16 +94,18 @@ def test_step_zero_keeps_the_shipped_model(like_dataset):
     data = Data(cfg, like_dataset)
     cfg.model.vocab_size = len(data.tokenizer)
     model = build_model(cfg.model)
-    init_weights(model, init, data.tokenizer)
-    assert init.added == [f"CtrlStyle_{NEW_STYLE}"]
+    assert init_weights(model, init, data.tokenizer) == [f"CtrlStyle_{NEW_STYLE}"]
     V0 = len(init.tokenizer)
-    emb, shipped = model.state_dict()["embed.wte.weight"], init.weights["embed.wte.weight"].float()
+    shipped = load_checkpoint(init.checkpoint)["model"]["embed.wte.weight"].float()
+    emb = model.state_dict()["embed.wte.weight"]
     assert torch.equal(emb[:V0], shipped)
     styles = [i for t, i in init.tokenizer.vocab.items() if t.startswith("CtrlStyle_")]
     assert torch.allclose(emb[V0], shipped[styles].mean(0), atol=1e-3)  # stored in the shipped dtype's precision
     assert model.lm_head.weight.data_ptr() == model.embed.wte.weight.data_ptr()  # still tied
 
-    base, _, _ = load_run(pretrained_dir())
+    loaded = load_run(pretrained_dir())
+
+    base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:300]])  # old ids only
     x = torch.tensor([ids])
     model.eval()
@@ -131,7 +134,8 @@ def test_fine_tune_run_starts_from_the_shipped_loss(fine_tuned, tabs, tmp_path):
     shutil.copytree(tabs / NEW_STYLE, flat)
     shipped = load_init("pretrained")
     prepare([flat], tmp_path / "flat-ds", shipped.cfg.data, workers=1, progress=False, like=shipped.tokenizer)
-    base, _, _ = load_run(pretrained_dir())
+    loaded = load_run(pretrained_dir())
+    base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     cfg = _cfg(tmp_path / "flat-ds")
     data = Data(init_config(cfg, shipped), tmp_path / "flat-ds")
     assert len(data.tokenizer) == SHIPPED_VOCAB
@@ -151,7 +155,7 @@ def test_fine_tuned_run_samples_its_new_style_and_infills(fine_tuned, tabs, tmp_
     assert "fine-tuned from pretrained" in r.output  # the summary names where the run came from
     assert sum(len(t.notes) for t in symusic.Score(str(out)).tracks) > 0
     assert (tmp_path / "r.txt").read_text().count("|") > 0
-    assert run_info(load_run_once(run, device="cpu")).init == "pretrained"
+    assert run_info(load_run(run, device="cpu")).init == "pretrained"
     r = CliRunner().invoke(main, ["infill", str(tabs / NEW_STYLE / "riff0.mid"), "--bars", "2-3", "--out",
                                   str(tmp_path / "new.mid"), "--run", str(run), "--device", "cpu"])
     assert r.exit_code == 0 and "bars 2-3 written again" in r.output, r.output
@@ -209,15 +213,15 @@ def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs,
 
 
 def test_a_fine_tune_inherits_the_init_runs_tab_layout(tmp_path):
-    """A run saved before data.tab_layout existed has none in its config (which then says the default, 3): its
-    tokenizer says which layout its tokens are, and a fine-tune prepares and trains that one."""
+    """A run saved before data.tab_layout existed has none in its config (which alone would say the default, 3): the
+    migration of its folder (format 1) takes its tokenizer's layout, and a fine-tune prepares and trains that one."""
     state = load_checkpoint(named_checkpoint("pretrained"))
     state["config"]["data"].pop("tab_layout", None)
     run = tmp_path / "old"
     save_checkpoint(run / "ckpt" / "best.pt", state)
     build_tokenizer(DataConfig(tokenizer="TabREMI", tab_layout=2, controls=True)).save(run / "tokenizer.json")
     init = load_init(run)
-    assert init.cfg.data.tab_layout == 3  # the config alone would say the default
+    assert init.cfg.data.tab_layout == 2  # its tokenizer's (runs/migrate.py), not the default
     assert init_config(load_config(None), init).data.tab_layout == 2
     shipped = load_init("pretrained")
     assert init_config(load_config(None), shipped).data.tab_layout == tab_layout_of(shipped.tokenizer)
@@ -237,7 +241,7 @@ def test_clashing_architecture_is_refused(like_dataset, tmp_path):
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--data", str(like_dataset), "--set",
                                   "model.n_layer=8", "--run-dir", str(tmp_path / "run"), "--max-steps", "1"])
     assert r.exit_code == 2
-    shipped_layers = load_config(str(pretrained_dir() / "config.yaml")).model.n_layer
+    shipped_layers = read_run("pretrained").cfg.model.n_layer
     assert "model.n_layer=8" in r.output and f"n_layer={shipped_layers}" in r.output
     assert "drop the model options" in r.output
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--config", "tiny", "--data", str(like_dataset),
@@ -294,9 +298,9 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
     data = Data(cfg, tmp_path / "ds")
     cfg.model.vocab_size = len(data.tokenizer)
     model = build_model(cfg.model)
-    init_weights(model, init, data.tokenizer)
-    assert init.added == ["CtrlStyle_metal"]
-    base, _, _ = load_run(pretrained_dir())
+    assert init_weights(model, init, data.tokenizer) == ["CtrlStyle_metal"]
+    loaded = load_run(pretrained_dir())
+    base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     ids = strip_controls(data.tokenizer, [int(i) for i in data.train.split.tokens[:400]])
     model.eval()
     with torch.no_grad():
@@ -310,7 +314,8 @@ def test_an_encoder_decoder_run_of_ones_own_fine_tunes_too(like_dataset, tmp_pat
     shipped = load_init("pretrained")
     own = tmp_path / "own-encdec"
     cfg = Config(data=copy.deepcopy(shipped.cfg.data))
-    cfg.model = ModelConfig(kind="encoder_decoder", vocab_size=len(shipped.tokenizer), block_size=64,
+    cfg.model = ModelConfig(prev_token=False, copy=False,
+                            kind="encoder_decoder", vocab_size=len(shipped.tokenizer), block_size=64,
                             src_block_size=64, n_layer=1, n_head=2, n_embd=32)
     shipped.tokenizer.save(own / "tokenizer.json")
     torch.manual_seed(0)

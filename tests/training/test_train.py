@@ -209,7 +209,7 @@ def test_time_budget_counts_everything(tiny_cfg):
     samples: the run ends within the budget and uses most of it, with the schedule's end reached (no stop)."""
     cfg = copy.deepcopy(tiny_cfg)
     t = cfg.train
-    t.time_budget_min, t.max_steps, t.eval_interval, t.sample_interval, t.budget_fitted = 15, 5000, 250, 500, False
+    t.time_budget_min, t.max_steps, t.eval_interval, t.sample_interval = 15, 5000, 250, 500
     total, steps, stopped = _simulate(cfg, 75.0, lambda s: 1.1, 9.0, 12.0)
     assert 0.97 * 900 <= total <= 900 and not stopped and steps == t.max_steps
     assert steps < 5000  # fitted down
@@ -220,11 +220,11 @@ def test_time_budget_under_a_burst_of_load(tiny_cfg):
     follow, and the run still ends within the budget."""
     cfg = copy.deepcopy(tiny_cfg)
     t = cfg.train
-    t.time_budget_min, t.max_steps, t.eval_interval, t.sample_interval, t.budget_fitted = 15, 5000, 100, 0, False
+    t.time_budget_min, t.max_steps, t.eval_interval, t.sample_interval = 15, 5000, 100, 0
     total, steps, _ = _simulate(cfg, 60.0, lambda s: 2.2 if 300 <= s < 500 else 1.1, 9.0, 12.0)
     assert 0.9 * 900 <= total <= 900
     # no evaluation between the first fit and the end to see the burst: the clock stops the run in time
-    t.max_steps, t.budget_fitted, t.eval_interval = 5000, False, 2000
+    t.max_steps, t.eval_interval = 5000, 2000
     total, steps, stopped = _simulate(cfg, 60.0, lambda s: 3.0 if s > 500 else 1.1, 9.0, 12.0)
     assert 850 <= total <= 900 and stopped and steps < t.max_steps
 
