@@ -62,7 +62,9 @@ def export_run(run: Path, card: str, out: Path | None = None, form: str | None =
     weights = quantize_int8(weights) if int8 else \
         {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
     cfg, run_state = read_saved(state["config"], src, load_tokenizer(src.tokenizer_path))
-    cfg.data.dataset = None  # trained on the built-in corpus; the release machine's path means nothing elsewhere
+    cfg.data.dataset = None
+    if cfg.train.init and Path(cfg.train.init).parts[-2:] == ("guitarformer", "pretrained"):
+        cfg.train.init = "pretrained"  # fine-tuned from the shipped model: its name, not the release machine's path  # trained on the built-in corpus; the release machine's path means nothing elsewhere
     if form is not None:
         cfg.sample.form = form
     if time_signature is not None:  # "none": the model's own meter, which the config says as no setting
