@@ -7,10 +7,13 @@ staccato shorter, ...), let-ring notes last until the next note on their string,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import symusic
 
-from guitarformer.music.guitar import BASS_PROGRAMS, GUITAR_PROGRAMS, TPQ
+from guitarformer.music.guitar import BASS_PROGRAMS, GUITAR_PROGRAM, GUITAR_PROGRAMS, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import add_pitch_bends, new_score
 
@@ -60,9 +63,33 @@ def gp_role(strings: int, program: int, percussion: bool, instrument: str = "") 
     return "other"
 
 
-def build_part(rows: list[Row], *, tuning: tuple[int, ...], capo: int, program: int, track_name: str,
-               end: int, tempos, time_signatures, source_format: str, keep_frets: bool = True) -> GuitarScore:
+@dataclass(frozen=True)
+class SongClock:
+    """What every part of a song shares: its tempo changes and time signatures (as base.new_score takes them) and
+    its end tick (where a let-ring note on a string with no later note stops)."""
+
+    tempos: Sequence[tuple[int, float]] = ()  # empty: 120 quarters a minute
+    time_signatures: Sequence[tuple[int, int, int]] = ()  # empty: 4/4
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class PartSetup:
+    """One track's instrument as its GuitarScore records it. `keep_frets`: whether the rows' (string, fret) pairs are
+    the tab's (a staff without strings has pitches only)."""
+
+    tuning: tuple[int, ...]
+    capo: int = 0
+    program: int = GUITAR_PROGRAM
+    track_name: str = ""
+    source_format: str = "gp"
+    keep_frets: bool = True
+
+
+def build_part(rows: list[Row], setup: PartSetup, clock: SongClock) -> GuitarScore:
     """The GuitarScore of one track's rows: let ring applied, notes sorted by (time, pitch, string)."""
+    tuning, capo, program, track_name = setup.tuning, setup.capo, setup.program, setup.track_name
+    end = clock.end
     by_string: dict[int, list[Row]] = {}
     for row in sorted(rows, key=lambda r: r.time):
         by_string.setdefault(row.string, []).append(row)
@@ -72,7 +99,7 @@ def build_part(rows: list[Row], *, tuning: tuple[int, ...], capo: int, program: 
                 row.duration = max(row.duration, (nxt.time if nxt is not None else end) - row.time)
 
     rows = sorted(rows, key=lambda r: (r.time, r.pitch, r.string))
-    score = new_score(TPQ, tempos, time_signatures)
+    score = new_score(TPQ, clock.tempos, clock.time_signatures)
     out = symusic.Track(track_name or "", program, False)
     columns = np.array([(r.time, r.duration, r.pitch, r.velocity) for r in rows], dtype=np.int32).reshape(-1, 4)
     out.notes = symusic.Note.from_numpy(columns[:, 0], columns[:, 1], columns[:, 2].astype(np.int8),
@@ -83,11 +110,11 @@ def build_part(rows: list[Row], *, tuning: tuple[int, ...], capo: int, program: 
         score=score,
         tuning=tuning,
         capo=capo,
-        frets=[(r.string, r.fret) for r in rows] if keep_frets else None,
+        frets=[(r.string, r.fret) for r in rows] if setup.keep_frets else None,
         techniques=[r.technique for r in rows],
-        source_format=source_format,
+        source_format=setup.source_format,
         extra={"program": program, "track_name": track_name},
     )
 
 
-__all__ = ["PLAIN", "Row", "build_part", "gp_role"]
+__all__ = ["PLAIN", "PartSetup", "Row", "SongClock", "build_part", "gp_role"]

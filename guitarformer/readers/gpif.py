@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import re
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -25,7 +25,8 @@ from guitarformer.readers.base import (dedupe_by_time, new_score, no_guitar, no_
                                        time_limit)
 from guitarformer.readers.bcfz import gpx_file
 from guitarformer.readers.gpif_drums import NO_KIT, drum_key, kit_keys
-from guitarformer.readers.gp_notes import DEFAULT_VELOCITY, DYNAMICS, GP_GUITAR, Row, build_part, extend_tie, gp_role
+from guitarformer.readers.gp_notes import (DEFAULT_VELOCITY, DYNAMICS, GP_GUITAR, PartSetup, Row, SongClock, build_part,
+                                           extend_tie, gp_role)
 from guitarformer.readers.limits import ReadLimits, TooLarge, too_much_gpif
 from guitarformer.readers.xml_safety import parse_xml, zip_member
 
@@ -162,10 +163,9 @@ def scores_from_gpif(root: ET.Element, path: Path, tracks: str, include_bass: bo
                 gs = doc.drum_staff(ids, starts, kit_keys(track), label, new_score(TPQ, tempos, time_signatures))
             else:
                 rows = doc.staff_rows(ids, starts, tuning, capo)
-                gs = rows and build_part(rows, tuning=tuple(tuning) if tuning else (40, 45, 50, 55, 59, 64),
-                                         capo=capo, program=_program(track), track_name=label, end=end, tempos=tempos,
-                                         time_signatures=time_signatures, source_format="gp6+",
-                                         keep_frets=bool(tuning))
+                setup = PartSetup(tuple(tuning) if tuning else (40, 45, 50, 55, 59, 64), capo, _program(track),
+                                  label, "gp6+", keep_frets=bool(tuning))
+                gs = rows and build_part(rows, setup, SongClock(tempos, time_signatures, end))
             if gs:
                 gs.extra.update(path=str(path), role=roles[k])
                 parts.append(gs)
@@ -290,6 +290,19 @@ class _Beat:
     __slots__ = ("duration", "notes", "grace", "velocity", "vibrato")
 
 
+@dataclass(frozen=True)
+class _VoiceState:
+    """One voice of a staff while it is read: the staff's strings (`tuning`; empty: no strings) and
+    capo, the rows the whole staff collects, and per string the note a tie extends and whether the last note
+    hammers/pulls to the next (both kept per voice)."""
+
+    tuning: tuple[int, ...]
+    capo: int
+    rows: list[Row]
+    open_notes: dict[int, Row] = field(default_factory=dict)
+    hopo_from: set[int] = field(default_factory=set)
+
+
 class _Document:
     """The id-linked parts of a GPIF score, each read once on first use."""
 
@@ -320,12 +333,10 @@ class _Document:
 
     def staff_rows(self, bar_ids: list[str], starts: list[int], tuning: tuple[int, ...], capo: int) -> list[Row]:
         """The sounding notes of one staff: bar_ids[i] is its Bar in master bar i ("-1": none)."""
-        n_strings = len(tuning)
         rows: list[Row] = []
         placed = notes = 0
         for v in range(4):
-            open_notes: dict[int, Row] = {}  # string -> the note a tie on that string extends (this voice)
-            hopo_from: set[int] = set()  # strings whose last note hammers/pulls to the next one
+            state = _VoiceState(tuning, capo, rows)
             for bar_index, bar_id in enumerate(bar_ids):
                 bar = self.bars.get(bar_id)
                 if bar is None:
@@ -356,17 +367,18 @@ class _Document:
                         raise ValueError(f"{self.name}: more than {MAX_NOTES_PER_STAFF:,} notes in one staff "
                                          "(corrupt or looping references)")
                     if graces:
-                        delayed = self._graces(graces, start, tuning, capo, rows, open_notes, hopo_from)
+                        delayed = self._graces(graces, start, state)
                         graces = []
                     for note in beat.notes:
-                        self._place(note, start, duration, beat.velocity, tuning, n_strings, capo, rows, open_notes,
-                                    hopo_from, delayed, beat.vibrato)
+                        self._place(note, state, start, duration, beat.velocity, delayed, beat.vibrato)
                     t += beat.duration
         return rows
 
-    def _place(self, note: _Note, start: int, duration: int, velocity: int, tuning, n_strings: int, capo: int,
-               rows: list[Row], open_notes: dict, hopo_from: set, delayed: dict, vibrato: bool = False) -> None:
-        """Add one occurrence of a note (or extend the note its tie continues)."""
+    def _place(self, note: _Note, state: _VoiceState, start: int, duration: int, velocity: int, delayed: dict,
+               vibrato: bool = False) -> None:
+        """Add one occurrence of a note to `state` (or extend the note its tie continues)."""
+        tuning, capo, open_notes, hopo_from = state.tuning, state.capo, state.open_notes, state.hopo_from
+        n_strings = len(tuning)
         if self.kit is not None:  # a drum note: its key is its pitch, and a tie continues the same piece
             pitch = drum_key(note.kit, self.kit)
             if pitch is None:
@@ -396,14 +408,14 @@ class _Document:
         shift = delayed.get(string, 0)
         dur, vel = sounding(max(1, duration - shift), velocity, tech, note.staccato, note.accent)
         row = Row(start + shift, pitch, dur, vel, string, note.fret, tech)
-        rows.append(row)
+        state.rows.append(row)
         open_notes[string] = row
 
-    def _graces(self, graces: list[_Beat], start: int, tuning, capo: int, rows, open_notes, hopo_from) -> dict:
+    def _graces(self, graces: list[_Beat], start: int, state: _VoiceState) -> dict:
         """Place the grace beats before a beat at `start`; returns {string: ticks} the main notes start late."""
         before = [g for g in graces if g.grace == "BeforeBeat"]
         on = [g for g in graces if g.grace != "BeforeBeat"]
-        n_strings = len(tuning)
+        n_strings = len(state.tuning)
         t = start - sum(round(g.duration) for g in before)
         if t < 0:  # nothing to steal time from before the first beat: play them on the beat
             on, before, t = graces, [], start
@@ -412,8 +424,7 @@ class _Document:
             for g in group:
                 length = max(1, round(g.duration))
                 for note in g.notes:
-                    self._place(note, t, length, g.velocity, tuning, n_strings, capo, rows, open_notes, hopo_from, {},
-                                g.vibrato)
+                    self._place(note, state, t, length, g.velocity, {}, g.vibrato)
                     if on_beat and n_strings and 0 <= note.string < n_strings:
                         string = n_strings - note.string
                         delayed[string] = delayed.get(string, 0) + length

@@ -4,7 +4,7 @@ note's fret value is its General MIDI drum key)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import guitarpro
@@ -14,7 +14,8 @@ from guitarformer.music.guitar import GUITAR_PROGRAM, TPQ
 from guitarformer.music.score import PLAIN, GuitarScore, Technique
 from guitarformer.readers.base import (dedupe_by_time, new_score, no_guitar, no_notes, part_name, sounding,
                                        time_limit)
-from guitarformer.readers.gp_notes import GP_GUITAR, HARMONIC_KINDS, Row, build_part, extend_tie, gp_role
+from guitarformer.readers.gp_notes import (GP_GUITAR, HARMONIC_KINDS, PartSetup, Row, SongClock, build_part, extend_tie,
+                                           gp_role)
 
 GP_QUARTER = guitarpro.Duration.quarterTime  # PyGuitarPro's ticks per quarter (960)
 GP_MAX_SECONDS = 60  # a corrupt file can make PyGuitarPro crawl; give up rather than hang
@@ -66,6 +67,7 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
             time_signatures.append((ticks(header.start), *sig))
             last = sig
     tempos, time_signatures = dedupe_by_time(tempos), dedupe_by_time(time_signatures)
+    clock = SongClock(tempos, time_signatures, ticks(song_end))
 
     roles = [_gp_role(t) for t in song.tracks]
     candidates = [(t, role) for t, role in zip(song.tracks, roles)
@@ -81,9 +83,9 @@ def read_gp(path: Path, tracks: str, include_bass: bool) -> list[GuitarScore]:
         else:
             strings = sorted(track.strings, key=lambda s: s.number)  # 1 = highest
             program = int(track.channel.instrument) if 0 <= track.channel.instrument <= 127 else GUITAR_PROGRAM
-            gs = build_part(rows, tuning=tuple(s.value for s in reversed(strings)),
-                            capo=max(0, int(track.offset or 0)), program=program, track_name=track.name,
-                            end=ticks(song_end), tempos=tempos, time_signatures=time_signatures, source_format="gp")
+            setup = PartSetup(tuple(s.value for s in reversed(strings)), max(0, int(track.offset or 0)), program,
+                              track.name, "gp")
+            gs = build_part(rows, setup, clock)
         gs.name = part_name(path, track.name, len(candidates))
         gs.extra.update(path=str(path), role=role)
         parts.append(gs)
@@ -99,6 +101,16 @@ def _gp_role(track) -> str:
     return gp_role(len(track.strings), int(track.channel.instrument), percussion)
 
 
+@dataclass(frozen=True)
+class _Marks:
+    """How a note is played beyond its technique: staccato, accented, and whether it hammers/pulls to the next note
+    on its string."""
+
+    staccato: bool = False
+    accent: bool = False
+    hopo: bool = False
+
+
 def _track_rows(track, ticks, drums: bool = False) -> list[Row]:
     """The sounding notes of one PyGuitarPro track (`drums`: a percussion track, whose fret values are drum keys)."""
     NoteType, BeatStatus = guitarpro.NoteType, guitarpro.BeatStatus
@@ -108,17 +120,17 @@ def _track_rows(track, ticks, drums: bool = False) -> list[Row]:
     sounding_rows: dict[tuple[int, int], Row] = {}  # (voice index, string) -> the note a tie extends
     hopo_from: set[tuple[int, int]] = set()  # (voice index, string) whose last note hammers/pulls to the next
 
-    def place(v, string, fret, start, duration, velocity, tech, staccato=False, accent=False, hopo=False):
+    def place(v, string, fret, start, duration, velocity, tech, marks=_Marks()):
         key = (v, string)
         if key in hopo_from:
             tech = replace(tech, hammer=True)
             hopo_from.discard(key)
-        if hopo:
+        if marks.hopo:
             hopo_from.add(key)
         pitch = fret if drums else open_pitch[string] + capo + fret
         if not 0 <= pitch <= 127:
             return
-        dur, vel = sounding(duration, velocity, tech, staccato, accent)
+        dur, vel = sounding(duration, velocity, tech, marks.staccato, marks.accent)
         row = Row(start, pitch, dur, vel, string, fret, tech)
         rows.append(row)
         sounding_rows[key] = row
@@ -141,9 +153,9 @@ def _track_rows(track, ticks, drums: bool = False) -> list[Row]:
                     shift = 0
                     if eff.grace is not None:
                         shift = _grace(eff.grace, v, note.string, start, place)
+                    marks = _Marks(eff.staccato, eff.accentuatedNote or eff.heavyAccentuatedNote, eff.hammer)
                     place(v, note.string, max(0, int(note.value)), start + shift, max(1, beat_dur - shift),
-                          int(note.velocity or 95), _technique(note, beat), eff.staccato,
-                          eff.accentuatedNote or eff.heavyAccentuatedNote, eff.hammer)
+                          int(note.velocity or 95), _technique(note, beat), marks)
     return rows
 
 
@@ -156,7 +168,7 @@ def _grace(grace, v: int, string: int, start: int, place) -> int:
     if grace.transition == guitarpro.GraceEffectTransition.slide:
         tech = replace(tech, slide_out="legato")
     place(v, string, max(0, int(grace.fret)), start if on_beat else start - length, length, int(grace.velocity),
-          tech, hopo=hopo)
+          tech, _Marks(hopo=hopo))
     return length if on_beat else 0
 
 
