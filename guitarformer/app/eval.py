@@ -50,12 +50,14 @@ def evaluate(req: EvalRequest, say: Say | None = None) -> EvalResult:
     voice = Voice(say)
     if req.fingering is not None:
         return _fingering(req, voice)
-    from guitarformer.evaluation.report import evaluate_run, format_table, jsonable, log_tensorboard
+    from guitarformer.evaluation.report import EvalOptions, evaluate_run, format_table, jsonable, log_tensorboard
 
-    res = evaluate_run(req.run, req.data, req.split, req.device, reference=req.reference,
-                       num_samples=req.num_samples, max_new_tokens=req.max_new_tokens, samples=req.samples,
-                       ngram_order=req.ngram_order, cont_src=req.cont_src, cont_tgt=req.cont_tgt, seed=req.seed,
-                       threads=req.threads, progress=(lambda s: voice(f"eval: {s}", True)) if req.progress else None)
+    options = EvalOptions(split=req.split, device=req.device, threads=req.threads, ngram_order=req.ngram_order,
+                          cont_src=req.cont_src, cont_tgt=req.cont_tgt, samples=req.samples,
+                          num_samples=req.num_samples, max_new_tokens=req.max_new_tokens, reference=req.reference,
+                          seed=req.seed)
+    res = evaluate_run(req.run, req.data, options,
+                       progress=(lambda s: voice(f"eval: {s}", True)) if req.progress else None)
     voice(format_table(res))
     if not log_tensorboard(Path(res["run"]), res):
         voice("eval: the shipped model's folder is part of the package: nothing logged to TensorBoard "

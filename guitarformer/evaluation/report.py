@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,21 +29,40 @@ from guitarformer.runs import RunDir, checkpoint_of, load_run, newest_run
 from guitarformer.runtime import resolve_device, set_threads, step_work
 
 
-def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "test", device: str = "auto",
-                 reference: Path | None = None, num_samples: int = 32, max_new_tokens: int | None = None,
-                 samples: bool = True, ngram_order: int = 5, cont_src: int | None = None,
-                 cont_tgt: int | None = None, seed: int = 0, progress: Callable[[str], Any] | None = None,
-                 threads: int = 0) -> dict:
-    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/results/EVAL.md). `threads`: CPU
-    threads (0: runtime.set_threads picks them for the likelihood's batches; sampling picks its own)."""
+@dataclass(frozen=True)
+class EvalOptions:
+    """What evaluate_run measures, and where. `split`: the dataset split scored (and, without `reference`, the
+    music sampled against). `threads`: CPU threads (0: runtime.set_threads picks them for the likelihood's batches;
+    sampling picks its own). `cont_src`/`cont_tgt`: continuation lengths (None: the run's). `samples`: sample
+    `num_samples` riffs of up to `max_new_tokens` tokens (None: the run's) from `seed` on and compare them with
+    `reference` (a folder of real files; None: the split, decoded)."""
+
+    split: str = "test"
+    device: str = "auto"
+    threads: int = 0
+    ngram_order: int = 5
+    cont_src: int | None = None
+    cont_tgt: int | None = None
+    samples: bool = True
+    num_samples: int = 32
+    max_new_tokens: int | None = None
+    reference: Path | None = None
+    seed: int = 0
+
+
+def evaluate_run(run_dir: Path | None, data: Path | None = None, options: EvalOptions = EvalOptions(),
+                 progress: Callable[[str], Any] | None = None) -> dict:
+    """Everything `guitarformer eval` reports for a run, as a nested dict (see docs/results/EVAL.md), measured as
+    `options` say."""
     say = progress or (lambda s: None)
-    dev = resolve_device(device)
+    split, ngram_order = options.split, options.ngram_order
+    dev = resolve_device(options.device)
     ck = checkpoint_of(Path(run_dir) if run_dir else newest_run())  # `pretrained`: the shipped model's file
     loaded = load_run(None, ck, str(dev))
     run_dir = loaded.run_dir
     model, tokenizer, cfg = loaded.model, loaded.tokenizer, loaded.cfg
     if dev.type == "cpu":
-        set_threads(threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
+        set_threads(options.threads, step_work(model, cfg.train.batch_size * cfg.model.block_size))
     if data or cfg.data.dataset:
         dataset = Path(data or cfg.data.dataset).expanduser()
     else:  # trained on the built-in corpus (the shipped model too): that corpus, prepared with the run's settings
@@ -73,7 +92,7 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
 
     # Continuation lengths: what the encoder-decoder was trained on; a decoder fits source + target in its context.
     api = kind_of(model)
-    S, T = api.continuation_lengths(m, cont_src, cont_tgt)
+    S, T = api.continuation_lengths(m, options.cont_src, options.cont_tgt)
     pairs = Seq2SeqPairs(part, S, T, bar_ids(tokenizer), tokenizer["BOS_None"], tokenizer.pad_token_id,
                          control_dropout=PLAIN)  # the plain stream, as training validates: no control tokens
 
@@ -94,15 +113,14 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, split: str = "t
     res["continuation"]["ngram"] = ngram_continuation(lm, pairs)
     res["seconds_likelihood"] = round(time.time() - t0, 1)
 
-    if samples:
-        res.update(_sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_samples,
-                                   max_new_tokens or cfg.sample.max_new_tokens, seed, say))
+    if options.samples:
+        res.update(_sample_metrics(model, tokenizer, cfg, dev, dataset, options, say))
     return res
 
 
-def _sample_metrics(model, tokenizer, cfg, dev, dataset, split, reference, num_samples, max_new_tokens, seed, say):
-
-
+def _sample_metrics(model, tokenizer, cfg, dev, dataset, options: EvalOptions, say):
+    split, reference, num_samples, seed = options.split, options.reference, options.num_samples, options.seed
+    max_new_tokens = options.max_new_tokens or cfg.sample.max_new_tokens
     t0 = time.time()
     say(f"sampling {num_samples} riffs of up to {max_new_tokens} tokens")
     s = cfg.sample

@@ -23,7 +23,7 @@ from guitarformer.vocab.seen import Seen
 from guitarformer.vocab.tab_tokens import control_styles
 from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.evaluation.likelihood import plain_tokens
-from guitarformer.evaluation.report import evaluate_run
+from guitarformer.evaluation.report import EvalOptions, evaluate_run
 from guitarformer.compose.conditioning import conditions
 from guitarformer.generation.constraint.guitar import GuitarConstraint
 from guitarformer.generation.decode.engine import generate
@@ -270,6 +270,6 @@ def test_eval_scores_model_and_ngram_on_the_plain_stream(control_run):
     plain = plain_tokens(part, tok)
     assert 0 < len(plain) < len(part)  # the dataset has control tokens, and they are gone
     assert not any(tok[int(i)].startswith("Ctrl") for i in plain)
-    res = evaluate_run(control_run, split="train", device="cpu", samples=False)
+    res = evaluate_run(control_run, options=EvalOptions(split="train", device="cpu", samples=False))
     assert len(plain) - 2 <= res["ngram"]["tokens"] <= len(plain)
     assert len(plain) - 2 * (len(plain) // cfg.model.block_size + 1) <= res["likelihood"]["tokens"] <= len(plain)

@@ -206,11 +206,13 @@ def riff_runs(tmp_path_factory, cache_root):
 
 
 def test_continuation_scores_the_same_tokens_for_both_kinds(riff_runs):
-    from guitarformer.evaluation.report import evaluate_run
+    from guitarformer.evaluation.report import EvalOptions, evaluate_run
 
     root, runs = riff_runs
-    dec = evaluate_run(runs["decoder"], split="val", device="cpu", samples=False, cont_src=24, cont_tgt=40)
-    ed = evaluate_run(runs["encoder_decoder"], split="val", device="cpu", samples=False, cont_src=24, cont_tgt=40)
+    dec = evaluate_run(runs["decoder"], options=EvalOptions(split="val", device="cpu", samples=False,
+                                                          cont_src=24, cont_tgt=40))
+    ed = evaluate_run(runs["encoder_decoder"], options=EvalOptions(split="val", device="cpu", samples=False,
+                                                                cont_src=24, cont_tgt=40))
     assert dec["continuation"]["model"]["tokens"] == ed["continuation"]["model"]["tokens"] > 0
     assert dec["continuation"]["ngram"] == ed["continuation"]["ngram"]
     assert dec["likelihood"]["scope"] == "stream" and ed["likelihood"]["scope"] == "continuation"
@@ -230,14 +232,14 @@ def test_eval_names_the_step_of_the_checkpoint_it_scores(riff_runs, tmp_path):
 
     import torch
 
-    from guitarformer.evaluation.report import evaluate_run, format_table
+    from guitarformer.evaluation.report import EvalOptions, evaluate_run, format_table
 
     run = shutil.copytree(riff_runs[1]["decoder"], tmp_path / "run")
     ck = run / "ckpt" / "best.pt"
     step = torch.load(ck, weights_only=True)["step"]
     summary = json.loads((run / "summary.json").read_text())
     (run / "summary.json").write_text(json.dumps({**summary, "step": step + 1000}))  # the run went on past its best
-    res = evaluate_run(run, split="val", device="cpu", samples=False)
+    res = evaluate_run(run, options=EvalOptions(split="val", device="cpu", samples=False))
     assert res["step"] == step and f"(decoder, step {step})" in format_table(res)
 
 
@@ -403,7 +405,7 @@ def test_eval_on_an_empty_split_says_why_and_what_to_do(riff_runs):
     import shutil
 
     from guitarformer.errors import GuitarformerError
-    from guitarformer.evaluation.report import evaluate_run
+    from guitarformer.evaluation.report import EvalOptions, evaluate_run
 
     root, runs = riff_runs
     dataset = root / "ds"
@@ -414,6 +416,6 @@ def test_eval_on_an_empty_split_says_why_and_what_to_do(riff_runs):
         meta["tokens"]["val"] = 0
         (small / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(GuitarformerError) as e:
-        evaluate_run(runs["decoder"], data=small, split="val", device="cpu", samples=False)
+        evaluate_run(runs["decoder"], small, EvalOptions(split="val", device="cpu", samples=False))
     msg = str(e.value)
     assert "too few" in msg and "--split test" in msg and "evaluate on --split val" not in msg
