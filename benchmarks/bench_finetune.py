@@ -40,7 +40,7 @@ from guitarformer.app import Outputs, SampleRequest, load_run, sample
 from guitarformer.config import load_config, set_values
 from guitarformer.vocab.controls import controls_per_bar, notes_of
 from guitarformer.data.dataset import PLAIN, DecoderWindows, TokenSplit, note_ids
-from guitarformer.data.prepare import prepare
+from guitarformer.data.prepare import PrepareOptions, prepare
 from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.models.kinds import kind_of
 from guitarformer.models.loss import nll
@@ -89,7 +89,7 @@ def prepared(folder: Path, out: Path) -> dict:
     init = load_init("pretrained")
     data = init.cfg.data
     data.dataset = None
-    return prepare([folder], out, data, progress=False, like=init.tokenizer)
+    return prepare([folder], out, data, options=PrepareOptions(progress=False), like=init.tokenizer)
 
 
 # ---------------------------------------------------------------- held-out likelihood

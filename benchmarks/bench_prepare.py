@@ -25,7 +25,7 @@ import symusic
 from harness import Timer, table
 
 from guitarformer.config import DataConfig
-from guitarformer.data.prepare import prepare
+from guitarformer.data.prepare import PrepareOptions, prepare
 from guitarformer.vocab.tokenization import build_tokenizer
 
 
@@ -71,7 +71,8 @@ def main() -> None:
         for w, cfg, key in runs:
             out = Path(tempfile.mkdtemp())
             with Timer() as t:
-                meta = prepare(files, out / "ds", cfg, workers=w, progress=False)  # the files themselves
+                # the files themselves
+                meta = prepare(files, out / "ds", cfg, PrepareOptions(workers=w, progress=False))
             rows[key].append(t.seconds)
             tokens[key] = sum(meta["tokens"].values())
             shutil.rmtree(out)

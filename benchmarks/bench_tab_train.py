@@ -29,7 +29,7 @@ from harness import write_section  # noqa: E402
 
 from guitarformer.config import load_config  # noqa: E402
 from guitarformer.data.dataset import TokenSplit  # noqa: E402
-from guitarformer.data.prepare import prepare  # noqa: E402
+from guitarformer.data.prepare import PrepareOptions, prepare  # noqa: E402
 from guitarformer.evaluation.likelihood import stream_nll  # noqa: E402
 from guitarformer.runs import load_run  # noqa: E402
 from guitarformer.training.loop import train  # noqa: E402
@@ -67,7 +67,7 @@ def main() -> None:
         ds = args.work / f"ds-{name.lower()}"
         if not (ds / "meta.json").is_file():
             cfg = load_config(args.config, [f"data.tokenizer={name}"])
-            prepare([args.midi], ds, cfg.data, workers=1, progress=False)
+            prepare([args.midi], ds, cfg.data, options=PrepareOptions(workers=1, progress=False))
         for seed in args.seeds:
             run = args.work / f"run-{name.lower()}-{seed}"
             if not (run / "ckpt" / "best.pt").is_file() and not (run / "ckpt" / "last.pt").is_file():

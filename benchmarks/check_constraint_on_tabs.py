@@ -180,7 +180,7 @@ def time_generate(tok, seq: list[int], B: int, new: int = 64, repeat: int = 3) -
     for _ in range(repeat):
         gen = torch.Generator().manual_seed(0)
         t0 = time.perf_counter()
-        generate(model, idx, SamplingParams(new), generator=gen, constraint=GuitarConstraint(tok), eos_id=None)
+        generate(model, idx, SamplingParams(new), generator=gen, constraint=GuitarConstraint(tok))
         best = min(best, time.perf_counter() - t0)
     return B * new / best
 

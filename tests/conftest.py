@@ -138,10 +138,10 @@ def riff_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def rel_dataset(cache_root, riff_dir, tmp_path_factory) -> Path:
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
 
     out = tmp_path_factory.mktemp("rel") / "ds"
-    meta = prepare([riff_dir], out, workers=1, progress=False)
+    meta = prepare([riff_dir], out, options=PrepareOptions(workers=1, progress=False))
     assert meta["status"].get("ok") == 6
     return out
 

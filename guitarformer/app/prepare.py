@@ -72,12 +72,13 @@ def prepare(req: PrepareRequest, say: Say | None = None) -> PrepareResult:
         path = ensure_builtin_dataset(data, out=req.out, progress=req.progress)
         meta = load_meta(path)
     else:
+        from guitarformer.data.prepare import PrepareOptions, suggested_out
         from guitarformer.data.prepare import prepare as run_prepare
-        from guitarformer.data.prepare import suggested_out
 
         path = req.out if req.out is not None else suggested_out(req.inputs[0])
-        meta = run_prepare(list(req.inputs), path, data, tracks=req.tracks, include_bass=req.include_bass,
-                           workers=req.workers, progress=req.progress, force=req.force, like=like_tok)
+        options = PrepareOptions(tracks=req.tracks, include_bass=req.include_bass, workers=req.workers,
+                                 progress=req.progress, force=req.force)
+        meta = run_prepare(list(req.inputs), path, data, options, like=like_tok)
     for line in summary_lines(meta):
         voice(line)
     if meta["status"].get("ok", 0) == 0:

@@ -20,7 +20,7 @@ from guitarformer.vocab.song_tokens import decode_song, encode_song
 from guitarformer.vocab.tokenization import special_ids
 from guitarformer.generation.constraint.band import BandConstraint, BandPlan
 from guitarformer.compose.conditioning import Conditions
-from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.decode.engine import StopTokens, generate
 from guitarformer.compose.riffs import riff_seed
 from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.score import GuitarScore
@@ -68,7 +68,7 @@ def band_rows(model, tok, ask: BandAsk, params: SamplingParams) -> list[list[int
     limit = None if bars is None else bars - 1 if opens else bars
     out = generate(model, torch.tensor([prompt] * ask.num, dtype=torch.long), replace(params, max_bars=limit),
                    generator=_generators(ask), constraint=BandConstraint(tok, plan),
-                   eos_id=special_ids(tok)["eos"], bar_ids=[tok.vocab["Bar_None"]])
+                   stops=StopTokens(eos_id=special_ids(tok)["eos"], bar_ids=[tok.vocab["Bar_None"]]))
     return [_until_eos(row, special_ids(tok)["eos"]) for row in out.tolist()]
 
 
@@ -121,7 +121,8 @@ def accompany_rows(model, tok, ask: BandAsk, given: Sequence[tuple[str, GuitarSc
                 cut = next((s for s in starts if len(head) + len(body) - s < block_size - ROOM), starts[-1])
                 prompt = head + body[cut:]
                 out = generate(model, torch.tensor([prompt], dtype=torch.long), replace(params, max_bars=0),
-                               generator=gens[k], constraint=BandConstraint(tok, plan), eos_id=eos, bar_ids=[bar])
+                               generator=gens[k], constraint=BandConstraint(tok, plan),
+                               stops=StopTokens(eos_id=eos, bar_ids=[bar]))
                 new = out[0, len(prompt):].tolist()
                 body += new[:new.index(eos)] if eos in new else new
         rows.append(head + body + [eos])

@@ -25,7 +25,7 @@ from guitarformer.vocab.tab_tokens import decode_tab, has_controls, insert_contr
 from guitarformer.vocab.tokenization import encode
 from guitarformer.errors import GuitarformerError
 from guitarformer.generation.constraint.guitar import GuitarConstraint, constraint_device
-from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.decode.engine import StopTokens, generate
 from guitarformer.fingering import finger_score
 from guitarformer.compose.riffs import Draws, riff_seed
 from guitarformer.generation.decode.sampling import SamplingParams
@@ -221,7 +221,7 @@ def draw_fills(model, tokenizer, cfg, gap: Gap, params: SamplingParams, draws: D
     constraint = FillConstraint(GuitarConstraint(tokenizer, tuning, capo=capo, device=constraint_device(device, n)),
                                 state, meters, fill, end_id)
     stops = {"generator": [torch.Generator(device="cpu").manual_seed(riff_seed(seed, r)) for r in range(n)],
-             "constraint": constraint, "eos_id": end_id, "bar_ids": list(fill.bars)}
+             "constraint": constraint, "stops": StopTokens(end_id, list(fill.bars))}
     params = SamplingParams(budget, params.temperature, params.top_k, params.top_p, max_bars=k)
     if kind.streams:  # a decoder reads the gap's surroundings and the fill as one stream
         ids, t0 = decoder_layout(fill, head, before, span, after)

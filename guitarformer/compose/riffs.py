@@ -18,8 +18,8 @@ from guitarformer.vocab.tab_tokens import has_controls, is_tab_tokenizer
 from guitarformer.vocab.tokenization import bar_ids, decode, decode_guitar, special_ids
 from guitarformer.fingering import finger_score
 from guitarformer.compose.conditioning import Conditions
-from guitarformer.generation.constraint.guitar import GuitarConstraint, constraint_device
-from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.constraint.guitar import Asked, GuitarConstraint, constraint_device
+from guitarformer.generation.decode.engine import StopTokens, generate
 from guitarformer.compose.form import FormCounts, Plan, agree
 from guitarformer.generation.constraint.guards import meter_quarters
 from guitarformer.generation.decode.sampling import SamplingParams
@@ -175,15 +175,15 @@ def sample_rows(model, tokenizer, cfg, params: SamplingParams, draws: Draws = Dr
     meter = [i for i in asked.meter if tokenizer[i].startswith(("TimeSig_", "Tempo_"))]  # asked: kept every bar
     kind = kind_of(cfg.model.kind)
     p_ids, head, max_bars, meter_later, opens = _opening(tokenizer, prompt, asked, kind.streams, params.max_bars)
+    rules = Asked(bar_controls=asked.bar_controls() if asked and has_controls(tokenizer) else None,
+                  fixed=meter or None, region=asked.region, guards=asked.guard,
+                  form=[agree(p, asked) for p in forms] if forms else None, prompt_opens_bar=opens)
     constraint = GuitarConstraint(tokenizer, spec.tuning, capo=spec.capo, device=constraint_device(device, num),
-                                  bar_controls=asked.bar_controls() if asked and has_controls(tokenizer) else None,
-                                  fixed=meter or None, region=asked.region, guards=asked.guard,
-                                  prompt_opens_bar=opens,
-                                  form=[agree(p, asked) for p in forms] if forms else None)
+                                  asked=rules)
     front = 1 + len(asked.piece)  # BOS and the piece controls
     start = kind.prompt(p_ids, head, sp["bos"], num, device, keep_front=front,
                         src_block_size=cfg.model.src_block_size)
-    stops = {"generator": gens, "constraint": constraint, "eos_id": sp["eos"], "bar_ids": bar_ids(tokenizer)}
+    stops = {"generator": gens, "constraint": constraint, "stops": StopTokens(sp["eos"], bar_ids(tokenizer))}
     if meter_later:
         one = SamplingParams(1, params.temperature, params.top_k, params.top_p)
         ids = generate(model, start, one, **stops)

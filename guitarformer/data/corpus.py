@@ -23,7 +23,7 @@ from pathlib import Path
 import symusic
 from tqdm import tqdm
 
-from guitarformer.data.prepare import prepare, reader_hash
+from guitarformer.data.prepare import PrepareOptions, prepare, reader_hash
 from guitarformer.vocab.tokenization import tokenizer_params
 from guitarformer.errors import SkipFile
 from guitarformer.music.guitar import (
@@ -336,13 +336,13 @@ def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = T
         return out
     if getattr(data_cfg, "parts", ""):  # the band: Freedoom's arrangements as they are (guitar, bass and drums)
         files = freedoom_files(limit)
-        given = {"labels": {str(f.resolve()): {"Style": "rock"} for f in files}} if data_cfg.controls else {}
-        prepare(files, out, data_cfg, progress=progress, sources=["Freedoom (BSD-3-Clause), band arrangements"],
-                **given)
+        labels = {str(f.resolve()): {"Style": "rock"} for f in files} if data_cfg.controls else None
+        prepare(files, out, data_cfg, PrepareOptions(progress=progress, labels=labels,
+                                                     sources=["Freedoom (BSD-3-Clause), band arrangements"]))
         return out
     src = build_corpus(limit=limit, progress=progress)
     # The tunes' types and K: keys as their Style and Key controls (see `labels_taken`).
-    given = {"labels": corpus_labels(src)} if data_cfg.controls and labels_taken() else {}
-    prepare([src / "midi"], out, data_cfg, progress=progress,
-            sources=[f"{s} ({CORPUS_VERSION})" for s in SOURCES], **given)
+    labels = corpus_labels(src) if data_cfg.controls and labels_taken() else None
+    prepare([src / "midi"], out, data_cfg, PrepareOptions(progress=progress, labels=labels,
+                                                          sources=[f"{s} ({CORPUS_VERSION})" for s in SOURCES]))
     return out

@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -123,28 +123,39 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+@dataclass(frozen=True)
+class PrepareOptions:
+    """How `prepare` reads and runs: `tracks` and `include_bass` (which parts of a file are read), `timeout` (seconds
+    a file may take), `labels` (given control values by resolved file path: see `prepare`), `workers` (0: one per
+    CPU core, at most one per file), `progress` (a progress bar), `sources` (what meta.json says the data came from;
+    default: the inputs) and `force` (replace a dataset made with other settings)."""
+
+    tracks: str = "guitar"
+    include_bass: bool = False
+    workers: int = 0
+    progress: bool = True
+    timeout: int = FILE_TIMEOUT_S
+    sources: list[str] | None = None
+    force: bool = False
+    labels: dict[str, dict[str, str]] | None = None
+
+
 def prepare(
     inputs: list[str | Path],
     out: str | Path,
     data_cfg: DataConfig | None = None,
-    tracks: str = "guitar",
-    include_bass: bool = False,
-    workers: int = 0,
-    progress: bool = True,
-    timeout: int = FILE_TIMEOUT_S,
-    sources: list[str] | None = None,
-    force: bool = False,
-    labels: dict[str, dict[str, str]] | None = None,
+    options: PrepareOptions = PrepareOptions(),
     like: miditok.MusicTokenizer | None = None,
 ) -> dict:
     """Tokenize every input file into a dataset folder; returns meta (also written to meta.json, last).
 
     Re-running into a dataset made with the same tokenizer settings updates it (unchanged files come from the
-    cache); a dataset made with other settings is replaced only with `force` (runs trained on it need it).
-    `labels`: with controls, given control values by resolved file path ({"Style": .., "Key": ..}: the built-in
-    corpus's tune types and written keys), over the folder's style and the estimated key.
+    cache); a dataset made with other settings is replaced only with `options.force` (runs trained on it need it).
+    `options.labels`: with controls, given control values by resolved file path ({"Style": .., "Key": ..}: the
+    built-in corpus's tune types and written keys), over the folder's style and the estimated key.
     `like`: tokenize as this tokenizer does (a run's, for `train --init`; `data_cfg` then is that run's data
     config), the styles it lacks appended to its vocabulary (tokenization.extended_tokenizer)."""
+    tracks, include_bass, labels = options.tracks, options.include_bass, options.labels
     data_cfg = data_cfg or DataConfig()
     tok = _base_tokenizer(data_cfg, like)  # with controls, built again once styles are known
     t0 = time.time()
@@ -159,13 +170,13 @@ def prepare(
     elif data_cfg.controls:
         tok = build_tokenizer(data_cfg, styles)
     out = Path(out).expanduser()
-    refuse_other_settings(out, data_cfg, force, control_styles(tok))
+    refuse_other_settings(out, data_cfg, options.force, control_styles(tok))
     out.mkdir(parents=True, exist_ok=True)
     (out / "meta.json").unlink(missing_ok=True)  # the dataset is complete only once meta.json is back
     tok_json = out / "tokenizer.json"
     tok.save(tok_json)
     tok_hash = _vocab_hash(data_cfg, styles, tok)
-    opts = {"tracks": tracks, "include_bass": include_bass, "timeout": timeout, "style_roots": roots}
+    opts = {"tracks": tracks, "include_bass": include_bass, "timeout": options.timeout, "style_roots": roots}
     if labels:
         opts["labels"] = labels
 
@@ -176,7 +187,7 @@ def prepare(
     cache = _Cache(out / "cache", tok_hash, opts, style)
 
     todo = _hash_files(files, lines)
-    results = _read_files(todo, cache, workers, (str(tok_json), opts), progress)
+    results = _read_files(todo, cache, options.workers, (str(tok_json), opts), options.progress)
     split_seqs = _assemble(todo, results, lines)
     if data_cfg.bpe_vocab_size > 0:
         train_bpe(tok, split_seqs, data_cfg.bpe_vocab_size, data_cfg.bpe_model)
@@ -189,7 +200,7 @@ def prepare(
         out, lines, counts, {s: len(split_seqs.get(s, [])) for s in SPLITS},
         vocab_size=len(tok), dtype=np.dtype(dtype).name, tokenizer=data_cfg.tokenizer, data_config=asdict(data_cfg),
         control_styles=control_styles(tok),  # None: no controls
-        tracks=tracks, include_bass=include_bass, sources=sources or [str(Path(i)) for i in inputs],
+        tracks=tracks, include_bass=include_bass, sources=options.sources or [str(Path(i)) for i in inputs],
         seconds=round(time.time() - t0, 2))
     _write_atomic(out / "meta.json", json.dumps(meta, indent=2).encode())
     return meta

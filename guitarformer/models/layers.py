@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -109,6 +110,16 @@ class TokenEmbedding(nn.Module):
 # --------------------------------------------------------------------------- KV cache
 
 
+@dataclass(frozen=True)
+class CacheShape:
+    """A KV cache's size per row: `n_layer` layers of `n_head` heads of `head_size`, up to `max_len` positions."""
+
+    n_layer: int
+    n_head: int
+    head_size: int
+    max_len: int
+
+
 class KVCache:
     """Per-layer self-attention keys/values for incremental decoding, plus cross-attention K/V of the memory.
 
@@ -139,18 +150,16 @@ class KVCache:
 
     def __init__(
         self,
-        n_layer: int,
+        shape: CacheShape,
         batch_size: int,
-        n_head: int,
-        head_size: int,
-        max_len: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         static: bool = False,
         pads: Tensor | None = None,
     ) -> None:
-        self.n_layer, self.batch_size, self.n_head, self.head_size = n_layer, batch_size, n_head, head_size
-        self.max_len = max_len
+        n_layer, max_len = shape.n_layer, shape.max_len
+        self.shape, self.batch_size = shape, batch_size
+        self.n_layer, self.n_head, self.head_size, self.max_len = n_layer, shape.n_head, shape.head_size, max_len
         self.device = torch.device(device) if device is not None else None
         self.dtype = dtype
         self.length = 0
@@ -179,7 +188,7 @@ class KVCache:
         padded in front by their `pads` (the same within a part) to end at one position: what a padded batch's prompt
         would leave, without the (B, T, T) mask that prompt needs (a pad's slots hold zeros; no query reads them)."""
         first, B = parts[0], sum(p.batch_size for p in parts)
-        out = cls(first.n_layer, B, first.n_head, first.head_size, first.max_len, first.device, first.dtype, pads=pads)
+        out = cls(first.shape, B, first.device, first.dtype, pads=pads)
         shifts, starts = pads.tolist(), [0]
         for p in parts:
             starts.append(starts[-1] + p.batch_size)
@@ -208,7 +217,7 @@ class KVCache:
         if one.batch_size != 1 or one.static or one.pads is not None or one.prefix is not None or one.length == 0 \
                 or any(c is not None for c in one.cross):
             raise ValueError("a shared prefix comes from a filled one-row dynamic cache of a decoder")
-        out = cls(one.n_layer, batch_size, one.n_head, one.head_size, one.max_len, one.device, one.dtype)
+        out = cls(one.shape, batch_size, one.device, one.dtype)
         out.length = out.prefix_len = one.length
         out.prefix = [(k[:, :, :one.length], v[:, :, :one.length]) for k, v in zip(one.k, one.v)]
         if one.last is not None:  # model.prev_token
@@ -554,11 +563,8 @@ class LanguageModel(nn.Module):
         `static`: fixed shapes for a captured decoding step; `pads`: rows padded in front (see KVCache)."""
         cfg = self.config
         return KVCache(
-            cfg.n_layer,
+            CacheShape(cfg.n_layer, cfg.n_head, cfg.n_embd // cfg.n_head, max_len or cfg.block_size),
             batch_size,
-            cfg.n_head,
-            cfg.n_embd // cfg.n_head,
-            max_len or cfg.block_size,
             device=device if device is not None else self.lm_head.weight.device,
             dtype=dtype,
             static=static,

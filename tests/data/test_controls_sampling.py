@@ -25,7 +25,7 @@ from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.evaluation.likelihood import plain_tokens
 from guitarformer.evaluation.report import EvalOptions, evaluate_run
 from guitarformer.compose.conditioning import conditions
-from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.guitar import Asked, GuitarConstraint
 from guitarformer.generation.decode.engine import generate
 from guitarformer.models.kinds import Prompt
 from guitarformer.generation.decode.sampling import SamplingParams
@@ -102,7 +102,7 @@ def test_time_signature_may_follow_bar_controls(control_run):
     c.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"], tok["CtrlDensity_low"]]]))
     m = c.mask(torch.tensor([tok["CtrlDensity_low"]]))
     assert m[0, tok["TimeSig_3/4"]]
-    forced = GuitarConstraint(tok, bar_controls=[tok["CtrlDensity_low"], tok["CtrlPM_none"]])
+    forced = GuitarConstraint(tok, asked=Asked(bar_controls=[tok["CtrlDensity_low"], tok["CtrlPM_none"]]))
     forced.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"]]]))
     m = forced.mask(torch.tensor([tok["Bar_None"]]))
     assert m[0].nonzero().flatten().tolist() == [tok["CtrlDensity_low"]]

@@ -10,7 +10,7 @@ import torch
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
 from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
-from guitarformer.data.prepare import VAL_MIN_PIECES, assign_splits, load_meta, prepare, split_of
+from guitarformer.data.prepare import VAL_MIN_PIECES, PrepareOptions, assign_splits, load_meta, prepare, split_of
 from guitarformer.vocab.tokenization import bar_ids, build_tokenizer, decode, encode, load_tokenizer
 from guitarformer.errors import GuitarformerError
 
@@ -95,7 +95,7 @@ def test_prepare_manifest_splits_duplicates_and_cache(tmp_path):
     (src / "broken.mid").write_bytes(b"MThd\x00\x00\x00\x06garbage")
     (src / "notes.pdf").write_bytes(b"%PDF")
     out = tmp_path / "ds"
-    meta = prepare([src], out, workers=2, progress=False)
+    meta = prepare([src], out, options=PrepareOptions(workers=2, progress=False))
     lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     assert len(lines) == 15  # every file accounted for
     by = {lines_["path"].split("/")[-1]: lines_ for lines_ in lines}
@@ -116,7 +116,7 @@ def test_prepare_manifest_splits_duplicates_and_cache(tmp_path):
     assert seq[0] == tok["BOS_None"] and seq[-1] == tok["EOS_None"]
     # a re-run reuses cached work and gives identical arrays
     before = (out / "train.bin").read_bytes()
-    meta2 = prepare([src], out, workers=1, progress=False)
+    meta2 = prepare([src], out, options=PrepareOptions(workers=1, progress=False))
     assert (out / "train.bin").read_bytes() == before and meta2["tokens"] == meta["tokens"]
 
 
@@ -130,12 +130,12 @@ def test_cache_is_not_reused_by_other_reader_code(tmp_path, monkeypatch):
     for i in range(3):
         _riff(src / f"r{i}.mid", pitches=(50 + i, 53 + i, 57, 60))
     out = tmp_path / "ds"
-    prepare([src], out, workers=1, progress=False)
+    prepare([src], out, options=PrepareOptions(workers=1, progress=False))
     first = set((out / "cache").glob("*.json"))
-    prepare([src], out, workers=1, progress=False)
+    prepare([src], out, options=PrepareOptions(workers=1, progress=False))
     assert set((out / "cache").glob("*.json")) == first  # same code: every file from the cache
     monkeypatch.setattr(prep, "reader_hash", lambda: "other reader code")
-    prepare([src], out, workers=1, progress=False)
+    prepare([src], out, options=PrepareOptions(workers=1, progress=False))
     assert len(set((out / "cache").glob("*.json")) - first) == 3  # each file read again under a new key
 
 
@@ -171,7 +171,7 @@ def test_incomplete_dataset_is_refused(tmp_path):
     with pytest.raises(GuitarformerError, match="does not exist"):
         load_meta(tmp_path / "nothing")
     with pytest.raises(GuitarformerError, match="does not exist"):
-        prepare([tmp_path / "missing"], tmp_path / "o", progress=False)
+        prepare([tmp_path / "missing"], tmp_path / "o", options=PrepareOptions(progress=False))
 
 
 def test_decoder_windows(tiny_dataset):
@@ -246,8 +246,9 @@ def test_bpe_training_compresses_and_decodes(tmp_path, tiny_dataset, model):
     from guitarformer.vocab.tokenization import decode
 
     midi = sorted(tiny_dataset.parent.parent.glob("corpus/*/midi"))[0]
-    base = prepare([midi], tmp_path / "base", DataConfig(), workers=1, progress=False)
-    bpe = prepare([midi], tmp_path / "bpe", DataConfig(bpe_vocab_size=500, bpe_model=model), workers=1, progress=False)
+    base = prepare([midi], tmp_path / "base", DataConfig(), options=PrepareOptions(workers=1, progress=False))
+    bpe = prepare([midi], tmp_path / "bpe", DataConfig(bpe_vocab_size=500, bpe_model=model),
+                  options=PrepareOptions(workers=1, progress=False))
     assert bpe["vocab_size"] == 500
     assert sum(bpe["tokens"].values()) < 0.7 * sum(base["tokens"].values())
     tok = load_tokenizer(tmp_path / "bpe" / "tokenizer.json")
@@ -286,7 +287,7 @@ def test_prepare_reasons_say_what_each_file_is(tmp_path):
     (src / "accents.txt").write_bytes("Tárrega: Lágrima\nno tab here, just words\n".encode("latin-1"))
     (src / "notes.foo").write_text("hi")
     (tmp_path / "single.jams").write_text("{}")
-    prepare([src, tmp_path / "single.jams"], tmp_path / "ds", workers=1, progress=False)
+    prepare([src, tmp_path / "single.jams"], tmp_path / "ds", options=PrepareOptions(workers=1, progress=False))
     by = {}
     for line in (tmp_path / "ds" / "manifest.jsonl").read_text().splitlines():
         d = json.loads(line)
@@ -353,11 +354,11 @@ def test_bad_prepare_arguments_leave_an_existing_dataset_alone(tmp_path):
     src.mkdir()
     _riff(src / "a.mid")
     out = tmp_path / "ds"
-    prepare([src], out, workers=1, progress=False)
+    prepare([src], out, options=PrepareOptions(workers=1, progress=False))
     with pytest.raises(GuitarformerError, match="does not exist"):
-        prepare([tmp_path / "typo"], out, workers=1, progress=False)
+        prepare([tmp_path / "typo"], out, options=PrepareOptions(workers=1, progress=False))
     with pytest.raises(GuitarformerError, match="base vocabulary"):
-        prepare([src], out, DataConfig(bpe_vocab_size=5), workers=1, progress=False)
+        prepare([src], out, DataConfig(bpe_vocab_size=5), options=PrepareOptions(workers=1, progress=False))
     assert load_meta(out)["status"]["ok"] == 1  # still a complete dataset
 
 
@@ -372,8 +373,8 @@ def test_prepare_refuses_to_replace_a_dataset_of_other_token_settings(tmp_path):
     for i in range(3):
         _riff(src / f"r{i}.mid", pitches=(50 + i, 53 + i, 57, 60))
     out = tmp_path / "ds"
-    prepare([src], out, DataConfig(), workers=1, progress=False)
-    prepare([src], out, DataConfig(), workers=1, progress=False)  # same settings: an update, allowed
+    prepare([src], out, DataConfig(), options=PrepareOptions(workers=1, progress=False))
+    prepare([src], out, DataConfig(), PrepareOptions(workers=1, progress=False))  # same settings: an update, allowed
     before = (out / "meta.json").read_text()
     r = CliRunner().invoke(main, ["prepare", str(src), "--out", str(out), "--tokenizer", "TSD", "--workers", "1"])
     assert r.exit_code == 2 and "--force" in r.output and "tokenizer TabREMI -> TSD" in r.output, r.output

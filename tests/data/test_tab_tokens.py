@@ -321,14 +321,14 @@ def test_prepare_with_tab_tokens_says_where_each_fingering_came_from(tmp_path):
     import shutil
 
     from guitarformer.data.dataset import TokenSplit
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
 
     src = tmp_path / "in"
     src.mkdir()
     for name in ("io/drop_d_capo.gp5", "io/band.mid", "tabs/riff.txt", "tabs/drop_d.txt"):
         shutil.copy(FIX / name, src / Path(name).name)
     out = tmp_path / "ds"
-    meta = prepare([src], out, DataConfig(tokenizer="TabREMI"), workers=1, progress=False)
+    meta = prepare([src], out, DataConfig(tokenizer="TabREMI"), options=PrepareOptions(workers=1, progress=False))
     lines = {Path(d["path"]).name: d for d in map(json.loads, (out / "manifest.jsonl").read_text().splitlines())}
     ok = {k: v for k, v in lines.items() if v["status"] == "ok"}
     assert {k: v["fingering"] for k, v in ok.items()} == {
@@ -353,7 +353,7 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
 
     from guitarformer.cli import main
     from guitarformer.config import load_config
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
     from guitarformer.compose.riffs import Draws, generate_riffs
     from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.runs import load_run
@@ -364,7 +364,7 @@ def test_tab_model_samples_its_own_strings_and_techniques(tmp_path):
     for name in ("io/drop_d_capo.gp5", "io/drop_d_capo.gp4", "tabs/riff.txt", "tabs/drop_d.txt", "tabs/chords.txt",
                  "tabs/seven_string.txt", "io/band.mid"):
         shutil.copy(FIX / name, src / Path(name).name)
-    prepare([src], tmp_path / "ds", DataConfig(tokenizer="TabREMI"), workers=1, progress=False)
+    prepare([src], tmp_path / "ds", DataConfig(tokenizer="TabREMI"), options=PrepareOptions(workers=1, progress=False))
     cfg = copy.deepcopy(load_config("tiny", ["train.max_steps=30"]))
     cfg.data.dataset = str(tmp_path / "ds")
     train(cfg, run_dir=tmp_path / "run", progress=False)
@@ -427,7 +427,7 @@ def test_constrained_tab_sampling_writes_only_playable_strings(tok):
     import torch
 
     from guitarformer.generation.constraint.guitar import GuitarConstraint
-    from guitarformer.generation.decode.engine import generate
+    from guitarformer.generation.decode.engine import StopTokens, generate
     from guitarformer.generation.decode.sampling import SamplingParams
     from guitarformer.models import build_model
 
@@ -436,7 +436,7 @@ def test_constrained_tab_sampling_writes_only_playable_strings(tok):
                              dropout=0.0))
     start = torch.tensor([[tok["BOS_None"]]] * 4)
     out = generate(model, start, SamplingParams(120), generator=torch.Generator().manual_seed(0),
-                   constraint=GuitarConstraint(tok, TUNINGS["drop-d"]), eos_id=tok["EOS_None"])
+                   constraint=GuitarConstraint(tok, TUNINGS["drop-d"]), stops=StopTokens(eos_id=tok["EOS_None"]))
     notes = 0
     for row in out.tolist():
         gs = decode_guitar(tok, row, TUNINGS["drop-d"])

@@ -190,12 +190,12 @@ def _write_riffs(folder: Path, want: dict[str, int]) -> Path:
 @pytest.fixture(scope="module")
 def riff_runs(tmp_path_factory, cache_root):
     from guitarformer.config import load_config
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
     from guitarformer.training.loop import train
 
     root = tmp_path_factory.mktemp("eval")
     riffs = _write_riffs(root / "riffs", {"train": 12, "val": 2, "test": 2})
-    prepare([riffs], root / "ds", workers=1, progress=False)
+    prepare([riffs], root / "ds", options=PrepareOptions(workers=1, progress=False))
     runs = {}
     for kind in ("decoder", "encoder_decoder"):
         cfg = copy.deepcopy(load_config("tiny", [f"model.kind={kind}"]))

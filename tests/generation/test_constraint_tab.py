@@ -20,9 +20,9 @@ from guitarformer.vocab.tokenization import (
     decode_guitar,
     special_ids,
 )
-from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.guitar import Asked, GuitarConstraint
 from guitarformer.generation.constraint.repeats import END
-from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.decode.engine import StopTokens, generate
 from guitarformer.generation.constraint.guards import GuardSpec
 from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.generation.constraint.strings import HAND_SPAN
@@ -244,8 +244,8 @@ def test_random_model_writes_playable_tab(tok, tuning, capo):
     tuning = TUNINGS[tuning]
     g = torch.Generator().manual_seed(5)
     out = generate(random_model(tok), torch.full((24, 1), sp["bos"]), SamplingParams(200, temperature=1.5, max_bars=3),
-                   generator=g, constraint=GuitarConstraint(tok, tuning, capo), eos_id=sp["eos"],
-                   bar_ids=bar_ids(tok))
+                   generator=g, constraint=GuitarConstraint(tok, tuning, capo),
+                   stops=StopTokens(eos_id=sp["eos"], bar_ids=bar_ids(tok)))
     n_notes = n_chords = n_named = 0
     for row in out.tolist():
         ids = row[: row.index(sp["eos"]) + 1] if sp["eos"] in row else row
@@ -262,10 +262,10 @@ def test_a_repeated_bar_is_copied_with_its_unnamed_strings(tok):
     repeat does not restate, between two Positions), so most rows copy whole bars, and every riff stays playable."""
     sp = special_ids(tok)
     g = torch.Generator().manual_seed(5)
-    c = GuitarConstraint(tok, form=[[None, 0, None, 1]], prompt_opens_bar=False)
+    c = GuitarConstraint(tok, asked=Asked(form=[[None, 0, None, 1]], prompt_opens_bar=False))
     out = generate(random_model(tok, 256), torch.full((12, 1), sp["bos"]),
-                   SamplingParams(250, temperature=1.5, max_bars=4), generator=g, constraint=c, eos_id=sp["eos"],
-                   bar_ids=bar_ids(tok))
+                   SamplingParams(250, temperature=1.5, max_bars=4), generator=g, constraint=c,
+                   stops=StopTokens(eos_id=sp["eos"], bar_ids=bar_ids(tok)))
     copies = unnamed = 0
     for row in out.tolist():
         ids = row[: row.index(sp["eos"]) + 1] if sp["eos"] in row else row
@@ -295,7 +295,7 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok, bars, form):
     sp = special_ids(tok)
     g = torch.Generator().manual_seed(3)
     B, steps = 6, 150 if form is None else 400
-    c = GuitarConstraint(tok, form=form, prompt_opens_bar=form is None)
+    c = GuitarConstraint(tok, asked=Asked(form=form, prompt_opens_bar=form is None))
     last = torch.full((B,), sp["bos"])
     c.start(last.unsqueeze(1), bars)
     ids, masks = [last], []
@@ -326,7 +326,7 @@ def test_a_batch_masks_each_row_as_it_would_alone(tok, bars, form):
                  if tok[int(i)].startswith("Duration_")]
         assert {"String", "Pitch", "Position"} <= set(after), set(after)
     for b in range(B):
-        alone = GuitarConstraint(tok, form=form, prompt_opens_bar=form is None)
+        alone = GuitarConstraint(tok, asked=Asked(form=form, prompt_opens_bar=form is None))
         alone.start(ids[b : b + 1, :1], bars)
         for t in range(steps):
             assert torch.equal(alone.mask(ids[b, t : t + 1])[0], masks[t][b]), (b, t, tok[int(ids[b, t])])
@@ -362,7 +362,7 @@ def test_an_asked_time_signature_and_tempo_hold_in_every_bar():
     time signature and tempo, so bars the model opens later cannot drift back to what the corpus prefers."""
     tok = build_tokenizer(DataConfig(tokenizer="TabREMI"))
     tempo = next(t for t in tok.vocab if t.startswith("Tempo_"))
-    c = GuitarConstraint(tok, fixed=[tok["TimeSig_7/8"], tok[tempo]])
+    c = GuitarConstraint(tok, asked=Asked(fixed=[tok["TimeSig_7/8"], tok[tempo]]))
     c.start(torch.tensor([[tok["BOS_None"], tok["Bar_None"]]]))
     m = c.mask(torch.tensor([tok["Bar_None"]]))[0]
     sigs = [t for t, i in tok.vocab.items() if t.startswith("TimeSig_") and m[i]]
@@ -386,8 +386,8 @@ def test_an_asked_hand_position_holds_every_note_the_sampler_writes(tok):
     dur = next(t for t in tok.vocab if t.startswith("Duration_"))
 
     def strings_for(pitch, region, guard=False):
-        c = GuitarConstraint(tok, region=None if guard else region,
-                             guards=GuardSpec(regions=[region]) if guard else None)
+        c = GuitarConstraint(tok, asked=Asked(region=None if guard else region,
+                                              guards=GuardSpec(regions=[region]) if guard else None))
         c.start(torch.tensor([start + [tok[f"Pitch_{pitch}"], tok[dur]]]))
         return sorted(strings_after(tok, c.mask(torch.tensor([tok[dur]]))[0], pitch))
 
@@ -397,8 +397,8 @@ def test_an_asked_hand_position_holds_every_note_the_sampler_writes(tok):
         assert strings_for(55, (5, 9), guard) == [3, 4]  # the open G string and fret 5 on D
         assert strings_for(57, (5, 9), guard) == [4]  # not fret 2 on G: layout 3 must name the D string
     for guard in (False, True):  # the constraint's own region, and the guards' per bar
-        c = GuitarConstraint(tok, region=None if guard else (5, 9),
-                             guards=GuardSpec(regions=[(5, 9)]) if guard else None)
+        c = GuitarConstraint(tok, asked=Asked(region=None if guard else (5, 9),
+                                              guards=GuardSpec(regions=[(5, 9)]) if guard else None))
         c.start(torch.tensor([start]))
         m = c.mask(torch.tensor([tok["Position_0"]]))[0]
         assert not m[tok["Pitch_41"]] and m[tok["Pitch_45"]]  # F2: fret 1 only; A2: fret 5 on the low E (or open A)
@@ -502,7 +502,7 @@ def test_constraint_tables_are_built_once_per_guitar(tok3):
 
     a, b = GuitarConstraint(tok3), GuitarConstraint(tok3)
     assert a.strings.W is b.strings.W and a.strings.lowest is b.strings.lowest and a.time.ticks is b.time.ticks
-    c = GuitarConstraint(tok3, capo=2, region=(3, 7))
+    c = GuitarConstraint(tok3, capo=2, asked=Asked(region=(3, 7)))
     assert not torch.equal(c.strings.frets, a.strings.frets) and c.time.ticks is a.time.ticks
     fresh = StringState(Grammar(tok3), STANDARD_TUNING, 2, MAX_FRET, region=(3, 7))
     for name in ("W", "Wt", "unplayable", "win_size", "fits", "frets", "frets_named", "span", "span_cols", "lowest"):

@@ -13,7 +13,7 @@ from guitarformer.config import DataConfig
 from guitarformer.vocab.controls import controls_per_bar, estimate_key, notes_of, position_value
 from guitarformer.vocab.tokenization import build_tokenizer
 from guitarformer.compose.conditioning import conditions, parse_per_bar
-from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.guitar import Asked, GuitarConstraint
 from guitarformer.generation.constraint.guards import UNTIMED_TONIC_BONUS, GuardSpec, key_bias, onset_range
 from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs
 from guitarformer.generation.decode.sampling import SamplingParams
@@ -35,7 +35,7 @@ def tonic_gain(tok, tokens: list[str], key: str = "E:minor") -> float:
     """The logit the guards add to the tonic E4 (Pitch_64; the profile leaves the tonic at 0, so this is its bonus)
     after `tokens` (a 4/4 piece from its first Bar)."""
     ids = [tok[t] for t in ["BOS_None", "Bar_None", "TimeSig_4/4", *tokens]]
-    c = GuitarConstraint(tok, guards=GuardSpec(key=key, tonic_bonus=5.0))
+    c = GuitarConstraint(tok, asked=Asked(guards=GuardSpec(key=key, tonic_bonus=5.0)))
     c.start(torch.tensor([ids]))
     return float(c.steer(torch.zeros(1, len(tok)))[0, tok["Pitch_64"]])
 
@@ -55,7 +55,7 @@ def test_the_tonic_gains_at_a_bars_first_note_not_mid_bar_nor_after_itself():
 def test_without_bar_starts_the_tonic_gains_on_every_note_but_after_itself():
     tok = build_tokenizer(DataConfig(tokenizer="TSD"))
     ids = [tok["BOS_None"], tok["TimeSig_4/4"]]
-    c = GuitarConstraint(tok, guards=GuardSpec(key="E:minor"))
+    c = GuitarConstraint(tok, asked=Asked(guards=GuardSpec(key="E:minor")))
     c.start(torch.tensor([ids]))
     assert float(c.steer(torch.zeros(1, len(tok)))[0, tok["Pitch_64"]]) == UNTIMED_TONIC_BONUS
     for t in ("Pitch_64", "Velocity_95", "Duration_1.0.8"):

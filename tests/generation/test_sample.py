@@ -23,7 +23,7 @@ from guitarformer.models.layers import KVCache
 from guitarformer import runtime
 from guitarformer.generation.constraint.guitar import HOST_ROWS, GuitarConstraint, constraint_device
 from guitarformer.generation.decode import engine
-from guitarformer.generation.decode.engine import generate
+from guitarformer.generation.decode.engine import StopTokens, generate
 from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.compose.riffs import Draws, RiffSpec, generate_riffs
 
@@ -116,7 +116,7 @@ def test_random_model_at_high_temperature_writes_valid_playable_sequences(name):
     for bars in (None, 2):
         c = GuitarConstraint(tok, tuning)
         out = generate(model, torch.full((32, 1), sp["bos"]), SamplingParams(160, temperature=1.5, max_bars=bars),
-                       generator=g, constraint=c, eos_id=sp["eos"], bar_ids=bar_ids(tok))
+                       generator=g, constraint=c, stops=StopTokens(eos_id=sp["eos"], bar_ids=bar_ids(tok)))
         n_notes = 0
         for row in out.tolist():
             ids = until_eos(row, sp["eos"])
@@ -143,7 +143,7 @@ def test_generate_leaves_the_constraint_where_its_tokens_put_it(name):
     for eos, n in ((None, 40), (sp["eos"], 200)):
         c = GuitarConstraint(tok)
         out = generate(model, torch.full((3, 1), sp["bos"]), SamplingParams(n, temperature=1.5),
-                       generator=torch.Generator().manual_seed(3), constraint=c, eos_id=eos)
+                       generator=torch.Generator().manual_seed(3), constraint=c, stops=StopTokens(eos_id=eos))
         fresh = GuitarConstraint(tok)
         fresh.start(out)
         assert torch.equal(c.mask(out[:, -1], 8), fresh.mask(out[:, -1], 8))
@@ -308,8 +308,7 @@ def test_greedy_is_identical_with_and_without_cache(kind):
     for use_cache, capture in ((True, False), (False, None), (True, True)):
         # 80 new tokens > block_size 48: the cached paths also slide their window once.
         with decoding(use_cache, capture):
-            runs.append(generate(model, prompt, SamplingParams(80, temperature=0), constraint=GuitarConstraint(tok),
-                                 eos_id=None))
+            runs.append(generate(model, prompt, SamplingParams(80, temperature=0), constraint=GuitarConstraint(tok)))
     assert runs[0].shape == (2, 84)
     assert torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0], runs[2])
@@ -324,15 +323,15 @@ def test_guidance_leans_from_the_unconditioned_twin(kind):
     cond = Prompt(torch.tensor([[sp["bos"], tok["Pitch_60"], *body]] * 2), keep_front=2)  # a stand-in control
     twin = Prompt(torch.tensor([[sp["bos"], *body]] * 2), keep_front=1)
     greedy = SamplingParams(80, temperature=0, guidance=0.0)
-    plain = generate(model, cond, greedy, eos_id=None)
-    assert torch.equal(generate(model, cond, greedy, eos_id=None, guide=twin), plain)  # guidance 0: off
+    plain = generate(model, cond, greedy)
+    assert torch.equal(generate(model, cond, greedy, guide=twin), plain)  # guidance 0: off
     runs = []
     for c in (True, False):
         with decoding(cache=c):
-            runs.append(generate(model, cond, replace(greedy, guidance=50.0), eos_id=None, guide=twin))
+            runs.append(generate(model, cond, replace(greedy, guidance=50.0), guide=twin))
     assert torch.equal(runs[0], runs[1])  # cache and recomputation agree, window slides included (80 > 48)
     with decoding(capture=True):
-        static = generate(model, cond, replace(greedy, guidance=50.0), eos_id=None, guide=twin)
+        static = generate(model, cond, replace(greedy, guidance=50.0), guide=twin)
     assert torch.equal(static, runs[0])  # the static cache (a CUDA graph's, eager here): its padded prompt and slides
     assert not torch.equal(runs[0], plain)
     with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u)
@@ -428,12 +427,12 @@ def test_guidance_twin_of_an_encoder_decoder_reads_its_source_without_the_contro
     cond = Prompt(ids, src_c, torch.ones_like(src_c, dtype=torch.bool))
     twin = Prompt(ids, src_u, torch.ones_like(src_u, dtype=torch.bool))
     greedy = SamplingParams(60, temperature=0, guidance=0.0)
-    plain = generate(model, cond, greedy, eos_id=None)
-    assert torch.equal(generate(model, cond, greedy, eos_id=None, guide=twin), plain)
+    plain = generate(model, cond, greedy)
+    assert torch.equal(generate(model, cond, greedy, guide=twin), plain)
     runs = []
     for c in (True, False):
         with decoding(cache=c):
-            runs.append(generate(model, cond, replace(greedy, guidance=50.0), eos_id=None, guide=twin))
+            runs.append(generate(model, cond, replace(greedy, guidance=50.0), guide=twin))
     assert torch.equal(runs[0], runs[1])  # window slide included (60 > 48)
     with torch.inference_mode():  # the first guided token is argmax of c + 50 (c - u), u read from the twin's source
         c = kind_of(model).stepper(model, cond)(cond.ids, None)[:, -1].float()
@@ -463,7 +462,7 @@ def test_captured_step_on_cuda_samples_what_the_eager_step_samples(kind):
     for capture in (False, True):
         with decoding(capture=capture):
             runs.append(generate(model, prompt, SamplingParams(80), generator=torch.Generator().manual_seed(0),
-                                 constraint=GuitarConstraint(tok, device="cuda"), eos_id=None))
+                                 constraint=GuitarConstraint(tok, device="cuda")))
     assert torch.equal(runs[0], runs[1])
 
 
@@ -473,7 +472,7 @@ def test_a_compiled_step_on_cuda_samples_what_the_captured_step_samples(kind):
     """`SamplingParams(compile=True)` on CUDA: the step compiled, then captured (compiled.HeldStep): greedy riffs as
     the plain captured step writes them (fused kernels move logits by float rounding only), window slide included."""
     tok, sp, model, prompt = _three_rows_on_cuda(kind)
-    runs = [generate(model, prompt, SamplingParams(80, temperature=0, compile=compile), eos_id=None,
+    runs = [generate(model, prompt, SamplingParams(80, temperature=0, compile=compile),
                      constraint=GuitarConstraint(tok, device="cpu")) for compile in (False, True)]
     assert torch.equal(runs[0], runs[1])
 
@@ -492,7 +491,7 @@ def test_captured_step_on_cuda_samples_guided_riffs_as_the_eager_step(kind):
     runs = []
     for capture in (False, True):
         with decoding(capture=capture):
-            runs.append(generate(model, cond, SamplingParams(80, temperature=0, guidance=3.0), eos_id=None, guide=twin))
+            runs.append(generate(model, cond, SamplingParams(80, temperature=0, guidance=3.0), guide=twin))
     assert torch.equal(runs[0], runs[1])
 
 
@@ -504,8 +503,9 @@ def test_a_constraint_on_the_host_chooses_what_it_chooses_on_the_gpu(kind):
     slide included; a CUDA generator with a host constraint is refused with what to do."""
     tok, sp, model, prompt = _three_rows_on_cuda(kind)
     assert constraint_device("cuda", 3) == torch.device("cpu")
-    runs = [generate(model, prompt, SamplingParams(80, temperature=0, max_bars=3), eos_id=sp["eos"],
-                     bar_ids=[tok["Bar_None"]], constraint=GuitarConstraint(tok, device=where))
+    runs = [generate(model, prompt, SamplingParams(80, temperature=0, max_bars=3),
+                     stops=StopTokens(eos_id=sp["eos"], bar_ids=[tok["Bar_None"]]),
+                     constraint=GuitarConstraint(tok, device=where))
             for where in ("cuda", constraint_device("cuda", 3))]
     assert runs[0].device.type == runs[1].device.type == "cuda"
     # The same tokens; the host notices every row done at once, the GPU every 8 steps: a run may end earlier
@@ -569,7 +569,7 @@ def test_encoder_decoder_constraint_starts_from_the_source(name):
     c = GuitarConstraint(tok)
     prompt = Prompt(torch.full((16, 1), sp["bos"]), src, torch.ones_like(src, dtype=torch.bool))
     out = generate(model, prompt, SamplingParams(90, temperature=1.5, max_bars=2),
-                   generator=g, constraint=c, eos_id=sp["eos"], bar_ids=bar_ids(tok))
+                   generator=g, constraint=c, stops=StopTokens(eos_id=sp["eos"], bar_ids=bar_ids(tok)))
     c2 = GuitarConstraint(tok)
     c2.start(torch.tensor([src_ids + [sp["bos"]]]), 2)
     assert int(c2.time.bar_ticks[0]) == 3 * tpq and int(c2.notes_here[0]) == 6  # the source's 3/4 and its chord
@@ -824,5 +824,5 @@ def test_compile_leaves_batches_of_more_rows_to_the_eager_cache(monkeypatch):
     monkeypatch.setattr(engine, "CompiledStep", lambda *a: made.append(a) or pytest.fail("compiled"))
     ids = torch.tensor([[special_ids(tok)["bos"], tok["Bar_None"]]] * (engine.COMPILED_ROWS + 1))
     greedy = SamplingParams(20, temperature=0)
-    out = generate(model, ids, replace(greedy, compile=True), eos_id=None)
-    assert not made and torch.equal(out, generate(model, ids, greedy, eos_id=None))
+    out = generate(model, ids, replace(greedy, compile=True))
+    assert not made and torch.equal(out, generate(model, ids, greedy))

@@ -13,11 +13,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "guitarformer"
 LIMIT = 8
 WAITING = {
-    "data/dataset.py::Seq2SeqPairs.__init__", "data/dataset.py::_shift", "data/prepare.py::prepare",
+    "data/dataset.py::Seq2SeqPairs.__init__", "data/dataset.py::_shift",
     "fingering/string_model.py::fit", "fingering/viterbi.py::_transition",
-    "generation/constraint/guitar.py::GuitarConstraint.__init__", "generation/decode/engine.py::generate",
     "fingering/tab_implied.py::_Search3._rank", "fingering/tab_rows.py::allowed_strings",
-    "models/layers.py::KVCache.__init__",
 }
 
 

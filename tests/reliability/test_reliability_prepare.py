@@ -99,7 +99,7 @@ _SPIN_DRIVER = """
     import sys, time, resource
     from pathlib import Path
     import guitarformer.data.prepare_file as gio  # the worker's own name for the reader
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
 
     real = gio.read_guitar
 
@@ -124,7 +124,7 @@ _SPIN_DRIVER = """
     gio.read_guitar = reader
     workers = int(sys.argv[3])
     t0 = time.time()
-    meta = prepare([sys.argv[1]], sys.argv[2], workers=workers, timeout=1, progress=False)
+    meta = prepare([sys.argv[1]], sys.argv[2], options=PrepareOptions(workers=workers, timeout=1, progress=False))
     print("SECONDS", round(time.time() - t0, 1), flush=True)
 """
 
@@ -158,7 +158,7 @@ _CRASH_DRIVER = """
     import os, signal, sys
     from pathlib import Path
     import guitarformer.data.prepare_file as gio  # the worker's own name for the reader
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
 
     real = gio.read_guitar
 
@@ -171,7 +171,7 @@ _CRASH_DRIVER = """
         return real(path, **kw)
 
     gio.read_guitar = reader
-    prepare([sys.argv[1]], sys.argv[2], workers=int(sys.argv[3]), progress=False)
+    prepare([sys.argv[1]], sys.argv[2], options=PrepareOptions(workers=int(sys.argv[3]), progress=False))
 """
 
 
@@ -217,8 +217,8 @@ def test_fuzz_sweep_over_shared_files(tmp_path, cache_root, shared_guitar):
                 n += 1
     if not n:
         pytest.skip("no MIDI/GP/tab files in the shared folder")
-    code = ("import sys; from guitarformer.data.prepare import prepare; "
-            "prepare([sys.argv[1]], sys.argv[2], workers=2, timeout=10, progress=False)")
+    code = ("import sys; from guitarformer.data.prepare import PrepareOptions, prepare; "
+            "prepare([sys.argv[1]], sys.argv[2], options=PrepareOptions(workers=2, timeout=10, progress=False))")
     r = subprocess.run([sys.executable, "-c", code, str(out), str(tmp_path / "ds")], capture_output=True, text=True,
                        env=_env(cache_root), timeout=300, cwd=tmp_path)  # a hang guard, not a speed test
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
@@ -254,11 +254,11 @@ _SLOW_PREPARE_DRIVER = """
 @pytest.mark.parametrize("workers", ["2", "1"])
 def test_ctrl_c_during_prepare_leaves_no_complete_looking_dataset(tmp_path, cache_root, riff_dir, workers):
     from guitarformer.config import load_config
-    from guitarformer.data.prepare import prepare
+    from guitarformer.data.prepare import PrepareOptions, prepare
 
     ds = tmp_path / "ds"
     # a complete dataset of the command's own settings (the default preset's) is there before the new run
-    prepare([riff_dir], ds, load_config().data, workers=1, progress=False)
+    prepare([riff_dir], ds, load_config().data, options=PrepareOptions(workers=1, progress=False))
     assert (ds / "meta.json").is_file()
     more = tmp_path / "more"
     write_riffs(more, 24)

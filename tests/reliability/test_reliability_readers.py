@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from guitarformer.data.meta import summary_lines
-from guitarformer.data.prepare import prepare
+from guitarformer.data.prepare import PrepareOptions, prepare
 from guitarformer.errors import GuitarformerError, SkipFile
 from guitarformer.readers import contained, read_guitar
 from guitarformer.readers.contained import read_guitar_contained
@@ -212,7 +212,7 @@ def test_symlinks_are_followed_only_inside_the_input_folder(tmp_path, cache_root
     (src / "escape.mid").symlink_to(outside / "secret.mid")
     (src / "sub").mkdir()
     (src / "sub" / "local.gp5").symlink_to(src / "riff.gp5")  # inside: the same file, read once
-    prepare([src], tmp_path / "ds", workers=1, progress=False)
+    prepare([src], tmp_path / "ds", options=PrepareOptions(workers=1, progress=False))
     lines = _manifest(tmp_path / "ds")
     assert lines["escape.mid"]["status"] == "skipped" and "outside the input folder" in lines["escape.mid"]["reason"]
     assert lines["inside.gp4"]["status"] == "skipped" and str(outside) not in lines["inside.gp4"]["reason"]
@@ -225,7 +225,7 @@ def test_one_score_in_several_formats_is_one_piece_in_one_split(tmp_path, cache_
     for suffix in ("gp3", "gp4", "gp5"):
         write(src / f"song.{suffix}", (FIX / f"drop_d_capo.{suffix}").read_bytes())
     write(src / "other.mid", (FIX / "band.mid").read_bytes())
-    meta = prepare([src], tmp_path / "ds", workers=1, progress=False)
+    meta = prepare([src], tmp_path / "ds", options=PrepareOptions(workers=1, progress=False))
     lines = _manifest(tmp_path / "ds")
     song = [lines[f"song.{s}"] for s in ("gp3", "gp4", "gp5")]
     assert len({d["piece"] for d in song}) == 1 and len({d["split"] for d in song}) == 1
@@ -241,7 +241,7 @@ def test_same_name_in_one_folder_joins_a_piece_even_where_readers_differ(tmp_pat
     src.mkdir()
     write(src / "tune.mid", (FIX / "band.mid").read_bytes())
     write(src / "tune.gp5", (FIX / "drop_d_capo.gp5").read_bytes())  # other notes, one name: kept, one split
-    prepare([src], tmp_path / "ds", workers=1, progress=False)
+    prepare([src], tmp_path / "ds", options=PrepareOptions(workers=1, progress=False))
     lines = _manifest(tmp_path / "ds")
     assert lines["tune.mid"]["status"] == lines["tune.gp5"]["status"] == "ok"
     assert lines["tune.mid"]["piece"] == lines["tune.gp5"]["piece"]
@@ -253,7 +253,7 @@ def test_more_strings_than_the_tab_tokens_hold_is_one_manifest_line(tmp_path, ca
     src.mkdir()
     nine = hostile.gpif().replace(b"40 45 50 55 59 64", b"30 35 40 45 50 55 59 64 69")
     write(src / "nine.gp", hostile.gp_zip(nine))
-    prepare([src], tmp_path / "ds", workers=1, progress=False, tracks="all")
+    prepare([src], tmp_path / "ds", options=PrepareOptions(workers=1, progress=False, tracks="all"))
     line = _manifest(tmp_path / "ds")["nine.gp"]
     assert line["status"] == "skipped" and "a 9-string tuning: the tab tokens name at most 8 strings" in line["reason"]
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from guitarformer.app.loaded import run_info
 from guitarformer.cli import main
 from guitarformer.config import Config, DataConfig, ModelConfig, load_config
-from guitarformer.data.prepare import prepare
+from guitarformer.data.prepare import PrepareOptions, prepare
 from guitarformer.vocab.tab_tokens import strip_controls, tab_layout_of
 from guitarformer.vocab.tokenization import build_tokenizer, load_tokenizer
 from guitarformer.errors import GuitarformerError
@@ -54,7 +54,7 @@ def tabs(tmp_path_factory) -> Path:
 def like_dataset(cache_root, tabs, tmp_path_factory) -> Path:
     init = load_init("pretrained")
     out = tmp_path_factory.mktemp("like") / "ds"
-    prepare([tabs], out, init.cfg.data, workers=1, progress=False, like=init.tokenizer)
+    prepare([tabs], out, init.cfg.data, options=PrepareOptions(workers=1, progress=False), like=init.tokenizer)
     return out
 
 
@@ -133,7 +133,8 @@ def test_fine_tune_run_starts_from_the_shipped_loss(fine_tuned, tabs, tmp_path):
     flat = tmp_path / "flat"
     shutil.copytree(tabs / NEW_STYLE, flat)
     shipped = load_init("pretrained")
-    prepare([flat], tmp_path / "flat-ds", shipped.cfg.data, workers=1, progress=False, like=shipped.tokenizer)
+    prepare([flat], tmp_path / "flat-ds", shipped.cfg.data, options=PrepareOptions(workers=1, progress=False),
+            like=shipped.tokenizer)
     loaded = load_run(pretrained_dir())
     base, _, _ = loaded.model, loaded.tokenizer, loaded.cfg
     cfg = _cfg(tmp_path / "flat-ds")
@@ -200,12 +201,12 @@ def test_dataset_prepared_from_scratch_is_refused_with_the_fix(cache_root, tabs,
     cfg.data.controls = True
     cfg.data.infill = 0.3
     cfg.data.tab_layout = other
-    prepare([tabs], tmp_path / "own", cfg.data, workers=1, progress=False)
+    prepare([tabs], tmp_path / "own", cfg.data, options=PrepareOptions(workers=1, progress=False))
     with pytest.raises(GuitarformerError) as e:
         train(_cfg(tmp_path / "own"), run_dir=tmp_path / "run", progress=False)
     assert f"tab_layout {other}, the init run's {shipped}" in e.value.problem and "--like pretrained" in e.value.fix
     cfg.data.tab_layout = shipped
-    prepare([tabs], tmp_path / "own2", cfg.data, workers=1, progress=False)
+    prepare([tabs], tmp_path / "own2", cfg.data, options=PrepareOptions(workers=1, progress=False))
     with pytest.raises(GuitarformerError) as e:
         train(_cfg(tmp_path / "own2"), run_dir=tmp_path / "run", progress=False)
     assert "styles" in e.value.problem and "--like pretrained" in e.value.fix
@@ -230,7 +231,7 @@ def test_a_fine_tune_inherits_the_init_runs_tab_layout(tmp_path):
 def test_other_tokenizer_is_refused(cache_root, tabs, tmp_path):
     cfg = load_config(None)
     cfg.data.tokenizer = "REMI"
-    prepare([tabs], tmp_path / "remi", cfg.data, workers=1, progress=False)
+    prepare([tabs], tmp_path / "remi", cfg.data, options=PrepareOptions(workers=1, progress=False))
     r = CliRunner().invoke(main, ["train", "--init", "pretrained", "--data", str(tmp_path / "remi"),
                                   "--run-dir", str(tmp_path / "run"), "--max-steps", "1", "--device", "cpu"])
     assert r.exit_code == 2
@@ -291,7 +292,7 @@ def test_real_files_in_a_new_style(cache_root, shared_guitar, tmp_path):
     for f in files:  # copied into the test's temporary folder (a symlink out of the input folder is not followed)
         shutil.copy(f, tmp_path / "tabs" / "metal" / f.name)
     init = load_init("pretrained")
-    meta = prepare([tmp_path / "tabs"], tmp_path / "ds", init.cfg.data, workers=1, progress=False,
+    meta = prepare([tmp_path / "tabs"], tmp_path / "ds", init.cfg.data, PrepareOptions(workers=1, progress=False),
                    like=init.tokenizer)
     assert meta["status"].get("ok", 0) >= 2 and meta["vocab_size"] == SHIPPED_VOCAB + 1
     cfg = init_config(_cfg(tmp_path / "ds"), init)

@@ -10,7 +10,7 @@ clock), strings.py (what each string can still play), guards.py (asked controls 
 
 from guitarformer.generation.constraint.grammar import NO_PITCH, Grammar
 from guitarformer.generation.constraint.guards import GuardSpec, implied_meter, meter_quarters
-from guitarformer.generation.constraint.guitar import GuitarConstraint, constraint_device
+from guitarformer.generation.constraint.guitar import Asked, GuitarConstraint, constraint_device
 
-__all__ = ["GuardSpec", "Grammar", "GuitarConstraint", "NO_PITCH", "constraint_device", "implied_meter",
+__all__ = ["Asked", "GuardSpec", "Grammar", "GuitarConstraint", "NO_PITCH", "constraint_device", "implied_meter",
            "meter_quarters"]

@@ -22,7 +22,7 @@ import torch
 from guitarformer.vocab.parts import DRUM, KIT, PART, drum_token, part_token
 from guitarformer.vocab.song_tokens import split_song
 from guitarformer.vocab.tokenization import special_ids
-from guitarformer.generation.constraint.guitar import GuitarConstraint
+from guitarformer.generation.constraint.guitar import Asked, GuitarConstraint
 
 
 MAX_HITS = 4  # kit pieces struck at one time at most: a drummer's two hands and two feet
@@ -92,8 +92,9 @@ class BandConstraint:
                 if role == "drums":
                     continue
                 tuning, capo = self.plan.tunings[role]
-                sub = GuitarConstraint(self.tok, tuning, capo=capo, prompt_opens_bar=self.plan.opens,
-                                       bar_controls=self.plan.bar_controls if role == "guitar" else [])
+                asked = Asked(bar_controls=self.plan.bar_controls if role == "guitar" else [],
+                              prompt_opens_bar=self.plan.opens)
+                sub = GuitarConstraint(self.tok, tuning, capo=capo, asked=asked)
                 view = views[role][:-1]  # without the EOS split_song closes it with
                 sub.start(torch.tensor([view], dtype=torch.long), max_bars)
                 subs[role], last[role] = sub, view[-1]

@@ -2,7 +2,7 @@
 
 A short-trained model reads its control tokens loosely: asked for E minor it drifts to D major, asked for high
 density it writes a bar of quarter notes. The guards hold the riff to what was asked from the sampler's side,
-through the constraint (generation/constraint/guitar.py: `GuitarConstraint(guards=...)`):
+through the constraint (generation/constraint/guitar.py: `GuitarConstraint(asked=Asked(guards=...))`):
 
 - key: a bias, not a mask (the model still chooses), shaped after what data/controls.estimate_key reads: the
   correlation of the duration-weighted pitch classes with the key's Krumhansl-Kessler profile. A Pitch outside

@@ -7,6 +7,7 @@ String only where that string may take it, and never names it (the class docstri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -43,11 +44,27 @@ def _may(lasts: list[int] | None):
     return lambda table: any(table[t] for t in lasts)
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a piece is asked to hold beyond the grammar and the guitar (see GuitarConstraint): `bar_controls` (ids, or
+    a schedule of id lists, one per new bar), `fixed` (TimeSig_/Tempo_ ids kept), `region` (a hand position, (lowest,
+    highest) fret, tab tokens), `guards` (generation/constraint/guards.py), `form` (one repeat plan per row, or one for
+    all), and `prompt_opens_bar` (the prompt ends in the first new bar's Bar, else the first Bar sampled opens it)."""
+
+    bar_controls: Sequence[int] | Sequence[Sequence[int]] | None = None
+    fixed: Sequence[int] | None = None
+    region: tuple[int, int] | None = None
+    guards: GuardSpec | None = None
+    form: Sequence[Sequence[int | None]] | None = None
+    prompt_opens_bar: bool = True
+
+
 class GuitarConstraint:
     """Next-token masks from the tokenizer's own grammar, plus the state the grammar cannot see.
 
     Grammar: miditok's `tokens_types_graph` says which token type may follow which. On top, per row (all
-    (B,) tensors, so a batch of 32 costs about what one row does):
+    (B,) tensors, so a batch of 32 costs about what one row does; what a piece is asked, `bar_controls`, `fixed`,
+    `region`, `guards`, `form` and `prompt_opens_bar`, comes as one `asked`, an Asked):
 
     - time: REMI Positions strictly increase within a bar and stay inside it (the bar length comes from
       the last TimeSig); TimeSig only right after Bar (REMI) or once, at tick 0 (TSD, MIDILike).
@@ -91,11 +108,8 @@ class GuitarConstraint:
     """
 
     def __init__(self, tokenizer, tuning: tuple[int, ...] = STANDARD_TUNING, capo: int = 0,
-                 max_fret: int = MAX_FRET, device: torch.device | str = "cpu",
-                 bar_controls: Sequence[int] | Sequence[Sequence[int]] | None = None,
-                 fixed: Sequence[int] | None = None, region: tuple[int, int] | None = None,
-                 guards: GuardSpec | None = None, prompt_opens_bar: bool = True,
-                 form: Sequence[Sequence[int | None]] | None = None):
+                 max_fret: int = MAX_FRET, device: torch.device | str = "cpu", asked: Asked = Asked()):
+        bar_controls, fixed, region, form = asked.bar_controls, asked.fixed, asked.region, asked.form
         self.V, self.device = len(tokenizer), torch.device(device)
         self.enabled = not getattr(tokenizer, "is_trained", False)
         self._rows: tuple[int, torch.device] | None = None  # (B, device) once `start` has run
@@ -113,7 +127,7 @@ class GuitarConstraint:
         never = torch.tensor([t in (PART, DRUM) for t in self.grammar.types], dtype=torch.bool)
         if bar_controls is not None:
             never |= self.grammar.is_bar_ctrl.cpu()
-        self.opens = int(prompt_opens_bar)
+        self.opens = int(asked.prompt_opens_bar)
         schedule = [list(map(int, c)) for c in bar_controls] if bar_controls and isinstance(
             bar_controls[0], (list, tuple)) else [list(map(int, bar_controls or []))]
         if any(schedule):
@@ -144,7 +158,7 @@ class GuitarConstraint:
         # Both are exact: a skipped block would only AND columns that are already False. (On a GPU, asking
         # which tokens were chosen would wait for it.)
         self._host = self.device.type == "cpu"
-        self.guards = Guards(self.grammar, guards, tuple(tuning), capo, self.device) if guards else None
+        self.guards = Guards(self.grammar, asked.guards, tuple(tuning), capo, self.device) if asked.guards else None
         self.repeats = Repeats(self.grammar, form, self.device) \
             if form and any(i is not None for plan in form for i in plan) else None
 

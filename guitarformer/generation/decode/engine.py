@@ -19,6 +19,15 @@ from guitarformer.runtime import step_work, threads, threads_for
 
 
 @dataclass(frozen=True)
+class StopTokens:
+    """The tokens that end a row in `generate`: `eos_id` (None: rows run the whole budget), and the Bar tokens
+    `bar_ids` counted against `params.max_bars` (past the limit the next Bar becomes EOS)."""
+
+    eos_id: int | None = None
+    bar_ids: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
 class _Path:
     """How `generate` decodes, where a test or benchmark compares the paths (every one gives the same tokens); never
     a user's choice. `cache` False recomputes the whole window every step (checking the KV cache). `capture` True
@@ -247,9 +256,8 @@ def _static_cache(device: torch.device) -> bool:
 @torch.inference_mode()  # cheaper than no_grad per op: matters at one token per step
 def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingParams = SamplingParams(), *,
              generator: torch.Generator | Sequence[torch.Generator] | None = None,
-             constraint: GuitarConstraint | None = None, eos_id: int | None = None,
-             bar_ids: list[int] | None = None, guide: Prompt | None = None,
-             logprob: torch.Tensor | None = None) -> torch.Tensor:
+             constraint: GuitarConstraint | None = None, stops: StopTokens = StopTokens(),
+             guide: Prompt | None = None, logprob: torch.Tensor | None = None) -> torch.Tensor:
     """Continue a prompt by up to params.max_new_tokens; returns (B, T0 + n) ids (the prompt's ids first).
 
     `prompt`: a models.kinds.Prompt, as the model's kind lays it out (`kind_of(model).prompt(...)`: a decoder
@@ -258,8 +266,8 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
     afterwards. Past the context length the window slides: the cache is rebuilt from the last half of the
     context, behind the prompt's first `keep_front` tokens (BOS and the piece's controls: what the whole piece is
     asked to be). With a constraint, `max_bars` is enforced by its masks (any tokenizer); Bar tokens (`bar_ids`)
-    past the limit (REMI) become EOS either way. `generator`: one for the batch or one per row (see
-    `sample_next`). `guide`: the prompt's unconditioned twin (the same rows without what they are asked); with
+    past the limit (REMI) become EOS either way (`stops`: StopTokens). `generator`: one for the batch or one per row
+    (see `sample_next`). `guide`: the prompt's unconditioned twin (the same rows without what they are asked); with
     `params.guidance` > 0 each step's logits are c + guidance * (c - u) (classifier-free guidance: u read by the
     twin, fed the same tokens, in the same forward: `Prompt.with_twin`). `logprob` (B,) on the deciding device (the
     constraint's): each row's log-probability under the model alone (its logits before guidance, guards, filters and
@@ -275,7 +283,8 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         # notes still ringing on their strings) starts from the source (padding tokens change nothing).
         constraint.start(prompt.history().to(home), max_bars)
     B = prompt.ids.shape[0]
-    stops = _Stops(B, home, eos_id, bar_ids, max_bars)
+    eos_id = stops.eos_id
+    ended = _Stops(B, home, eos_id, stops.bar_ids, max_bars)
     sync_every = 1 if home.type == "cpu" else 8  # `done.all()` waits for the GPU: ask now and then
     use_cache = _PATH.cache
     guided = guide is not None and bool(params.guidance)
@@ -295,14 +304,14 @@ def generate(model, prompt: Prompt | torch.Tensor | Sequence, params: SamplingPa
         logits = logits.to(home)  # (B, V): on the host, the one transfer of a step (sampling waits for it anyway)
         if hasattr(constraint, "steer"):  # GuitarConstraint's guards (generation/constraint/guards.py): a logit bias
             logits = constraint.steer(logits)
-        live = None if logprob is None else ~stops.done  # rows not ended before this token
-        last = nxt = stops.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
+        live = None if logprob is None else ~ended.done  # rows not ended before this token
+        last = nxt = ended.apply(sample_next(logits, params.temperature, params.top_k, params.top_p, generator, allowed))
         if logprob is not None:  # the model's own log-probability of the token the row now holds
             drawn = torch.log_softmax(own[:B].float(), -1).gather(1, nxt.to(own.device)[:, None])[:, 0]
             logprob += torch.where(live, drawn.to(logprob), 0)
         rows.write((torch.cat([nxt, nxt]) if guided else nxt).to(device, non_blocking=True))
         finished = step + 1 == max_new_tokens or (
-            eos_id is not None and (step + 1) % sync_every == 0 and bool(stops.done.all()))
+            eos_id is not None and (step + 1) % sync_every == 0 and bool(ended.done.all()))
         if not finished:
             rows.advance()  # the next step launched (a GPU's runs on while the host goes on)
         if constraint is not None:
