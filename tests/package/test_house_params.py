@@ -13,11 +13,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "guitarformer"
 LIMIT = 8
 WAITING = {
-    "data/dataset.py::Seq2SeqPairs.__init__", "data/dataset.py::_shift", "data/prepare.py::prepare",
+    "data/prepare.py::prepare",
     "evaluation/report.py::evaluate_run", "evaluation/report.py::_sample_metrics",
-    "fingering/string_model.py::fit", "fingering/viterbi.py::_transition",
     "generation/constraint/guitar.py::GuitarConstraint.__init__", "generation/decode/engine.py::generate",
-    "fingering/tab_implied.py::_Search3._rank", "fingering/tab_rows.py::allowed_strings",
     "models/layers.py::KVCache.__init__", "readers/gp_notes.py::build_part", "readers/gpif.py::_Document._place",
     "readers/guitarpro.py::_track_rows.<locals>.place",
 }
