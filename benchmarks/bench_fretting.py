@@ -215,7 +215,7 @@ def train_nn(parts: list[Part], epochs: int, out: Path, weights=(0.0, 0.5, 1.0, 
     fit_parts = [p for p in parts if half(p) == 0]
     tr = [p for p in fit_parts if not nn_split(p)]
     va = [p for p in fit_parts if nn_split(p)]
-    string_model.fit(tr, va, epochs=epochs, out=out)
+    string_model.fit(tr, va, string_model.FitSchedule(epochs=epochs), out=out)
     string_model.WEIGHTS = out
     string_model.load.cache_clear()
     best = (-1.0, 0.0)

@@ -22,6 +22,8 @@ the ones the tokenizer writes for the moved notes even where the window begins i
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +43,11 @@ from guitarformer.vocab.infill import (
 )
 from guitarformer.data.prepare import load_meta
 from guitarformer.vocab.tab_tokens import CONTROLS_PARAM
-from guitarformer.vocab.tokenization import load_tokenizer
+from guitarformer.vocab.tokenization import bar_ids, load_tokenizer
 from guitarformer.data.transpose import PitchShifter
 
-__all__ = ["ControlDropout", "DecoderWindows", "PitchShifter", "Seq2SeqPairs", "TokenSplit", "note_ids", "PLAIN"]
+__all__ = ["ControlDropout", "DecoderWindows", "PairLayout", "PitchShifter", "Seq2SeqPairs", "TokenSplit", "note_ids",
+           "PLAIN"]
 
 PLAIN = 1.0  # control dropout of the plain stream: every control type dropped (validation, nats per note)
 NOTE_PREFIXES = ("Pitch_", "NoteOn_")  # the one token each note has: Pitch (REMI, TabREMI, TSD, Structured), NoteOn
@@ -217,7 +220,7 @@ class DecoderWindows:
                 w, front = np.asarray(self.split.tokens[i: i + T + 1 + slack], dtype=np.int64), 0
                 nxt = i + len(w)
             if self.shifter is not None:
-                w = _shift(self.shifter, self.split, self.controls, w, i, front, nxt, gen, T + 1)[0]
+                w = _shift(self, w, i, front, nxt, gen, T + 1)[0]
                 if len(w) < T + 1:  # fewer tokens once moved, and the split ends: pad, the padding not scored
                     skips.append((len(rows), torch.from_numpy(np.arange(T) >= len(w) - 1)))
                     w = np.concatenate([w, np.zeros(T + 1 - len(w), dtype=np.int64)])
@@ -245,7 +248,7 @@ class DecoderWindows:
             ends_piece = nxt >= b
         if self.shifter is not None and self.shifter.resizes:
             # Tab layout 3: the notes move before the layout, which fits the bars in whatever length they now take.
-            c = _shift(self.shifter, self.split, self.controls, c, start, front, b, gen)[0]
+            c = _shift(self, c, start, front, b, gen)[0]
         return decoder_example(self.fill, c, length, gen, whole_end=ends_piece)
 
     def _control_windows(self, max_windows: int):
@@ -290,19 +293,37 @@ class DecoderWindows:
             yield torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
 
 
-class Seq2SeqPairs:
-    """(source, target) pairs split at bar lines: source = up to S tokens ending at a bar, target = the bars after."""
+@dataclass(frozen=True)
+class PairLayout:
+    """How `Seq2SeqPairs` lays a pair out: a source of up to `src_len` tokens ending at one of the `bars` ids, a
+    target of up to `tgt_len` tokens after it, fed to the decoder after `bos`, both padded with `pad`."""
 
-    def __init__(self, split: TokenSplit, src_len: int, tgt_len: int, bar_ids: list[int], bos_id: int, pad_id: int,
-                 shifter: PitchShifter | None = None, control_dropout: float = 0.5, infill: float = 0.0,
-                 control_plain: float = 0.0, control_targets: bool = True):
-        self.split, self.S, self.T = split, src_len, tgt_len
-        self.bos, self.pad, self.shifter = bos_id, pad_id, shifter
+    src_len: int
+    tgt_len: int
+    bars: Sequence[int]
+    bos: int
+    pad: int
+
+    @classmethod
+    def of(cls, tokenizer, src_len: int, tgt_len: int) -> PairLayout:
+        """The layout with the tokenizer's Bar ids, BOS and PAD."""
+        return cls(src_len, tgt_len, tuple(bar_ids(tokenizer)), tokenizer["BOS_None"], tokenizer.pad_token_id)
+
+
+class Seq2SeqPairs:
+    """(source, target) pairs split at bar lines: source = up to S tokens ending at a bar, target = the bars after
+    (`PairLayout`)."""
+
+    def __init__(self, split: TokenSplit, layout: PairLayout, shifter: PitchShifter | None = None,
+                 control_dropout: float = 0.5, infill: float = 0.0, control_plain: float = 0.0,
+                 control_targets: bool = True):
+        self.split, self.S, self.T = split, layout.src_len, layout.tgt_len
+        self.bos, self.pad, self.shifter = layout.bos, layout.pad, shifter
         self.controls = ControlDropout.of_split(split, control_dropout, control_plain,
                                                 control_targets)  # as DecoderWindows
         self.infill = infill
         self.fill = _fill_ids(split) if infill > 0 else None
-        bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(bar_ids, dtype=np.int64))
+        bars = np.isin(np.asarray(split.tokens, dtype=np.int64), np.asarray(layout.bars, dtype=np.int64))
         self.cut_points: list[int] = []  # absolute positions of bar tokens that have a bar before them
         self.seq_start: list[int] = []
         # Each piece's first bar: its source is the BOS alone, which is what sampling without a prompt gives the
@@ -382,8 +403,7 @@ class Seq2SeqPairs:
         """Source and target moved by one shift: the source's `front` controls put in front of tokens read from
         stream index `src_from`, the target read after them up to `stop` at most. The lengths may change (tab
         layout 3); a String the shift adds goes with its note."""
-        out, at = _shift(self.shifter, self.split, self.controls, np.concatenate([src, tgt]), src_from, front,
-                         stop, gen)
+        out, at = _shift(self, np.concatenate([src, tgt]), src_from, front, stop, gen)
         k = int(np.searchsorted(at, len(src)))
         return out[:k], out[k:]
 
@@ -428,14 +448,16 @@ class Seq2SeqPairs:
             yield self._stack([self._pair(k, None) for k in ks[b: b + batch_size]])
 
 
-def _shift(shifter: PitchShifter, split: TokenSplit, controls: ControlDropout | None, w: np.ndarray, start: int,
-           front: int, stop: int, gen: torch.Generator, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(moved tokens, the index in `w` each comes from) of a window `w` whose tokens from `front` on were read from
-    stream index `start` up to `stop` (before them: controls put in front), moved by `shifter` with what it needs
-    to write the moved notes as the tokenizer would (data/transpose.py): the tokens before `start` of a note the
-    window begins inside, and each piece's opening controls where the window dropped them; at most `length`
-    tokens. An added String whose note's Duration lies before the window comes from the window's first token."""
-    lead = shifter.lead(split.tokens, start)
+def _shift(source: DecoderWindows | Seq2SeqPairs, w: np.ndarray, start: int, front: int, stop: int,
+           gen: torch.Generator, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(moved tokens, the index in `w` each comes from) of a window `w` of `source`'s split whose tokens from `front`
+    on were read from stream index `start` up to `stop` (before them: controls put in front), moved by its shifter
+    with what it needs to write the moved notes as the tokenizer would (data/transpose.py): the tokens before
+    `start` of a note the window begins inside, and each piece's opening controls where the window dropped them; at
+    most `length` tokens. An added String whose note's Duration lies before the window comes from the window's first
+    token."""
+    shifter, controls = source.shifter, source.controls
+    lead = shifter.lead(source.split.tokens, start)
     heads = controls.heads(start, stop) if controls is not None else None
     out, at = shifter.move(np.concatenate([w[:front], lead, w[front:]]), gen, length,
                            slice(front, front + len(lead)), heads)

@@ -12,9 +12,9 @@ from typing import Any, Callable
 from torch.utils.tensorboard import SummaryWriter
 
 from guitarformer.data.corpus import ensure_builtin_dataset
-from guitarformer.data.dataset import PLAIN, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import PLAIN, PairLayout, Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import load_meta
-from guitarformer.vocab.tokenization import bar_ids, decode
+from guitarformer.vocab.tokenization import decode
 from guitarformer.errors import GuitarformerError
 from guitarformer.evaluation.features import Piece, compare, length_matched, piece_of
 from guitarformer.evaluation.form import FORM_BARS, form_report
@@ -93,8 +93,8 @@ def evaluate_run(run_dir: Path | None, data: Path | None = None, options: EvalOp
     # Continuation lengths: what the encoder-decoder was trained on; a decoder fits source + target in its context.
     api = kind_of(model)
     S, T = api.continuation_lengths(m, options.cont_src, options.cont_tgt)
-    pairs = Seq2SeqPairs(part, S, T, bar_ids(tokenizer), tokenizer["BOS_None"], tokenizer.pad_token_id,
-                         control_dropout=PLAIN)  # the plain stream, as training validates: no control tokens
+    # the plain stream, as training validates: no control tokens
+    pairs = Seq2SeqPairs(part, PairLayout.of(tokenizer, S, T), control_dropout=PLAIN)
 
     t0 = time.time()
     say(f"likelihood on {split} ({len(part):,} tokens)")

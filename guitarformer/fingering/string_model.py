@@ -15,6 +15,7 @@ import functools
 import math
 import random
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -145,15 +146,36 @@ def _batch(data: list[Example], wins: list[tuple[int, int]], window: int) -> tup
     return x, fr, pl, y
 
 
-def fit(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int = 32, lr: float = 3e-3,
-          seed: int = 0, hidden: int = 64, layers: int = 2, out: Path | None = None):
+@dataclass(frozen=True)
+class NetSize:
+    """The string model's size (`FretNet`'s arguments, saved with its weights)."""
+
+    hidden: int = 64
+    layers: int = 2
+
+
+@dataclass(frozen=True)
+class FitSchedule:
+    """How `fit` trains: `epochs` passes over windows of `window` notes, `batch` windows a step, peak learning
+    rate `lr` (one cycle), `seed` for the initial weights and the windows' order."""
+
+    epochs: int = 12
+    window: int = 256
+    batch: int = 32
+    lr: float = 3e-3
+    seed: int = 0
+
+
+def fit(parts, val_parts=None, schedule: FitSchedule = FitSchedule(), size: NetSize = NetSize(),
+        out: Path | None = None):
     """Fit on `parts` ((name, tuning, capo, notes, human (string, fret)) as in benchmarks/bench_fretting.py):
-    cross-entropy of the human tab string, windows of `window` notes. Returns the model (best epoch on
+    cross-entropy of the human tab string, windows of `schedule.window` notes. Returns the model (best epoch on
     `val_parts` by string accuracy when given) and saves it to `out`."""
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
+    epochs, window, batch, lr = schedule.epochs, schedule.window, schedule.batch, schedule.lr
+    torch.manual_seed(schedule.seed)
+    rng = random.Random(schedule.seed)
     tr, va = _examples(parts), _examples(val_parts or [])
-    model = FretNet(hidden, layers)
+    model = FretNet(size.hidden, size.layers)
     n_par = sum(p.numel() for p in model.parameters())
     _log(f"model: {n_par} parameters; {sum(len(d[3]) for d in tr)} training notes")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
@@ -188,5 +210,5 @@ def fit(parts, val_parts=None, epochs: int = 12, window: int = 256, batch: int =
     model.load_state_dict(best_state)
     model.eval()
     if out is not None:
-        torch.save({"config": {"hidden": hidden, "layers": layers}, "state": best_state}, out)
+        torch.save({"config": asdict(size), "state": best_state}, out)
     return model

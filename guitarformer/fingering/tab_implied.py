@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from guitarformer.vocab.tab_tokens import MAX_STRINGS
-from guitarformer.fingering.tab_rows import (RowGroup, SlotCache, TabVocab, allowed_strings, reorder_rows,
-                                                    start_groups)
+from guitarformer.fingering.tab_rows import (ChoiceTables, RowGroup, SlotCache, TabVocab, allowed_strings,
+                                             reorder_rows, start_groups)
 from guitarformer.generation.constraint.grammar import NO_PITCH
 
 
@@ -37,6 +37,21 @@ class _Plan3:
     low: torch.Tensor
     later: dict[tuple[int, int], tuple[int, ...]]
     steps: int
+
+
+@dataclass(frozen=True)
+class _Choosing:
+    """One step's string choice (`_Search3._greedy`): `rs` the rows that choose (as a tensor, and `rows` as a list),
+    `lows` their lowest-fret string indexes and `ok` the strings they may take (None where no row chooses); per row
+    of the batch, `low_all` its lowest-fret string index (0 where it does not choose) and `first` its greedy option
+    (0: read on)."""
+
+    rs: torch.Tensor
+    rows: list[int]
+    lows: torch.Tensor | None
+    ok: torch.Tensor | None
+    low_all: torch.Tensor
+    first: torch.Tensor
 
 
 def _plan3(v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup]) -> _Plan3:
@@ -81,12 +96,13 @@ def refinger_batch3(model, v: TabVocab, windows: list[list[int]], win_groups: li
 
 class _Search3:
     """One `refinger_batch3` call: row w * K + j is beam j of window w. Fixed: the plan's tensors on the device
-    (`win` each row's window, `n_teach` its window's length) and the token tables. Per row, moved with it when beam
-    search re-ranks the rows: `taken` the strings taken at the current onset, `nxt` the token it reads at this step,
-    `ptr` the teacher tokens decided (the next is teach[ptr]), `fed` the teacher index of the token read now (-1: a
-    String, PAD), `out` what it has read; beam search (K > 1): `score` its log-likelihood (one row per window
-    starts, as in `_refinger_batch`), `slots` the slots it has decided, and per window `ref` the reference cost of
-    its slots, cumulative, `front` how many of them are known (module docstring)."""
+    (`win` each row's window, `n_teach` its window's length) and the token tables (`tables`: what `allowed_strings`
+    reads). Per row, moved with it when beam search re-ranks the rows: `taken` the strings taken at the current
+    onset, `nxt` the token it reads at this step, `ptr` the teacher tokens decided (the next is teach[ptr]), `fed`
+    the teacher index of the token read now (-1: a String, PAD), `out` what it has read; beam search (K > 1):
+    `score` its log-likelihood (one row per window starts, as in `_refinger_batch`), `slots` the slots it has
+    decided, and per window `ref` the reference cost of its slots, cumulative, `front` how many of them are known
+    (module docstring)."""
 
     def __init__(self, model, v: TabVocab, windows: list[list[int]], win_groups: list[RowGroup], device: torch.device,
                  beam: int) -> None:
@@ -95,7 +111,7 @@ class _Search3:
         teach, length, note, pitch, low = (t.to(device) for t in (plan.teach, plan.length, plan.note, plan.pitch,
                                                                   plan.low))
         S, B = plan.steps, W * K
-        self.model, self.v, self.win_groups, self.device, self.later = model, v, win_groups, device, plan.later
+        self.model, self.v, self.device = model, v, device
         self.K, self.W, self.S, self.B, self.pad_at = K, W, S, B, teach.shape[1] - 1
         self.teach, self.note, self.pitch, self.low = teach, note, pitch, low
         self.win = torch.arange(B, device=device) // K  # each row's window
@@ -105,6 +121,7 @@ class _Search3:
         self.onset_ids = torch.tensor(sorted(v.onset), device=device)
         self.groups, self.local = start_groups(win_groups, K, torch.zeros(B, 0, dtype=torch.long, device=device),
                                                 device)
+        self.tables = ChoiceTables(v, win_groups, self.groups, plan.later, self.string_ids)
         self.taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
         self.nxt = teach[self.win, 0]
         self.ptr = torch.ones(B, dtype=torch.long, device=device)
@@ -137,11 +154,10 @@ class _Search3:
         rows = rs.tolist()
         if not rows and bool(at_end.all()):
             return False  # every row has read its whole window
-        low_all, first, lows, ok = self._greedy(tok, logits, rs, rows, at)
-        pick = first
+        choice = self._greedy(tok, logits, rs, rows, at)
+        pick, low_all = choice.first, choice.low_all
         if self.K > 1:
-            pick, at_end, x, choosing, low_all = self._rank(logits, x, at_end, choosing, rs, rows, lows, ok, first,
-                                                            low_all)
+            pick, at_end, x, choosing, low_all = self._rank(logits, x, at_end, choosing, choice)
         writes = choosing & (pick != low_all)  # a String for a string off the lowest fret
         self.nxt = torch.where(writes, self.string_ids[pick], x)
         reads = ~writes & ~at_end
@@ -152,34 +168,33 @@ class _Search3:
         return True
 
     def _greedy(self, tok: torch.Tensor, logits: torch.Tensor, rs: torch.Tensor, rows: list[int], at: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Each row's lowest-fret string index (B,) and its greedy option (B,; 0: read on); for the choosing rows
-        `rs` their lowest-fret string indexes and the strings they may take (None where none chooses)."""
+                ) -> _Choosing:
+        """The choice of the rows `rs` (`rows`) that just read a note's Duration: each row's lowest-fret string
+        index and greedy option, the choosing rows' strings they may take (`_Choosing`)."""
         B, device, string_ids = self.B, self.device, self.string_ids
         low_all = torch.zeros(B, dtype=torch.long, device=device)
         first = torch.zeros(B, dtype=torch.long, device=device)
         if not rows:
-            return low_all, first, None, None
+            return _Choosing(rs, rows, None, None, low_all, first)
         win = self.win
         lows = self.low[win[rs], at[rs]]
         low_all[rs] = lows
-        ok = allowed_strings(rs, [(r // self.K, j) for r, j in zip(rows, self.fed[rs].tolist())], tok,
-                      self.pitch[win[rs], at[rs]], self.taken, self.later, self.groups, self.win_groups, string_ids,
-                      self.v, lows)
+        ok = allowed_strings(self.tables, rs, [(r // self.K, j) for r, j in zip(rows, self.fed[rs].tolist())], tok,
+                             self.pitch[win[rs], at[rs]], self.taken, lows)
         ar = torch.arange(len(rows), device=device)
         lg = logits[rs]
         options = lg.index_select(1, string_ids)  # the lowest string's: the note ends (no String)
         options[ar, lows] = lg.index_select(1, self.not_string).logsumexp(1)
         first[rs] = options.masked_fill(~ok, float("-inf")).argmax(1)
-        return low_all, first, lows, ok
+        return _Choosing(rs, rows, lows, ok, low_all, first)
 
     def _candidates(self, logits: torch.Tensor, x: torch.Tensor, at_end: torch.Tensor, choosing: torch.Tensor,
-                    rs: torch.Tensor, rows: list[int], lows: torch.Tensor | None, ok: torch.Tensor | None
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                    choice: _Choosing) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Beam search's candidates (B, C), C options per row (a choosing row's strings; a row that reads on has
         one, column 0): the log-likelihood after each (-inf for none), the slots decided after it, and the costs
         of its first and second new slot."""
         B, device, score = self.B, self.device, self.score
+        rs, rows, lows, ok = choice.rs, choice.rows, choice.lows, choice.ok
         C = MAX_STRINGS if rows else 1
         logp = logits.double().log_softmax(-1)  # float64 as in `_refinger_batch`
         x_cost = torch.where(at_end, 0.0, logp.gather(1, x.unsqueeze(1)).squeeze(1))
@@ -211,14 +226,13 @@ class _Search3:
         return raw, reached, c1, c2
 
     def _rank(self, logits: torch.Tensor, x: torch.Tensor, at_end: torch.Tensor, choosing: torch.Tensor,
-              rs: torch.Tensor, rows: list[int], lows: torch.Tensor | None, ok: torch.Tensor | None,
-              first: torch.Tensor, low_all: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+              choice: _Choosing) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Beam search's step (K > 1): the reference extended by this step's candidates, and in each window that
         chooses, row 0 its greedy option and rows 1..K-1 the best other candidates by rank, every per-row state
         moved with its row. Returns each row's option and its `at_end`, `x`, `choosing`, `low_all`, moved."""
-        raw, reached, c1, c2 = self._candidates(logits, x, at_end, choosing, rs, rows, lows, ok)
+        raw, reached, c1, c2 = self._candidates(logits, x, at_end, choosing, choice)
         self.front = _extend_reference(self.ref, self.front, raw, self.slots, reached, c1, c2)
+        rows, first, low_all = choice.rows, choice.first, choice.low_all
         if not rows:
             self.score, self.slots = raw[:, 0], reached[:, 0]
             return first, at_end, x, choosing, low_all

@@ -92,6 +92,7 @@ from guitarformer.fingering.viterbi import fret
 from guitarformer.runtime import step_work, threads, threads_for
 from guitarformer.fingering.tab_implied import refinger_batch3
 from guitarformer.fingering.tab_rows import (
+    ChoiceTables,
     Guitar,
     TabVocab,
     RowGroup,
@@ -260,6 +261,7 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
     string_ids = torch.tensor(v.string_ids, device=device)
     onset_ids = torch.tensor(sorted(v.onset), device=device)
     groups, local = start_groups(win_groups, K, x, device)
+    tables = ChoiceTables(v, win_groups, groups, plan.later, string_ids)
     taken = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)  # strings struck at the current onset
     # score: log-likelihood of each row's tokens so far; one row per window starts (the others, -inf, are filled
     # by the first String's alternatives), and row 0 of each window always follows the greedy choice.
@@ -297,8 +299,8 @@ def _refinger_batch(model, v: TabVocab, windows: list[list[int]], win_groups: li
         if not ws:
             continue
         rs = torch.tensor([w * K + j for w in ws for j in range(K)], device=device)
-        ok = allowed_strings(rs, [(w, t + 1) for w in ws for _ in range(K)], tok, plan.pitch[rs, t + 1], taken,
-                      plan.later, groups, win_groups, string_ids, v)
+        ok = allowed_strings(tables, rs, [(w, t + 1) for w in ws for _ in range(K)], tok, plan.pitch[rs, t + 1],
+                             taken)
         greedy = logits[rs][:, string_ids].masked_fill(~ok, float("-inf")).argmax(1)  # (len(rs),)
         if K == 1:
             x[rs, t + 1] = string_ids[greedy]

@@ -5,17 +5,19 @@ and layout 3, tab_implied.py, where a note on its lowest-fret string writes none
 `window_cuts`, `string_windows`, which combined.py's `string_logprobs` reads too). A batch's rows: `RowGroup`, one
 (tuning, capo) group's constraint and which strings can play each pitch, `start_groups` starting each group's
 constraint on its rows, `reorder_rows` moving every per-row state (the KV cache, kept in slots by `SlotCache`, and the
-constraints' `_row_state`) when beam search re-ranks rows. `allowed_strings`: the strings a row may take for a note
-(the constraint's, free at the onset, leaving room for the onset's later notes: `_leaves_room`, `_matchable`; else the
-fallbacks). These names are public because tab_model.py and tab_implied.py both run on them. Held
-apart from tab_model.py so that module keeps the public API and layout 2's search, and tab_implied.py layout
-3's, neither importing the other's search; what each choice means is tab_model.py's module docstring.
+constraints' `_row_state`) when beam search re-ranks rows. `allowed_strings` (reading a batch's `ChoiceTables`): the
+strings a row may take for a note (the constraint's, free at the onset, leaving room for the onset's later notes:
+`_leaves_room`, `_matchable`; else the fallbacks). These names are public because tab_model.py and tab_implied.py
+both run on them. Held apart from tab_model.py so that module keeps the public API and layout 2's search, and
+tab_implied.py layout 3's, neither importing the other's search; what each choice means is tab_model.py's module
+docstring.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -199,14 +201,27 @@ def start_groups(win_groups: list[RowGroup], K: int, x: torch.Tensor, device: to
     return groups, local.to(device)
 
 
-def allowed_strings(rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor, pitch: torch.Tensor,
-             taken: torch.Tensor, later: dict, groups: dict[int, tuple[RowGroup, torch.Tensor]],
-             win_groups: list[RowGroup], string_ids: torch.Tensor, v: TabVocab,
-             low: torch.Tensor | None = None) -> torch.Tensor:
+@dataclass(frozen=True)
+class ChoiceTables:
+    """What a batch's string choices read, fixed for one refingering call: the vocabulary's tables `v`, each
+    window's `RowGroup` (`win_groups`), the groups with their rows (`start_groups`), `later[(window, position)]` the
+    fit masks of the onset's notes after the one chosen there, and the String ids on the device."""
+
+    v: TabVocab
+    win_groups: list[RowGroup]
+    groups: dict[int, tuple[RowGroup, torch.Tensor]]
+    later: dict[tuple[int, int], tuple[int, ...]]
+    string_ids: torch.Tensor
+
+
+def allowed_strings(tables: ChoiceTables, rs: torch.Tensor, keys: list[tuple[int, int]], tok: torch.Tensor,
+                    pitch: torch.Tensor, taken: torch.Tensor, low: torch.Tensor | None = None) -> torch.Tensor:
     """(len(rs), MAX_STRINGS) bool: the strings each row of `rs` may take for its note (pitch `pitch`, per row of
-    rs; `keys[i]`: its (window, position) in `later`): the constraint's, free at the onset, leaving room for the
-    onset's later notes; else the fallbacks, in order. `low` (layout 3): each row's lowest-fret string index,
+    rs; `keys[i]`: its (window, position) in `tables.later`): the constraint's, free at the onset, leaving room for
+    the onset's later notes; else the fallbacks, in order. `low` (layout 3): each row's lowest-fret string index,
     allowed where the constraint lets the note end without a String (module docstring)."""
+    v, win_groups, groups, later, string_ids = (tables.v, tables.win_groups, tables.groups, tables.later,
+                                                tables.string_ids)
     B, device = tok.shape[0], tok.device
     allowed = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)
     fits = torch.zeros(B, MAX_STRINGS, dtype=torch.bool, device=device)

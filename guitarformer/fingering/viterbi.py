@@ -263,23 +263,45 @@ def _row(frets: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(frets), 0, frets).astype(np.intp)
 
 
-def _transition(notes_t, costs, prev_g, g, prev_layer, mask_c, best, hand, win, popcount, pair, hand_tables
+class _Walk(NamedTuple):
+    """What every transition of one Viterbi reads, fixed for the decode: the notes, the costs, the onsets' note
+    groups and candidate lists, and the popcount table of string masks."""
+
+    notes_t: list
+    costs: FretCosts
+    groups: list
+    layers: list
+    popcount: np.ndarray
+
+
+class _Path(NamedTuple):
+    """The Viterbi's paths after one onset, one per candidate: `best` the cheapest total cost ending in it, `hand`
+    and `win` the last fretted position and the lazy hand window along that path, as `_HandTables` rows."""
+
+    best: np.ndarray
+    hand: np.ndarray
+    win: np.ndarray
+
+
+def _transition(walk: _Walk, t: int, mask_c, path: _Path, pair, hand_tables: _HandRows
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(total cost of every (previous candidate, candidate) pair from onset prev_g to onset g: `best` of the path
-    so far plus the move, the hand window after each pair, as rows). `hand`/`win`: the last fretted position / lazy
-    hand window along each previous path, as `_HandTables` rows; `pair`: the two lists' `_pair_terms`;
-    `hand_tables`: the current list's `_HandTables`."""
+    """(total cost of every (previous candidate, candidate) pair from onset t - 1 to onset t: `path.best` plus the
+    move, the hand window after each pair, as rows). `mask_c`: the current candidates' string masks; `pair`: the
+    two lists' `_pair_terms`; `hand_tables`: the current list's `_HandTables`."""
+    notes_t, costs, prev_g, g = walk.notes_t, walk.costs, walk.groups[t - 1], walk.groups[t]
+    hand, win = path.hand, path.win
     onset = notes_t[g[0]][0]
     ends = [notes_t[i][0] + notes_t[i][1] for i in prev_g]
-    total = best[:, None] + (hand_tables.rest if max(ends) < onset else hand_tables.move)[hand]
+    total = path.best[:, None] + (hand_tables.rest if max(ends) < onset else hand_tables.move)[hand]
     for term in pair:  # in the order they were always added (a float sum's order is kept)
         if term is not None:
             total += term
     if costs.cut_sustain:
         sus = [k for k, e in enumerate(ends) if e > onset]
         if sus:
-            sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0) for x in prev_layer])
-            total += costs.cut_sustain * popcount[sus_mask[:, None] & mask_c[None, :]]
+            sus_mask = np.array([sum(1 << x.assign[k][0] for k in sus if x.assign[k][0] >= 0)
+                                 for x in walk.layers[t - 1]])
+            total += costs.cut_sustain * walk.popcount[sus_mask[:, None] & mask_c[None, :]]
     if hand_tables.opens is not None:
         total += hand_tables.opens[hand]
     if hand_tables.window is not None:
@@ -302,16 +324,17 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
     tabs = (move_tab, rest_tab, popcount, win_tab)
     arrays = _LayerTables(notes_t, groups, layers, n_strings, costs, piece, nn)
 
-    # Viterbi: best[j] = cheapest total cost ending in candidate j of the current layer. `hand[j]` carries the
-    # last fretted position along that path, so open strings do not make the hand forget where it was.
+    # Viterbi: path.best[j] = cheapest total cost ending in candidate j of the current layer. `path.hand[j]` carries
+    # the last fretted position along that path, so open strings do not make the hand forget where it was.
+    walk = _Walk(notes_t, costs, groups, layers, popcount)
     prev = arrays(0)
-    best = prev[2].copy()
     with np.errstate(invalid="ignore"):  # NaN positions (no hand yet, nothing fretted) compare False, as meant
         room = max_fret - capo  # the highest fret a candidate holds; a human fingering (`gold`) may hold more
         if gold is not None:
             room = max([room, *(int(c.top) for layer in layers for c in layer if not math.isnan(c.top))])
         hand_tables = _HandTables(costs, tabs, room)
-        hand = win = hand_tables(layers[0], prev).pos  # lazy hand window along each path too; as table rows
+        start = hand_tables(layers[0], prev).pos  # lazy hand window along each path too; as table rows
+        path = _Path(prev[2].copy(), start, start)
         back: list[np.ndarray] = []
         pairs: dict[tuple[int, int], tuple] = {}  # `_pair_terms` by the two candidate lists (alive in `layers`)
         for t in range(1, len(layers)):
@@ -320,16 +343,15 @@ def _decode(notes_t, tuning, capo, max_fret, costs, gold=None, piece=None, nn=No
             if key not in pairs:
                 pairs[key] = _pair_terms(notes_t, costs, groups[t - 1], groups[t], prev, cur)
             here = hand_tables(layers[t], cur)
-            total, new_win = _transition(notes_t, costs, groups[t - 1], groups[t], layers[t - 1], cur[4], best, hand,
-                                         win, popcount, pairs[key], here)
+            total, new_win = _transition(walk, t, cur[4], path, pairs[key], here)
             ptr = total.argmin(axis=0)
-            best = total.min(axis=0) + cur[2]  # the argmin's own values
-            hand = np.where(here.pos == 0, hand[ptr], here.pos)  # a candidate with nothing fretted keeps the hand
-            win = new_win[ptr, np.arange(len(ptr))]
+            path = _Path(total.min(axis=0) + cur[2],  # the argmin's own values
+                         np.where(here.pos == 0, path.hand[ptr], here.pos),  # nothing fretted: it keeps the hand
+                         new_win[ptr, np.arange(len(ptr))])
             back.append(ptr)
             prev = cur
 
-    j = int(best.argmin())
+    j = int(path.best.argmin())
     chosen = [None] * len(layers)
     for t in range(len(layers) - 1, -1, -1):
         chosen[t] = layers[t][j]

@@ -10,9 +10,10 @@ import torch.distributed
 
 from guitarformer.config import Config
 from guitarformer.data.corpus import ensure_builtin_dataset
-from guitarformer.data.dataset import PLAIN, DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit, note_ids
+from guitarformer.data.dataset import (PLAIN, DecoderWindows, PairLayout, PitchShifter, Seq2SeqPairs, TokenSplit,
+                                       note_ids)
 from guitarformer.data.prepare import load_meta
-from guitarformer.vocab.tokenization import bar_ids, load_tokenizer
+from guitarformer.vocab.tokenization import load_tokenizer
 from guitarformer.errors import GuitarformerError
 from guitarformer.runtime import Dist
 
@@ -30,8 +31,7 @@ def _pairs(split: TokenSplit, cfg: Config, tokenizer, shifter: PitchShifter | No
            control_dropout: float | None = None):
     """An encoder-decoder's source: (source bars, target bars) pairs."""
     m = cfg.model
-    return Seq2SeqPairs(split, m.src_block_size, m.block_size, bar_ids(tokenizer), tokenizer["BOS_None"],
-                        tokenizer.pad_token_id, shifter=shifter, infill=infill,
+    return Seq2SeqPairs(split, PairLayout.of(tokenizer, m.src_block_size, m.block_size), shifter=shifter, infill=infill,
                         control_dropout=cfg.data.control_dropout if control_dropout is None else control_dropout,
                         control_plain=cfg.data.control_plain if control_dropout is None else 0.0,
                         control_targets=cfg.data.control_targets)

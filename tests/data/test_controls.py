@@ -34,6 +34,7 @@ from guitarformer.music.bars import bar_starts
 from guitarformer.data.dataset import (
     ControlDropout,
     DecoderWindows,
+    PairLayout,
     PitchShifter,
     Seq2SeqPairs,
     TokenSplit,
@@ -415,8 +416,8 @@ def test_unscored_controls_are_read_but_never_targets(tok, ctrl_seqs, tmp_path):
     assert torch.equal(y2, y.masked_fill(ctrl_targets, IGNORE_INDEX))
     val = [y for _, y in DecoderWindows(split, 48, control_targets=False).eval_batches(4)]
     assert not any(((y >= 0) & is_ctrl[y.clamp(min=0)]).any() for y in val)
-    pairs = [Seq2SeqPairs(split, 32, 32, [tok["Bar_None"]], tok["BOS_None"], tok.pad_token_id, control_targets=t)
-             for t in (True, False)]
+    layout = PairLayout(32, 32, [tok["Bar_None"]], tok["BOS_None"], tok.pad_token_id)
+    pairs = [Seq2SeqPairs(split, layout, control_targets=t) for t in (True, False)]
     a, b = (p.batch(32, torch.Generator().manual_seed(4)) for p in pairs)
     assert all(torch.equal(u, v) for u, v in zip(a[:3], b[:3]))
     pair_ctrl = (a[3] >= 0) & is_ctrl[a[3].clamp(min=0)]
@@ -458,7 +459,7 @@ def test_validation_windows_are_deterministic_and_score_each_token_once(tok, ctr
 
 def test_seq2seq_pairs_with_controls(tok, ctrl_seqs, tmp_path):
     split = TokenSplit(_dataset(tmp_path, tok, ctrl_seqs), "train")
-    pairs = Seq2SeqPairs(split, 32, 32, [tok["Bar_None"]], tok["BOS_None"], tok.pad_token_id)
+    pairs = Seq2SeqPairs(split, PairLayout(32, 32, [tok["Bar_None"]], tok["BOS_None"], tok.pad_token_id))
     assert pairs.controls is not None
     src, mask, tgt, y = pairs.batch(16, torch.Generator().manual_seed(0))
     assert src.shape == (16, 32) and tgt.shape == (16, 32)

@@ -9,7 +9,7 @@ import torch
 
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
-from guitarformer.data.dataset import DecoderWindows, PitchShifter, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import DecoderWindows, PairLayout, PitchShifter, Seq2SeqPairs, TokenSplit
 from guitarformer.data.prepare import VAL_MIN_PIECES, PrepareOptions, assign_splits, load_meta, prepare, split_of
 from guitarformer.vocab.tokenization import bar_ids, build_tokenizer, decode, encode, load_tokenizer
 from guitarformer.errors import GuitarformerError
@@ -208,7 +208,7 @@ def test_seq2seq_pairs_split_at_bars(tiny_dataset):
     tok = load_tokenizer(tiny_dataset / "tokenizer.json")
     split = TokenSplit(tiny_dataset, "train")
     bars = bar_ids(tok)
-    pairs = Seq2SeqPairs(split, 24, 40, bars, tok["BOS_None"], tok.pad_token_id)
+    pairs = Seq2SeqPairs(split, PairLayout(24, 40, bars, tok["BOS_None"], tok.pad_token_id))
     src, mask, tgt, y = pairs.batch(6, torch.Generator().manual_seed(0))
     assert src.shape == mask.shape == (6, 24) and tgt.shape == y.shape == (6, 40)
     assert all(int(y[i, 0]) in bars for i in range(6))  # the target starts at a bar line
@@ -224,7 +224,7 @@ def test_seq2seq_training_pairs_include_each_pieces_start_from_an_empty_source(t
     tok = load_tokenizer(tiny_dataset / "tokenizer.json")
     split = TokenSplit(tiny_dataset, "train")
     bars, bos = bar_ids(tok), tok["BOS_None"]
-    pairs = Seq2SeqPairs(split, 24, 40, bars, bos, tok.pad_token_id)
+    pairs = Seq2SeqPairs(split, PairLayout(24, 40, bars, bos, tok.pad_token_id))
     assert len(pairs.first_bars) == split.num_sequences
     n = len(pairs.cut_points)
     src, mask, tgt, y = pairs._stack([pairs._pair(n + i, None) for i in range(len(pairs.first_bars))])

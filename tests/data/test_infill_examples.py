@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from guitarformer import IGNORE_INDEX
-from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import DecoderWindows, PairLayout, Seq2SeqPairs, TokenSplit
 from guitarformer.vocab.infill import FillIds, bar_ends, decoder_example, seq2seq_example
 from guitarformer.vocab.tokenization import bar_ids, load_tokenizer
 
@@ -146,7 +146,7 @@ def test_training_windows_and_pairs_of_the_corpus_have_whole_bars_after_the_gap(
             nxt = _next_in_stream(stream, after, strings)
             assert nxt and all(t in f.bars or t == f.eos for t in nxt)  # it stops at a bar line or the piece's end
             checked += 1
-    pairs = Seq2SeqPairs(split, 96, 128, bar_ids(tok), f.bos, f.pad, infill=0.5)
+    pairs = Seq2SeqPairs(split, PairLayout(96, 128, bar_ids(tok), f.bos, f.pad), infill=0.5)
     src, mask, _, y = pairs.batch(32, torch.Generator().manual_seed(4))
     for r in range(32):
         s = src[r][mask[r]].tolist()

@@ -15,7 +15,7 @@ import torch
 from guitarformer import IGNORE_INDEX
 from guitarformer.config import DataConfig
 from guitarformer.vocab.controls import PlayedNote, bar_controls
-from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import DecoderWindows, PairLayout, Seq2SeqPairs, TokenSplit
 from guitarformer.vocab.infill import FillIds, unfold
 from guitarformer.vocab.tab_tokens import (
     TabREMI,
@@ -26,7 +26,7 @@ from guitarformer.vocab.tab_tokens import (
     lowest_fret_string,
     strip_controls,
 )
-from guitarformer.vocab.tokenization import bar_ids, encode, tokenizer_params
+from guitarformer.vocab.tokenization import encode, tokenizer_params
 from guitarformer.data.transpose import PitchShifter
 from guitarformer.fingering import fret
 from guitarformer.music.guitar import STANDARD_TUNING, TUNINGS, pitch_of
@@ -330,8 +330,7 @@ def test_seq2seq_pairs_and_infill_examples_are_moved_tokens(tmp_path, tok):
         return any(_is_slice(part, target * 2) for target in moved_parts)
 
     S, T = 40, 48
-    pairs = Seq2SeqPairs(split, S, T, bar_ids(tok), tok["BOS_None"], tok.pad_token_id, PitchShifter(tok, 6),
-                         control_dropout=1.0)
+    pairs = Seq2SeqPairs(split, PairLayout.of(tok, S, T), PitchShifter(tok, 6), control_dropout=1.0)
     src, mask, _, y = pairs.batch(24, torch.Generator().manual_seed(0))
     for s_row, m, t in zip(src.tolist(), mask.tolist(), y.tolist()):
         s_ids = [i for i, keep in zip(s_row, m) if keep]
@@ -348,8 +347,7 @@ def test_seq2seq_pairs_and_infill_examples_are_moved_tokens(tmp_path, tok):
             assert a_moved_stretch(unfold(f, row[: row.index(f.end) + 1])[1:])
             filled += 1
     assert filled > 8
-    pairs = Seq2SeqPairs(split, 80, 120, bar_ids(tok), tok["BOS_None"], tok.pad_token_id, PitchShifter(tok, 6),
-                         control_dropout=1.0, infill=1.0)
+    pairs = Seq2SeqPairs(split, PairLayout.of(tok, 80, 120), PitchShifter(tok, 6), control_dropout=1.0, infill=1.0)
     _, _, _, y = pairs.batch(8, torch.Generator().manual_seed(2))
     spans = [[i for i in t if i != IGNORE_INDEX] for t in y.tolist()]
     spans = [span[:-1] for span in spans if span[-1] == f.eos]  # infilling targets: the span's bars, then EOS

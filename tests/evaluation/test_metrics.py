@@ -248,15 +248,14 @@ def test_decoder_continuation_matches_plain_forward(riff_runs):
     import torch
     import torch.nn.functional as F
 
-    from guitarformer.data.dataset import Seq2SeqPairs, TokenSplit
-    from guitarformer.vocab.tokenization import bar_ids
+    from guitarformer.data.dataset import PairLayout, Seq2SeqPairs, TokenSplit
     from guitarformer.evaluation.likelihood import continuation_nll
     from guitarformer.runs import load_run
 
     root, runs = riff_runs
     loaded = load_run(runs["decoder"])
     model, tok, cfg = loaded.model, loaded.tokenizer, loaded.cfg
-    pairs = Seq2SeqPairs(TokenSplit(root / "ds", "val"), 16, 20, bar_ids(tok), tok["BOS_None"], tok.pad_token_id)
+    pairs = Seq2SeqPairs(TokenSplit(root / "ds", "val"), PairLayout.of(tok, 16, 20))
     got = continuation_nll(model, pairs, "cpu", batch_size=3)
     nll, n = 0.0, 0
     with torch.no_grad():

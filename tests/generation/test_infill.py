@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from guitarformer import IGNORE_INDEX
 from guitarformer.cli import main
 from guitarformer.config import DataConfig, apply_overrides
-from guitarformer.data.dataset import DecoderWindows, Seq2SeqPairs, TokenSplit
+from guitarformer.data.dataset import DecoderWindows, PairLayout, Seq2SeqPairs, TokenSplit
 from guitarformer.vocab.infill import (
     FILL_TOKENS,
     FillIds,
@@ -129,7 +129,7 @@ def test_seq2seq_pairs_mix_in_valid_infilling_examples(tiny_dataset):
     tok = load_tokenizer(tiny_dataset / "tokenizer.json")
     f = FillIds.of(tok)
     stream = _stream(split)
-    pairs = Seq2SeqPairs(split, 96, 128, bar_ids(tok), f.bos, f.pad, infill=0.5)
+    pairs = Seq2SeqPairs(split, PairLayout(96, 128, bar_ids(tok), f.bos, f.pad), infill=0.5)
     src, mask, tin, y = pairs.batch(32, torch.Generator().manual_seed(4))
     filled = 0
     for r in range(32):
@@ -153,7 +153,7 @@ def test_infill_zero_leaves_windows_and_pairs_as_they_were(tiny_dataset):
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
     for a, b in zip(DecoderWindows(split, 64).batch(8, g1), DecoderWindows(split, 64, infill=0.0).batch(8, g2)):
         assert torch.equal(a, b)
-    args = (32, 64, bar_ids(tok), tok["BOS_None"], tok.pad_token_id)
+    args = (PairLayout.of(tok, 32, 64),)
     for a, b in zip(Seq2SeqPairs(split, *args).batch(8, g1), Seq2SeqPairs(split, *args, infill=0.0).batch(8, g2)):
         assert torch.equal(a, b)
     assert torch.equal(g1.get_state(), g2.get_state())

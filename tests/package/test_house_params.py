@@ -12,11 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "guitarformer"
 LIMIT = 8
-WAITING = {
-    "data/dataset.py::Seq2SeqPairs.__init__", "data/dataset.py::_shift",
-    "fingering/string_model.py::fit", "fingering/viterbi.py::_transition",
-    "fingering/tab_implied.py::_Search3._rank", "fingering/tab_rows.py::allowed_strings",
-}
+WAITING: set[str] = set()  # every function regrouped: a new one over the limit fails
 
 
 def _is_click_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
