@@ -17,7 +17,7 @@ import os
 import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from inspect import signature
+from dataclasses import fields
 from pathlib import Path
 
 import symusic
@@ -324,7 +324,7 @@ def labels_taken() -> bool:
     """Whether prepare takes given control values (`labels`), so that the corpus's Style controls are the tunes'
     types and its Key controls their K: fields; without that parameter the built-in dataset has no styles and
     estimates every key from the notes."""
-    return "labels" in signature(prepare).parameters
+    return "labels" in {f.name for f in fields(PrepareOptions)}
 
 
 def ensure_builtin_dataset(data_cfg, out: Path | None = None, progress: bool = True) -> Path:
