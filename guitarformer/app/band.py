@@ -14,7 +14,7 @@ from guitarformer.data.band import pick_parts
 from guitarformer.vocab.song_tokens import check_band
 from guitarformer.errors import GuitarformerError
 from guitarformer.compose.band import BandAsk, accompany_rows, band_parts, band_rows
-from guitarformer.compose.riffs import Riff, riff_seed
+from guitarformer.compose.riffs import Riff
 from guitarformer.generation.decode.sampling import SamplingParams
 from guitarformer.music.bars import bar_starts, count_bars
 from guitarformer.music.guitar import BASS_TUNING, STANDARD_TUNING

@@ -1,6 +1,6 @@
 """The band: a riff of several parts from nothing, and the parts written for given ones (accompaniment).
 
-`band_rows` samples band streams (data/parts.py) under the BandConstraint, all parts at once, bar by bar, in the
+`band_rows` samples band streams (vocab/parts.py) under the BandConstraint, all parts at once, bar by bar, in the
 parts' order. `accompany_rows` writes the parts a song lacks for the parts it has: bar by bar and part by part in the
 band's order, a given part's bar the song's own tokens (never sampled), a written part's bar sampled after all that
 comes before it until that part's bar may end (with the guitar given first, the bass and drums hear the bar they go
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from guitarformer.vocab.parts import PART, part_token
-from guitarformer.vocab.song_tokens import decode_song, encode_song
+from guitarformer.vocab.song_tokens import bars_of, decode_song, encode_song
 from guitarformer.vocab.tokenization import special_ids
 from guitarformer.generation.constraint.band import BandConstraint, BandPlan
 from guitarformer.compose.conditioning import Conditions
@@ -66,10 +66,11 @@ def band_rows(model, tok, ask: BandAsk, params: SamplingParams) -> list[list[int
                     opens=opens)
     bars = params.max_bars
     limit = None if bars is None else bars - 1 if opens else bars
+    eos = special_ids(tok)["eos"]
     out = generate(model, torch.tensor([prompt] * ask.num, dtype=torch.long), replace(params, max_bars=limit),
                    generator=_generators(ask), constraint=BandConstraint(tok, plan),
-                   stops=StopTokens(eos_id=special_ids(tok)["eos"], bar_ids=[tok.vocab["Bar_None"]]))
-    return [_until_eos(row, special_ids(tok)["eos"]) for row in out.tolist()]
+                   stops=StopTokens(eos_id=eos, bar_ids=[tok.vocab["Bar_None"]]))
+    return [_until_eos(row, eos) for row in out.tolist()]
 
 
 def _until_eos(row: list[int], eos: int) -> list[int]:
@@ -78,21 +79,19 @@ def _until_eos(row: list[int], eos: int) -> list[int]:
 
 def given_bars(tok, given: Sequence[tuple[str, GuitarScore]]) -> tuple[list[int], list[dict[str, list[int]]]]:
     """(BOS and the piece controls, each bar's given tokens by role) of the given parts' band stream."""
-    ids = encode_song(tok, given)[:-1]  # without EOS
-    bar = tok.vocab["Bar_None"]
-    head_end = ids.index(bar) if bar in ids else len(ids)
-    bars: list[dict[str, list[int]]] = []
-    role = ""
-    for i in ids[head_end:]:
-        t = tok[i]
-        if i == bar:
-            bars.append({})
-        elif t.startswith(PART + "_"):
-            role = t.split("_", 1)[1]
-            bars[-1][role] = []
-        else:
-            bars[-1][role].append(i)
-    return ids[:head_end], bars
+    head, bars = bars_of(tok, encode_song(tok, given)[:-1])  # without EOS
+    by_role: list[dict[str, list[int]]] = []
+    for bar in bars:  # each bar's ids cut at its part tokens
+        by_role.append({})
+        role = ""
+        for i in bar:
+            t = tok[i]
+            if t.startswith(PART + "_"):
+                role = t.split("_", 1)[1]
+                by_role[-1][role] = []
+            else:
+                by_role[-1][role].append(i)
+    return head, by_role
 
 
 def accompany_rows(model, tok, ask: BandAsk, given: Sequence[tuple[str, GuitarScore]], params: SamplingParams,

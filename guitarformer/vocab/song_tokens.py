@@ -1,4 +1,4 @@
-"""A song of parts as one token stream and back (the layout: data/parts.py).
+"""A song of parts as one token stream and back (the layout: vocab/parts.py).
 
 `encode_song` tokenizes each part alone (a stringed part as tab tokens, the kit as drum hits), cuts each part's
 tokens at its Bar tokens and lays the bars out one after the other, each part's bar after its part token.
@@ -63,7 +63,7 @@ def _drum_ids(tok: miditok.MusicTokenizer, gs: GuitarScore) -> list[int]:
     return out
 
 
-def _bars_of(tok: miditok.MusicTokenizer, ids: Sequence[int]) -> tuple[list[int], list[list[int]]]:
+def bars_of(tok: miditok.MusicTokenizer, ids: Sequence[int]) -> tuple[list[int], list[list[int]]]:
     """(the ids before the first Bar, each bar's ids after its Bar token)."""
     bar = tok.vocab[BAR]
     head: list[int] = []
@@ -99,7 +99,7 @@ def encode_song(tok: miditok.MusicTokenizer, parts: Sequence[tuple[str, GuitarSc
     for k, (role, gs) in enumerate(parts):
         if role not in roles:
             raise GuitarformerError(f"this run's band has no {role} part", f"use parts among {', '.join(roles)}")
-        head, bar_ids = _bars_of(tok, part_ids(tok, role, gs, style, key))
+        head, bar_ids = bars_of(tok, part_ids(tok, role, gs, style, key))
         heads.append(head if role == "guitar" else [])
         bars.append(bar_ids if k == 0 else [_without_meter(tok, b) for b in bar_ids])
     sp = special_ids(tok)
@@ -129,9 +129,9 @@ def _without_meter(tok: miditok.MusicTokenizer, bar: list[int]) -> list[int]:
 def split_song(tok: miditok.MusicTokenizer, ids: Sequence[int], every_role: bool = False) -> dict[str, list[int]]:
     """Each role's single-part ids (BOS ... EOS) from a band stream: the ids before the first Bar go to the guitar
     (its piece controls), every Bar to every part, each part's bar ids to its part. A role the stream never names
-    is absent (`every_role`: present all the same); one named in some bars gets every Bar all the same (its silent bars empty). A bar's TimeSig (written in
-    its first part only) goes to every part; Tempo tokens stay with that first part (`decode_song` gives its tempos
-    to all)."""
+    is absent (`every_role`: present all the same); one named in some bars gets every Bar all the same (its silent
+    bars empty). A bar's TimeSig (written in its first part only) goes to every part; Tempo tokens stay with that
+    first part (`decode_song` gives its tempos to all)."""
     roles = check_band(tok)
     sp = special_ids(tok)
     streams: dict[str, list[int]] = {r: [sp["bos"]] for r in roles}
@@ -159,14 +159,14 @@ def split_song(tok: miditok.MusicTokenizer, ids: Sequence[int], every_role: bool
 
 
 def decode_drums(tok: miditok.MusicTokenizer, ids: Sequence[int]) -> GuitarScore:
-    """A drum part from its single-part ids: each Drum token a hit of a 16th at its Position."""
-    hit = _hit_duration(tok)
+    """A drum part from its single-part ids: each Drum token a hit of a 32nd at its Position."""
+    # what follows each hit's Pitch as a note's tokens: a loud Velocity where the tokens have them, a short Duration
+    after = [*([tok.vocab[_loud(tok)]] if tok.config.use_velocities else []), tok.vocab[_hit_duration(tok)]]
     plain: list[int] = []
     for i in ids:
         t = tok[int(i)]
         if t.startswith(DRUM + "_"):
-            plain += [tok.vocab[f"Pitch_{t.split('_')[1]}"], *([tok.vocab[_loud(tok)]] if tok.config.use_velocities
-                                                             else []), tok.vocab[hit]]
+            plain += [tok.vocab[f"Pitch_{t.split('_')[1]}"], *after]
         else:
             plain.append(int(i))
     score = decode_guitar(tok, plain, STANDARD_TUNING).score
@@ -178,13 +178,11 @@ def decode_drums(tok: miditok.MusicTokenizer, ids: Sequence[int]) -> GuitarScore
 
 
 def _hit_duration(tok: miditok.MusicTokenizer) -> str:
+    """The Duration token of a HIT_TICKS_PER_QUARTER note at the finest beat resolution (else the first Duration)."""
     durations = [t for t in tok.vocab if t.startswith("Duration_")]
-    want = f"Duration_0.{max(1, _beat_res(tok) // HIT_TICKS_PER_QUARTER)}.{_beat_res(tok)}"
+    res = max(int(t.split(".")[-1]) for t in durations)
+    want = f"Duration_0.{max(1, res // HIT_TICKS_PER_QUARTER)}.{res}"
     return want if want in tok.vocab else durations[0]
-
-
-def _beat_res(tok: miditok.MusicTokenizer) -> int:
-    return max(int(t.split(".")[-1]) for t in tok.vocab if t.startswith("Duration_"))
 
 
 def _loud(tok: miditok.MusicTokenizer) -> str:

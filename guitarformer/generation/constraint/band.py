@@ -1,7 +1,7 @@
-"""BandConstraint: which tokens may come next in a band stream (data/parts.py), part by part.
+"""BandConstraint: which tokens may come next in a band stream (vocab/parts.py), part by part.
 
 A band stream is bars of parts: ``Bar Part_a <a's bar> Part_b <b's bar> ...``. Each stringed part has the guitar
-constraint of its own (generation/constraint.py: the grammar, time in the bar, its strings in its tuning, the asked
+constraint of its own (guitar.py: the grammar, time in the bar, its strings in its tuning, the asked
 bar controls), fed the single-part stream that part's tokens make (every Bar, the bar's TimeSig, its own tokens), so
 it allows in the band stream what it allows a lone part; where it would let the part's bar end (a Bar, or EOS after
 the last bar), the band allows the next part's token instead, or the Bar (EOS) after the last part. The kit's bar
@@ -71,7 +71,9 @@ class BandConstraint:
         types = [tokenizer[i].split("_")[0] for i in range(self.V)]
         self.drum_ids = torch.tensor([vocab[drum_token(k)] for k in KIT if drum_token(k) in vocab], dtype=torch.long)
         self.position_of = {i: int(tokenizer[i].split("_")[1]) for i in range(self.V) if types[i] == "Position"}
-        self.drum_of = {i: int(tokenizer[i].split("_")[1]) for i in range(self.V) if types[i] == DRUM}
+        self.position_ids = torch.tensor(list(self.position_of), dtype=torch.long)
+        self.position_vals = torch.tensor(list(self.position_of.values()), dtype=torch.long)
+        self.drums = {i for i in range(self.V) if types[i] == DRUM}
         self.timesig = {i for i in range(self.V) if types[i] == "TimeSig"}
         self.timesig_ids = torch.tensor(sorted(self.timesig), dtype=torch.long)
         self.band_cols = torch.tensor([t in (PART, DRUM, "Tempo", "Bar", "EOS") for t in types])
@@ -129,7 +131,7 @@ class BandConstraint:
         elif row.active == "drums":
             if t in self.position_of:
                 row.pos, row.hits = self.position_of[t], set()
-            elif t in self.drum_of:
+            elif t in self.drums:
                 row.hits.add(t)
                 row.struck = True
         elif counting and row.active in row.subs:
@@ -161,31 +163,26 @@ class BandConstraint:
             m[self.part_ids[order[0]]] = True
             return m
         k = order.index(row.active)
+        last_bar = False  # a stringed part's constraint says so where it allows only the end (EOS), no next Bar
         if row.active in self.plan.given:  # a given part's bar is the prompt's, whole: the next part follows
-            return self._end(m, row, k, self.max_bars is not None and row.bars >= self.max_bars)
-        if row.active == "drums":
+            may_end = True
+        elif row.active == "drums":
             may_end = self._drum_mask(m, row)
         else:
-            sub = row.subs[row.active]
-            allowed = sub.mask(torch.tensor([row.last[row.active]]), remaining)[0]
+            allowed = row.subs[row.active].mask(torch.tensor([row.last[row.active]]), remaining)[0]
             may_end = bool(allowed[self.bar_id] or allowed[self.eos])
             last_bar = bool(allowed[self.eos]) and not bool(allowed[self.bar_id])
-            m |= allowed & ~self.band_cols
+            m = allowed & ~self.band_cols
             if k > 0:
                 m &= ~self.meter_cols
             elif row.meter is not None:  # one meter for the riff: a part ringing on never meets a shorter bar
                 m[self.timesig_ids] = False
                 m[row.meter] = bool(allowed[row.meter])
-            if may_end:
-                return self._end(m, row, k, last_bar)
-            return m
-        if may_end:
-            return self._end(m, row, k, self.max_bars is not None and row.bars >= self.max_bars)
-        return m
+        return self._end(m, row, k, last_bar) if may_end else m
 
     def _end(self, m: torch.Tensor, row: _Row, k: int, last_bar: bool) -> torch.Tensor:
         """Where the active part's bar may end: the next part, or after the last one the next Bar (EOS in the last
-        bar)."""
+        bar: `last_bar`, or the bar limit reached)."""
         order = self.plan.order
         if self.plan.segment:
             m[self.eos] = True
@@ -199,11 +196,11 @@ class BandConstraint:
 
     def _drum_mask(self, m: torch.Tensor, row: _Row) -> bool:
         """The kit's next tokens into `m`; whether its bar may end here."""
-        later = [i for i, p in self.position_of.items() if row.pos < p < row.positions_in_bar]
         if row.pos >= 0 and not row.hits:  # a Position holds a hit
             m[self.drum_ids] = True
             return False
-        m[later] = True
+        vals = self.position_vals
+        m[self.position_ids[(vals > row.pos) & (vals < row.positions_in_bar)]] = True  # later Positions in the bar
         if 0 <= row.pos and len(row.hits) < MAX_HITS:
             m[self.drum_ids] = True
             m[sorted(row.hits)] = False

@@ -15,10 +15,9 @@ import miditok
 import symusic
 import torch
 
-from guitarformer.vocab.tab_techniques import TECH_VALUES
-
 from guitarformer.vocab.controls import BAR as BAR_SCOPE, control_names, control_type
 from guitarformer.vocab.tab_techniques import TECH_VALUES
+from guitarformer.vocab.parts import DRUM, PART
 from guitarformer.vocab.tab_tokens import implied_strings
 from guitarformer.music.guitar import GUITAR_PROGRAM
 
@@ -162,6 +161,7 @@ class Grammar:
         is_bar, is_pos, is_shift = mark("Bar"), mark("Position"), mark("TimeShift")
         is_bar_ctrl = mark(*(control_type(n) for n in control_names(BAR_SCOPE)))
         is_timesig, is_tempo, is_eos = mark("TimeSig"), mark("Tempo"), mark("EOS")
+        self.is_band = mark(PART, DRUM)  # host side: a band tokenizer's part and drum tokens (vocab/parts.py)
         pitch_val = torch.tensor([int(v) if t in ("Pitch", "NoteOn", "NoteOff") else NO_PITCH
                                   for t, v in zip(self.types, self.values)])
         pos_val = torch.tensor([int(v) if t == "Position" else 0 for t, v in zip(self.types, self.values)])

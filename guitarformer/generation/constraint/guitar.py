@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import torch
 
-from guitarformer.vocab.parts import DRUM, PART
 from guitarformer.generation.constraint.grammar import ALL_KINDS, DURATION, STRING, Grammar, allow, keep
 from guitarformer.generation.constraint.guards import Guards, GuardSpec
 from guitarformer.generation.constraint.repeats import Repeats
@@ -122,9 +121,9 @@ class GuitarConstraint:
         self.forced: torch.Tensor | None = None  # (bars in the schedule, V)
         # Columns no step may take, as one (V,) mask `keep` (None: none): the bar controls where a list says which
         # (the asked ones are forced instead), and `fixed`'s below.
-        # A band tokenizer's part and drum tokens (data/parts.py): a single part never writes them (the band's own
-        # constraint does: generation/band_constraint.py).
-        never = torch.tensor([t in (PART, DRUM) for t in self.grammar.types], dtype=torch.bool)
+        # A band tokenizer's part and drum tokens: a single part never writes them (the band's own constraint does:
+        # generation/constraint/band.py).
+        never = self.grammar.is_band.clone()
         if bar_controls is not None:
             never |= self.grammar.is_bar_ctrl.cpu()
         self.opens = int(asked.prompt_opens_bar)
